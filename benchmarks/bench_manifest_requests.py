@@ -1,0 +1,65 @@
+"""Object-store requests per manifest operation (docs/benchmarks.md).
+
+Targets (issue 2): an update with no conflict costs at most 2 requests (the create and the boundary
+check); a fresh read of the latest manifest costs 1 request when the cache is current.
+
+Run: ``.venv/bin/python benchmarks/bench_manifest_requests.py``
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from slate_ops import admin
+from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, ObjectStore
+
+RESULTS = Path(__file__).parent / "results" / "manifest_requests.md"
+
+
+def measure(store: CountingStore, action: Callable[[], object]) -> dict[str, int]:
+    store.reset()
+    action()
+    return {kind: n for kind, n in store.counts.items() if n}
+
+
+def run(inner: ObjectStore) -> list[tuple[str, dict[str, int], int]]:
+    store = CountingStore(inner)
+    admin.create_db("db", store)
+    writer = ManifestStore(store, "db")
+    writer.read_latest()
+    rows = [
+        ("update, no conflict (cache current)", measure(store, lambda: writer.update(lambda v: v.value)), 2),
+        ("read latest, cache current", measure(store, writer.read_latest), 1),
+        ("read latest, cold (new process)", measure(store, ManifestStore(store, "db").read_latest), 2),
+    ]
+    other = ManifestStore(store, "db")
+    other.read_latest()
+    writer.update(lambda v: v.value)  # other's cache is now one version behind
+    rows.append(("update, one conflict", measure(store, lambda: other.update(lambda v: v.value)), 5))
+    rows.append(("admin create_checkpoint (cold)", measure(store, lambda: admin.create_checkpoint("db", store)), 4))
+    return [(name, counts, target) for name, counts, target in rows]
+
+
+def main() -> int:
+    lines = ["| store | operation | requests | by kind | target |", "|---|---|---:|---|---:|"]
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, inner in (("memory", MemoryStore()), ("local", LocalStore(tmp))):
+            for name, counts, target in run(inner):
+                total = sum(counts.values())
+                ok &= total <= target
+                kinds = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                lines.append(f"| {label} | {name} | {total} | {kinds} | <= {target} |")
+    table = "\n".join(lines)
+    print(table)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(table + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""The operator API: what the CLI and the Dagster ops call. Every function takes ``(path, store)``."""
+
+from slate_ops.admin.checkpoints import (
+    CheckpointExpiryReport,
+    create_checkpoint,
+    delete_checkpoint,
+    expire_checkpoints,
+    list_checkpoints,
+    refresh_checkpoint,
+)
+from slate_ops.admin.db import (
+    DbStatus,
+    ManifestFile,
+    create_db,
+    describe_db,
+    list_manifests,
+    read_manifest,
+)
+
+__all__ = [
+    "CheckpointExpiryReport",
+    "DbStatus",
+    "ManifestFile",
+    "create_checkpoint",
+    "create_db",
+    "delete_checkpoint",
+    "describe_db",
+    "expire_checkpoints",
+    "list_checkpoints",
+    "list_manifests",
+    "read_manifest",
+    "refresh_checkpoint",
+]

@@ -1,0 +1,195 @@
+"""Checkpoints through the admin API (spec 000 "Creating a Checkpoint" and "Public API").
+
+Each call reads the current manifest, applies one change and commits the next version with the
+sequenced-commit primitive, re-applying the change on a lost race. A refused call commits nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.config import CheckpointCreateResult, CheckpointOptions
+from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError
+from slate_ops.manifest.model import Checkpoint, Manifest
+from slate_ops.manifest.store import (
+    ManifestStore,
+    VersionedManifest,
+    require_not_destroyed,
+    require_usable,
+)
+from slate_ops.objstore.base import ObjectStore
+
+
+def create_checkpoint(
+    path: str,
+    store: ObjectStore,
+    options: CheckpointOptions | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+) -> CheckpointCreateResult:
+    """Create a checkpoint of the current manifest, or of ``options.source``'s manifest.
+
+    From the current manifest, ``manifest_id`` is the version being written (V+1), so the checkpoint
+    is committed together with the state it pins. From a source checkpoint it is the source's
+    ``manifest_id``; a missing or expired source is refused.
+    """
+    options = options or CheckpointOptions()
+    manifests = ManifestStore(store, path)
+    checkpoint_id = new_id()
+
+    def add(current: VersionedManifest) -> Manifest:
+        manifest = current.value
+        now = clock.now()
+        if options.source is None:
+            require_usable(manifest, manifests.location)
+            manifest_id = current.id + 1
+        else:
+            require_not_destroyed(manifest, manifests.location)
+            manifest_id = _live_checkpoint(manifest, options.source, now, manifests.location).manifest_id
+        checkpoint = Checkpoint(
+            id=checkpoint_id,
+            manifest_id=manifest_id,
+            create_time_s=int(now),
+            expire_time_s=_expiry(now, options.lifetime),
+            name=options.name,
+        )
+        return manifest.with_changes(checkpoints=(*manifest.checkpoints, checkpoint))
+
+    committed = manifests.update(add)
+    created = committed.value.checkpoint(checkpoint_id)
+    assert created is not None
+    return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
+
+
+def refresh_checkpoint(
+    path: str,
+    store: ObjectStore,
+    checkpoint_id: uuid.UUID,
+    lifetime: timedelta | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Checkpoint:
+    """Set the checkpoint's expiry to now + ``lifetime`` (None: never expires).
+
+    An expired checkpoint is refused: GC may already have released what it pinned.
+    """
+    manifests = ManifestStore(store, path)
+
+    def refresh(current: VersionedManifest) -> Manifest:
+        manifest = current.value
+        require_not_destroyed(manifest, manifests.location)
+        now = clock.now()
+        old = _live_checkpoint(manifest, checkpoint_id, now, manifests.location)
+        new = Checkpoint(
+            id=old.id,
+            manifest_id=old.manifest_id,
+            create_time_s=old.create_time_s,
+            expire_time_s=_expiry(now, lifetime),
+            metadata=old.metadata,
+            name=old.name,
+        )
+        return manifest.with_changes(checkpoints=tuple(new if c.id == old.id else c for c in manifest.checkpoints))
+
+    committed = manifests.update(refresh)
+    refreshed = committed.value.checkpoint(checkpoint_id)
+    assert refreshed is not None
+    return refreshed
+
+
+def delete_checkpoint(path: str, store: ObjectStore, checkpoint_id: uuid.UUID) -> Checkpoint:
+    """Remove the checkpoint from the manifest and return it; a missing id is refused."""
+    manifests = ManifestStore(store, path)
+    removed: list[Checkpoint] = []
+
+    def delete(current: VersionedManifest) -> Manifest:
+        manifest = current.value
+        checkpoint = manifest.checkpoint(checkpoint_id)
+        if checkpoint is None:
+            raise _not_found(checkpoint_id, manifests.location)
+        removed[:] = [checkpoint]
+        return manifest.with_changes(checkpoints=tuple(c for c in manifest.checkpoints if c.id != checkpoint_id))
+
+    manifests.update(delete)
+    return removed[0]
+
+
+def list_checkpoints(path: str, store: ObjectStore, name: str | None = None) -> list[Checkpoint]:
+    """The checkpoints of the current manifest (expired ones included until GC removes them)."""
+    manifest = ManifestStore(store, path).read_latest_required().value
+    return [c for c in manifest.checkpoints if name is None or c.name == name]
+
+
+@dataclass(frozen=True)
+class CheckpointExpiryReport:
+    """What :func:`expire_checkpoints` removed, or would remove with ``dry_run``."""
+
+    dry_run: bool
+    manifest_id: int  # the manifest examined (dry run) or committed
+    expired: tuple[Checkpoint, ...]
+
+
+def expire_checkpoints(
+    path: str, store: ObjectStore, *, dry_run: bool = True, clock: Clock = SYSTEM_CLOCK
+) -> CheckpointExpiryReport:
+    """Remove every checkpoint whose expiry time has passed (spec 000 "Garbage Collector").
+
+    Defaults to a dry run. A dry run and a real run of the same state report the same set; a
+    checkpoint refreshed concurrently is re-evaluated on the retry and kept.
+    """
+    manifests = ManifestStore(store, path)
+    if dry_run:
+        current = manifests.read_latest_required()
+        now = clock.now()
+        expired = tuple(c for c in current.value.checkpoints if c.is_expired(now))
+        return CheckpointExpiryReport(True, current.id, expired)
+
+    found: list[Checkpoint] = []
+
+    def expire(current: VersionedManifest) -> Manifest | None:
+        now = clock.now()
+        found[:] = [c for c in current.value.checkpoints if c.is_expired(now)]
+        if not found:
+            return None
+        keep = tuple(c for c in current.value.checkpoints if not c.is_expired(now))
+        return current.value.with_changes(checkpoints=keep)
+
+    committed = manifests.update(expire)
+    return CheckpointExpiryReport(False, committed.id, tuple(found))
+
+
+def _live_checkpoint(manifest: Manifest, checkpoint_id: uuid.UUID, now: float, location: str) -> Checkpoint:
+    checkpoint = manifest.checkpoint(checkpoint_id)
+    if checkpoint is None:
+        raise _not_found(checkpoint_id, location)
+    if checkpoint.is_expired(now):
+        raise CheckpointExpiredError(
+            f"checkpoint {checkpoint_id} of {location} expired at {checkpoint.expire_time_s} "
+            "(unix seconds); use a live checkpoint or create a new one"
+        )
+    return checkpoint
+
+
+def _not_found(checkpoint_id: uuid.UUID, location: str) -> CheckpointNotFoundError:
+    return CheckpointNotFoundError(
+        f"no checkpoint {checkpoint_id} in the current manifest of {location}; "
+        "list them with `slate-ops list-checkpoints`"
+    )
+
+
+def _expiry(now: float, lifetime: timedelta | None) -> int | None:
+    return None if lifetime is None else int(now + lifetime.total_seconds())
+
+
+__all__ = [
+    "CheckpointExpiryReport",
+    "create_checkpoint",
+    "delete_checkpoint",
+    "expire_checkpoints",
+    "list_checkpoints",
+    "refresh_checkpoint",
+]

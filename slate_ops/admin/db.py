@@ -1,0 +1,90 @@
+"""Creating a database and inspecting its manifests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.errors import DbAlreadyExistsError
+from slate_ops.manifest.model import Manifest
+from slate_ops.manifest.store import ManifestStore, VersionedManifest
+from slate_ops.objstore.base import ObjectStore
+
+
+def create_db(path: str, store: ObjectStore, *, exist_ok: bool = False) -> VersionedManifest:
+    """Create an empty database: manifest 1 with ``initialized=true``.
+
+    With ``exist_ok`` an existing database is returned as it is instead of refused.
+    """
+    manifests = ManifestStore(store, path)
+    try:
+        return manifests.create_initial(Manifest(initialized=True))
+    except DbAlreadyExistsError:
+        if exist_ok:
+            return manifests.read_latest_required()
+        raise
+
+
+def read_manifest(path: str, store: ObjectStore, manifest_id: int | None = None) -> VersionedManifest:
+    """The current manifest, or version ``manifest_id`` if it still exists."""
+    manifests = ManifestStore(store, path)
+    return manifests.read_latest_required() if manifest_id is None else manifests.read(manifest_id)
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    id: int
+    size: int
+    last_modified: datetime
+
+
+def list_manifests(path: str, store: ObjectStore) -> list[ManifestFile]:
+    """Every manifest version still stored, oldest first."""
+    manifests = ManifestStore(store, path)
+    manifests.read_latest_required()
+    return [ManifestFile(f.id, f.meta.size, f.meta.last_modified) for f in manifests.list()]
+
+
+@dataclass(frozen=True)
+class DbStatus:
+    """A summary of the current manifest, as sensors and the CLI report it."""
+
+    path: str
+    manifest_id: int
+    initialized: bool
+    destroyed_at_s: int | None
+    writer_epoch: int
+    compactor_epoch: int
+    l0_ssts: int
+    sorted_runs: int
+    ssts: int
+    sst_bytes: int
+    checkpoints: int
+    expired_checkpoints: int
+    external_dbs: int
+
+
+def describe_db(path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> DbStatus:
+    manifests = ManifestStore(store, path)
+    current = manifests.read_latest_required()
+    return status_of(manifests.path, current, clock.now())
+
+
+def status_of(path: str, current: VersionedManifest, now: float) -> DbStatus:
+    m = current.value
+    return DbStatus(
+        path=path,
+        manifest_id=current.id,
+        initialized=m.initialized,
+        destroyed_at_s=m.destroyed_at_s,
+        writer_epoch=m.writer_epoch,
+        compactor_epoch=m.compactor_epoch,
+        l0_ssts=len(m.l0),
+        sorted_runs=len(m.compacted),
+        ssts=len(m.ssts),
+        sst_bytes=sum(s.info.size_bytes for s in m.ssts),
+        checkpoints=len(m.checkpoints),
+        expired_checkpoints=sum(1 for c in m.checkpoints if c.is_expired(now)),
+        external_dbs=len(m.external_dbs),
+    )

@@ -1,0 +1,179 @@
+"""Every error slate_ops raises, in one flat hierarchy.
+
+Messages say what happened, to which object or path, and what the caller can do about it.
+"""
+
+from __future__ import annotations
+
+
+class SlateOpsError(Exception):
+    """Base class of every error raised by slate_ops."""
+
+
+class InvalidArgumentError(SlateOpsError, ValueError):
+    """An argument has the wrong type or value; nothing was read or written."""
+
+
+class InvalidDurationError(InvalidArgumentError):
+    """A duration string such as ``"7days 30min 10s"`` could not be parsed."""
+
+
+class InvalidStoreUrlError(InvalidArgumentError):
+    """A store URL has an unknown scheme or is missing a required part."""
+
+
+class ConfigError(SlateOpsError):
+    """A slate_ops configuration file is missing, unreadable or invalid."""
+
+
+# --- object stores ----------------------------------------------------------------------------
+
+
+class ObjectStoreError(SlateOpsError):
+    """An object-store request failed; ``key`` names the object."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """The object does not exist."""
+
+
+class PreconditionFailedError(ObjectStoreError):
+    """A conditional put lost: the object already exists (create) or its etag changed (if-match)."""
+
+
+class PutOutcomeUnknownError(ObjectStoreError):
+    """A put timed out or its connection broke, so whether it was applied is not known yet.
+
+    Callers resolve it with :func:`slate_ops.objstore.resolve_put_outcome`, which reads back the
+    unique put id stored in the object's metadata; it is never guessed.
+    """
+
+    def __init__(self, message: str, key: str, put_id: str) -> None:
+        super().__init__(message, key)
+        self.put_id = put_id
+
+
+# --- stored objects ---------------------------------------------------------------------------
+
+
+class CorruptObjectError(SlateOpsError):
+    """A stored object is truncated or fails its checksum; ``path`` names it.
+
+    Do not edit the object by hand: restore it from a checkpoint, a clone or a backup.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path} is corrupt: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class UnsupportedFormatVersionError(CorruptObjectError):
+    """A stored object was written in a format version this slate_ops does not know.
+
+    Upgrade slate_ops to a release that reads this version.
+    """
+
+    def __init__(self, path: str, version: int, supported: tuple[int, ...]) -> None:
+        SlateOpsError.__init__(
+            self,
+            f"{path} has format version {version}; this slate_ops reads versions "
+            f"{', '.join(map(str, supported))}. Upgrade slate_ops to read it.",
+        )
+        self.path = path
+        self.reason = f"unsupported format version {version}"
+        self.version = version
+
+
+# --- sequenced commits ------------------------------------------------------------------------
+
+
+class SequenceConflictError(SlateOpsError):
+    """Another process created the sequenced object with this id first (create-if-absent lost)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} already exists: another process committed this version first")
+        self.path = path
+
+
+class CommitRetriesExhaustedError(SlateOpsError):
+    """A sequenced update kept losing create-if-absent races and gave up after its retry budget."""
+
+
+class BoundaryViolationError(SlateOpsError):
+    """A sequenced object was created at an id the GC boundary already covers (spec 002).
+
+    The write is not committed: a newer version superseded it and GC may have deleted it.
+    """
+
+    def __init__(self, path: str, object_id: int, boundary: int) -> None:
+        super().__init__(
+            f"{path} was created at id {object_id}, at or behind the GC boundary {boundary}; "
+            "the write is not committed. Re-read the latest version and retry."
+        )
+        self.path = path
+        self.object_id = object_id
+        self.boundary = boundary
+
+
+class BoundaryMissingError(SlateOpsError):
+    """A GC boundary file that this process saw before has disappeared.
+
+    GC never deletes boundary files, so someone removed it by hand; stop all writers and GC, and
+    restore it with a value at least as high as the one reported.
+    """
+
+
+class FencedError(SlateOpsError):
+    """A newer writer or compactor has bumped the epoch; this instance may no longer commit.
+
+    Nothing after the fence was committed by this instance. Close it; open a new one if needed.
+    """
+
+    def __init__(self, path: str, role: str, own_epoch: int, stored_epoch: int) -> None:
+        super().__init__(
+            f"{role} at {path} is fenced: its epoch is {own_epoch} but the manifest holds "
+            f"{stored_epoch}. A newer {role} took over; close this instance."
+        )
+        self.path = path
+        self.role = role
+        self.own_epoch = own_epoch
+        self.stored_epoch = stored_epoch
+
+
+# --- databases and checkpoints ----------------------------------------------------------------
+
+
+class DbNotFoundError(SlateOpsError):
+    """There is no database (no manifest) at the path."""
+
+
+class DbAlreadyExistsError(SlateOpsError):
+    """A database already exists at the path."""
+
+
+class DbNotInitializedError(SlateOpsError):
+    """The database's manifest has ``initialized=false``: a clone or union has not finished.
+
+    Re-run the operation that created it to complete initialisation.
+    """
+
+
+class DbDestroyedError(SlateOpsError):
+    """The database has been destroyed (``destroyed_at_s`` is set) and cannot be used."""
+
+
+class CheckpointNotFoundError(SlateOpsError):
+    """No checkpoint with this id exists in the database's current manifest."""
+
+
+class CheckpointExpiredError(SlateOpsError):
+    """The checkpoint exists but its expiry time has passed; refresh it or use another one."""
+
+
+class InvalidDeletionError(SlateOpsError):
+    """A deletion was refused because something still needs the data (e.g. unexpired checkpoints)."""

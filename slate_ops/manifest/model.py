@@ -1,0 +1,133 @@
+"""The in-memory manifest (spec 000 "Manifest Schema", ManifestV2).
+
+Plain frozen dataclasses: the rest of slate_ops never touches FlatBuffers objects; only
+:mod:`slate_ops.manifest.codec` translates between the two. SST and view ids are ULIDs, checkpoint
+ids are v4 UUIDs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+
+from ulid import ULID
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """A half-open key range ``[start, end)``; ``None`` means unbounded on that side."""
+
+    start: bytes | None = None
+    end: bytes | None = None
+
+    def is_empty(self) -> bool:
+        return self.start is not None and self.end is not None and self.start >= self.end
+
+    def contains(self, key: bytes) -> bool:
+        return (self.start is None or key >= self.start) and (self.end is None or key < self.end)
+
+
+@dataclass(frozen=True)
+class SstInfo:
+    """What the manifest records about one SST file (written once, never changed)."""
+
+    first_key: bytes
+    last_key: bytes
+    size_bytes: int
+    num_entries: int
+    min_seq: int
+    max_seq: int
+    format_version: int = 1
+
+
+@dataclass(frozen=True)
+class CompactedSst:
+    """An L0 or sorted-run SST. ``original_id`` is set when union renamed a colliding id: the file
+    still lives under its original id (spec 000 "Union")."""
+
+    id: ULID
+    info: SstInfo
+    original_id: ULID | None = None
+
+    @property
+    def physical_id(self) -> ULID:
+        return self.original_id if self.original_id is not None else self.id
+
+
+@dataclass(frozen=True)
+class SstView:
+    """A view over an SST, optionally narrowed to ``visible_range``. ``view_id`` identifies the
+    view itself, so the same SST can appear twice with different ranges."""
+
+    view_id: ULID
+    sst_id: ULID
+    visible_range: KeyRange | None = None
+
+
+@dataclass(frozen=True)
+class SortedRun:
+    id: int
+    views: tuple[SstView, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExternalDb:
+    """A database whose SSTs this one references (clones, unions)."""
+
+    path: str
+    source_checkpoint_id: uuid.UUID
+    final_checkpoint_id: uuid.UUID
+    sst_ids: tuple[ULID, ...] = ()
+
+
+@dataclass(frozen=True)
+class WriterCheckpoint:
+    """Checkpoint metadata marking the checkpoint a writer holds for its reads."""
+
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: uuid.UUID
+    manifest_id: int
+    create_time_s: int
+    expire_time_s: int | None = None  # None: never expires
+    metadata: WriterCheckpoint | None = None
+    name: str | None = None
+
+    def is_expired(self, now_s: float) -> bool:
+        return self.expire_time_s is not None and self.expire_time_s <= now_s
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One version of a database's state. Writers own the L0 and WAL fields; the compactor owns
+    sorted runs and the L0 compaction watermark."""
+
+    initialized: bool = True
+    destroyed_at_s: int | None = None
+    writer_epoch: int = 0
+    compactor_epoch: int = 0
+    # WAL SSTs with id <= replay_after_wal_id are fully in L0; replay starts after it.
+    replay_after_wal_id: int = 0
+    # The highest WAL id a reader or writer has observed (spec 000 "Readers").
+    wal_id_last_seen: int = 0
+    next_wal_sst_id: int = 1
+    last_l0_seq: int = 0
+    # The newest L0 view the compactor has consumed (spec 000 "l0_last_compacted").
+    l0_last_compacted: ULID | None = None
+    external_dbs: tuple[ExternalDb, ...] = ()
+    ssts: tuple[CompactedSst, ...] = ()
+    l0: tuple[SstView, ...] = ()  # newest first
+    compacted: tuple[SortedRun, ...] = ()  # newest first
+    checkpoints: tuple[Checkpoint, ...] = field(default=())
+
+    def with_changes(self, **changes: object) -> Manifest:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def checkpoint(self, checkpoint_id: uuid.UUID) -> Checkpoint | None:
+        return next((c for c in self.checkpoints if c.id == checkpoint_id), None)
+
+    def sst(self, sst_id: ULID) -> CompactedSst | None:
+        return next((s for s in self.ssts if s.id == sst_id), None)

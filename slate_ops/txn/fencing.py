@@ -1,0 +1,91 @@
+"""Epoch fencing on top of a sequenced store (spec 003 "Fencing").
+
+A writer or compactor bumps its epoch exactly once when it opens; every later update first checks
+that the stored epoch still equals its own. A higher stored epoch means a newer instance took over:
+the update is refused with :class:`FencedError`, raised to the caller — never logged and dropped,
+which is the data-loss flaw spec 003's NOTE describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from slate_ops.errors import CorruptObjectError, FencedError
+from slate_ops.txn.sequenced import SequencedStore, Versioned
+
+T = TypeVar("T")
+
+
+class EpochField(Generic[T]):
+    """How to read and set one epoch (``writer_epoch``, ``compactor_epoch``) on a value."""
+
+    def __init__(self, role: str, get: Callable[[T], int], set: Callable[[T, int], T]) -> None:
+        self.role = role
+        self.get = get
+        self.set = set
+
+
+class FenceableStore(Generic[T]):
+    """A :class:`SequencedStore` view that holds one epoch and refuses updates once fenced."""
+
+    def __init__(self, sequence: SequencedStore[T], field: EpochField[T], epoch: int) -> None:
+        self.sequence = sequence
+        self.field = field
+        self.epoch = epoch
+
+    @classmethod
+    def claim(
+        cls,
+        sequence: SequencedStore[T],
+        field: EpochField[T],
+        change: Callable[[T, int], T] = lambda value, epoch: value,
+    ) -> tuple[FenceableStore[T], Versioned[T]]:
+        """Bump the epoch once, together with ``change(value, new_epoch)``; fences older holders.
+
+        On a lost race the bump is recomputed from the re-read version, so exactly one committed
+        version carries the new epoch.
+        """
+        claimed: list[int] = []
+
+        def bump(current: Versioned[T] | None) -> T:
+            if current is None:
+                raise CorruptObjectError(sequence.directory, "nothing to fence: the namespace is empty")
+            epoch = field.get(current.value) + 1
+            claimed[:] = [epoch]
+            return change(field.set(current.value, epoch), epoch)
+
+        committed = sequence.update(bump)
+        assert committed is not None  # bump never returns None
+        return cls(sequence, field, claimed[0]), committed
+
+    def check(self, value: T) -> None:
+        stored = self.field.get(value)
+        if stored > self.epoch:
+            raise FencedError(self.sequence.directory, self.field.role, self.epoch, stored)
+        if stored < self.epoch:
+            raise CorruptObjectError(
+                self.sequence.directory,
+                f"stored {self.field.role} epoch {stored} is lower than the claimed epoch {self.epoch}",
+            )
+
+    def update(self, change: Callable[[T], T | None]) -> Versioned[T]:
+        """Apply ``change`` to the latest version after the epoch check; see SequencedStore.update."""
+
+        def fenced_change(current: Versioned[T] | None) -> T | None:
+            if current is None:
+                raise CorruptObjectError(self.sequence.directory, "the namespace disappeared")
+            self.check(current.value)
+            return change(current.value)
+
+        committed = self.sequence.update(fenced_change)
+        assert committed is not None
+        return committed
+
+    def refresh(self) -> Versioned[T]:
+        """Re-read the latest version and raise :class:`FencedError` if a newer epoch holds it."""
+        latest = self.sequence.read_latest()
+        if latest is None:
+            raise CorruptObjectError(self.sequence.directory, "the namespace disappeared")
+        self.check(latest.value)
+        return latest
