@@ -128,10 +128,10 @@ def resolve_put_outcome(
 ) -> PutResult:
     """Settle a put whose outcome is unknown by reading back the put id in the object's metadata.
 
-    If the object carries our ``put_id``, the put was applied. If it carries another id, a
-    conditional put lost (raise :class:`PreconditionFailedError`); an overwrite was applied and then
-    superseded, which is indistinguishable from success. If a conditional create finds no object,
-    the put never landed and is retried with the same id.
+    If the object carries our ``put_id``, the put was applied. Otherwise a create that finds
+    another write, or an if-match that finds another etag, lost (:class:`PreconditionFailedError`);
+    a create that finds nothing, or an if-match that finds the etag unchanged, never landed and is
+    sent again with the same id. An overwrite is simply sent again (last writer wins).
     """
     for _ in range(attempts):
         try:

@@ -1,0 +1,30 @@
+"""Object stores: one protocol (:class:`ObjectStore`) over memory, a local filesystem and S3."""
+
+from slate_ops.objstore.base import (
+    GetResult,
+    ObjectMeta,
+    ObjectStore,
+    PutMode,
+    PutResult,
+    resolve_put_outcome,
+)
+from slate_ops.objstore.local import LocalStore
+from slate_ops.objstore.memory import MemoryStore
+from slate_ops.objstore.s3 import S3Store
+from slate_ops.objstore.url import open_store
+from slate_ops.objstore.wrappers import CountingStore, FaultInjectingStore
+
+__all__ = [
+    "CountingStore",
+    "FaultInjectingStore",
+    "GetResult",
+    "LocalStore",
+    "MemoryStore",
+    "ObjectMeta",
+    "ObjectStore",
+    "PutMode",
+    "PutResult",
+    "S3Store",
+    "open_store",
+    "resolve_put_outcome",
+]

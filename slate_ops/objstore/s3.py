@@ -1,0 +1,326 @@
+"""A store on S3 or an S3-compatible service (``s3://bucket/prefix``), via boto3.
+
+Conditional puts use S3's native conditional writes (``If-None-Match: *`` and ``If-Match``). Every
+put stores a unique put id in the object's user metadata so a put whose response was lost can be
+settled by reading it back (:func:`resolve_put_outcome`) instead of guessed.
+
+botocore's own retries make that necessary even without visible errors: if a conditional put is
+applied but its response is lost, botocore resends it and the resend fails with 412 against our
+own write. So a 412/409 seen after botocore retried is treated as an unknown outcome and resolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from slate_ops.errors import (
+    InvalidArgumentError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    PreconditionFailedError,
+    PutOutcomeUnknownError,
+)
+from slate_ops.objstore.base import (
+    GetResult,
+    ObjectMeta,
+    PutMode,
+    PutResult,
+    new_put_id,
+    resolve_put_outcome,
+    validate_key,
+    validate_range,
+)
+
+_OVERWRITE = PutMode.overwrite()  # a module constant: ruff B008 forbids calls in defaults
+
+PUT_ID_METADATA = "slate-ops-put-id"
+# Errors raised after the request may have reached S3: the write may or may not have been applied.
+_MAYBE_SENT = (HTTPClientError, BotoConnectionError)
+_NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
+_CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
+
+
+def make_s3_client(
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+    max_attempts: int = 5,
+) -> Any:
+    """A client with bounded timeouts and standard retries; unset credentials use boto3's chain.
+
+    ``max_attempts`` is the total number of sends of one request (1: no botocore retries).
+
+    A custom endpoint (MinIO, moto, ...) gets path-style addressing, which they all support.
+    """
+    session = boto3.session.Session(
+        aws_access_key_id=access_key_id,
+        aws_secret_access_key=secret_access_key,
+        aws_session_token=session_token,
+        region_name=region,
+    )
+    config = Config(
+        connect_timeout=10,
+        read_timeout=60,
+        # botocore's "max_attempts" counts retries only; "total_max_attempts" includes the first.
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
+        max_pool_connections=32,
+        tcp_keepalive=True,
+        s3={"addressing_style": "path"} if endpoint_url else None,
+    )
+    return session.client("s3", endpoint_url=endpoint_url, config=config)
+
+
+class S3Store:
+    """Objects under ``prefix`` in ``bucket``. ``list`` reports no put ids (S3 listings omit metadata)."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
+        client: Any = None,
+    ) -> None:
+        if not bucket or "/" in bucket:
+            raise InvalidArgumentError(f"S3 bucket name must be non-empty without '/', got {bucket!r}")
+        prefix = prefix.strip("/")
+        if prefix:
+            validate_key(prefix)
+        self._bucket = bucket
+        self._prefix = prefix
+        self._key_prefix = f"{prefix}/" if prefix else ""
+        self._client = client or make_s3_client(
+            endpoint_url=endpoint_url,
+            region=region,
+            access_key_id=access_key_id,
+            secret_access_key=secret_access_key,
+            session_token=session_token,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self._bucket}/{self._prefix}" if self._prefix else f"s3://{self._bucket}"
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket
+
+    @property
+    def client(self) -> Any:
+        """The boto3 client, e.g. to register botocore event hooks in tests."""
+        return self._client
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+        validate_key(key)
+        validate_range(key, byte_range)
+        if byte_range is not None and byte_range[0] == byte_range[1]:
+            # "bytes=5-4" is not a valid range (S3 would return the whole object); only the
+            # metadata, and NotFound for a missing key, are needed.
+            return GetResult(b"", self.head(key))
+        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Key": self._full(key)}
+        if byte_range is not None:
+            kwargs["Range"] = f"bytes={byte_range[0]}-{byte_range[1] - 1}"
+        try:
+            response = self._client.get_object(**kwargs)
+            data: bytes = response["Body"].read()
+        except ClientError as exc:
+            if _status(exc) == 416:  # range starts at or past the end: clipped to nothing
+                return GetResult(b"", self.head(key))
+            raise self._error("get", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._error("get", key, exc) from exc
+        size = response["ContentLength"]
+        if "ContentRange" in response:  # "bytes 0-9/1234"
+            size = int(response["ContentRange"].rsplit("/", 1)[1])
+        meta = ObjectMeta(
+            key,
+            size,
+            response["LastModified"],
+            _unquote(response["ETag"]),
+            response.get("Metadata", {}).get(PUT_ID_METADATA),
+        )
+        return GetResult(data, meta)
+
+    def head(self, key: str) -> ObjectMeta:
+        validate_key(key)
+        try:
+            response = self._client.head_object(Bucket=self._bucket, Key=self._full(key))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error("head", key, exc) from exc
+        return ObjectMeta(
+            key,
+            response["ContentLength"],
+            response["LastModified"],
+            _unquote(response["ETag"]),
+            response.get("Metadata", {}).get(PUT_ID_METADATA),
+        )
+
+    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
+        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": self._key_prefix + prefix}
+        if start_after is not None:
+            kwargs["StartAfter"] = self._key_prefix + start_after
+        return self._list_pages(kwargs, prefix)
+
+    def _list_pages(self, kwargs: dict[str, Any], prefix: str) -> Iterator[ObjectMeta]:
+        strip = len(self._key_prefix)
+        try:
+            for page in self._client.get_paginator("list_objects_v2").paginate(**kwargs):
+                for obj in page.get("Contents", []):
+                    key = obj["Key"][strip:]
+                    yield ObjectMeta(key, obj["Size"], obj["LastModified"], _unquote(obj["ETag"]))
+        except (ClientError, BotoCoreError) as exc:
+            raise ObjectStoreError(
+                f"S3 list of {self.url} (prefix {prefix!r}) failed: {_describe(exc)}"
+            ) from exc
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
+        validate_key(key)
+        put_id = put_id or new_put_id()
+        try:
+            return self._put_once(key, data, mode, put_id)
+        except PutOutcomeUnknownError as exc:
+            unknown = exc
+        try:
+            return resolve_put_outcome(_SinglePutView(self), key, data, mode, put_id)
+        except (PreconditionFailedError, PutOutcomeUnknownError):
+            raise
+        except ObjectStoreError as exc:  # could not even read back: still unknown, not failed
+            raise PutOutcomeUnknownError(
+                f"put of {self.url}/{key} may or may not have been applied ({unknown}); reading it "
+                f"back also failed: {exc}",
+                key,
+                put_id,
+            ) from exc
+
+    def _put_once(self, key: str, data: bytes, mode: PutMode, put_id: str) -> PutResult:
+        """One put_object call (with botocore's retries); ambiguous outcomes raise PutOutcomeUnknown."""
+        kwargs: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Key": self._full(key),
+            "Body": data,
+            "Metadata": {PUT_ID_METADATA: put_id},
+        }
+        if mode.kind == "create":
+            kwargs["IfNoneMatch"] = "*"
+        elif mode.kind == "if_match":
+            kwargs["IfMatch"] = f'"{mode.etag}"'
+        try:
+            response = self._client.put_object(**kwargs)
+        except _MAYBE_SENT as exc:
+            raise self._unknown(key, put_id, exc) from exc
+        except ClientError as exc:
+            code, status = _code(exc), _status(exc)
+            lost = code in _CONFLICT_CODES or status in (409, 412)
+            if mode.kind == "if_match" and (code in _NOT_FOUND_CODES or status == 404):
+                lost = True  # S3 answers If-Match on a missing key with 404
+            if lost and mode.kind != "overwrite":
+                if _retry_attempts(exc) > 0:  # maybe our own earlier attempt won
+                    raise self._unknown(key, put_id, exc) from exc
+                raise PreconditionFailedError(
+                    f"conditional put ({mode}) of {self.url}/{key} lost: {_describe(exc)}", key
+                ) from exc
+            if status >= 500:
+                raise self._unknown(key, put_id, exc) from exc
+            raise self._error("put", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._error("put", key, exc) from exc
+        return PutResult(_unquote(response["ETag"]), put_id)
+
+    def delete(self, key: str) -> None:
+        validate_key(key)
+        try:
+            self._client.delete_object(Bucket=self._bucket, Key=self._full(key))
+        except ClientError as exc:
+            if _code(exc) in _NOT_FOUND_CODES:
+                return
+            raise self._error("delete", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._error("delete", key, exc) from exc
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _full(self, key: str) -> str:
+        return self._key_prefix + key
+
+    def _unknown(self, key: str, put_id: str, exc: Exception) -> PutOutcomeUnknownError:
+        return PutOutcomeUnknownError(
+            f"put of {self.url}/{key} has an unknown outcome: {_describe(exc)}", key, put_id
+        )
+
+    def _error(self, op: str, key: str, exc: Exception) -> ObjectStoreError:
+        where = f"{self.url}/{key}"
+        if isinstance(exc, ClientError):
+            code = _code(exc)
+            if code in _NOT_FOUND_CODES:
+                return ObjectNotFoundError(f"{where} does not exist", key)
+            if code == "NoSuchBucket":
+                return ObjectStoreError(
+                    f"S3 {op} of {where} failed: bucket {self._bucket} does not exist", key
+                )
+        return ObjectStoreError(f"S3 {op} of {where} failed: {_describe(exc)}", key)
+
+
+class _SinglePutView:
+    """The store as :func:`resolve_put_outcome` must see it: its re-puts must not resolve again."""
+
+    def __init__(self, store: S3Store) -> None:
+        self._store = store
+
+    @property
+    def url(self) -> str:
+        return self._store.url
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+        return self._store.get(key, byte_range)
+
+    def head(self, key: str) -> ObjectMeta:
+        return self._store.head(key)
+
+    def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
+        return self._store._put_once(key, data, mode, put_id or new_put_id())
+
+    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
+        return self._store.list(prefix, start_after)
+
+    def delete(self, key: str) -> None:
+        self._store.delete(key)
+
+
+def _unquote(etag: str) -> str:
+    return etag.strip('"')
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def _retry_attempts(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', '?')} (HTTP {_status(exc)}): {error.get('Message', '')}".rstrip(": ")
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,129 @@
+"""open_store maps each URL scheme to its store and refuses bad URLs by name."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from slate_ops.errors import InvalidStoreUrlError
+from slate_ops.objstore import LocalStore, MemoryStore, S3Store, open_store
+
+pytestmark = pytest.mark.usefixtures("aws_env")
+
+
+def test_file_url(tmp_path: Path) -> None:
+    store = open_store((tmp_path / "db").as_uri())
+    assert isinstance(store, LocalStore)
+    assert store.root == tmp_path / "db"
+    store.put("k", b"v")
+    assert open_store(store.url).get("k").data == b"v"
+
+
+def test_file_url_with_escaped_characters(tmp_path: Path) -> None:
+    root = tmp_path / "with space%"
+    store = open_store(root.as_uri())
+    assert isinstance(store, LocalStore)
+    assert store.root == root
+
+
+def test_plain_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    absolute = open_store(str(tmp_path / "abs"))
+    assert isinstance(absolute, LocalStore)
+    assert absolute.root == tmp_path / "abs"
+    monkeypatch.chdir(tmp_path)
+    relative = open_store("rel/db")
+    assert isinstance(relative, LocalStore)
+    assert relative.root == tmp_path / "rel" / "db"
+
+
+def test_memory_registry_returns_same_instance() -> None:
+    name = f"reg-{uuid.uuid4().hex}"
+    first = open_store(f"memory://{name}")
+    assert isinstance(first, MemoryStore)
+    first.put("k", b"shared")
+    second = open_store(f"memory://{name}")
+    assert second is first
+    assert second.get("k").data == b"shared"
+    other = open_store(f"memory://{name}-other")
+    assert other is not first
+    assert open_store(first.url) is first
+
+
+def test_s3_url() -> None:
+    store = open_store("s3://my-bucket/some/prefix?endpoint_url=http://127.0.0.1:1&region=eu-west-1")
+    assert isinstance(store, S3Store)
+    assert store.bucket == "my-bucket"
+    assert store.url == "s3://my-bucket/some/prefix"
+    assert store.client.meta.endpoint_url == "http://127.0.0.1:1"
+    assert store.client.meta.region_name == "eu-west-1"
+
+
+def test_s3_url_credentials_from_query() -> None:
+    store = open_store(
+        "s3://b1?access_key_id=AKID&secret_access_key=SECRET&session_token=TOK&region=us-east-1"
+    )
+    assert isinstance(store, S3Store)
+    assert store.url == "s3://b1"
+    credentials = store.client._request_signer._credentials
+    assert (credentials.access_key, credentials.secret_key, credentials.token) == ("AKID", "SECRET", "TOK")
+
+
+def test_s3_url_credentials_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENVKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "ENVSECRET")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:2")
+    store = open_store("s3://b2/p?region=us-east-1")
+    assert isinstance(store, S3Store)
+    assert store.client._request_signer._credentials.access_key == "ENVKEY"
+    assert store.client.meta.endpoint_url == "http://127.0.0.1:2"
+
+
+@pytest.mark.s3
+def test_s3_url_against_moto(moto_endpoint: str, make_bucket: Callable[[], str]) -> None:
+    bucket = make_bucket()
+    store = open_store(f"s3://{bucket}/db?endpoint_url={moto_endpoint}&region=us-east-1")
+    store.put("k", b"v")
+    assert [m.key for m in store.list()] == ["k"]
+    again = open_store(f"s3://{bucket}?endpoint_url={moto_endpoint}&region=us-east-1")
+    assert again.get("db/k").data == b"v"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "ftp://host/x",
+        "gs://bucket/x",
+        "s3://",
+        "s3:///prefix",
+        "s3://bucket?endpoint=http://x",
+        "s3://bucket?region=a&region=b",
+        "s3://user:pw@bucket/x",
+        "file://remote-host/path",
+        "file:///tmp/x?opt=1",
+        "memory://x?opt=1",
+    ],
+)
+def test_bad_urls_refused(url: str) -> None:
+    with pytest.raises(InvalidStoreUrlError) as excinfo:
+        open_store(url)
+    if url:
+        assert url.split("?")[0].split("@")[-1] in str(excinfo.value)
+    assert "pw" not in str(excinfo.value)
+
+
+def test_secrets_are_masked_in_errors() -> None:
+    with pytest.raises(InvalidStoreUrlError) as excinfo:
+        open_store("s3://bucket?secret_access_key=TOPSECRET&bogus=1")
+    assert "TOPSECRET" not in str(excinfo.value)
+    assert "bogus" in str(excinfo.value)
+
+
+def test_url_options_do_not_leak_into_environment() -> None:
+    before = dict(os.environ)
+    open_store("s3://b3?access_key_id=A&secret_access_key=B&region=us-east-1")
+    assert dict(os.environ) == before
