@@ -167,6 +167,10 @@ class SequencedStore(Generic[T]):
                 return latest
         raise CommitRetriesExhaustedError(f"{self.directory}: the latest version kept disappearing")
 
+    def _expire_cache(self) -> None:
+        with self._lock:
+            self._cached_at = float("-inf")
+
     def _remember(self, version: Versioned[T] | None) -> None:
         with self._lock:
             if version is None or self._cached is None or version.id >= self._cached.id:
@@ -212,9 +216,13 @@ class SequencedStore(Generic[T]):
             next_id = 1 if current is None else current.id + 1
             try:
                 return self.create(next_id, new_value)
-            except (SequenceConflictError, BoundaryViolationError) as conflict:
+            except SequenceConflictError as conflict:
                 log.info("%s (attempt %d/%d); re-reading", conflict, attempt, self._max_attempts)
-                current = self.read_latest()
+            except BoundaryViolationError as violation:
+                # Our cache is older than GC's deletions, so probing from it proves nothing.
+                log.warning("%s (attempt %d/%d); re-listing", violation, attempt, self._max_attempts)
+                self._expire_cache()
+            current = self.read_latest()
         raise CommitRetriesExhaustedError(
             f"gave up committing to {self.directory} after {self._max_attempts} conflicting attempts; "
             "another process commits continuously — retry later"

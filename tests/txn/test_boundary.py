@@ -92,3 +92,17 @@ def test_stalled_writer_cannot_resurrect_a_deleted_id(memory: MemoryStore) -> No
     assert committed is not None and committed.id == 5  # type: ignore[attr-defined]
     latest = counter_store(memory).read_latest()
     assert latest is not None and (latest.id, latest.value) == (5, 1000)
+
+
+def test_writer_behind_gc_recovers_with_one_stale_create(memory: MemoryStore) -> None:
+    stale, other = counter_store(memory), counter_store(memory)
+    stale.update(increment)  # caches id 1
+    for _ in range(20):
+        other.update(increment)  # ids 2..21
+    other.advance_boundary(20)
+    for object_id in range(1, 21):
+        memory.delete(other.key(object_id))
+    committed = stale.update(increment)
+    assert committed is not None and (committed.id, committed.value) == (22, 22)
+    # exactly one stale create (id 2, behind the boundary, left for GC), then a LIST found id 21
+    assert [f.id for f in other.list()] == [2, 21, 22]

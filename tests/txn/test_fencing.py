@@ -25,7 +25,9 @@ class StateCodec:
         return State(w, c, tuple(rows))
 
 
-WRITER: EpochField[State] = EpochField("writer", lambda s: s.writer_epoch, lambda s, e: replace(s, writer_epoch=e))
+WRITER: EpochField[State] = EpochField(
+    "writer", lambda s: s.writer_epoch, lambda s, e: replace(s, writer_epoch=e)
+)
 COMPACTOR: EpochField[State] = EpochField(
     "compactor", lambda s: s.compactor_epoch, lambda s, e: replace(s, compactor_epoch=e)
 )

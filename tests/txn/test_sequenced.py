@@ -72,7 +72,7 @@ def test_concurrent_updates_lose_no_increment(memory: MemoryStore) -> None:
 def test_create_conflict_is_typed(memory: MemoryStore) -> None:
     seq = counter_store(memory)
     seq.create(1, 1)
-    with pytest.raises(SequenceConflictError, match="00000000000000000001.manifest"):
+    with pytest.raises(SequenceConflictError, match=r"00000000000000000001\.manifest"):
         seq.create(1, 99)
     assert seq.read(1).value == 1
 
