@@ -40,7 +40,9 @@ def run(inner: ObjectStore) -> list[tuple[str, dict[str, int], int]]:
     other.read_latest()
     writer.update(lambda v: v.value)  # other's cache is now one version behind
     rows.append(("update, one conflict", measure(store, lambda: other.update(lambda v: v.value)), 5))
-    rows.append(("admin create_checkpoint (cold)", measure(store, lambda: admin.create_checkpoint("db", store)), 4))
+    rows.append(
+        ("admin create_checkpoint (cold)", measure(store, lambda: admin.create_checkpoint("db", store)), 4)
+    )
     return [(name, counts, target) for name, counts, target in rows]
 
 

@@ -41,7 +41,9 @@ def _uuid(text: str) -> uuid.UUID:
     try:
         return uuid.UUID(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a UUID (e.g. 01740ee5-6459-44af-9a45-85deb6e468e3)") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a UUID (e.g. 01740ee5-6459-44af-9a45-85deb6e468e3)"
+        ) from None
 
 
 def _manifest_id(text: str) -> int:
@@ -94,9 +96,13 @@ def _describe(args: argparse.Namespace, store: ObjectStore) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=argparse.SUPPRESS, help=f"store URL (default: ${STORE_ENV}, else ./.slate)")
+    common.add_argument(
+        "--store", default=argparse.SUPPRESS, help=f"store URL (default: ${STORE_ENV}, else ./.slate)"
+    )
     common.add_argument("--path", default=argparse.SUPPRESS, help="database path inside the store")
-    common.add_argument("--format", choices=("json", "table"), default=argparse.SUPPRESS, help="output format")
+    common.add_argument(
+        "--format", choices=("json", "table"), default=argparse.SUPPRESS, help="output format"
+    )
 
     parser = argparse.ArgumentParser(
         prog="slate-ops",
@@ -114,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--exist-ok", action="store_true", help="succeed if the database already exists")
 
     sub = command("create-checkpoint", _create_checkpoint, "Create a checkpoint of the current state.")
-    sub.add_argument("-l", "--lifetime", type=_duration, help='e.g. "7days 30min 10s"; default: never expires')
+    sub.add_argument(
+        "-l", "--lifetime", type=_duration, help='e.g. "7days 30min 10s"; default: never expires'
+    )
     sub.add_argument("-s", "--source", type=_uuid, help="take the checkpoint from this existing checkpoint")
     sub.add_argument("-n", "--name", help="a name to list the checkpoint by (need not be unique)")
 
@@ -128,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command("list-checkpoints", _list_checkpoints, "List the checkpoints of the current manifest.")
     sub.add_argument("-n", "--name", help="only checkpoints with this name")
 
-    sub = command("expire-checkpoints", _expire_checkpoints, "Remove expired checkpoints (dry run by default).")
+    sub = command(
+        "expire-checkpoints", _expire_checkpoints, "Remove expired checkpoints (dry run by default)."
+    )
     sub.add_argument(
         "--dry-run",
         action=argparse.BooleanOptionalAction,

@@ -6,6 +6,7 @@ sequenced-commit primitive, re-applying the change on a lost race. A refused cal
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,7 +94,9 @@ def refresh_checkpoint(
             metadata=old.metadata,
             name=old.name,
         )
-        return manifest.with_changes(checkpoints=tuple(new if c.id == old.id else c for c in manifest.checkpoints))
+        return manifest.with_changes(
+            checkpoints=tuple(new if c.id == old.id else c for c in manifest.checkpoints)
+        )
 
     committed = manifests.update(refresh)
     refreshed = committed.value.checkpoint(checkpoint_id)
@@ -112,7 +115,9 @@ def delete_checkpoint(path: str, store: ObjectStore, checkpoint_id: uuid.UUID) -
         if checkpoint is None:
             raise _not_found(checkpoint_id, manifests.location)
         removed[:] = [checkpoint]
-        return manifest.with_changes(checkpoints=tuple(c for c in manifest.checkpoints if c.id != checkpoint_id))
+        return manifest.with_changes(
+            checkpoints=tuple(c for c in manifest.checkpoints if c.id != checkpoint_id)
+        )
 
     manifests.update(delete)
     return removed[0]
@@ -182,7 +187,8 @@ def _not_found(checkpoint_id: uuid.UUID, location: str) -> CheckpointNotFoundErr
 
 
 def _expiry(now: float, lifetime: timedelta | None) -> int | None:
-    return None if lifetime is None else int(now + lifetime.total_seconds())
+    # Rounded up: a checkpoint may outlive its lifetime by under a second, never fall short of it.
+    return None if lifetime is None else math.ceil(now + lifetime.total_seconds())
 
 
 __all__ = [

@@ -186,3 +186,11 @@ def test_checkpoint_round_trip_on_every_store(store: ObjectStore) -> None:
     assert [c.id for c in admin.list_checkpoints("db", store)] == [kept.id]
     assert [m.id for m in admin.list_manifests("db", store)] == [1, 2, 3, 4]
     assert ManifestStore(store, "db").sequence.boundary.read() == (0, None)
+
+
+def test_expiry_never_falls_short_of_the_lifetime(store: MemoryStore) -> None:
+    clock = ManualClock(100.9)
+    created = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="10s"), clock=clock)
+    (checkpoint,) = admin.list_checkpoints(DB, store)
+    assert checkpoint.id == created.id and checkpoint.expire_time_s == 111
+    assert not checkpoint.is_expired(110.9) and checkpoint.is_expired(111)

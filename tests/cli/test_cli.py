@@ -32,12 +32,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, object, st
 
 def test_checkpoint_lifecycle_in_json(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "--path", "db", "create-db")[1] == {"path": "db", "manifest_id": 1}
-    code, created, _ = run(capsys, "--path", "db", "create-checkpoint", "-l", "7days 30min 10s", "-n", "nightly")
+    code, created, _ = run(
+        capsys, "--path", "db", "create-checkpoint", "-l", "7days 30min 10s", "-n", "nightly"
+    )
     assert code == 0 and isinstance(created, dict) and created["manifest_id"] == 2
     _, listed, _ = run(capsys, "--path", "db", "list-checkpoints", "-n", "nightly")
     assert isinstance(listed, list) and [c["id"] for c in listed] == [created["id"]]
     (checkpoint,) = listed
-    assert checkpoint["expire_time_s"] - checkpoint["create_time_s"] == 7 * 86400 + 30 * 60 + 10
+    lifetime = 7 * 86400 + 30 * 60 + 10  # create time is rounded down, expiry up
+    assert checkpoint["expire_time_s"] - checkpoint["create_time_s"] in (lifetime, lifetime + 1)
     _, refreshed, _ = run(capsys, "--path", "db", "refresh-checkpoint", "-i", created["id"])
     assert isinstance(refreshed, dict) and refreshed["expire_time_s"] is None
     _, derived, _ = run(capsys, "--path", "db", "create-checkpoint", "-s", created["id"])
@@ -106,7 +109,9 @@ def test_console_script_with_explicit_store(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "slate-ops"
     env = {k: v for k, v in os.environ.items() if k != "SLATE_OPS_STORE"}
     store = f"--store={(tmp_path / 's').as_uri()}"
-    created = subprocess.run([script, store, "--path", "x", "create-db"], capture_output=True, text=True, env=env)
+    created = subprocess.run(
+        [script, store, "--path", "x", "create-db"], capture_output=True, text=True, env=env
+    )
     assert created.returncode == 0, created.stderr
     described = subprocess.run(
         [script, "describe", store, "--path", "x"], capture_output=True, text=True, env=env, cwd=tmp_path
@@ -118,6 +123,8 @@ def test_console_script_with_explicit_store(tmp_path: Path) -> None:
 def test_default_store_is_dot_slate_in_cwd(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "slate-ops"
     env = {k: v for k, v in os.environ.items() if k != "SLATE_OPS_STORE"}
-    done = subprocess.run([script, "--path", "demo", "create-db"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    done = subprocess.run(
+        [script, "--path", "demo", "create-db"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / ".slate" / "demo" / "manifest" / "00000000000000000001.manifest").is_file()

@@ -1,0 +1,15 @@
+"""The Dagster jobs of slate_ops, one module per job; ``definitions.py`` registers them.
+
+Jobs are built from the ops in :mod:`slate_ops.orchestration`; that package never imports this one.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from jobs.checkpoint_expiry import checkpoint_expiry_job, checkpoint_expiry_schedule
+
+ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job]
+ALL_SCHEDULES: list[dg.ScheduleDefinition] = [checkpoint_expiry_schedule]
+
+__all__ = ["ALL_JOBS", "ALL_SCHEDULES", "checkpoint_expiry_job", "checkpoint_expiry_schedule"]

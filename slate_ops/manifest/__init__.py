@@ -1,0 +1,1 @@
+"""The manifest: its in-memory model and its on-disk encoding."""

@@ -1,0 +1,69 @@
+"""Dagster definitions of slate_ops: adapters over :mod:`slate_ops.admin`, no engine logic.
+
+The jobs live in the top-level ``jobs/`` package, which builds them from the ops here; this package
+never imports it. ``definitions.py`` at the repo root joins the two::
+
+    defs = build_definitions(jobs=jobs.ALL_JOBS, schedules=jobs.ALL_SCHEDULES)
+
+See ``docs/orchestration.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from slate_ops.orchestration.assets import GROUP_NAME, build_database_assets, database_asset_key
+from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig, load_config
+from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, DB_TAG, expire_checkpoints_op
+from slate_ops.orchestration.resources import RESOURCE_KEY, SlateDatabasesResource
+from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
+
+DATABASES_JOB = "slate_ops_databases_job"
+"""Materializes every database asset: creates missing databases and records their state."""
+
+
+def build_definitions(
+    config: SlateOpsConfig | None = None,
+    *,
+    jobs: Sequence[dg.JobDefinition] = (),
+    schedules: Sequence[dg.ScheduleDefinition] = (),
+) -> dg.Definitions:
+    """Assets, sensor and resource for ``config`` (default: :func:`load_config`), plus ``jobs``.
+
+    ``jobs`` must include the checkpoint expiry job, which the manifest sensor targets.
+    """
+    config = config if config is not None else load_config()
+    if CHECKPOINT_EXPIRY_JOB not in {job.name for job in jobs}:
+        raise ValueError(
+            f"build_definitions needs the job {CHECKPOINT_EXPIRY_JOB!r} (the manifest sensor targets it); "
+            "pass jobs=jobs.ALL_JOBS from the repository root"
+        )
+    databases_job = dg.define_asset_job(
+        DATABASES_JOB,
+        selection=dg.AssetSelection.groups(GROUP_NAME),
+        description="Create every configured database that is missing and record its state.",
+    )
+    return dg.Definitions(
+        assets=build_database_assets(config),
+        jobs=[databases_job, *jobs],
+        schedules=list(schedules),
+        sensors=[slate_ops_manifest_sensor],
+        resources={RESOURCE_KEY: SlateDatabasesResource(config=config)},
+    )
+
+
+__all__ = [
+    "CHECKPOINT_EXPIRY_JOB",
+    "DATABASES_JOB",
+    "DB_TAG",
+    "DatabaseConfig",
+    "SlateDatabasesResource",
+    "SlateOpsConfig",
+    "build_definitions",
+    "database_asset_key",
+    "expire_checkpoints_op",
+    "load_config",
+    "slate_ops_manifest_sensor",
+]

@@ -1,0 +1,71 @@
+"""One asset per configured database: materializing it creates the database if missing and records
+its state; :mod:`~slate_ops.orchestration.sensors` records the same state as observations."""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+from urllib.parse import urlsplit
+
+import dagster as dg
+
+from slate_ops.admin import DbStatus, create_db, describe_db
+from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+ASSET_PREFIX = "slate_ops"
+GROUP_NAME = "slate_ops"
+
+
+def database_asset_key(name: str) -> dg.AssetKey:
+    return dg.AssetKey([ASSET_PREFIX, name])
+
+
+def status_metadata(status: DbStatus) -> dict[str, dg.MetadataValue]:
+    """The manifest summary of ``describe_db`` as asset metadata."""
+    metadata: dict[str, dg.MetadataValue] = {
+        "manifest_id": dg.MetadataValue.int(status.manifest_id),
+        "initialized": dg.MetadataValue.bool(status.initialized),
+        "writer_epoch": dg.MetadataValue.int(status.writer_epoch),
+        "compactor_epoch": dg.MetadataValue.int(status.compactor_epoch),
+        "l0_ssts": dg.MetadataValue.int(status.l0_ssts),
+        "sorted_runs": dg.MetadataValue.int(status.sorted_runs),
+        "ssts": dg.MetadataValue.int(status.ssts),
+        "sst_bytes": dg.MetadataValue.int(status.sst_bytes),
+        "checkpoints": dg.MetadataValue.int(status.checkpoints),
+        "expired_checkpoints": dg.MetadataValue.int(status.expired_checkpoints),
+        "external_dbs": dg.MetadataValue.int(status.external_dbs),
+    }
+    if status.destroyed_at_s is not None:
+        metadata["destroyed_at_s"] = dg.MetadataValue.int(status.destroyed_at_s)
+    return metadata
+
+
+def build_database_asset(db: DatabaseConfig) -> dg.AssetsDefinition:
+    """The asset ``slate_ops/<name>`` of ``db``."""
+    name = db.name
+
+    @dg.asset(
+        key=database_asset_key(name),
+        group_name=GROUP_NAME,
+        description=db.description or f"slate_ops database {db.path!r}",
+        metadata={"store_url": dg.MetadataValue.text(redact_url(db.store_url)), "path": db.path},
+    )
+    def _database(slate: SlateDatabasesResource) -> dg.MaterializeResult[None]:
+        current = slate.database(name)
+        store = slate.open_store(name)
+        create_db(current.path, store, exist_ok=True)
+        return dg.MaterializeResult(
+            metadata=status_metadata(describe_db(current.path, store, clock=slate.clock()))
+        )
+
+    return _database
+
+
+def build_database_assets(config: SlateOpsConfig) -> list[dg.AssetsDefinition]:
+    return [build_database_asset(db) for db in config.databases]
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its query string, which may carry credentials."""
+    parts = urlsplit(url)
+    return parts._replace(query="…" if parts.query else "", fragment="").geturl()

@@ -1,0 +1,180 @@
+"""The databases config file that the Dagster definitions are built from.
+
+A YAML file with one entry per database::
+
+    databases:
+      - name: demo                       # asset key slate_ops/demo; letters, digits, underscores
+        store_url: file:///var/lib/slate # optional: defaults to $SLATE_OPS_STORE, else file://<cwd>/.slate
+        path: demo                       # the database's path inside the store
+        checkpoint_expiry_dry_run: false # scheduled / sensor-requested expiry only reports
+
+``load_config`` reads the file named by its argument, else by ``$SLATE_OPS_CONFIG``, else the
+embedded ``default_databases.yaml`` (one ``demo`` database in the local store). String values may
+use ``${VAR}`` or ``${VAR:-default}``, expanded from the environment when the file is loaded.
+
+The models are Dagster ``Config`` classes (frozen pydantic models), so the resource that holds them
+shows every database in the UI and validates a launch-time override the same way as the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import yaml
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+
+from slate_ops.errors import ConfigError
+
+CONFIG_ENV = "SLATE_OPS_CONFIG"
+"""Names the databases config file; unset means the embedded default."""
+
+STORE_ENV = "SLATE_OPS_STORE"
+"""The store URL of every database whose entry has no ``store_url``."""
+
+DEFAULT_CONFIG_NAME = "default_databases.yaml"
+
+_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class DatabaseConfig(dg.Config):
+    """One database that Dagster maintains."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        pattern=_NAME_PATTERN,
+        description="Asset name (key slate_ops/<name>) and the value of the run tag slate_ops/db.",
+    )
+    store_url: str = Field(
+        min_length=1, description="file:///abs/dir, memory://name or s3://bucket/prefix (no secrets)."
+    )
+    path: str = Field(description="The database's path inside the store.")
+    checkpoint_expiry_dry_run: bool = Field(
+        default=False,
+        description="Scheduled and sensor-requested checkpoint expiry runs only report, never remove.",
+    )
+    description: str | None = Field(default=None, description="Shown on the database's asset.")
+
+
+class SlateOpsConfig(dg.Config):
+    """Every configured database; names are unique."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    databases: list[DatabaseConfig] = Field(min_length=1)
+
+    @field_validator("databases")
+    @classmethod
+    def _unique_names(cls, databases: list[DatabaseConfig]) -> list[DatabaseConfig]:
+        names = [d.name for d in databases]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"database names must be unique; repeated: {', '.join(duplicates)}")
+        return databases
+
+    def database(self, name: str) -> DatabaseConfig:
+        """The database called ``name``; :class:`ConfigError` listing the known names otherwise."""
+        for db in self.databases:
+            if db.name == name:
+                return db
+        known = ", ".join(d.name for d in self.databases)
+        raise ConfigError(f"no database named {name!r} is configured; configured: {known}")
+
+
+def default_store_url() -> str:
+    """``$SLATE_OPS_STORE`` if set, else ``file://<cwd>/.slate``."""
+    return os.environ.get(STORE_ENV) or Path.cwd().joinpath(".slate").absolute().as_uri()
+
+
+def load_config(path: str | None = None) -> SlateOpsConfig:
+    """Load ``path``, else ``$SLATE_OPS_CONFIG``, else the embedded default.
+
+    Raises :class:`ConfigError` naming the file and the offending field.
+    """
+    path = path or os.environ.get(CONFIG_ENV) or None
+    if path is None:
+        source = f"<embedded slate_ops/orchestration/{DEFAULT_CONFIG_NAME}>"
+        text = (
+            resources.files(__package__ or "slate_ops.orchestration")
+            .joinpath(DEFAULT_CONFIG_NAME)
+            .read_text()
+        )
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read slate_ops config {source}: {exc.strerror or exc}") from exc
+    return parse_config(text, source)
+
+
+def parse_config(text: str, source: str = "<string>") -> SlateOpsConfig:
+    """Validate YAML ``text``; ``source`` names it in error messages."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"slate_ops config {source} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"slate_ops config {source} must be a mapping with a 'databases' list, got {type(raw).__name__}"
+        )
+    raw = _expand(raw, source, ())
+    # Dagster's Config turns a missing field into None ("Input should be a valid string"), so
+    # required fields are checked here to report them as missing.
+    missing = _missing_fields(raw, SlateOpsConfig, ())
+    databases = raw.get("databases")
+    if isinstance(databases, list):
+        for i, entry in enumerate(databases):
+            if isinstance(entry, dict):
+                if entry.get("store_url") is None:
+                    entry["store_url"] = default_store_url()
+                missing += _missing_fields(entry, DatabaseConfig, ("databases", i))
+    problems = [f"{loc}: field required" for loc in missing]
+    try:
+        config = SlateOpsConfig.model_validate(raw)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = ".".join(str(part) for part in error["loc"])
+            if loc not in missing:
+                problems.append(f"{loc or '<top level>'}: {error['msg']}")
+    if problems:
+        raise ConfigError(f"invalid slate_ops config {source}: {'; '.join(problems)}")
+    return config
+
+
+def _missing_fields(raw: dict[str, Any], model: type[dg.Config], loc: tuple[object, ...]) -> list[str]:
+    return [
+        ".".join(str(part) for part in (*loc, name))
+        for name, field in model.model_fields.items()
+        if field.is_required() and raw.get(name) is None
+    ]
+
+
+def _expand(value: Any, source: str, loc: tuple[object, ...]) -> Any:
+    if isinstance(value, dict):
+        return {k: _expand(v, source, (*loc, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, source, (*loc, i)) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = os.environ.get(name)
+        if found is not None:
+            return found
+        if default is not None:
+            return default
+        field = ".".join(str(part) for part in loc)
+        raise ConfigError(
+            f"invalid slate_ops config {source}: {field}: environment variable {name} is not set "
+            f"(write ${{{name}:-default}} to give a default)"
+        )
+
+    return _ENV_REF.sub(substitute, value)

@@ -1,0 +1,114 @@
+"""Dagster ops: thin adapters over :mod:`slate_ops.admin` that return the admin report as metadata."""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from slate_ops.admin import CheckpointExpiryReport, expire_checkpoints
+from slate_ops.errors import ConfigError
+from slate_ops.manifest.model import Checkpoint
+from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+DB_TAG = "slate_ops/db"
+"""Run tag naming the database a run maintains; the per-database concurrency limit keys on it."""
+
+CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
+"""Name of the job (defined in ``jobs/checkpoint_expiry.py``) that runs :func:`expire_checkpoints_op`."""
+
+
+class ExpireCheckpointsConfig(dg.Config):
+    """Run config of :func:`expire_checkpoints_op`."""
+
+    database: str | None = Field(
+        default=None,
+        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
+    )
+    dry_run: bool = Field(default=True, description="Only report what would be removed (the default).")
+
+
+@dg.op(description="Remove the database's expired checkpoints (dry run by default) and report them.")
+def expire_checkpoints_op(
+    context: dg.OpExecutionContext, config: ExpireCheckpointsConfig, slate: SlateDatabasesResource
+) -> dg.Output[CheckpointExpiryReport]:
+    name = _target_database(context, config.database)
+    db = slate.database(name)
+    report = expire_checkpoints(db.path, slate.open_store(name), dry_run=config.dry_run, clock=slate.clock())
+    verb = "would remove" if report.dry_run else "removed"
+    context.log.info(
+        f"{name}: {verb} {len(report.expired)} expired checkpoint(s) at manifest {report.manifest_id}"
+    )
+    return dg.Output(report, metadata=expiry_metadata(name, report))
+
+
+def expiry_metadata(database: str, report: CheckpointExpiryReport) -> dict[str, dg.MetadataValue]:
+    """The report as run metadata: counts, flags and a Markdown table of the checkpoints."""
+    return {
+        "database": dg.MetadataValue.text(database),
+        "dry_run": dg.MetadataValue.bool(report.dry_run),
+        "manifest_id": dg.MetadataValue.int(report.manifest_id),
+        "expired_count": dg.MetadataValue.int(len(report.expired)),
+        "expired_checkpoints": dg.MetadataValue.md(checkpoints_markdown(report.expired, report.dry_run)),
+    }
+
+
+def checkpoints_markdown(checkpoints: tuple[Checkpoint, ...], dry_run: bool) -> str:
+    """A Markdown table of ``checkpoints`` (id, name, manifest id, created and expired at, UTC)."""
+    title = "Would remove (dry run)" if dry_run else "Removed"
+    if not checkpoints:
+        return f"{title}: no expired checkpoints."
+    rows = [
+        f"{title} {len(checkpoints)} checkpoint(s):",
+        "",
+        "| id | name | manifest_id | created at (UTC) | expired at (UTC) |",
+        "| --- | --- | ---: | --- | --- |",
+    ]
+    for c in checkpoints:
+        name = (c.name or "").replace("|", "\\|")
+        rows.append(
+            f"| {c.id} | {name} | {c.manifest_id} | {_utc(c.create_time_s)} | {_utc(c.expire_time_s)} |"
+        )
+    return "\n".join(rows)
+
+
+def expiry_run_config(database: str, dry_run: bool) -> dict[str, Any]:
+    """Run config of the checkpoint expiry job for ``database``."""
+    return {"ops": {"expire_checkpoints_op": {"config": {"database": database, "dry_run": dry_run}}}}
+
+
+def expiry_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
+    """A checkpoint expiry run of ``db``, tagged for the per-database concurrency limit.
+
+    Automated runs remove for real unless the database sets ``checkpoint_expiry_dry_run``.
+    """
+    return dg.RunRequest(
+        run_key=run_key,
+        run_config=expiry_run_config(db.name, db.checkpoint_expiry_dry_run),
+        tags={DB_TAG: db.name},
+    )
+
+
+def _target_database(context: dg.OpExecutionContext, configured: str | None) -> str:
+    tagged = context.run_tags.get(DB_TAG)
+    if configured and tagged and configured != tagged:
+        raise ConfigError(
+            f"op config names database {configured!r} but the run tag {DB_TAG} is {tagged!r}; "
+            "they must agree, or the per-database concurrency limit serialises the wrong database"
+        )
+    name = configured or tagged
+    if not name:
+        raise ConfigError(f"no database given: set the run tag {DB_TAG}=<name> (or the op config 'database')")
+    if not tagged:
+        context.log.warning(f"run has no {DB_TAG} tag: the per-database concurrency limit does not apply")
+    return name
+
+
+def _utc(seconds: int | None) -> str:
+    if seconds is None:
+        return "never"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,91 @@
+"""The manifest-polling sensor.
+
+Every tick reads each configured database's current manifest (``describe_db``). The cursor is JSON
+``{"<db name>": <last observed manifest id>}``. A database whose manifest id differs from the cursor
+gets an ``AssetObservation`` on ``slate_ops/<name>``; if it also has expired checkpoints, a run of
+the checkpoint expiry job is requested with run key ``expire-<name>-<manifest id>`` (so one manifest
+version never triggers two runs) and the run tag ``slate_ops/db=<name>``. With no change the tick
+is skipped. A database that is missing or fails to read is skipped with a warning and retried on
+the next tick; it never hides the others.
+
+Checkpoints that expire while the manifest stays the same are left to the hourly
+``checkpoint_expiry_schedule``.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+import json
+import logging
+
+import dagster as dg
+
+from slate_ops.admin import DbStatus, describe_db
+from slate_ops.orchestration.assets import database_asset_key, status_metadata
+from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, expiry_run_request
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+SENSOR_NAME = "slate_ops_manifest_sensor"
+
+
+def describe_databases(
+    slate: SlateDatabasesResource, log: logging.Logger
+) -> tuple[list[tuple[DatabaseConfig, DbStatus]], list[str]]:
+    """``describe_db`` of every configured database, and one line per database that failed."""
+    described: list[tuple[DatabaseConfig, DbStatus]] = []
+    failed: list[str] = []
+    for db in slate.config.databases:
+        try:
+            described.append((db, describe_db(db.path, slate.open_store(db.name), clock=slate.clock())))
+        except Exception as exc:  # one unreadable database must not stop the others
+            log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
+            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
+    return described, failed
+
+
+def parse_cursor(cursor: str | None, log: logging.Logger) -> dict[str, int]:
+    """The ``{db name: manifest id}`` cursor; an unreadable one counts as empty."""
+    if not cursor:
+        return {}
+    try:
+        raw = json.loads(cursor)
+        if isinstance(raw, dict) and all(isinstance(v, int) for v in raw.values()):
+            return {str(k): v for k, v in raw.items()}
+    except ValueError:
+        pass
+    log.warning(f"ignoring unreadable cursor {cursor!r}; observing every database again")
+    return {}
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    job_name=CHECKPOINT_EXPIRY_JOB,
+    minimum_interval_seconds=30,
+    description="Observes each database's manifest; requests checkpoint expiry when checkpoints expired.",
+)
+def slate_ops_manifest_sensor(
+    context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
+) -> dg.SensorResult | dg.SkipReason:
+    seen = parse_cursor(context.cursor, context.log)
+    described, failed = describe_databases(slate, context.log)
+    cursor = {name: seen[name] for name in slate.database_names() if name in seen}
+    observations: list[dg.AssetObservation] = []
+    run_requests: list[dg.RunRequest] = []
+    for db, status in described:
+        if seen.get(db.name) == status.manifest_id:
+            continue
+        cursor[db.name] = status.manifest_id
+        observations.append(
+            dg.AssetObservation(asset_key=database_asset_key(db.name), metadata=status_metadata(status))
+        )
+        if status.expired_checkpoints:
+            run_requests.append(expiry_run_request(db, f"expire-{db.name}-{status.manifest_id}"))
+    if not observations:
+        if not described:
+            return dg.SkipReason(f"all {len(failed)} database(s) skipped: {'; '.join(failed)}")
+        reason = f"no manifest changed in {len(described)} database(s)"
+        return dg.SkipReason(reason + (f"; skipped: {'; '.join(failed)}" if failed else ""))
+    return dg.SensorResult(
+        run_requests=run_requests, asset_events=observations, cursor=json.dumps(cursor, sort_keys=True)
+    )

@@ -1,0 +1,122 @@
+"""The code location as Dagster loads it: Definitions, definitions.py, workspace.yaml, the demo, docs."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from slate_ops import admin
+from slate_ops.objstore import open_store
+from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig, build_definitions
+
+REPO = Path(__file__).resolve().parents[2]
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+
+
+def test_definitions_load_and_hold_everything(defs: dg.Definitions, config: SlateOpsConfig) -> None:
+    dg.Definitions.validate_loadable(defs)
+    assert defs.resolve_job_def("checkpoint_expiry_job").name == "checkpoint_expiry_job"
+    assert defs.resolve_job_def("slate_ops_databases_job") is not None
+    sensor = defs.resolve_sensor_def("slate_ops_manifest_sensor")
+    assert sensor.job_name == "checkpoint_expiry_job"
+    assert sensor.minimum_interval_seconds == 30
+    schedule = defs.resolve_schedule_def("checkpoint_expiry_schedule")
+    assert (schedule.job_name, schedule.cron_schedule) == ("checkpoint_expiry_job", "0 * * * *")
+    specs = {spec.key: spec for spec in defs.resolve_all_asset_specs()}
+    assert set(specs) == {dg.AssetKey(["slate_ops", "alpha"]), dg.AssetKey(["slate_ops", "beta"])}
+    assert {spec.group_name for spec in specs.values()} == {"slate_ops"}
+    assert defs.resources is not None
+    resource = defs.resources["slate"]
+    assert isinstance(resource, SlateDatabasesResource)
+    assert resource.config == config
+
+
+def test_databases_job_creates_every_database(defs: dg.Definitions, store_url: str) -> None:
+    result = defs.resolve_job_def("slate_ops_databases_job").execute_in_process()
+    assert result.success
+    store = open_store(store_url)
+    assert admin.read_manifest("dbs/alpha", store).id == 1
+    assert admin.read_manifest("dbs/beta", store).id == 1
+
+
+def test_build_definitions_needs_the_expiry_job(config: SlateOpsConfig) -> None:
+    with pytest.raises(ValueError, match="checkpoint_expiry_job"):
+        build_definitions(config)
+
+
+def test_definitions_module_reads_slate_ops_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "databases.yaml"
+    path.write_text("databases:\n  - {name: from_env, store_url: 'memory://defs-env', path: p}\n")
+    monkeypatch.setenv("SLATE_OPS_CONFIG", str(path))
+    import definitions
+
+    module = importlib.reload(definitions)
+    assert [spec.key.path for spec in module.defs.resolve_all_asset_specs()] == [["slate_ops", "from_env"]]
+
+
+def cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    (home / "dagster.yaml").touch()
+    environ = {**os.environ, "DAGSTER_HOME": str(home), **env}
+    return subprocess.run(
+        [DAGSTER, *args], cwd=REPO, env=environ, capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+def test_dagster_definitions_validate_workspace(tmp_path: Path) -> None:
+    ok = cli(["definitions", "validate", "-w", "workspace.yaml"], tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "Validation successful for code location slate_ops" in ok.stdout + ok.stderr
+
+
+def test_demo_commands_on_the_embedded_default(tmp_path: Path) -> None:
+    """The two commands of docs/orchestration.md, with the default config (one ``demo`` database)."""
+    store = tmp_path / "store"
+    env = {"SLATE_OPS_STORE": store.as_uri()}
+    created = cli(
+        ["job", "execute", "-f", "definitions.py", "-j", "slate_ops_databases_job"], tmp_path, **env
+    )
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert (store / "demo" / "manifest" / "00000000000000000001.manifest").is_file()
+    expiry = cli(
+        [
+            "job",
+            "execute",
+            "-f",
+            "definitions.py",
+            "-j",
+            "checkpoint_expiry_job",
+            "--tags",
+            '{"slate_ops/db": "demo"}',
+        ],
+        tmp_path,
+        **env,
+    )
+    output = expiry.stdout + expiry.stderr
+    assert expiry.returncode == 0, output
+    assert "demo: would remove 0 expired checkpoint(s) at manifest 1" in output
+    assert "RUN_SUCCESS" in output
+
+
+def test_documented_concurrency_limits_load_into_an_instance(tmp_path: Path) -> None:
+    docs = (REPO / "docs" / "orchestration.md").read_text()
+    snippets = [s for s in re.findall(r"```yaml\n(.*?)```", docs, re.S) if "tag_concurrency_limits" in s]
+    assert len(snippets) == 2
+    for i, snippet in enumerate(snippets):
+        home = tmp_path / f"home{i}"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(snippet)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            queue = instance.get_concurrency_config().run_queue_config
+            assert queue is not None
+            assert queue.tag_concurrency_limits == [
+                {"key": "slate_ops/db", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+            ]
