@@ -177,3 +177,21 @@ class CheckpointExpiredError(SlateOpsError):
 
 class InvalidDeletionError(SlateOpsError):
     """A deletion was refused because something still needs the data (e.g. unexpired checkpoints)."""
+
+
+# --- the engine -------------------------------------------------------------------------------
+
+
+class DbClosedError(SlateOpsError):
+    """The Db or DbReader was closed (or failed earlier); open a new one."""
+
+
+class BackpressureTimeoutError(SlateOpsError):
+    """Writes stalled longer than the configured bound because L0 or unflushed memory is full.
+
+    Run a compactor (it relieves L0), raise ``l0_max_ssts`` / ``max_unflushed_bytes``, or wait longer.
+    """
+
+
+class OutOfRangeError(InvalidArgumentError):
+    """A key lies outside the database's visible range (after a projection)."""

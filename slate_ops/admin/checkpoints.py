@@ -15,7 +15,7 @@ from datetime import timedelta
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError
-from slate_ops.manifest.model import Checkpoint, Manifest
+from slate_ops.manifest.model import Checkpoint, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import (
     ManifestStore,
     VersionedManifest,
@@ -42,29 +42,42 @@ def create_checkpoint(
     options = options or CheckpointOptions()
     manifests = ManifestStore(store, path)
     checkpoint_id = new_id()
-
-    def add(current: VersionedManifest) -> Manifest:
-        manifest = current.value
-        now = clock.now()
-        if options.source is None:
-            require_usable(manifest, manifests.location)
-            manifest_id = current.id + 1
-        else:
-            require_not_destroyed(manifest, manifests.location)
-            manifest_id = _live_checkpoint(manifest, options.source, now, manifests.location).manifest_id
-        checkpoint = Checkpoint(
-            id=checkpoint_id,
-            manifest_id=manifest_id,
-            create_time_s=int(now),
-            expire_time_s=_expiry(now, options.lifetime),
-            name=options.name,
-        )
-        return manifest.with_changes(checkpoints=(*manifest.checkpoints, checkpoint))
-
-    committed = manifests.update(add)
+    committed = manifests.update(
+        lambda current: with_new_checkpoint(current, options, checkpoint_id, clock.now(), manifests.location)
+    )
     created = committed.value.checkpoint(checkpoint_id)
     assert created is not None
     return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
+
+
+def with_new_checkpoint(
+    current: VersionedManifest,
+    options: CheckpointOptions,
+    checkpoint_id: uuid.UUID,
+    now: float,
+    location: str,
+    metadata: WriterCheckpoint | None = None,
+) -> Manifest:
+    """``current`` plus a new checkpoint, by the two procedures of spec 000 "Creating a Checkpoint".
+
+    Shared by the admin API and the writer, which commits it with its own changes.
+    """
+    manifest = current.value
+    if options.source is None:
+        require_usable(manifest, location)
+        manifest_id = current.id + 1
+    else:
+        require_not_destroyed(manifest, location)
+        manifest_id = _live_checkpoint(manifest, options.source, now, location).manifest_id
+    checkpoint = Checkpoint(
+        id=checkpoint_id,
+        manifest_id=manifest_id,
+        create_time_s=int(now),
+        expire_time_s=_expiry(now, options.lifetime),
+        metadata=metadata,
+        name=options.name,
+    )
+    return manifest.with_changes(checkpoints=(*manifest.checkpoints, checkpoint))
 
 
 def refresh_checkpoint(
@@ -198,4 +211,5 @@ __all__ = [
     "expire_checkpoints",
     "list_checkpoints",
     "refresh_checkpoint",
+    "with_new_checkpoint",
 ]

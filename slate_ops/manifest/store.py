@@ -103,7 +103,9 @@ class ManifestStore:
         return committed
 
     def claim(
-        self, field: EpochField[Manifest], change: Callable[[Manifest, int], Manifest] = lambda m, e: m
+        self,
+        field: EpochField[Manifest],
+        change: Callable[[VersionedManifest, int], Manifest] = lambda current, epoch: current.value,
     ) -> tuple[FenceableStore[Manifest], VersionedManifest]:
         """Bump the writer or compactor epoch once (fencing older instances); see FenceableStore."""
         self.read_latest_required()

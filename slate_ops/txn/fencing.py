@@ -39,12 +39,12 @@ class FenceableStore(Generic[T]):
         cls,
         sequence: SequencedStore[T],
         field: EpochField[T],
-        change: Callable[[T, int], T] = lambda value, epoch: value,
+        change: Callable[[Versioned[T], int], T] = lambda current, epoch: current.value,
     ) -> tuple[FenceableStore[T], Versioned[T]]:
-        """Bump the epoch once, together with ``change(value, new_epoch)``; fences older holders.
+        """Bump the epoch once, together with ``change(current, new_epoch)``; fences older holders.
 
-        On a lost race the bump is recomputed from the re-read version, so exactly one committed
-        version carries the new epoch.
+        ``change`` sees the latest version with the new epoch already set. On a lost race the bump
+        is recomputed from the re-read version, so exactly one committed version has the new epoch.
         """
         claimed: list[int] = []
 
@@ -53,7 +53,7 @@ class FenceableStore(Generic[T]):
                 raise CorruptObjectError(sequence.directory, "nothing to fence: the namespace is empty")
             epoch = field.get(current.value) + 1
             claimed[:] = [epoch]
-            return change(field.set(current.value, epoch), epoch)
+            return change(Versioned(current.id, field.set(current.value, epoch)), epoch)
 
         committed = sequence.update(bump)
         assert committed is not None  # bump never returns None
@@ -69,14 +69,17 @@ class FenceableStore(Generic[T]):
                 f"stored {self.field.role} epoch {stored} is lower than the claimed epoch {self.epoch}",
             )
 
-    def update(self, change: Callable[[T], T | None]) -> Versioned[T]:
-        """Apply ``change`` to the latest version after the epoch check; see SequencedStore.update."""
+    def update(self, change: Callable[[Versioned[T]], T | None]) -> Versioned[T]:
+        """Apply ``change`` to the latest version after the epoch check; see SequencedStore.update.
+
+        Returning None commits nothing (the latest version is returned).
+        """
 
         def fenced_change(current: Versioned[T] | None) -> T | None:
             if current is None:
                 raise CorruptObjectError(self.sequence.directory, "the namespace disappeared")
             self.check(current.value)
-            return change(current.value)
+            return change(current)
 
         committed = self.sequence.update(fenced_change)
         assert committed is not None

@@ -20,9 +20,9 @@ def test_writer_claim_fences_the_previous_writer() -> None:
     new, _ = ManifestStore(memory, "db").claim(WRITER_EPOCH)
     before = snapshot(memory)
     with pytest.raises(FencedError, match="writer at db/manifest is fenced"):
-        old.update(lambda m: m.with_changes(last_l0_seq=99))
+        old.update(lambda v: v.value.with_changes(last_l0_seq=99))
     assert snapshot(memory) == before
-    committed = new.update(lambda m: m.with_changes(last_l0_seq=7))
+    committed = new.update(lambda v: v.value.with_changes(last_l0_seq=7))
     assert committed.value.last_l0_seq == 7 and committed.value.writer_epoch == 2
 
 
@@ -31,7 +31,7 @@ def test_compactor_claim_does_not_fence_the_writer() -> None:
     admin.create_db("db", memory)
     writer, _ = ManifestStore(memory, "db").claim(WRITER_EPOCH)
     ManifestStore(memory, "db").claim(COMPACTOR_EPOCH)
-    assert writer.update(lambda m: m.with_changes(next_wal_sst_id=5)).value.compactor_epoch == 1
+    assert writer.update(lambda v: v.value.with_changes(next_wal_sst_id=5)).value.compactor_epoch == 1
 
 
 def test_corrupt_or_future_manifest_is_a_typed_error_naming_the_file() -> None:

@@ -38,7 +38,7 @@ def sequence(memory: MemoryStore) -> SequencedStore[State]:
 
 
 def add(row: str):  # type: ignore[no-untyped-def]
-    return lambda s: replace(s, rows=(*s.rows, row))
+    return lambda current: replace(current.value, rows=(*current.value.rows, row))
 
 
 @pytest.fixture
@@ -88,5 +88,5 @@ def test_writer_and_compactor_epochs_are_independent(memory: MemoryStore) -> Non
 
 
 def test_claim_with_change_commits_both_together(memory: MemoryStore) -> None:
-    fenced, committed = FenceableStore.claim(sequence(memory), WRITER, lambda s, e: add(f"epoch-{e}")(s))
+    fenced, committed = FenceableStore.claim(sequence(memory), WRITER, lambda c, e: add(f"epoch-{e}")(c))
     assert committed.value.rows == ("epoch-1",) and committed.value.writer_epoch == fenced.epoch == 1

@@ -1,0 +1,144 @@
+"""The persistent half of a read: L0 views and sorted runs of one manifest, with SST path resolution.
+
+An SST belongs to this database (``<db>/compacted/<id>.sst``) unless its physical id is listed in
+one of the manifest's ``external_dbs`` (clones, unions): then it lives under that database's path
+(spec 000 "SST Path Resolution"). Views narrow an SST to their ``visible_range``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ulid import ULID
+
+from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.sst import BlockCache, SstReader
+from slate_ops.txn.paths import join
+
+COMPACTED_DIR = "compacted"
+
+Entry = tuple[bytes, int, int, bytes]
+
+
+def sst_key(db_path: str, sst_id: ULID) -> str:
+    return join(db_path, COMPACTED_DIR, f"{sst_id}.sst")
+
+
+def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str:
+    physical = sst.physical_id
+    for external in manifest.external_dbs:
+        if physical in external.sst_ids:
+            return sst_key(external.path, physical)
+    return sst_key(db_path, physical)
+
+
+class SstReaders:
+    """Opened SST readers by object key, shared across manifest versions (SSTs never change)."""
+
+    def __init__(self, store: ObjectStore, cache: BlockCache | None) -> None:
+        self.store = store
+        self.cache = cache
+        self._readers: dict[str, SstReader] = {}
+        self._lock = threading.Lock()
+
+    def open(self, key: str, size: int) -> SstReader:
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = SstReader.open(self.store, key, size=size, cache=self.cache)
+            with self._lock:
+                self._readers[key] = reader
+        return reader
+
+    def retain(self, keys: set[str]) -> None:
+        """Forget readers of SSTs no longer referenced, so memory does not grow with history."""
+        with self._lock:
+            self._readers = {k: r for k, r in self._readers.items() if k in keys}
+
+
+@dataclass(frozen=True)
+class ViewHandle:
+    """One SST view ready to read: where it lives and which keys it may return."""
+
+    key: str
+    size: int
+    first_key: bytes
+    last_key: bytes
+    visible: KeyRange | None
+
+    def may_contain(self, key: bytes) -> bool:
+        if key < self.first_key or key > self.last_key:
+            return False
+        return self.visible is None or self.visible.contains(key)
+
+    def clip(self, start: bytes | None, end: bytes | None) -> tuple[bytes | None, bytes | None] | None:
+        """The scan bounds intersected with the visible range; None when nothing can match."""
+        if self.visible is not None:
+            if self.visible.start is not None and (start is None or start < self.visible.start):
+                start = self.visible.start
+            if self.visible.end is not None and (end is None or end > self.visible.end):
+                end = self.visible.end
+        if (start is not None and start > self.last_key) or (end is not None and end <= self.first_key):
+            return None
+        if start is not None and end is not None and start >= end:
+            return None
+        return start, end
+
+
+class LsmState:
+    """L0 (newest first) and sorted runs (newest first) of one manifest version."""
+
+    def __init__(self, manifest: Manifest, db_path: str, readers: SstReaders) -> None:
+        self.manifest = manifest
+        self._readers = readers
+        ssts = {s.id: s for s in manifest.ssts}
+        self.l0 = [self._handle(manifest, db_path, ssts, v) for v in manifest.l0]
+        self.runs = [[self._handle(manifest, db_path, ssts, v) for v in run.views] for run in manifest.compacted]
+        self._run_firsts = [[h.first_key for h in run] for run in self.runs]
+
+    @staticmethod
+    def _handle(manifest: Manifest, db_path: str, ssts: dict[ULID, CompactedSst], view: SstView) -> ViewHandle:
+        sst = ssts[view.sst_id]
+        key = resolve_sst_path(manifest, db_path, sst)
+        return ViewHandle(key, sst.info.size_bytes, sst.info.first_key, sst.info.last_key, view.visible_range)
+
+    def object_keys(self) -> set[str]:
+        return {h.key for h in self.l0} | {h.key for run in self.runs for h in run}
+
+    def get(self, key: bytes) -> Entry | None:
+        """The newest entry for ``key`` (tombstones included), or None."""
+        for handle in self.l0:
+            if handle.may_contain(key):
+                entry = self._readers.open(handle.key, handle.size).get(key)
+                if entry is not None:
+                    return entry
+        for run, firsts in zip(self.runs, self._run_firsts, strict=True):
+            index = bisect.bisect_right(firsts, key) - 1
+            if index >= 0 and run[index].may_contain(key):
+                handle = run[index]
+                entry = self._readers.open(handle.key, handle.size).get(key)
+                if entry is not None:
+                    return entry
+        return None
+
+    def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Entry]]:
+        """One iterator per L0 view and per sorted run, newest first, for a merged scan."""
+        sources = [it for it in (self._scan_view(h, start, end) for h in self.l0) if it is not None]
+        for run in self.runs:
+            sources.append(self._scan_run(run, start, end))
+        return sources
+
+    def _scan_view(self, handle: ViewHandle, start: bytes | None, end: bytes | None) -> Iterator[Entry] | None:
+        bounds = handle.clip(start, end)
+        if bounds is None:
+            return None
+        return self._readers.open(handle.key, handle.size).scan(*bounds)
+
+    def _scan_run(self, run: list[ViewHandle], start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        for handle in run:
+            it = self._scan_view(handle, start, end)
+            if it is not None:
+                yield from it

@@ -1,0 +1,78 @@
+"""Options of the writer (:class:`DbOptions`) and reader (:class:`ReaderOptions`).
+
+Defaults follow SlateDB's where they exist (``../shared/ANCHORS.md``).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from slate_ops.config import Duration
+
+MiB = 1024 * 1024
+
+
+class CheckpointScope(enum.Enum):
+    """What a checkpoint taken by :meth:`Db.create_checkpoint` includes (spec 000 "Public API").
+
+    ``ALL``: every write issued before the call (the WAL is flushed and memtables are flushed to L0
+    on a best-effort basis, without waiting on backpressure). ``DURABLE``: only writes already
+    durable at the time of the call; faster.
+    """
+
+    ALL = "all"
+    DURABLE = "durable"
+
+
+class DbOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    wal_flush_interval: Duration = Field(default=timedelta(milliseconds=100))
+    """How often buffered writes are written to a WAL SST (SlateDB: 100 ms)."""
+    await_durable: bool = False
+    """Make every write wait until its WAL SST is written (per-call override available)."""
+    l0_sst_size_bytes: int = Field(default=64 * MiB, gt=0)
+    """A memtable freezes and is flushed to an L0 SST at this size (SlateDB: 64 MiB)."""
+    l0_max_ssts: int = Field(default=8, gt=0)
+    """L0 flushes wait while L0 holds this many SSTs (SlateDB: 8)."""
+    max_unflushed_bytes: int = Field(default=1024 * MiB, gt=0)
+    """Writes wait while frozen, unflushed memtables exceed this (SlateDB: 1 GiB)."""
+    backpressure_timeout: Duration = Field(default=timedelta(minutes=5))
+    """How long a flush or write waits on backpressure before raising BackpressureTimeoutError."""
+    manifest_poll_interval: Duration = Field(default=timedelta(seconds=1))
+    """How often the writer re-reads the manifest to see the compactor's changes (SlateDB: 1 s)."""
+    block_cache_bytes: int = Field(default=64 * MiB, ge=0)
+    """Decoded SST blocks kept in memory."""
+    wal_buffer_bytes: int = Field(default=4 * MiB, gt=0)
+    """The WAL buffer is flushed early when it holds this many bytes."""
+
+
+class ReaderOptions(BaseModel):
+    """Options of :class:`DbReader` (spec 000 "DbReaderOptions")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    manifest_poll_interval: Duration = Field(default=timedelta(seconds=10))
+    checkpoint_lifetime: Duration = Field(default=timedelta(minutes=10))
+    """Lifetime of the reader's own checkpoint; must exceed twice the poll interval."""
+    max_memtable_bytes: int = Field(default=64 * MiB, gt=0)
+    block_cache_bytes: int = Field(default=64 * MiB, ge=0)
+
+    @model_validator(mode="after")
+    def _lifetime_exceeds_two_polls(self) -> ReaderOptions:
+        if self.checkpoint_lifetime <= 2 * self.manifest_poll_interval:
+            raise ValueError(
+                f"checkpoint_lifetime ({self.checkpoint_lifetime}) must exceed twice "
+                f"manifest_poll_interval ({self.manifest_poll_interval}), or the checkpoint can "
+                "expire between two polls"
+            )
+        return self
+
+
+def seconds(value: Any) -> float:
+    assert isinstance(value, timedelta)
+    return value.total_seconds()

@@ -1,0 +1,72 @@
+"""WAL SSTs: ``<db>/wal/<20-digit id>.sst``, contiguous ids, entries in seq order.
+
+A writer fences older writers by creating an empty object at the next WAL id: the fenced writer's
+create-if-absent of that id then fails, and it finds the newer epoch in the manifest
+(spec 003 "Fencing"). An empty object is therefore a fence, never data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from slate_ops.errors import PreconditionFailedError, PutOutcomeUnknownError
+from slate_ops.objstore.base import ObjectStore, PutMode, new_put_id, resolve_put_outcome
+from slate_ops.sst import SstReader, encode_sst
+from slate_ops.txn.paths import join
+
+WAL_DIR = "wal"
+_NAME = re.compile(r"^(\d{20})\.sst$")
+
+Entry = tuple[bytes, int, int, bytes]
+
+
+class WalStore:
+    def __init__(self, store: ObjectStore, db_path: str) -> None:
+        self.store = store
+        self.directory = join(db_path, WAL_DIR)
+
+    def key(self, wal_id: int) -> str:
+        return join(self.directory, f"{wal_id:020d}.sst")
+
+    def list_ids(self, after: int = 0) -> list[int]:
+        """WAL ids greater than ``after``, ascending."""
+        ids = []
+        for meta in self.store.list(self.directory + "/", start_after=self.key(after) if after else None):
+            match = _NAME.match(meta.key.rsplit("/", 1)[-1])
+            if match:
+                ids.append(int(match.group(1)))
+        return ids
+
+    def create(self, wal_id: int, data: bytes) -> bool:
+        """Create WAL ``wal_id``; False if the id exists (someone fenced us, or wrote it first)."""
+        key = self.key(wal_id)
+        put_id = new_put_id()
+        try:
+            try:
+                self.store.put(key, data, PutMode.create(), put_id=put_id)
+            except PutOutcomeUnknownError:
+                resolve_put_outcome(self.store, key, data, PutMode.create(), put_id)
+        except PreconditionFailedError:
+            return False
+        return True
+
+    def write(self, wal_id: int, table: pa.Table) -> bool:
+        data, _ = encode_sst(table, order="seq")
+        return self.create(wal_id, data)
+
+    def fence(self, after: int) -> int:
+        """Create an empty fence object at the first free id above every existing WAL; return it."""
+        candidate = max([after, *self.list_ids(after)]) + 1
+        while not self.create(candidate, b""):
+            candidate += 1
+        return candidate
+
+    def read(self, wal_id: int) -> Iterator[Entry]:
+        """The entries of WAL ``wal_id`` in seq order; nothing for a fence."""
+        key = self.key(wal_id)
+        if self.store.head(key).size == 0:
+            return iter(())
+        return SstReader.open(self.store, key).scan()
