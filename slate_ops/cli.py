@@ -11,12 +11,12 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from slate_ops import admin
+from slate_ops import admin, cli_data
 from slate_ops.config import CheckpointOptions, parse_duration
 from slate_ops.errors import SlateOpsError
 from slate_ops.jsonable import to_jsonable
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="slate-ops",
-        description="Operate slate_ops databases: checkpoints and manifests.",
+        description="Operate slate_ops databases: data, checkpoints and manifests.",
         parents=[common],
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -151,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("list-manifests", _list_manifests, "List the stored manifest versions.")
     command("describe", _describe, "Summarise the current manifest.")
+    cli_data.register(commands, command)
     return parser
 
 
@@ -187,7 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     output_format = getattr(args, "format", "json")
     try:
         store = open_store(getattr(args, "store", None) or default_store_url())
-        result = to_jsonable(args.handler(args, store))
+        result = args.handler(args, store)
+        if isinstance(result, Iterator):  # data commands stream JSON lines
+            cli_data.print_json_lines(result)
+            return 0
+        result = to_jsonable(result)
     except SlateOpsError as error:
         print(f"slate-ops: error: {error}", file=sys.stderr)
         return 1

@@ -6,7 +6,6 @@ sequenced-commit primitive, re-applying the change on a lost race. A refused cal
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,13 +13,18 @@ from datetime import timedelta
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
-from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError
-from slate_ops.manifest.model import Checkpoint, Manifest, WriterCheckpoint
+from slate_ops.manifest.checkpoints import (
+    checkpoint_not_found,
+    expiry_time,
+    live_checkpoint,
+    with_expiry,
+    with_new_checkpoint,
+)
+from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import (
     ManifestStore,
     VersionedManifest,
     require_not_destroyed,
-    require_usable,
 )
 from slate_ops.objstore.base import ObjectStore
 
@@ -50,36 +54,6 @@ def create_checkpoint(
     return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
 
 
-def with_new_checkpoint(
-    current: VersionedManifest,
-    options: CheckpointOptions,
-    checkpoint_id: uuid.UUID,
-    now: float,
-    location: str,
-    metadata: WriterCheckpoint | None = None,
-) -> Manifest:
-    """``current`` plus a new checkpoint, by the two procedures of spec 000 "Creating a Checkpoint".
-
-    Shared by the admin API and the writer, which commits it with its own changes.
-    """
-    manifest = current.value
-    if options.source is None:
-        require_usable(manifest, location)
-        manifest_id = current.id + 1
-    else:
-        require_not_destroyed(manifest, location)
-        manifest_id = _live_checkpoint(manifest, options.source, now, location).manifest_id
-    checkpoint = Checkpoint(
-        id=checkpoint_id,
-        manifest_id=manifest_id,
-        create_time_s=int(now),
-        expire_time_s=_expiry(now, options.lifetime),
-        metadata=metadata,
-        name=options.name,
-    )
-    return manifest.with_changes(checkpoints=(*manifest.checkpoints, checkpoint))
-
-
 def refresh_checkpoint(
     path: str,
     store: ObjectStore,
@@ -98,18 +72,8 @@ def refresh_checkpoint(
         manifest = current.value
         require_not_destroyed(manifest, manifests.location)
         now = clock.now()
-        old = _live_checkpoint(manifest, checkpoint_id, now, manifests.location)
-        new = Checkpoint(
-            id=old.id,
-            manifest_id=old.manifest_id,
-            create_time_s=old.create_time_s,
-            expire_time_s=_expiry(now, lifetime),
-            metadata=old.metadata,
-            name=old.name,
-        )
-        return manifest.with_changes(
-            checkpoints=tuple(new if c.id == old.id else c for c in manifest.checkpoints)
-        )
+        live_checkpoint(manifest, checkpoint_id, now, manifests.location)
+        return with_expiry(manifest, checkpoint_id, expiry_time(now, lifetime))
 
     committed = manifests.update(refresh)
     refreshed = committed.value.checkpoint(checkpoint_id)
@@ -126,7 +90,7 @@ def delete_checkpoint(path: str, store: ObjectStore, checkpoint_id: uuid.UUID) -
         manifest = current.value
         checkpoint = manifest.checkpoint(checkpoint_id)
         if checkpoint is None:
-            raise _not_found(checkpoint_id, manifests.location)
+            raise checkpoint_not_found(checkpoint_id, manifests.location)
         removed[:] = [checkpoint]
         return manifest.with_changes(
             checkpoints=tuple(c for c in manifest.checkpoints if c.id != checkpoint_id)
@@ -180,30 +144,6 @@ def expire_checkpoints(
     return CheckpointExpiryReport(False, committed.id, tuple(found))
 
 
-def _live_checkpoint(manifest: Manifest, checkpoint_id: uuid.UUID, now: float, location: str) -> Checkpoint:
-    checkpoint = manifest.checkpoint(checkpoint_id)
-    if checkpoint is None:
-        raise _not_found(checkpoint_id, location)
-    if checkpoint.is_expired(now):
-        raise CheckpointExpiredError(
-            f"checkpoint {checkpoint_id} of {location} expired at {checkpoint.expire_time_s} "
-            "(unix seconds); use a live checkpoint or create a new one"
-        )
-    return checkpoint
-
-
-def _not_found(checkpoint_id: uuid.UUID, location: str) -> CheckpointNotFoundError:
-    return CheckpointNotFoundError(
-        f"no checkpoint {checkpoint_id} in the current manifest of {location}; "
-        "list them with `slate-ops list-checkpoints`"
-    )
-
-
-def _expiry(now: float, lifetime: timedelta | None) -> int | None:
-    # Rounded up: a checkpoint may outlive its lifetime by under a second, never fall short of it.
-    return None if lifetime is None else math.ceil(now + lifetime.total_seconds())
-
-
 __all__ = [
     "CheckpointExpiryReport",
     "create_checkpoint",
@@ -211,5 +151,4 @@ __all__ = [
     "expire_checkpoints",
     "list_checkpoints",
     "refresh_checkpoint",
-    "with_new_checkpoint",
 ]

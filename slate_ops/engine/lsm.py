@@ -36,6 +36,14 @@ def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str
     return sst_key(db_path, physical)
 
 
+def sst_set(manifest: Manifest) -> tuple[tuple[ULID, ...], tuple[tuple[int, tuple[ULID, ...]], ...]]:
+    """The identity of the L0 views and sorted runs: when it changes, a pinned checkpoint is stale."""
+    return (
+        tuple(v.view_id for v in manifest.l0),
+        tuple((run.id, tuple(v.view_id for v in run.views)) for run in manifest.compacted),
+    )
+
+
 class SstReaders:
     """Opened SST readers by object key, shared across manifest versions (SSTs never change)."""
 
@@ -96,11 +104,15 @@ class LsmState:
         self._readers = readers
         ssts = {s.id: s for s in manifest.ssts}
         self.l0 = [self._handle(manifest, db_path, ssts, v) for v in manifest.l0]
-        self.runs = [[self._handle(manifest, db_path, ssts, v) for v in run.views] for run in manifest.compacted]
+        self.runs = [
+            [self._handle(manifest, db_path, ssts, v) for v in run.views] for run in manifest.compacted
+        ]
         self._run_firsts = [[h.first_key for h in run] for run in self.runs]
 
     @staticmethod
-    def _handle(manifest: Manifest, db_path: str, ssts: dict[ULID, CompactedSst], view: SstView) -> ViewHandle:
+    def _handle(
+        manifest: Manifest, db_path: str, ssts: dict[ULID, CompactedSst], view: SstView
+    ) -> ViewHandle:
         sst = ssts[view.sst_id]
         key = resolve_sst_path(manifest, db_path, sst)
         return ViewHandle(key, sst.info.size_bytes, sst.info.first_key, sst.info.last_key, view.visible_range)
@@ -131,7 +143,9 @@ class LsmState:
             sources.append(self._scan_run(run, start, end))
         return sources
 
-    def _scan_view(self, handle: ViewHandle, start: bytes | None, end: bytes | None) -> Iterator[Entry] | None:
+    def _scan_view(
+        self, handle: ViewHandle, start: bytes | None, end: bytes | None
+    ) -> Iterator[Entry] | None:
         bounds = handle.clip(start, end)
         if bounds is None:
             return None

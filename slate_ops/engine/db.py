@@ -1,0 +1,542 @@
+"""The writer: WAL, memtables, L0 flushes, fencing and the writer checkpoint (spec 000 "Writers").
+
+Write path: a write takes the next sequence number, goes into the mutable memtable and the current
+WAL segment. The flusher (a background thread, and any explicit ``flush``) writes sealed WAL
+segments as WAL SSTs, in order; a memtable that reaches ``l0_sst_size_bytes`` is frozen together
+with its WAL segment, so no WAL SST ever mixes two memtables, and flushed to an L0 SST once all its
+WAL SSTs are durable. The L0 flush commits the manifest with ``replay_after_wal_id`` set to the
+memtable's last WAL id, so reopening replays exactly the writes that are not in L0.
+
+Fencing (spec 003): ``open`` bumps the writer epoch (removing older writers' checkpoints and
+adding its own in the same commit) and then creates an empty fence object at the next WAL id.
+A fenced writer finds its next WAL id taken, or a higher epoch in the manifest, and raises
+:class:`FencedError` from its next write, flush or close. The new writer replays every WAL SST
+below its fence, so nothing the old writer acknowledged as durable is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from types import TracebackType
+
+import pyarrow as pa
+from ulid import ULID
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.config import CheckpointCreateResult, CheckpointOptions
+from slate_ops.engine.batch import KIND_TOMBSTONE, KIND_VALUE, WriteBatch, check_key, check_value
+from slate_ops.engine.lsm import LsmState, SstReaders, sst_key, sst_set
+from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.merge import lookup, prefix_end, scan_merged
+from slate_ops.engine.options import CheckpointScope, DbOptions, seconds
+from slate_ops.engine.pins import CheckpointPins
+from slate_ops.engine.wal import WalStore
+from slate_ops.errors import (
+    BackpressureTimeoutError,
+    DbAlreadyExistsError,
+    DbClosedError,
+    FencedError,
+    SlateOpsError,
+)
+from slate_ops.manifest.checkpoints import with_new_checkpoint
+from slate_ops.manifest.model import Checkpoint, CompactedSst, Manifest, SstView, WriterCheckpoint
+from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.sst import BlockCache, encode_sst
+
+log = logging.getLogger(__name__)
+
+Entry = tuple[bytes, int, int, bytes]
+WAL_ENTRY_OVERHEAD = 16
+
+
+class _Segment:
+    """WAL entries not yet written, all belonging to one memtable."""
+
+    __slots__ = ("entries", "memtable", "size")
+
+    def __init__(self, memtable: Memtable) -> None:
+        self.memtable = memtable
+        self.entries: list[Entry] = []
+        self.size = 0
+
+
+class Db:
+    """A writer of one database. Open it with :meth:`open`; use it as a context manager."""
+
+    def __init__(self) -> None:
+        raise TypeError("use Db.open(path, store, options)")
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        store: ObjectStore,
+        options: DbOptions | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> Db:
+        """Open (creating it if missing) the database at ``path`` for writing; fences older writers."""
+        db = cls.__new__(cls)
+        db._init(path, store, options or DbOptions(), clock)
+        return db
+
+    # --- opening ----------------------------------------------------------------------------------
+
+    def _init(self, path: str, store: ObjectStore, options: DbOptions, clock: Clock) -> None:
+        self.options = options
+        self._store = store
+        self._clock = clock
+        self._manifests = ManifestStore(store, path)
+        self.path = self._manifests.path
+        self._wal = WalStore(store, self.path)
+        cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
+        self._readers = SstReaders(store, cache)
+        self._pins = CheckpointPins()
+
+        self._write_lock = threading.Lock()
+        self._flush_lock = threading.RLock()
+        self._durable = threading.Condition()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._failure: BaseException | None = None
+        self._closed = False
+
+        if self._manifests.read_latest() is None:
+            with contextlib.suppress(DbAlreadyExistsError):  # another process created it meanwhile
+                self._manifests.create_initial(Manifest(initialized=True))
+        self._checkpoint_id = uuid.uuid4()
+        self._fenced, claimed = self._manifests.claim(WRITER_EPOCH, self._establish_writer_checkpoint)
+        manifest = claimed.value
+        self._lsm = LsmState(manifest, self.path, self._readers)
+
+        fence_id = self._wal.fence(max(manifest.replay_after_wal_id, manifest.next_wal_sst_id - 1))
+        self._next_wal_id = fence_id + 1
+        self._last_seq = manifest.last_l0_seq
+        self._memtable = Memtable()
+        self._immutables: list[Memtable] = []
+        self._unflushed_bytes = 0
+        self._segments: list[_Segment] = [_Segment(self._memtable)]
+        self._replay(manifest.replay_after_wal_id, fence_id)
+        self._durable_seq = self._last_seq
+        self._last_poll = time.monotonic()
+
+        self._thread = threading.Thread(
+            target=self._background, name=f"slate-ops-flusher:{self.path}", daemon=True
+        )
+        self._thread.start()
+
+    def _establish_writer_checkpoint(self, current: VersionedManifest, epoch: int) -> Manifest:
+        """Spec 000 "Establishing Initial Checkpoint": drop older writers' checkpoints, add ours."""
+        require_usable(current.value, self._manifests.location)
+        kept = tuple(c for c in current.value.checkpoints if not isinstance(c.metadata, WriterCheckpoint))
+        ours = Checkpoint(
+            id=self._checkpoint_id,
+            manifest_id=current.id + 1,
+            create_time_s=int(self._clock.now()),
+            metadata=WriterCheckpoint(epoch),
+        )
+        return current.value.with_changes(checkpoints=(*kept, ours))
+
+    def _replay(self, after: int, fence_id: int) -> None:
+        """Re-apply the WAL SSTs between the manifest's replay point and our fence."""
+        for wal_id in self._wal.list_ids(after):
+            if wal_id >= fence_id:
+                break
+            for key, seq, kind, value in self._wal.read(wal_id):
+                self._memtable.put(key, seq, kind, value)
+                self._last_seq = max(self._last_seq, seq)
+            self._memtable.max_wal_id = wal_id
+            if self._memtable.size_bytes >= self.options.l0_sst_size_bytes:
+                self._freeze_locked()
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes, *, await_durable: bool | None = None) -> None:
+        self._apply(((check_key(key), KIND_VALUE, check_value(value)),), await_durable)
+
+    def delete(self, key: bytes, *, await_durable: bool | None = None) -> None:
+        self._apply(((check_key(key), KIND_TOMBSTONE, b""),), await_durable)
+
+    def write(self, batch: WriteBatch, *, await_durable: bool | None = None) -> None:
+        """Apply every operation of ``batch`` atomically, with one sequence number."""
+        if not isinstance(batch, WriteBatch):
+            raise SlateOpsError(f"write() takes a WriteBatch, got {type(batch).__name__}")
+        if batch.ops:
+            self._apply(batch.ops, await_durable)
+
+    def _apply(
+        self,
+        ops: tuple[tuple[bytes, int, bytes], ...] | list[tuple[bytes, int, bytes]],
+        await_durable: bool | None,
+    ) -> None:
+        if self._unflushed_bytes > self.options.max_unflushed_bytes:
+            self._wait_for_unflushed_room()
+        with self._write_lock:
+            self._check_usable()
+            seq = self._last_seq = self._last_seq + 1
+            memtable = self._memtable
+            segment = self._segments[-1]
+            for key, kind, value in ops:
+                memtable.put(key, seq, kind, value)
+                segment.entries.append((key, seq, kind, value))
+                segment.size += len(key) + len(value) + WAL_ENTRY_OVERHEAD
+            if memtable.size_bytes >= self.options.l0_sst_size_bytes:
+                self._freeze_locked()
+            elif segment.size >= self.options.wal_buffer_bytes:
+                self._wake.set()
+        if self.options.await_durable if await_durable is None else await_durable:
+            self._await_durable(seq)
+
+    def _freeze_locked(self) -> None:
+        """Seal the mutable memtable (and its WAL segment) for flushing; start a new one."""
+        if not len(self._memtable):
+            return
+        self._immutables.append(self._memtable)
+        self._unflushed_bytes += self._memtable.size_bytes
+        self._memtable = Memtable()
+        self._segments.append(_Segment(self._memtable))
+        self._wake.set()
+
+    def _wait_for_unflushed_room(self) -> None:
+        deadline = time.monotonic() + seconds(self.options.backpressure_timeout)
+        with self._durable:
+            while self._unflushed_bytes > self.options.max_unflushed_bytes:
+                self._check_usable()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BackpressureTimeoutError(
+                        f"writes to {self._manifests.location} stalled: {self._unflushed_bytes} bytes of "
+                        f"frozen memtables wait for L0 (max_unflushed_bytes="
+                        f"{self.options.max_unflushed_bytes}); run a compactor or raise the limits"
+                    )
+                self._wake.set()
+                self._durable.wait(min(remaining, 0.1))
+
+    def _await_durable(self, seq: int) -> None:
+        self._wake.set()
+        with self._durable:
+            while self._durable_seq < seq:
+                self._check_usable()
+                self._durable.wait(0.05)
+        self._check_usable()
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        key = check_key(key)
+        self._check_open()
+        memtable, immutables, lsm, _ = self._read_view()
+        return lookup(key, (memtable, *reversed(immutables)), lsm)
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs with ``start <= key < end`` in key order."""
+        if start is not None:
+            start = check_key(start)
+        if end is not None:
+            end = check_key(end)
+        self._check_open()
+        return self._scan(start, end)
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        prefix = check_key(prefix)
+        return self.scan(prefix, prefix_end(prefix))
+
+    def _scan(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        memtable, immutables, lsm, checkpoint_id = self._read_view()
+        self._pins.acquire(checkpoint_id)
+        try:
+            yield from scan_merged((memtable, *reversed(immutables)), lsm, start, end)
+        finally:
+            self._pins.release(checkpoint_id)
+
+    def _read_view(self) -> tuple[Memtable, list[Memtable], LsmState, uuid.UUID]:
+        # The L0 flush publishes the new LSM state before it drops the flushed memtable, so reading
+        # the memtables first and the state second never misses a write.
+        with self._write_lock:
+            return self._memtable, list(self._immutables), self._lsm, self._checkpoint_id
+
+    # --- flushing ---------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make every write so far durable in the WAL."""
+        self._check_usable()
+        with self._flush_lock:
+            self._guard(self._flush_wal)
+
+    def flush_memtable(self) -> None:
+        """Move every write so far into L0 SSTs: afterwards the WAL is fully compacted."""
+        self._check_usable()
+        with self._write_lock:
+            self._freeze_locked()
+        with self._flush_lock:
+            self._guard(lambda: self._flush_memtables(blocking=True))
+
+    def _guard(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except FencedError as error:
+            self._fail(error)
+            raise
+
+    def _flush_wal(self) -> None:
+        """Write every WAL segment that holds entries as a WAL SST, oldest first.
+
+        Writers only append to the last segment, so the current one is sealed first; a segment
+        leaves the queue only once its WAL SST exists, so a failed flush loses nothing.
+        """
+        with self._write_lock:
+            if self._segments[-1].entries:
+                self._segments.append(_Segment(self._memtable))
+            sealed = len(self._segments) - 1
+        for _ in range(sealed):
+            segment = self._segments[0]
+            if segment.entries:
+                self._write_wal_segment(segment)
+            with self._write_lock:
+                self._segments.pop(0)
+
+    def _write_wal_segment(self, segment: _Segment) -> None:
+        wal_id = self._next_wal_id
+        keys, seqs, kinds, values = zip(*segment.entries, strict=True)
+        table = pa.table(
+            {
+                "key": pa.array(keys, pa.binary()),
+                "seq": pa.array(seqs, pa.uint64()),
+                "kind": pa.array(kinds, pa.uint8()),
+                "value": pa.array(values, pa.binary()),
+            }
+        )
+        if not self._wal.write(wal_id, table):
+            self._fenced.refresh()  # raises FencedError: a newer writer bumps the epoch before fencing
+            raise SlateOpsError(
+                f"{self._wal.key(wal_id)} exists but the manifest shows no newer writer; another "
+                "process writes this database with the same epoch. Stop it and reopen."
+            )
+        self._next_wal_id = wal_id + 1
+        segment.memtable.max_wal_id = wal_id
+        with self._durable:
+            self._durable_seq = max(self._durable_seq, seqs[-1])
+            self._durable.notify_all()
+
+    def _flush_memtables(self, *, blocking: bool) -> None:
+        """Flush frozen memtables to L0, oldest first; waits for L0 room only when ``blocking``."""
+        self._flush_wal()
+        while self._immutables:
+            if not self._await_l0_room(blocking):
+                return
+            memtable = self._immutables[0]
+            sst_id = ULID()
+            data, info = encode_sst(memtable.to_table())
+            self._store.put(sst_key(self.path, sst_id), data)
+            self._commit(self._l0_flushed(memtable, CompactedSst(sst_id, info)), reestablish=True)
+            with self._write_lock:
+                self._immutables.pop(0)
+                self._unflushed_bytes -= memtable.size_bytes
+            with self._durable:
+                self._durable.notify_all()
+
+    def _l0_flushed(self, memtable: Memtable, sst: CompactedSst) -> Callable[[Manifest], Manifest]:
+        """The writer's half of an L0 flush, applied to whatever manifest is latest."""
+        view = SstView(ULID(), sst.id)
+        next_wal_id = self._next_wal_id
+
+        def change(manifest: Manifest) -> Manifest:
+            return manifest.with_changes(
+                ssts=(*manifest.ssts, sst),
+                l0=(view, *manifest.l0),
+                replay_after_wal_id=max(manifest.replay_after_wal_id, memtable.max_wal_id),
+                last_l0_seq=max(manifest.last_l0_seq, memtable.last_seq),
+                next_wal_sst_id=max(manifest.next_wal_sst_id, next_wal_id),
+            )
+
+        return change
+
+    def _await_l0_room(self, blocking: bool) -> bool:
+        limit = self.options.l0_max_ssts
+        if len(self._lsm.manifest.l0) < limit:
+            return True
+        deadline = time.monotonic() + seconds(self.options.backpressure_timeout)
+        while True:
+            self._poll_manifest()
+            if len(self._lsm.manifest.l0) < limit:
+                return True
+            if not blocking:
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BackpressureTimeoutError(
+                    f"L0 of {self._manifests.location} holds {len(self._lsm.manifest.l0)} SSTs "
+                    f"(l0_max_ssts={limit}) and no compactor reduced it within "
+                    f"{self.options.backpressure_timeout}; run a compactor or raise l0_max_ssts"
+                )
+            if self._stopping.wait(min(remaining, seconds(self.options.manifest_poll_interval))):
+                raise DbClosedError(
+                    f"the writer of {self._manifests.location} was closed while waiting for L0 room"
+                )
+
+    # --- the manifest -----------------------------------------------------------------------------
+
+    def _commit(self, change: Callable[[Manifest], Manifest], *, reestablish: bool) -> VersionedManifest:
+        """Commit ``change`` with the epoch check; re-establish the writer checkpoint if asked.
+
+        The replaced checkpoint is removed in the same commit unless a scan still holds it.
+        """
+        old = self._checkpoint_id
+        new = uuid.uuid4() if reestablish else old
+        if reestablish:
+            self._pins.retire(old)
+        removable = self._pins.removable()
+
+        def apply(current: VersionedManifest) -> Manifest:
+            manifest = change(current.value)
+            checkpoints = tuple(c for c in manifest.checkpoints if c.id not in removable)
+            if reestablish:
+                checkpoints += (
+                    Checkpoint(
+                        id=new,
+                        manifest_id=current.id + 1,
+                        create_time_s=int(self._clock.now()),
+                        metadata=WriterCheckpoint(self._fenced.epoch),
+                    ),
+                )
+            return manifest.with_changes(checkpoints=checkpoints)
+
+        committed = self._fenced.update(apply)
+        self._pins.forget(removable)
+        with self._write_lock:
+            self._checkpoint_id = new
+            self._lsm = LsmState(committed.value, self.path, self._readers)
+        self._readers.retain(self._lsm.object_keys())
+        return committed
+
+    def _poll_manifest(self) -> None:
+        """See the compactor's changes; re-establish the checkpoint when L0 or the runs changed."""
+        latest = self._fenced.refresh()
+        self._last_poll = time.monotonic()
+        if sst_set(latest.value) != sst_set(self._lsm.manifest):
+            self._commit(lambda manifest: manifest, reestablish=True)
+        elif self._pins.removable():
+            self._commit(lambda manifest: manifest, reestablish=False)
+
+    def create_checkpoint(
+        self, scope: CheckpointScope = CheckpointScope.ALL, options: CheckpointOptions | None = None
+    ) -> CheckpointCreateResult:
+        """A checkpoint of this database (spec 000 "Public API", ``CheckpointScope``)."""
+        options = options or CheckpointOptions()
+        self._check_usable()
+        with self._flush_lock:
+            if scope is CheckpointScope.ALL:
+                with self._write_lock:
+                    self._freeze_locked()
+                self._guard(lambda: self._flush_memtables(blocking=False))
+            checkpoint_id = uuid.uuid4()
+            last_wal = self._next_wal_id - 1  # readers of the checkpoint replay the WAL up to here
+
+            def add(current: VersionedManifest) -> Manifest:
+                manifest = with_new_checkpoint(
+                    current, options, checkpoint_id, self._clock.now(), self._manifests.location
+                )
+                return manifest.with_changes(wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal))
+
+            committed = self._fenced.update(add)
+        created = committed.value.checkpoint(checkpoint_id)
+        assert created is not None
+        return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
+
+    # --- background -------------------------------------------------------------------------------
+
+    def _background(self) -> None:
+        interval = seconds(self.options.wal_flush_interval)
+        poll = seconds(self.options.manifest_poll_interval)
+        while not self._stopping.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                with self._flush_lock:
+                    self._flush_memtables(blocking=False)
+                    if time.monotonic() - self._last_poll >= poll:
+                        self._poll_manifest()
+            except FencedError as error:
+                log.error("%s", error)
+                self._fail(error)
+                return
+            except Exception as error:  # transient store errors: keep the data, retry next tick
+                log.warning("background flush of %s failed, will retry: %s", self._manifests.location, error)
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+        with self._durable:
+            self._durable.notify_all()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DbClosedError(f"the writer of {self._manifests.location} is closed")
+
+    def _check_usable(self) -> None:
+        self._check_open()
+        if self._failure is not None:
+            raise self._failure
+
+    # --- closing ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush the WAL, release the writer checkpoint and stop. Raises FencedError if fenced."""
+        if self._closed:
+            return
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join()
+        try:
+            self._check_usable()
+            with self._flush_lock:
+                self._guard(self._flush_wal)
+                self._guard(self._release_checkpoint)
+        finally:
+            self._closed = True
+
+    def _release_checkpoint(self) -> None:
+        ours = {self._checkpoint_id} | self._pins.removable()
+        self._fenced.update(
+            lambda current: current.value.with_changes(
+                checkpoints=tuple(c for c in current.value.checkpoints if c.id not in ours)
+            )
+        )
+
+    def _simulate_crash(self) -> None:
+        """Test hook: stop like a killed process — no flush, no manifest update, state dropped."""
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join()
+        self._closed = True
+
+    def __enter__(self) -> Db:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            try:
+                self.close()
+            except SlateOpsError:
+                log.exception("closing %s after an error failed", self._manifests.location)
+
+    @property
+    def writer_epoch(self) -> int:
+        return self._fenced.epoch
+
+    @property
+    def manifest(self) -> Manifest:
+        """The manifest version this writer reads from."""
+        return self._lsm.manifest

@@ -1,0 +1,244 @@
+"""DbReader: a read-only client that never fences the writer (spec 000 "Readers").
+
+With a checkpoint it reads that fixed state: the checkpoint's manifest plus the WAL SSTs up to
+that manifest's ``wal_id_last_seen``. Without one it manages its own checkpoint: created at open
+(lifetime from the options), re-established when the set of L0 SSTs or sorted runs changed (the
+old one deleted once no scan uses it), refreshed once half its lifetime has passed, and otherwise
+left alone — the reader writes the manifest only when its checkpoint must change, never on every
+poll (SlateDB issue 1750). It tails the WAL into memtables bounded by ``max_memtable_bytes`` and
+drops those that the manifest's ``replay_after_wal_id`` now covers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from types import TracebackType
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.engine.batch import check_key
+from slate_ops.engine.lsm import LsmState, SstReaders, sst_set
+from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.merge import lookup, prefix_end, scan_merged
+from slate_ops.engine.options import ReaderOptions, seconds
+from slate_ops.engine.pins import CheckpointPins
+from slate_ops.engine.wal import WalStore
+from slate_ops.errors import DbClosedError, SlateOpsError
+from slate_ops.manifest.checkpoints import expiry_time, live_checkpoint, with_expiry
+from slate_ops.manifest.model import Checkpoint, Manifest
+from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.sst import BlockCache
+
+log = logging.getLogger(__name__)
+
+
+class DbReader:
+    def __init__(self) -> None:
+        raise TypeError("use DbReader.open(path, store, checkpoint_id, options)")
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        store: ObjectStore,
+        checkpoint_id: uuid.UUID | None = None,
+        options: ReaderOptions | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> DbReader:
+        reader = cls.__new__(cls)
+        reader._init(path, store, checkpoint_id, options or ReaderOptions(), clock)
+        return reader
+
+    def _init(
+        self,
+        path: str,
+        store: ObjectStore,
+        checkpoint_id: uuid.UUID | None,
+        options: ReaderOptions,
+        clock: Clock,
+    ) -> None:
+        self.options = options
+        self._clock = clock
+        self._manifests = ManifestStore(store, path)
+        self.path = self._manifests.path
+        self._wal = WalStore(store, self.path)
+        cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
+        self._readers = SstReaders(store, cache)
+        self._pins = CheckpointPins()
+        self._lock = threading.Lock()
+        self._memtables: list[Memtable] = []  # oldest first
+        self._last_wal_id = 0
+        self._closed = False
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.manages_checkpoint = checkpoint_id is None
+
+        if checkpoint_id is not None:
+            latest = self._manifests.read_latest_required()
+            require_not_destroyed(latest.value, self._manifests.location)
+            checkpoint = live_checkpoint(latest.value, checkpoint_id, clock.now(), self._manifests.location)
+            manifest = self._manifests.read(checkpoint.manifest_id).value
+            self.checkpoint_id = checkpoint_id
+            self._set_state(manifest)
+            self._tail_wal(upto=manifest.wal_id_last_seen)
+        else:
+            self.checkpoint_id = uuid.uuid4()
+            self._set_state(self._establish(self.checkpoint_id).value)
+            self._tail_wal()
+            self._thread = threading.Thread(
+                target=self._poll_loop, name=f"slate-ops-reader:{self.path}", daemon=True
+            )
+            self._thread.start()
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        key = check_key(key)
+        memtables, lsm, _ = self._read_view()
+        return lookup(key, memtables, lsm)
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        if start is not None:
+            start = check_key(start)
+        if end is not None:
+            end = check_key(end)
+        self._check_open()
+        return self._scan(start, end)
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        prefix = check_key(prefix)
+        return self.scan(prefix, prefix_end(prefix))
+
+    def _scan(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        memtables, lsm, checkpoint_id = self._read_view()
+        self._pins.acquire(checkpoint_id)
+        try:
+            yield from scan_merged(memtables, lsm, start, end)
+        finally:
+            self._pins.release(checkpoint_id)
+
+    def _read_view(self) -> tuple[list[Memtable], LsmState, uuid.UUID]:
+        self._check_open()
+        with self._lock:
+            return list(reversed(self._memtables)), self._lsm, self.checkpoint_id
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._lsm.manifest
+
+    # --- the managed checkpoint -------------------------------------------------------------------
+
+    def _establish(self, new_id: uuid.UUID) -> VersionedManifest:
+        """Spec 000 "Establishing the Checkpoint", also removing our idle retired checkpoints."""
+        wal_ids = self._wal.list_ids()
+        last_wal = wal_ids[-1] if wal_ids else 0
+        removable = self._pins.removable()
+        now = self._clock.now()
+
+        def apply(current: VersionedManifest) -> Manifest:
+            manifest = current.value
+            require_usable(manifest, self._manifests.location)
+            ours = Checkpoint(
+                id=new_id,
+                manifest_id=current.id + 1,
+                create_time_s=int(now),
+                expire_time_s=expiry_time(now, self.options.checkpoint_lifetime),
+            )
+            kept = tuple(c for c in manifest.checkpoints if c.id not in removable)
+            return manifest.with_changes(
+                checkpoints=(*kept, ours), wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal)
+            )
+
+        committed = self._manifests.update(apply)
+        self._pins.forget(removable)
+        return committed
+
+    def poll(self) -> None:
+        """One maintenance round (the background thread calls it every ``manifest_poll_interval``)."""
+        latest = self._manifests.read_latest_required()
+        now = self._clock.now()
+        ours = latest.value.checkpoint(self.checkpoint_id)
+        if ours is None or sst_set(latest.value) != sst_set(self._lsm.manifest):
+            old = self.checkpoint_id
+            self._pins.retire(old)
+            new = uuid.uuid4()
+            committed = self._establish(new)
+            with self._lock:
+                self.checkpoint_id = new
+            self._set_state(committed.value)
+        elif (
+            ours.expire_time_s is not None
+            and ours.expire_time_s - now < seconds(self.options.checkpoint_lifetime) / 2
+        ):
+            lifetime = self.options.checkpoint_lifetime
+            self._manifests.update(
+                lambda current: with_expiry(current.value, self.checkpoint_id, expiry_time(now, lifetime))
+            )
+        self._tail_wal()
+
+    def _set_state(self, manifest: Manifest) -> None:
+        lsm = LsmState(manifest, self.path, self._readers)
+        with self._lock:
+            self._lsm = lsm
+            covered = manifest.replay_after_wal_id
+            self._memtables = [m for m in self._memtables if m.max_wal_id > covered]
+            self._last_wal_id = max(self._last_wal_id, covered)
+        self._readers.retain(lsm.object_keys())
+
+    def _tail_wal(self, upto: int | None = None) -> None:
+        """Replay WAL SSTs after the last one seen (up to ``upto``) into bounded memtables."""
+        for wal_id in self._wal.list_ids(self._last_wal_id):
+            if upto is not None and wal_id > upto:
+                break
+            entries = list(self._wal.read(wal_id))
+            with self._lock:
+                if not self._memtables or self._memtables[-1].size_bytes >= self.options.max_memtable_bytes:
+                    self._memtables.append(Memtable())
+                current = self._memtables[-1]
+                for key, seq, kind, value in entries:
+                    current.put(key, seq, kind, value)
+                current.max_wal_id = wal_id
+                self._last_wal_id = wal_id
+
+    def _poll_loop(self) -> None:
+        interval = seconds(self.options.manifest_poll_interval)
+        while not self._stopping.wait(interval):
+            try:
+                self.poll()
+            except SlateOpsError as error:
+                log.warning("reader of %s: poll failed, will retry: %s", self._manifests.location, error)
+            except Exception:
+                log.exception("reader of %s: poll failed, will retry", self._manifests.location)
+
+    # --- closing ----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DbClosedError(f"the reader of {self._manifests.location} is closed")
+
+    def close(self) -> None:
+        """Stop polling and delete the reader's own checkpoint (a given checkpoint is left alone)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+            ours = {self.checkpoint_id} | self._pins.removable()
+            self._manifests.update(
+                lambda current: current.value.with_changes(
+                    checkpoints=tuple(c for c in current.value.checkpoints if c.id not in ours)
+                )
+            )
+
+    def __enter__(self) -> DbReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,82 @@
+"""Checkpoint changes to a manifest (spec 000 "Creating a Checkpoint"), as pure functions.
+
+Shared by the admin API, the writer and the reader, each of which commits them with its own
+changes through the sequenced-commit primitive.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+
+from slate_ops.config import CheckpointOptions
+from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError
+from slate_ops.manifest.model import Checkpoint, Manifest, WriterCheckpoint
+from slate_ops.manifest.store import VersionedManifest, require_not_destroyed, require_usable
+
+
+def with_new_checkpoint(
+    current: VersionedManifest,
+    options: CheckpointOptions,
+    checkpoint_id: uuid.UUID,
+    now: float,
+    location: str,
+    metadata: WriterCheckpoint | None = None,
+) -> Manifest:
+    """``current`` plus a new checkpoint, by the two procedures of spec 000 "Creating a Checkpoint".
+
+    Shared by the admin API and the writer, which commits it with its own changes.
+    """
+    manifest = current.value
+    if options.source is None:
+        require_usable(manifest, location)
+        manifest_id = current.id + 1
+    else:
+        require_not_destroyed(manifest, location)
+        manifest_id = live_checkpoint(manifest, options.source, now, location).manifest_id
+    checkpoint = Checkpoint(
+        id=checkpoint_id,
+        manifest_id=manifest_id,
+        create_time_s=int(now),
+        expire_time_s=expiry_time(now, options.lifetime),
+        metadata=metadata,
+        name=options.name,
+    )
+    return manifest.with_changes(checkpoints=(*manifest.checkpoints, checkpoint))
+
+
+def live_checkpoint(manifest: Manifest, checkpoint_id: uuid.UUID, now: float, location: str) -> Checkpoint:
+    """The checkpoint, refusing a missing one (CheckpointNotFoundError) or an expired one."""
+    checkpoint = manifest.checkpoint(checkpoint_id)
+    if checkpoint is None:
+        raise checkpoint_not_found(checkpoint_id, location)
+    if checkpoint.is_expired(now):
+        raise CheckpointExpiredError(
+            f"checkpoint {checkpoint_id} of {location} expired at {checkpoint.expire_time_s} "
+            "(unix seconds); use a live checkpoint or create a new one"
+        )
+    return checkpoint
+
+
+def with_expiry(manifest: Manifest, checkpoint_id: uuid.UUID, expire_time_s: int | None) -> Manifest:
+    """``manifest`` with the checkpoint's expiry time replaced."""
+    return manifest.with_changes(
+        checkpoints=tuple(
+            replace(c, expire_time_s=expire_time_s) if c.id == checkpoint_id else c
+            for c in manifest.checkpoints
+        )
+    )
+
+
+def checkpoint_not_found(checkpoint_id: uuid.UUID, location: str) -> CheckpointNotFoundError:
+    return CheckpointNotFoundError(
+        f"no checkpoint {checkpoint_id} in the current manifest of {location}; "
+        "list them with `slate-ops list-checkpoints`"
+    )
+
+
+def expiry_time(now: float, lifetime: timedelta | None) -> int | None:
+    # Rounded up: a checkpoint may outlive its lifetime by under a second, never fall short of it.
+    return None if lifetime is None else math.ceil(now + lifetime.total_seconds())

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slate_ops.engine import DbOptions, ReaderOptions
+from slate_ops.objstore import LocalStore, MemoryStore
+from slate_ops.objstore.base import ObjectStore
+
+# Background work only when the test asks for it: explicit flushes make outcomes deterministic.
+QUIET = DbOptions(wal_flush_interval=timedelta(hours=1), manifest_poll_interval=timedelta(hours=1))
+QUIET_READER = ReaderOptions(
+    manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=timedelta(hours=3)
+)
+
+
+def quiet(**changes: Any) -> DbOptions:
+    return QUIET.model_copy(update=changes)
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def engine_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """The engine suite runs on the local store and on moto's S3 server."""
+    if request.param == "local":
+        return LocalStore(tmp_path / "store")
+    make = request.getfixturevalue("make_s3_store")
+    store: ObjectStore = make()
+    return store
+
+
+@pytest.fixture
+def memory() -> MemoryStore:
+    return MemoryStore()
