@@ -231,35 +231,33 @@ class Db:
     def get(self, key: bytes) -> bytes | None:
         key = check_key(key)
         self._check_open()
-        memtable, immutables, lsm, _ = self._read_view()
-        return lookup(key, (memtable, *reversed(immutables)), lsm)
+        # Lock-free, in this order: a freeze appends to the frozen list before replacing the
+        # memtable, and an L0 flush publishes the new state before dropping the frozen memtable.
+        memtable = self._memtable
+        immutables = list(self._immutables)
+        return lookup(key, (memtable, *reversed(immutables)), self._lsm)
 
     def scan(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """``(key, value)`` pairs with ``start <= key < end`` in key order."""
+        """``(key, value)`` pairs with ``start <= key < end`` in key order, as of the call.
+
+        The mutable memtable's part of the range is copied at the call, so later writes never show
+        up half-way (a batch is seen whole or not at all); the rest is immutable. The scan pins the
+        writer checkpoint of the state it reads until it ends.
+        """
         if start is not None:
             start = check_key(start)
         if end is not None:
             end = check_key(end)
-        self._check_open()
-        return self._scan(start, end)
+        with self._write_lock:
+            self._check_open()
+            sources = [iter(list(self._memtable.scan(start, end)))]
+            sources += [m.scan(start, end) for m in reversed(self._immutables)]
+            merged = scan_merged(sources, self._lsm, start, end)
+            return self._pins.pinned(self._checkpoint_id, merged)
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         prefix = check_key(prefix)
         return self.scan(prefix, prefix_end(prefix))
-
-    def _scan(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
-        memtable, immutables, lsm, checkpoint_id = self._read_view()
-        self._pins.acquire(checkpoint_id)
-        try:
-            yield from scan_merged((memtable, *reversed(immutables)), lsm, start, end)
-        finally:
-            self._pins.release(checkpoint_id)
-
-    def _read_view(self) -> tuple[Memtable, list[Memtable], LsmState, uuid.UUID]:
-        # The L0 flush publishes the new LSM state before it drops the flushed memtable, so reading
-        # the memtables first and the state second never misses a write.
-        with self._write_lock:
-            return self._memtable, list(self._immutables), self._lsm, self._checkpoint_id
 
     # --- flushing ---------------------------------------------------------------------------------
 
@@ -385,31 +383,35 @@ class Db:
     def _commit(self, change: Callable[[Manifest], Manifest], *, reestablish: bool) -> VersionedManifest:
         """Commit ``change`` with the epoch check; re-establish the writer checkpoint if asked.
 
-        The replaced checkpoint is removed in the same commit unless a scan still holds it.
+        The replaced checkpoint is removed in the same commit unless a scan still holds it (then a
+        later commit removes it). The write lock is held throughout, so no scan can pin the old
+        state while it is being replaced; writes wait for the one manifest commit.
         """
-        old = self._checkpoint_id
-        new = uuid.uuid4() if reestablish else old
-        if reestablish:
-            self._pins.retire(old)
-        removable = self._pins.removable()
-
-        def apply(current: VersionedManifest) -> Manifest:
-            manifest = change(current.value)
-            checkpoints = tuple(c for c in manifest.checkpoints if c.id not in removable)
-            if reestablish:
-                checkpoints += (
-                    Checkpoint(
-                        id=new,
-                        manifest_id=current.id + 1,
-                        create_time_s=int(self._clock.now()),
-                        metadata=WriterCheckpoint(self._fenced.epoch),
-                    ),
-                )
-            return manifest.with_changes(checkpoints=checkpoints)
-
-        committed = self._fenced.update(apply)
-        self._pins.forget(removable)
         with self._write_lock:
+            old = self._checkpoint_id
+            new = uuid.uuid4() if reestablish else old
+            removable = self._pins.removable()
+            if reestablish and not self._pins.is_active(old):
+                removable.add(old)
+
+            def apply(current: VersionedManifest) -> Manifest:
+                manifest = change(current.value)
+                checkpoints = tuple(c for c in manifest.checkpoints if c.id not in removable)
+                if reestablish:
+                    checkpoints += (
+                        Checkpoint(
+                            id=new,
+                            manifest_id=current.id + 1,
+                            create_time_s=int(self._clock.now()),
+                            metadata=WriterCheckpoint(self._fenced.epoch),
+                        ),
+                    )
+                return manifest.with_changes(checkpoints=checkpoints)
+
+            committed = self._fenced.update(apply)
+            self._pins.forget(removable)
+            if reestablish and old not in removable:
+                self._pins.retire(old)
             self._checkpoint_id = new
             self._lsm = LsmState(committed.value, self.path, self._readers)
         self._readers.retain(self._lsm.object_keys())

@@ -51,11 +51,10 @@ def lookup(key: bytes, memtables: Iterable[Memtable], lsm: LsmState) -> bytes | 
 
 
 def scan_merged(
-    memtables: Iterable[Memtable], lsm: LsmState, start: bytes | None, end: bytes | None
+    newest_first: list[Iterator[Entry]], lsm: LsmState, start: bytes | None, end: bytes | None
 ) -> Iterator[tuple[bytes, bytes]]:
-    """Merge the memtables (newest first) and the LSM state into one scan of live keys."""
-    sources = [m.scan(start, end) for m in memtables]
-    sources += lsm.sources(start, end)
+    """Merge memtable scans (newest first) and the LSM state into one scan of live keys."""
+    sources = newest_first + lsm.sources(start, end)
     if not sources:
         return iter(())
     return merge_newest(sources)

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import threading
 import uuid
+import weakref
+from collections.abc import Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class CheckpointPins:
@@ -28,6 +33,29 @@ class CheckpointPins:
                 self._active[checkpoint_id] = count
             else:
                 self._active.pop(checkpoint_id, None)
+
+    def is_active(self, checkpoint_id: uuid.UUID) -> bool:
+        with self._lock:
+            return checkpoint_id in self._active
+
+    def pinned(self, checkpoint_id: uuid.UUID, scan: Iterator[T]) -> Iterator[T]:
+        """``scan``, holding a pin on ``checkpoint_id`` from now until it ends or is dropped.
+
+        The pin is taken at once (the caller holds the lock that orders it against checkpoint
+        replacement) and released when the scan finishes, is closed, or is garbage collected —
+        even if it was never started.
+        """
+        self.acquire(checkpoint_id)
+
+        def run() -> Iterator[T]:
+            try:
+                yield from scan
+            finally:
+                release()
+
+        iterator = run()
+        release = weakref.finalize(iterator, self.release, checkpoint_id)
+        return iterator
 
     def retire(self, checkpoint_id: uuid.UUID) -> None:
         with self._lock:

@@ -98,33 +98,30 @@ class DbReader:
 
     def get(self, key: bytes) -> bytes | None:
         key = check_key(key)
-        memtables, lsm, _ = self._read_view()
-        return lookup(key, memtables, lsm)
+        self._check_open()
+        memtables = list(reversed(self._memtables))  # before the state: see Db.get
+        return lookup(key, memtables, self._lsm)
 
     def scan(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """A scan as of the call; it pins the reader's checkpoint until it ends (see Db.scan)."""
         if start is not None:
             start = check_key(start)
         if end is not None:
             end = check_key(end)
-        self._check_open()
-        return self._scan(start, end)
+        with self._lock:
+            self._check_open()
+            newest_first = list(reversed(self._memtables))
+            # only the newest memtable still receives tailed WAL entries: copy its range
+            sources = [
+                iter(list(m.scan(start, end))) if i == 0 else m.scan(start, end)
+                for i, m in enumerate(newest_first)
+            ]
+            merged = scan_merged(sources, self._lsm, start, end)
+            return self._pins.pinned(self.checkpoint_id, merged)
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         prefix = check_key(prefix)
         return self.scan(prefix, prefix_end(prefix))
-
-    def _scan(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
-        memtables, lsm, checkpoint_id = self._read_view()
-        self._pins.acquire(checkpoint_id)
-        try:
-            yield from scan_merged(memtables, lsm, start, end)
-        finally:
-            self._pins.release(checkpoint_id)
-
-    def _read_view(self) -> tuple[list[Memtable], LsmState, uuid.UUID]:
-        self._check_open()
-        with self._lock:
-            return list(reversed(self._memtables)), self._lsm, self.checkpoint_id
 
     @property
     def manifest(self) -> Manifest:
@@ -132,11 +129,17 @@ class DbReader:
 
     # --- the managed checkpoint -------------------------------------------------------------------
 
-    def _establish(self, new_id: uuid.UUID) -> VersionedManifest:
-        """Spec 000 "Establishing the Checkpoint", also removing our idle retired checkpoints."""
+    def _establish(self, new_id: uuid.UUID, replacing: uuid.UUID | None = None) -> VersionedManifest:
+        """Spec 000 "Establishing the Checkpoint", also removing our idle replaced checkpoints.
+
+        Called with the reader lock held (or before any scan exists), so no scan can pin
+        ``replacing`` meanwhile.
+        """
         wal_ids = self._wal.list_ids()
         last_wal = wal_ids[-1] if wal_ids else 0
         removable = self._pins.removable()
+        if replacing is not None and not self._pins.is_active(replacing):
+            removable.add(replacing)
         now = self._clock.now()
 
         def apply(current: VersionedManifest) -> Manifest:
@@ -155,6 +158,8 @@ class DbReader:
 
         committed = self._manifests.update(apply)
         self._pins.forget(removable)
+        if replacing is not None and replacing not in removable:
+            self._pins.retire(replacing)
         return committed
 
     def poll(self) -> None:
@@ -163,13 +168,12 @@ class DbReader:
         now = self._clock.now()
         ours = latest.value.checkpoint(self.checkpoint_id)
         if ours is None or sst_set(latest.value) != sst_set(self._lsm.manifest):
-            old = self.checkpoint_id
-            self._pins.retire(old)
-            new = uuid.uuid4()
-            committed = self._establish(new)
             with self._lock:
+                new = uuid.uuid4()
+                committed = self._establish(new, replacing=self.checkpoint_id)
                 self.checkpoint_id = new
-            self._set_state(committed.value)
+                self._set_state_locked(committed.value)
+            self._readers.retain(self._lsm.object_keys())
         elif (
             ours.expire_time_s is not None
             and ours.expire_time_s - now < seconds(self.options.checkpoint_lifetime) / 2
@@ -181,13 +185,15 @@ class DbReader:
         self._tail_wal()
 
     def _set_state(self, manifest: Manifest) -> None:
-        lsm = LsmState(manifest, self.path, self._readers)
         with self._lock:
-            self._lsm = lsm
-            covered = manifest.replay_after_wal_id
-            self._memtables = [m for m in self._memtables if m.max_wal_id > covered]
-            self._last_wal_id = max(self._last_wal_id, covered)
-        self._readers.retain(lsm.object_keys())
+            self._set_state_locked(manifest)
+        self._readers.retain(self._lsm.object_keys())
+
+    def _set_state_locked(self, manifest: Manifest) -> None:
+        self._lsm = LsmState(manifest, self.path, self._readers)
+        covered = manifest.replay_after_wal_id
+        self._memtables = [m for m in self._memtables if m.max_wal_id > covered]
+        self._last_wal_id = max(self._last_wal_id, covered)
 
     def _tail_wal(self, upto: int | None = None) -> None:
         """Replay WAL SSTs after the last one seen (up to ``upto``) into bounded memtables."""

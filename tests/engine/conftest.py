@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from slate_ops.engine import DbOptions, ReaderOptions
+from slate_ops.engine import Db, DbOptions, DbReader, ReaderOptions
 from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 
@@ -34,3 +36,26 @@ def engine_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
 @pytest.fixture
 def memory() -> MemoryStore:
     return MemoryStore()
+
+
+@pytest.fixture(autouse=True)
+def stop_leftover_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that fails half-way must not leave flusher or poller threads running."""
+    opened: list[Db | DbReader] = []
+    for cls in (Db, DbReader):
+        original = cls._init
+
+        def recording(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
+            opened.append(self)
+            _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "_init", recording)
+    yield
+    for instance in opened:
+        stopping = getattr(instance, "_stopping", None)
+        thread = getattr(instance, "_thread", None)
+        if stopping is not None:
+            stopping.set()
+        if isinstance(thread, threading.Thread) and thread.is_alive():
+            getattr(instance, "_wake", stopping).set()
+            thread.join(5)
