@@ -8,12 +8,16 @@ least as long as the acknowledged one (writes land in order, never partially).
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from slate_ops import Db, WriteBatch
-from slate_ops.objstore import MemoryStore
+from slate_ops.objstore import LocalStore, MemoryStore
+from slate_ops.objstore.base import ObjectStore
 from tests.engine.conftest import quiet
 
 KEYS = st.binary(min_size=1, max_size=3)
@@ -22,9 +26,12 @@ OPTIONS = quiet(l0_sst_size_bytes=600, l0_max_ssts=10_000)  # small memtables: m
 
 
 class WriterModel(RuleBasedStateMachine):
+    def make_store(self) -> ObjectStore:
+        return MemoryStore()
+
     def __init__(self) -> None:
         super().__init__()
-        self.store = MemoryStore()
+        self.store = self.make_store()
         self.db = Db.open("db", self.store, OPTIONS)
         self.model: dict[bytes, bytes] = {}
         # model states since the last durable point; after a crash the db must equal one of them
@@ -106,5 +113,18 @@ class WriterModel(RuleBasedStateMachine):
         self.db._simulate_crash()
 
 
+class LocalWriterModel(WriterModel):
+    """The same machine on the local directory store (real files, link/rename commits)."""
+
+    def make_store(self) -> ObjectStore:
+        return LocalStore(tempfile.mkdtemp(prefix="slate-model-"))
+
+    def teardown(self) -> None:
+        super().teardown()
+        shutil.rmtree(self.store.root, ignore_errors=True)  # type: ignore[attr-defined]
+
+
 WriterModel.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+LocalWriterModel.TestCase.settings = settings(max_examples=15, stateful_step_count=30, deadline=None)
 TestWriterModel = WriterModel.TestCase
+TestLocalWriterModel = LocalWriterModel.TestCase
