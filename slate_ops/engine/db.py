@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
-import pyarrow as pa
 from ulid import ULID
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
@@ -47,7 +46,7 @@ from slate_ops.manifest.checkpoints import with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, CompactedSst, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.sst import BlockCache, encode_sst
+from slate_ops.sst import BlockCache, encode_sst, entries_to_table
 
 log = logging.getLogger(__name__)
 
@@ -301,16 +300,7 @@ class Db:
 
     def _write_wal_segment(self, segment: _Segment) -> None:
         wal_id = self._next_wal_id
-        keys, seqs, kinds, values = zip(*segment.entries, strict=True)
-        table = pa.table(
-            {
-                "key": pa.array(keys, pa.binary()),
-                "seq": pa.array(seqs, pa.uint64()),
-                "kind": pa.array(kinds, pa.uint8()),
-                "value": pa.array(values, pa.binary()),
-            }
-        )
-        if not self._wal.write(wal_id, table):
+        if not self._wal.write(wal_id, entries_to_table(segment.entries)):
             self._fenced.refresh()  # raises FencedError: a newer writer bumps the epoch before fencing
             raise SlateOpsError(
                 f"{self._wal.key(wal_id)} exists but the manifest shows no newer writer; another "
@@ -319,7 +309,7 @@ class Db:
         self._next_wal_id = wal_id + 1
         segment.memtable.max_wal_id = wal_id
         with self._durable:
-            self._durable_seq = max(self._durable_seq, seqs[-1])
+            self._durable_seq = max(self._durable_seq, segment.entries[-1][1])
             self._durable.notify_all()
 
     def _flush_memtables(self, *, blocking: bool) -> None:

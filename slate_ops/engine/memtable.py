@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from slate_ops.sst import SCHEMA
+
 # (seq, kind, value)
 Version = tuple[int, int, bytes]
 # (key, seq, kind, value), the SST entry shape
@@ -70,11 +72,12 @@ class Memtable:
         """All entries in (key asc) order as the SST columns, for flushing to L0."""
         keys = self._sorted_keys()
         versions = [self._data[k] for k in keys]
-        return pa.table(
-            {
-                "key": pa.array(keys, pa.binary()),
-                "seq": pa.array([v[0] for v in versions], pa.uint64()),
-                "kind": pa.array([v[1] for v in versions], pa.uint8()),
-                "value": pa.array([v[2] for v in versions], pa.binary()),
-            }
+        return pa.Table.from_arrays(
+            [
+                pa.array(keys, pa.binary()),
+                pa.array([v[0] for v in versions], pa.uint64()),
+                pa.array([v[1] for v in versions], pa.uint8()),
+                pa.array([v[2] for v in versions], pa.binary()),
+            ],
+            schema=SCHEMA,
         )
