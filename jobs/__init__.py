@@ -8,8 +8,16 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs.checkpoint_expiry import checkpoint_expiry_job, checkpoint_expiry_schedule
+from jobs.compaction import compaction_job, compaction_schedule
 
-ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job]
-ALL_SCHEDULES: list[dg.ScheduleDefinition] = [checkpoint_expiry_schedule]
+ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job, compaction_job]
+ALL_SCHEDULES: list[dg.ScheduleDefinition] = [checkpoint_expiry_schedule, compaction_schedule]
 
-__all__ = ["ALL_JOBS", "ALL_SCHEDULES", "checkpoint_expiry_job", "checkpoint_expiry_schedule"]
+__all__ = [
+    "ALL_JOBS",
+    "ALL_SCHEDULES",
+    "checkpoint_expiry_job",
+    "checkpoint_expiry_schedule",
+    "compaction_job",
+    "compaction_schedule",
+]

@@ -195,3 +195,11 @@ class BackpressureTimeoutError(SlateOpsError):
 
 class OutOfRangeError(InvalidArgumentError):
     """A key lies outside the database's visible range (after a projection)."""
+
+
+class CompactionConflictError(SlateOpsError):
+    """The manifest changed under a compaction in a way the merge rule cannot reconcile.
+
+    Only another compactor removes L0 views or sorted runs, so this means two compactors ran at
+    once without fencing; the compaction's outputs are orphans that GC removes.
+    """

@@ -16,11 +16,15 @@ from slate_ops.admin.db import (
     list_manifests,
     read_manifest,
 )
+from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, shape_of
 
 __all__ = [
     "CheckpointExpiryReport",
     "DbStatus",
+    "LsmShape",
     "ManifestFile",
+    "RunSummary",
+    "SstSummary",
     "create_checkpoint",
     "create_db",
     "delete_checkpoint",
@@ -28,6 +32,8 @@ __all__ = [
     "expire_checkpoints",
     "list_checkpoints",
     "list_manifests",
+    "lsm_shape",
     "read_manifest",
     "refresh_checkpoint",
+    "shape_of",
 ]

@@ -125,6 +125,11 @@ class Db:
         self._durable_seq = self._last_seq
         self._last_poll = time.monotonic()
 
+        self._compactor = None
+        if options.compactor is not None:
+            from slate_ops.compaction import Compactor  # compaction sits above the engine
+
+            self._compactor = Compactor(path, store, options.compactor, clock=clock).start()
         self._thread = threading.Thread(
             target=self._background, name=f"slate-ops-flusher:{self.path}", daemon=True
         )
@@ -484,6 +489,8 @@ class Db:
         """Flush the WAL, release the writer checkpoint and stop. Raises FencedError if fenced."""
         if self._closed:
             return
+        if self._compactor is not None:
+            self._compactor.close()
         self._stopping.set()
         self._wake.set()
         self._thread.join()
@@ -505,6 +512,8 @@ class Db:
 
     def _simulate_crash(self) -> None:
         """Test hook: stop like a killed process — no flush, no manifest update, state dropped."""
+        if self._compactor is not None:
+            self._compactor.close()
         self._stopping.set()
         self._wake.set()
         self._thread.join()

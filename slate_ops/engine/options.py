@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from slate_ops.compaction.options import CompactorOptions
 from slate_ops.config import Duration
 
 MiB = 1024 * 1024
@@ -49,6 +50,8 @@ class DbOptions(BaseModel):
     """Decoded SST blocks kept in memory."""
     wal_buffer_bytes: int = Field(default=4 * MiB, gt=0)
     """The WAL buffer is flushed early when it holds this many bytes."""
+    compactor: CompactorOptions | None = None
+    """Run a compactor with these options inside this process (None: compaction runs elsewhere)."""
 
 
 class ReaderOptions(BaseModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import boto3
 from botocore.config import Config
@@ -109,10 +110,24 @@ class S3Store:
             secret_access_key=secret_access_key,
             session_token=session_token,
         )
+        meta = getattr(self._client, "meta", None)
+        endpoint = endpoint_url or getattr(meta, "endpoint_url", None)
+        # A non-AWS endpoint (MinIO, moto) must travel with the URL so another process can reopen it.
+        self._endpoint_url = endpoint if endpoint and "amazonaws.com" not in endpoint else None
+        self._region = region or getattr(meta, "region_name", None)
 
     @property
     def url(self) -> str:
-        return f"s3://{self._bucket}/{self._prefix}" if self._prefix else f"s3://{self._bucket}"
+        """``s3://bucket/prefix``, plus ``endpoint_url`` and ``region`` for a custom endpoint, so
+        ``open_store(store.url)`` reaches the same objects from another process (Spark tasks).
+        Credentials never appear in it: they come from the environment there."""
+        base = f"s3://{self._bucket}/{self._prefix}" if self._prefix else f"s3://{self._bucket}"
+        if self._endpoint_url is None:
+            return base
+        query = {"endpoint_url": self._endpoint_url}
+        if self._region:
+            query["region"] = self._region
+        return f"{base}?{urlencode(query)}"
 
     @property
     def bucket(self) -> str:

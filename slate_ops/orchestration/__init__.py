@@ -15,6 +15,13 @@ from collections.abc import Sequence
 import dagster as dg
 
 from slate_ops.orchestration.assets import GROUP_NAME, build_database_assets, database_asset_key
+from slate_ops.orchestration.compaction import (
+    COMPACTION_JOB,
+    PYSPARK_RESOURCE_KEY,
+    compact_op,
+    local_pyspark_resource,
+    slate_ops_compaction_sensor,
+)
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig, load_config
 from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, DB_TAG, expire_checkpoints_op
 from slate_ops.orchestration.resources import RESOURCE_KEY, SlateDatabasesResource
@@ -30,14 +37,15 @@ def build_definitions(
     jobs: Sequence[dg.JobDefinition] = (),
     schedules: Sequence[dg.ScheduleDefinition] = (),
 ) -> dg.Definitions:
-    """Assets, sensor and resource for ``config`` (default: :func:`load_config`), plus ``jobs``.
+    """Assets, sensors and resources for ``config`` (default: :func:`load_config`), plus ``jobs``.
 
-    ``jobs`` must include the checkpoint expiry job, which the manifest sensor targets.
+    ``jobs`` must include the checkpoint expiry and compaction jobs, which the sensors target.
     """
     config = config if config is not None else load_config()
-    if CHECKPOINT_EXPIRY_JOB not in {job.name for job in jobs}:
+    missing = [name for name in (CHECKPOINT_EXPIRY_JOB, COMPACTION_JOB) if name not in {j.name for j in jobs}]
+    if missing:
         raise ValueError(
-            f"build_definitions needs the job {CHECKPOINT_EXPIRY_JOB!r} (the manifest sensor targets it); "
+            f"build_definitions needs the job(s) {', '.join(map(repr, missing))} (the sensors target them); "
             "pass jobs=jobs.ALL_JOBS from the repository root"
         )
     databases_job = dg.define_asset_job(
@@ -49,21 +57,29 @@ def build_definitions(
         assets=build_database_assets(config),
         jobs=[databases_job, *jobs],
         schedules=list(schedules),
-        sensors=[slate_ops_manifest_sensor],
-        resources={RESOURCE_KEY: SlateDatabasesResource(config=config)},
+        sensors=[slate_ops_manifest_sensor, slate_ops_compaction_sensor],
+        resources={
+            RESOURCE_KEY: SlateDatabasesResource(config=config),
+            PYSPARK_RESOURCE_KEY: local_pyspark_resource(),
+        },
     )
 
 
 __all__ = [
     "CHECKPOINT_EXPIRY_JOB",
+    "COMPACTION_JOB",
     "DATABASES_JOB",
     "DB_TAG",
+    "PYSPARK_RESOURCE_KEY",
     "DatabaseConfig",
     "SlateDatabasesResource",
     "SlateOpsConfig",
     "build_definitions",
+    "compact_op",
     "database_asset_key",
     "expire_checkpoints_op",
     "load_config",
+    "local_pyspark_resource",
+    "slate_ops_compaction_sensor",
     "slate_ops_manifest_sensor",
 ]

@@ -60,6 +60,12 @@ class DatabaseConfig(dg.Config):
         description="Scheduled and sensor-requested checkpoint expiry runs only report, never remove.",
     )
     description: str | None = Field(default=None, description="Shown on the database's asset.")
+    compaction_l0_threshold: int | None = Field(
+        default=None,
+        ge=2,
+        description="L0 SSTs that make the compaction sensor request a run (the compactor's min_sources); "
+        "default: CompactorOptions().min_sources (4).",
+    )
 
 
 class SlateOpsConfig(dg.Config):

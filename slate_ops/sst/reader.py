@@ -273,6 +273,10 @@ class SstReader:
             elif batches:
                 yield pa.concat_batches(batches)
 
+    def block_sizes(self) -> list[tuple[bytes, int]]:
+        """``(first key, stored bytes)`` of every block, from the index: for planning splits."""
+        return [(k, e - o) for k, o, e in zip(self._first_keys, self._offsets, self._ends, strict=True)]
+
     def read_table(self) -> pa.Table:
         """Every row of the file, in file order."""
         return pa.Table.from_batches(list(self.scan_batches()), schema=SCHEMA)

@@ -1,0 +1,301 @@
+"""The compactor: plans size-tiered compactions, runs them on an executor, commits the result.
+
+It bumps the compactor epoch when it starts (fencing older compactors) and keeps its state in the
+``.compactions`` namespace. Results are committed to the manifest with the ownership rule: the
+compactor owns the sorted runs and the L0 watermark, the writer owns L0 additions and the WAL
+fields; on a lost race the change is re-applied to the latest manifest, so writes, flushes and
+checkpoints go on during a compaction. The commit also prunes ``external_dbs[].sst_ids`` of SSTs no
+longer referenced, and adds a short checkpoint on the pre-compaction manifest so in-flight readers
+can finish reading the inputs (SlateDB's compaction checkpoint).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, replace
+
+from ulid import ULID
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.compaction.executor import Executor, LocalExecutor
+from slate_ops.compaction.options import CompactorOptions
+from slate_ops.compaction.scheduler import Proposal, propose
+from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, SourceRun, SourceView
+from slate_ops.compaction.state import CompactionRecord, CompactionsStore
+from slate_ops.engine.lsm import resolve_sst_path
+from slate_ops.errors import CompactionConflictError, FencedError, SlateOpsError
+from slate_ops.manifest.checkpoints import expiry_time
+from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, SortedRun, SstView
+from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore, VersionedManifest, require_usable
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.sst import SstReader
+
+log = logging.getLogger(__name__)
+
+COMPACTION_CHECKPOINT = "slate_ops/compaction"
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """What one compaction did."""
+
+    id: ULID
+    kind: str
+    sources: tuple[str, ...]
+    input_ssts: tuple[str, ...]
+    output_ssts: tuple[str, ...]
+    sorted_run_id: int
+    bytes_read: int
+    bytes_written: int
+    rows_in: int
+    rows_out: int
+    duration_s: float
+    executor: str
+    subcompactions: int
+    manifest_id: int
+
+
+class Compactor:
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        options: CompactorOptions | None = None,
+        executor: Executor | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.options = options or CompactorOptions()
+        self.executor = executor or LocalExecutor()
+        self._store = store
+        self._clock = clock
+        self._manifests = ManifestStore(store, path)
+        self.path = self._manifests.path
+        self._manifests.read_latest_required()
+        self._fenced, claimed = self._manifests.claim(COMPACTOR_EPOCH)
+        require_usable(claimed.value, self._manifests.location)
+        self.epoch = self._fenced.epoch
+        self._state = CompactionsStore(store, self.path)
+        self._state.claim(self.epoch, clock.now())
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- one compaction ---------------------------------------------------------------------------
+
+    def run_once(self, *, full: bool = False) -> CompactionReport | None:
+        """Run the next compaction the scheduler proposes (everything with ``full``); None if none.
+
+        Raises :class:`FencedError` if a newer compactor has started.
+        """
+        started = time.monotonic()
+        latest = self._fenced.refresh()
+        proposal = propose(latest.value, self.options, full=full)
+        if proposal is None:
+            return None
+        spec = self._spec(latest.value, proposal)
+        compaction_id = ULID()
+        record = CompactionRecord(
+            id=str(compaction_id),
+            epoch=self.epoch,
+            kind=proposal.kind,
+            status="running",
+            sources=_source_names(proposal),
+            started_at_s=self._clock.now(),
+        )
+        self._state.record(record)
+        try:
+            result = self.executor.execute(self._store, spec)
+            committed = self._commit(proposal, result)
+        except BaseException:
+            try:
+                self._state.record(_finished(record, "failed", self._clock.now()))
+            except SlateOpsError as error:  # e.g. fenced meanwhile: the original error matters more
+                log.warning("could not record compaction %s as failed: %s", record.id, error)
+            raise
+        output_ids = tuple(str(s.id) for s in result.outputs)
+        self._state.record(_finished(record, "completed", self._clock.now(), output_ids, committed.id))
+        input_ssts = _input_ssts(latest.value, proposal)
+        report = CompactionReport(
+            id=compaction_id,
+            kind=proposal.kind,
+            sources=record.sources,
+            input_ssts=tuple(str(s) for s in input_ssts),
+            output_ssts=output_ids,
+            sorted_run_id=proposal.destination,
+            bytes_read=result.bytes_read,
+            bytes_written=result.bytes_written,
+            rows_in=result.rows_in,
+            rows_out=result.rows_out,
+            duration_s=time.monotonic() - started,
+            executor=self.executor.name,
+            subcompactions=result.subcompactions,
+            manifest_id=committed.id,
+        )
+        log.info(
+            "compacted %s of %s: %d rows -> %d rows, %d bytes read, %d written, %.2fs",
+            report.kind, self._manifests.location, report.rows_in, report.rows_out,
+            report.bytes_read, report.bytes_written, report.duration_s,
+        )  # fmt: skip
+        return report
+
+    def _spec(self, manifest: Manifest, proposal: Proposal) -> CompactionSpec:
+        ssts = {s.id: s for s in manifest.ssts}
+
+        def source(view: SstView) -> SourceView:
+            sst = ssts[view.sst_id]
+            return SourceView(
+                resolve_sst_path(manifest, self.path, sst), sst.info.size_bytes, view.visible_range
+            )
+
+        runs = {r.id: r for r in manifest.compacted}
+        sources = [SourceRun((source(v),)) for v in proposal.l0_views]
+        sources += [SourceRun(tuple(source(v) for v in runs[run_id].views)) for run_id in proposal.run_ids]
+        return CompactionSpec(
+            db_path=self.path,
+            sources=tuple(sources),
+            drop_tombstones=proposal.drop_tombstones,
+            target_sst_bytes=self.options.target_sst_bytes,
+            subcompactions=self._plan(sources),
+        )
+
+    def _plan(self, sources: list[SourceRun]) -> tuple[KeyRange, ...]:
+        """Cut the key space where about ``max_subcompaction_bytes`` of input blocks accumulate."""
+        blocks: list[tuple[bytes, int]] = []
+        for run in sources:
+            for view in run.views:
+                reader = SstReader.open(self._store, view.key, size=view.size)
+                blocks += reader.block_sizes()
+        blocks.sort()
+        cuts: list[bytes] = []
+        accumulated = 0
+        for first_key, size in blocks:
+            if accumulated >= self.options.max_subcompaction_bytes and (not cuts or first_key > cuts[-1]):
+                cuts.append(first_key)
+                accumulated = 0
+            accumulated += size
+        bounds: list[bytes | None] = [None, *cuts, None]
+        return tuple(KeyRange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1))
+
+    def _commit(self, proposal: Proposal, result: ExecutionResult) -> VersionedManifest:
+        compacted_views = {v.view_id for v in proposal.l0_views}
+        new_run = SortedRun(proposal.destination, tuple(SstView(ULID(), s.id) for s in result.outputs))
+        now = self._clock.now()
+
+        def apply(current: VersionedManifest) -> Manifest:
+            manifest = current.value
+            present = {v.view_id for v in manifest.l0}
+            if not compacted_views <= present:
+                raise CompactionConflictError(
+                    f"L0 views of this compaction left {self._manifests.location} meanwhile"
+                )
+            runs = {r.id: r for r in manifest.compacted}
+            if any(run_id not in runs for run_id in proposal.run_ids):
+                raise CompactionConflictError(
+                    f"sorted runs of this compaction left {self._manifests.location} meanwhile"
+                )
+            l0 = tuple(v for v in manifest.l0 if v.view_id not in compacted_views)
+            compacted = _replace_runs(manifest.compacted, proposal, new_run)
+            referenced = {v.sst_id for v in l0} | {v.sst_id for r in compacted for v in r.views}
+            ssts = tuple(s for s in (*manifest.ssts, *result.outputs) if s.id in referenced)
+            physical = {s.physical_id for s in ssts}
+            external = tuple(
+                replace(ext, sst_ids=tuple(i for i in ext.sst_ids if i in physical))
+                for ext in manifest.external_dbs
+            )
+            checkpoints = tuple(
+                c for c in manifest.checkpoints if not (c.name == COMPACTION_CHECKPOINT and c.is_expired(now))
+            )
+            checkpoints += (
+                Checkpoint(
+                    id=uuid.uuid4(),
+                    manifest_id=current.id,  # still references every input
+                    create_time_s=int(now),
+                    expire_time_s=expiry_time(now, self.options.compaction_checkpoint_lifetime),
+                    name=COMPACTION_CHECKPOINT,
+                ),
+            )
+            watermark = proposal.l0_views[0].view_id if proposal.l0_views else manifest.l0_last_compacted
+            return manifest.with_changes(
+                l0=l0,
+                compacted=compacted,
+                ssts=ssts,
+                external_dbs=external,
+                checkpoints=checkpoints,
+                l0_last_compacted=watermark,
+            )
+
+        return self._fenced.update(apply)
+
+    # --- long-running ----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Compact until ``stop`` is set: as long as there is work, then every ``poll_interval``."""
+        stop = stop or self._stopping
+        interval = self.options.poll_interval.total_seconds()
+        while not stop.is_set():
+            try:
+                while not stop.is_set() and self.run_once() is not None:
+                    pass
+            except FencedError as error:
+                log.error("%s", error)
+                raise
+            except SlateOpsError as error:
+                log.warning("compaction of %s failed, will retry: %s", self._manifests.location, error)
+            stop.wait(interval)
+
+    def start(self) -> Compactor:
+        """Run :meth:`run` on a background thread (what ``DbOptions(compactor=...)`` does)."""
+        self._thread = threading.Thread(
+            target=self._run_quietly, name=f"slate-ops-compactor:{self.path}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def _run_quietly(self) -> None:
+        with contextlib.suppress(FencedError):  # logged by run(); a fenced compactor just stops
+            self.run(self._stopping)
+
+    def close(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _replace_runs(
+    runs: tuple[SortedRun, ...], proposal: Proposal, new_run: SortedRun
+) -> tuple[SortedRun, ...]:
+    """Remove the source runs and put the output where the newest of them was (L0: in front)."""
+    sources = set(proposal.run_ids)
+    kept = [r for r in runs if r.id not in sources]
+    position = 0
+    if proposal.run_ids:
+        newest_source = next(i for i, r in enumerate(runs) if r.id in sources)
+        position = sum(1 for r in runs[:newest_source] if r.id not in sources)
+    if new_run.views:
+        kept.insert(position, new_run)
+    return tuple(kept)
+
+
+def _source_names(proposal: Proposal) -> tuple[str, ...]:
+    return tuple(f"l0:{v.view_id}" for v in proposal.l0_views) + tuple(f"sr:{i}" for i in proposal.run_ids)
+
+
+def _input_ssts(manifest: Manifest, proposal: Proposal) -> list[ULID]:
+    runs = {r.id: r for r in manifest.compacted}
+    ids = [v.sst_id for v in proposal.l0_views]
+    ids += [v.sst_id for run_id in proposal.run_ids for v in runs[run_id].views]
+    return ids
+
+
+def _finished(
+    record: CompactionRecord,
+    status: str,
+    now: float,
+    outputs: tuple[str, ...] = (),
+    manifest_id: int | None = None,
+) -> CompactionRecord:
+    return replace(record, status=status, finished_at_s=now, outputs=outputs, manifest_id=manifest_id)

@@ -1,0 +1,69 @@
+"""What an executor needs to run a compaction: plain, picklable data (no store, no manifest).
+
+Executors receive a :class:`CompactionSpec` and return the metadata of the SSTs they wrote; the
+compactor (the driver) commits the result. Sources are newest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slate_ops.manifest.model import CompactedSst, KeyRange
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """One input SST object (path already resolved, clones included) and its visible range."""
+
+    key: str
+    size: int
+    visible: KeyRange | None = None
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """An L0 view (one SST) or a sorted run (non-overlapping views in key order)."""
+
+    views: tuple[SourceView, ...]
+
+
+@dataclass(frozen=True)
+class CompactionSpec:
+    db_path: str
+    sources: tuple[SourceRun, ...]
+    drop_tombstones: bool
+    target_sst_bytes: int
+    subcompactions: tuple[KeyRange, ...]
+    """Half-open key ranges covering the whole key space, in key order."""
+
+
+@dataclass(frozen=True)
+class SubcompactionResult:
+    outputs: tuple[CompactedSst, ...]
+    bytes_read: int
+    bytes_written: int
+    rows_in: int
+    rows_out: int
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    outputs: tuple[CompactedSst, ...]
+    """In key order: together they form the new sorted run."""
+    bytes_read: int
+    bytes_written: int
+    rows_in: int
+    rows_out: int
+    subcompactions: int
+
+
+def intersect(visible: KeyRange | None, bounds: KeyRange) -> KeyRange | None:
+    """``visible ∩ bounds``, or None when empty."""
+    start, end = bounds.start, bounds.end
+    if visible is not None:
+        if visible.start is not None and (start is None or visible.start > start):
+            start = visible.start
+        if visible.end is not None and (end is None or visible.end < end):
+            end = visible.end
+    result = KeyRange(start, end)
+    return None if result.is_empty() else result

@@ -1,0 +1,266 @@
+"""Compaction in Dagster: the ``compact_op``, the L0 sensor and the ``pyspark`` resource.
+
+``compact_op`` runs one compaction of one database (``Compactor(...).run_once``) on the local
+executor or, when its config says ``executor: spark``, on the Spark session of the ``pyspark``
+resource (a :class:`~dagster_pyspark.LazyPySparkResource`: Spark starts only when a run asks for
+it). Its output metadata is the report and the LSM shape before and after; it also records an
+``AssetObservation`` of ``slate_ops/<name>`` with the shape after.
+
+``slate_ops_compaction_sensor`` requests a ``compaction_job`` run with run key
+``compact-<name>-<manifest id>`` when a database's L0 holds at least its threshold of SSTs
+(``compaction_l0_threshold``, else ``CompactorOptions().min_sources``). Its cursor is JSON
+``{"<db name>": <manifest id of the last requested compaction>}``.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+import json
+import os
+import sys
+from typing import Any, Literal
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pydantic import Field
+
+from slate_ops.admin import LsmShape, lsm_shape, read_manifest
+from slate_ops.cli_compaction import run_compaction, shape_rows
+from slate_ops.compaction import CompactionReport, CompactorOptions, Executor, LocalExecutor, propose
+from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.sensors import describe_databases, parse_cursor
+
+COMPACTION_JOB = "compaction_job"
+"""Name of the job (defined in ``jobs/compaction.py``) that runs :func:`compact_op`."""
+
+COMPACTION_SENSOR = "slate_ops_compaction_sensor"
+
+PYSPARK_RESOURCE_KEY = "pyspark"
+
+
+class LocalPySparkResource(LazyPySparkResource):
+    """A :class:`LazyPySparkResource` that exports ``PYSPARK_PYTHON`` and ``SPARK_LOCAL_IP`` first.
+
+    PySpark reads both from the environment when it starts the JVM and its Python workers (the
+    ``spark.pyspark.python`` conf does not reach the driver's ``pythonExec``), so they are set just
+    before the session is created, i.e. only in runs that use Spark.
+    """
+
+    pyspark_python: str = Field(
+        default_factory=lambda: sys.executable, description="PYSPARK_PYTHON: the workers' Python."
+    )
+    local_ip: str = Field(default="127.0.0.1", description="SPARK_LOCAL_IP: the address Spark binds to.")
+
+    def _export_environment(self) -> None:
+        os.environ["PYSPARK_PYTHON"] = self.pyspark_python
+        os.environ["SPARK_LOCAL_IP"] = self.local_ip
+
+    @property
+    def spark_session(self) -> Any:
+        self._export_environment()
+        return super().spark_session
+
+    @property
+    def spark_context(self) -> Any:
+        self._export_environment()
+        return super().spark_context
+
+
+def local_pyspark_resource() -> LocalPySparkResource:
+    """The ``pyspark`` resource: a lazily started ``local[2]`` session bound to 127.0.0.1."""
+    return LocalPySparkResource(
+        spark_config={
+            "spark.master": "local[2]",
+            "spark.app.name": "slate_ops-compaction",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.host": "127.0.0.1",
+        }
+    )
+
+
+def compactor_options(db: DatabaseConfig) -> CompactorOptions:
+    """The compactor options of ``db``: its ``compaction_l0_threshold`` as ``min_sources``, if set."""
+    if db.compaction_l0_threshold is None:
+        return CompactorOptions()
+    return CompactorOptions(min_sources=db.compaction_l0_threshold)
+
+
+def l0_threshold(db: DatabaseConfig) -> int:
+    """How many L0 SSTs make the sensor request a compaction of ``db``."""
+    return compactor_options(db).min_sources
+
+
+class CompactConfig(dg.Config):
+    """Run config of :func:`compact_op`."""
+
+    database: str | None = Field(
+        default=None,
+        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
+    )
+    executor: Literal["local", "spark"] = Field(
+        default="local",
+        description="local: threads in the run's process; spark: the pyspark resource's session.",
+    )
+    full: bool = Field(default=False, description="Merge every L0 SST and sorted run into one run.")
+
+
+@dg.op(description="Run one compaction of the database and report it with the LSM shape before and after.")
+def compact_op(
+    context: dg.OpExecutionContext,
+    config: CompactConfig,
+    slate: SlateDatabasesResource,
+    pyspark: LazyPySparkResource,
+) -> dg.Output[CompactionReport | None]:
+    name = _target_database(context, config.database)
+    db = slate.database(name)
+    store = slate.open_store(name)
+    options = compactor_options(db)
+    before = lsm_shape(db.path, store)
+    executor: Executor = LocalExecutor()
+    if config.executor == "spark":
+        from slate_ops.spark import SparkExecutor  # pyspark is imported only by Spark runs
+
+        executor = SparkExecutor(pyspark.spark_session)
+    report = run_compaction(db.path, store, full=config.full, executor=executor, options=options)
+    after = lsm_shape(db.path, store)
+    if report is None:
+        context.log.info(f"{name}: nothing to compact at manifest {before.manifest_id}")
+    else:
+        context.log.info(
+            f"{name}: {report.kind} compaction on {report.executor}: {len(report.input_ssts)} -> "
+            f"{len(report.output_ssts)} SST(s), {report.rows_in} -> {report.rows_out} rows, "
+            f"{report.duration_s:.2f}s, manifest {report.manifest_id}"
+        )
+    context.log_event(dg.AssetObservation(asset_key=database_asset_key(name), metadata=shape_metadata(after)))
+    metadata = {
+        **compaction_metadata(name, report, config.full),
+        "lsm_shape_before": dg.MetadataValue.md(shape_markdown(before)),
+        "lsm_shape_after": dg.MetadataValue.md(shape_markdown(after)),
+    }
+    return dg.Output(report, metadata=metadata)
+
+
+def compaction_metadata(
+    database: str, report: CompactionReport | None, full: bool
+) -> dict[str, dg.MetadataValue]:
+    """The report as run metadata: counts, bytes, duration, executor and a table of inputs/outputs."""
+    metadata: dict[str, dg.MetadataValue] = {
+        "database": dg.MetadataValue.text(database),
+        "full": dg.MetadataValue.bool(full),
+        "compacted": dg.MetadataValue.bool(report is not None),
+    }
+    if report is None:
+        return metadata
+    return {
+        **metadata,
+        "compaction_id": dg.MetadataValue.text(str(report.id)),
+        "kind": dg.MetadataValue.text(report.kind),
+        "executor": dg.MetadataValue.text(report.executor),
+        "manifest_id": dg.MetadataValue.int(report.manifest_id),
+        "sorted_run_id": dg.MetadataValue.int(report.sorted_run_id),
+        "sources": dg.MetadataValue.int(len(report.sources)),
+        "input_ssts": dg.MetadataValue.int(len(report.input_ssts)),
+        "output_ssts": dg.MetadataValue.int(len(report.output_ssts)),
+        "subcompactions": dg.MetadataValue.int(report.subcompactions),
+        "bytes_read": dg.MetadataValue.int(report.bytes_read),
+        "bytes_written": dg.MetadataValue.int(report.bytes_written),
+        "rows_in": dg.MetadataValue.int(report.rows_in),
+        "rows_out": dg.MetadataValue.int(report.rows_out),
+        "duration_s": dg.MetadataValue.float(report.duration_s),
+        "inputs_outputs": dg.MetadataValue.md(inputs_outputs_markdown(report)),
+    }
+
+
+def inputs_outputs_markdown(report: CompactionReport) -> str:
+    """A Markdown table of the compaction's sources, input SSTs and output SSTs."""
+    rows = ["| role | id |", "| --- | --- |"]
+    rows += [f"| source | {s} |" for s in report.sources]
+    rows += [f"| input SST | {s} |" for s in report.input_ssts]
+    rows += [f"| output SST | {s} |" for s in report.output_ssts]
+    return "\n".join(rows)
+
+
+def shape_markdown(shape: LsmShape) -> str:
+    """A Markdown table of ``shape``: one row per L0 SST and per sorted run, newest first."""
+    title = f"Manifest {shape.manifest_id}: {len(shape.l0)} L0 SST(s), {len(shape.sorted_runs)} sorted run(s)"
+    rows = shape_rows(shape)
+    if not rows:
+        return f"{title}."
+    lines = [
+        f"{title}:",
+        "",
+        "| level | id | SSTs | first key | last key | bytes | entries |",
+        "| --- | --- | ---: | --- | --- | ---: | ---: |",
+    ]
+    for row in rows:
+        cells = [row["level"], row["id"], row["ssts"], row["first_key"], row["last_key"]]
+        cells += [row["bytes"], row["entries"]]
+        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _md_cell(value: Any) -> str:
+    return "-" if value is None else str(value).replace("|", "\\|")
+
+
+def shape_metadata(shape: LsmShape) -> dict[str, dg.MetadataValue]:
+    """The shape as asset metadata, with the same counter names as the manifest sensor's observations."""
+    sst_bytes = sum(s.size_bytes for s in shape.l0) + sum(r.size_bytes for r in shape.sorted_runs)
+    return {
+        "manifest_id": dg.MetadataValue.int(shape.manifest_id),
+        "l0_ssts": dg.MetadataValue.int(len(shape.l0)),
+        "sorted_runs": dg.MetadataValue.int(len(shape.sorted_runs)),
+        "ssts": dg.MetadataValue.int(len(shape.l0) + sum(r.ssts for r in shape.sorted_runs)),
+        "sst_bytes": dg.MetadataValue.int(sst_bytes),
+        "lsm_shape": dg.MetadataValue.md(shape_markdown(shape)),
+    }
+
+
+def compaction_run_config(database: str, *, executor: str = "local", full: bool = False) -> dict[str, Any]:
+    """Run config of the compaction job for ``database``."""
+    return {"ops": {"compact_op": {"config": {"database": database, "executor": executor, "full": full}}}}
+
+
+def compaction_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
+    """A local compaction run of ``db`` (what the compactor picks next), tagged for the concurrency limit."""
+    return dg.RunRequest(run_key=run_key, run_config=compaction_run_config(db.name), tags={DB_TAG: db.name})
+
+
+def has_compaction_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
+    """Whether the compactor would pick a compaction in ``db``'s current manifest (without fencing it)."""
+    manifest = read_manifest(db.path, slate.open_store(db.name)).value
+    return propose(manifest, compactor_options(db)) is not None
+
+
+@dg.sensor(
+    name=COMPACTION_SENSOR,
+    job_name=COMPACTION_JOB,
+    minimum_interval_seconds=30,
+    description="Requests a compaction of each database whose L0 reaches its threshold of SSTs.",
+)
+def slate_ops_compaction_sensor(
+    context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
+) -> dg.SensorResult | dg.SkipReason:
+    requested = parse_cursor(context.cursor, context.log)
+    described, failed = describe_databases(slate, context.log)
+    cursor = {name: requested[name] for name in slate.database_names() if name in requested}
+    run_requests: list[dg.RunRequest] = []
+    waiting: list[str] = []
+    for db, status in described:
+        threshold = l0_threshold(db)
+        if status.l0_ssts < threshold:
+            waiting.append(f"{db.name} {status.l0_ssts}/{threshold}")
+        elif requested.get(db.name) == status.manifest_id:
+            waiting.append(f"{db.name} already requested at manifest {status.manifest_id}")
+        else:
+            cursor[db.name] = status.manifest_id
+            run_requests.append(compaction_run_request(db, f"compact-{db.name}-{status.manifest_id}"))
+    if not run_requests:
+        if not described:
+            return dg.SkipReason(f"all {len(failed)} database(s) skipped: {'; '.join(failed)}")
+        reason = f"no database reached its L0 threshold ({', '.join(waiting)})"
+        return dg.SkipReason(reason + (f"; skipped: {'; '.join(failed)}" if failed else ""))
+    return dg.SensorResult(run_requests=run_requests, cursor=json.dumps(cursor, sort_keys=True))

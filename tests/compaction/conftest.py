@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from slate_ops import Db
+from slate_ops.compaction import CompactorOptions
+from slate_ops.objstore.base import ObjectStore
+from tests.engine.conftest import engine_store, memory, quiet, stop_leftover_threads  # noqa: F401  (fixtures)
+
+SMALL = CompactorOptions(
+    min_sources=2,
+    max_subcompaction_bytes=4096,
+    target_sst_bytes=2048,
+    poll_interval=timedelta(milliseconds=20),
+)
+
+
+def fill(store: ObjectStore, flushes: int = 4, keys: int = 200, path: str = "db") -> dict[bytes, bytes]:
+    """Write ``flushes`` L0 SSTs of overlapping keys with overwrites and deletes; return the model."""
+    model: dict[bytes, bytes] = {}
+    with Db.open(path, store, quiet(l0_max_ssts=1000)) as db:
+        for round_ in range(flushes):
+            for i in range(round_, keys, 1 + round_):
+                key, value = b"key%05d" % i, b"v%d-%d" % (round_, i) * 3
+                db.put(key, value)
+                model[key] = value
+            for i in range(0, keys, 7 + round_):
+                db.delete(b"key%05d" % i)
+                model.pop(b"key%05d" % i, None)
+            db.flush_memtable()
+    return model

@@ -1,0 +1,143 @@
+"""The Spark executor end to end on a local session: same compaction, same rows as the local executor."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from slate_ops import Db, DbOptions, DbReader, ReaderOptions
+from slate_ops.compaction import (
+    CompactionSpec,
+    Compactor,
+    CompactorOptions,
+    ExecutionResult,
+    LocalExecutor,
+    SourceRun,
+    SourceView,
+)
+from slate_ops.engine.lsm import resolve_sst_path, sst_key
+from slate_ops.errors import InvalidArgumentError, SlateOpsError
+from slate_ops.manifest.model import KeyRange
+from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore import CountingStore, LocalStore, MemoryStore
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.spark import SparkExecutor
+from slate_ops.sst import SCHEMA, SstReader
+
+pytestmark = pytest.mark.spark
+
+PATH = "db"
+QUIET = DbOptions(
+    wal_flush_interval=timedelta(hours=1), manifest_poll_interval=timedelta(hours=1), l0_max_ssts=1000
+)
+QUIET_READER = ReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=timedelta(hours=3))
+# Small limits so a few thousand rows split into several subcompactions and output SSTs.
+SMALL = CompactorOptions(min_sources=2, max_subcompaction_bytes=16 * 1024, target_sst_bytes=8 * 1024)
+
+
+def fill(store: ObjectStore, flushes: int = 4, keys: int = 1500) -> dict[bytes, bytes]:
+    """``flushes`` overlapping L0 SSTs with overwrites and deletes; returns the expected content."""
+    model: dict[bytes, bytes] = {}
+    with Db.open(PATH, store, QUIET) as db:
+        for round_ in range(flushes):
+            for i in range(round_, keys, 1 + round_):
+                key, value = b"key%05d" % i, b"v%d-%d|" % (round_, i) * 4
+                db.put(key, value)
+                model[key] = value
+            for i in range(round_, keys, 11 + round_):
+                db.delete(b"key%05d" % i)
+                model.pop(b"key%05d" % i, None)
+            db.flush_memtable()
+    return model
+
+
+def contents(store: ObjectStore) -> dict[bytes, bytes]:
+    with DbReader.open(PATH, store, options=QUIET_READER) as reader:
+        return dict(reader.scan())
+
+
+def l0_spec(store: ObjectStore, cuts: list[bytes]) -> CompactionSpec:
+    """A spec over every L0 SST of the database, split at ``cuts``."""
+    manifest = ManifestStore(store, PATH).read_latest_required().value
+    ssts = {s.id: s for s in manifest.ssts}
+    sources = tuple(
+        SourceRun(
+            (
+                SourceView(
+                    resolve_sst_path(manifest, PATH, ssts[v.sst_id]),
+                    ssts[v.sst_id].info.size_bytes,
+                    v.visible_range,
+                ),
+            )
+        )
+        for v in manifest.l0
+    )
+    bounds: list[bytes | None] = [None, *cuts, None]
+    ranges = tuple(KeyRange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1))
+    return CompactionSpec(PATH, sources, drop_tombstones=True, target_sst_bytes=8 * 1024, subcompactions=ranges)
+
+
+def output_rows(store: ObjectStore, result: ExecutionResult) -> pa.Table:
+    tables = [SstReader.open(store, sst_key(PATH, s.id)).read_table() for s in result.outputs]
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
+@pytest.fixture
+def local_store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+def test_compactor_on_spark_keeps_the_content(spark: SparkSession, local_store: LocalStore) -> None:
+    model = fill(local_store)
+    report = Compactor(PATH, local_store, SMALL, executor=SparkExecutor(spark)).run_once()
+    assert report is not None and report.kind == "l0" and report.executor == "spark"
+    assert report.subcompactions >= 3 and len(report.output_ssts) >= 3
+    assert report.rows_out == len(model) < report.rows_in  # the only run: shadowed rows and tombstones go
+    manifest = ManifestStore(local_store, PATH).read_latest_required().value
+    assert manifest.l0 == () and len(manifest.compacted) == 1
+    assert [str(v.sst_id) for v in manifest.compacted[0].views] == list(report.output_ssts)
+    assert contents(local_store) == model
+    with Db.open(PATH, local_store, QUIET) as db:
+        assert dict(db.scan()) == model
+
+
+def test_spark_and_local_executors_write_the_same_rows(spark: SparkSession, local_store: LocalStore) -> None:
+    fill(local_store)
+    spec = l0_spec(local_store, [b"key00300", b"key00301", b"key00900", b"key01499"])
+    local = LocalExecutor(threads=2).execute(local_store, spec)
+    rdd = SparkExecutor(spark, mode="rdd").execute(local_store, spec)
+    dataframe = SparkExecutor(spark, mode="dataframe").execute(local_store, spec)
+
+    expected = output_rows(local_store, local)
+    assert expected.num_rows == local.rows_out > 0 and local.subcompactions == 5
+    for result in (rdd, dataframe):
+        assert output_rows(local_store, result).equals(expected)
+        assert [s.info for s in result.outputs] == [s.info for s in local.outputs]
+        assert {s.id for s in result.outputs}.isdisjoint(s.id for s in local.outputs)  # new files
+        counters = (result.bytes_read, result.bytes_written, result.rows_in, result.rows_out)
+        assert counters == (local.bytes_read, local.bytes_written, local.rows_in, local.rows_out)
+        assert result.subcompactions == 5
+
+
+def test_memory_stores_are_refused(spark: SparkSession, local_store: LocalStore) -> None:
+    memory = MemoryStore("spark-test")
+    fill(memory, flushes=2, keys=50)
+    spec = l0_spec(memory, [])
+    for store in (memory, CountingStore(memory)):
+        with pytest.raises(InvalidArgumentError, match=r"memory://spark-test.*other\s+processes"):
+            SparkExecutor(spark).execute(store, spec)
+    with pytest.raises(InvalidArgumentError, match="memory://"):
+        SparkExecutor(spark, store_url="memory://x")
+    assert SparkExecutor(spark).execute(local_store, spec.__class__(PATH, (), True, 1024, ())).subcompactions == 0
+
+
+def test_a_failed_task_raises_a_slate_ops_error(spark: SparkSession, local_store: LocalStore) -> None:
+    fill(local_store, flushes=2, keys=100)
+    spec = l0_spec(local_store, [b"key00050"])
+    local_store.delete(spec.sources[0].views[0].key)
+    with pytest.raises(SlateOpsError, match=r"Spark compaction of 'db' \(2 subcompactions\) failed.*does not exist"):
+        SparkExecutor(spark).execute(local_store, spec)
