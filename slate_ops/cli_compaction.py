@@ -15,6 +15,7 @@ from typing import Any
 
 from slate_ops.admin import LsmShape, RunSummary, SstSummary, lsm_shape
 from slate_ops.cli_data import CommandHelper, render_bytes
+from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import CompactionReport, Compactor, CompactorOptions, Executor, LocalExecutor
 from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import ObjectStore
@@ -27,9 +28,10 @@ def run_compaction(
     full: bool = False,
     executor: Executor | None = None,
     options: CompactorOptions | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> CompactionReport | None:
     """One compaction of ``path`` (None: nothing to compact); the compactor is closed afterwards."""
-    compactor = Compactor(path, store, options, executor)
+    compactor = Compactor(path, store, options, executor, clock=clock)
     try:
         return compactor.run_once(full=full)
     finally:

@@ -124,7 +124,9 @@ def compact_op(
         from slate_ops.spark import SparkExecutor  # pyspark is imported only by Spark runs
 
         executor = SparkExecutor(pyspark.spark_session)
-    report = run_compaction(db.path, store, full=config.full, executor=executor, options=options)
+    report = run_compaction(
+        db.path, store, full=config.full, executor=executor, options=options, clock=slate.clock()
+    )
     after = lsm_shape(db.path, store)
     if report is None:
         context.log.info(f"{name}: nothing to compact at manifest {before.manifest_id}")

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import pyarrow as pa
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
@@ -88,7 +88,7 @@ class SparkExecutor:
         except (PySparkException, Py4JError) as exc:
             raise SlateOpsError(
                 f"Spark compaction of {spec.db_path!r} ({count} subcompactions) failed: "
-                f"{_first_line(exc)}. Output SSTs already written are orphans that GC removes. If "
+                f"{_remote_error(exc)}. Output SSTs already written are orphans that GC removes. If "
                 "the workers cannot import slate_ops, set PYSPARK_PYTHON to this interpreter before "
                 "the Spark session starts."
             ) from exc
@@ -145,9 +145,15 @@ def _job_description(spec: CompactionSpec) -> str:
     return f"slate_ops compaction of {spec.db_path or '<root>'}: {len(spec.subcompactions)} subcompaction(s)"
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def _remote_error(exc: BaseException) -> str:
+    """The failed task's Python exception line (``module.Error: message``), else the first line."""
+    lines = str(exc).strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if starts:
+        for line in lines[starts[-1] + 1 :]:
+            if line and not line[0].isspace():
+                return line.strip()
+    return lines[0] if lines else type(exc).__name__
 
 
 @functools.lru_cache(maxsize=16)
@@ -162,13 +168,13 @@ def _run_task(task: Task) -> tuple[int, SubcompactionResult]:
     return index, _run_subcompaction(_worker_store(url), spec, key_range)
 
 
-def _run_arrow_batches(url: str, spec: CompactionSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _run_arrow_batches(
+    url: str, spec: CompactionSpec, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: subcompaction indexes in, pickled :class:`SubcompactionResult` out."""
     for batch in batches:
         indexes = [int(i) for i in batch.column(0).to_pylist()]
-        results = [
-            pickle.dumps(_run_task((i, url, spec, spec.subcompactions[i]))[1]) for i in indexes
-        ]
+        results = [pickle.dumps(_run_task((i, url, spec, spec.subcompactions[i]))[1]) for i in indexes]
         yield pa.RecordBatch.from_arrays(
             [pa.array(indexes, pa.int64()), pa.array(results, pa.binary())], names=["index", "result"]
         )

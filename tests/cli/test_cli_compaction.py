@@ -56,7 +56,9 @@ def contents(store: ObjectStore) -> dict[bytes, bytes]:
         reader.close()
 
 
-def test_compact_merges_l0_into_one_sorted_run(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compact_merges_l0_into_one_sorted_run(
+    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     flush_rounds(store, 5)
     _, before, _ = cli(capsys, "shape")
     assert len(before["l0"]) == 5 and before["sorted_runs"] == []
@@ -110,7 +112,12 @@ def test_nothing_to_compact_then_full(store: ObjectStore, capsys: pytest.Capture
 
     code, full, _ = cli(capsys, "compact", "--full")
     assert code == 0
-    assert (full["compacted"], full["kind"], len(full["input_ssts"]), full["rows_out"]) == (True, "full", 3, 10)
+    assert (full["compacted"], full["kind"], len(full["input_ssts"]), full["rows_out"]) == (
+        True,
+        "full",
+        3,
+        10,
+    )
     assert full["sources"][-1] == "sr:0"
     _, shape, _ = cli(capsys, "shape")
     assert shape["l0"] == [] and [r["id"] for r in shape["sorted_runs"]] == [0]

@@ -20,7 +20,8 @@ from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from tests.engine.conftest import quiet
 
-KEYS = st.binary(min_size=1, max_size=3)
+# mostly a few hot keys (overwrites and deletes across memtables, SSTs and runs), sometimes any key
+KEYS = st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f\x00", b"\xff"]) | st.binary(min_size=1, max_size=3)
 VALUES = st.binary(max_size=40)
 OPTIONS = quiet(l0_sst_size_bytes=600, l0_max_ssts=10_000)  # small memtables: many freezes and L0 flushes
 

@@ -28,13 +28,18 @@ from slate_ops.objstore.base import ObjectStore
 from slate_ops.spark import SparkExecutor
 from slate_ops.sst import SCHEMA, SstReader
 
-pytestmark = pytest.mark.spark
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
 
 PATH = "db"
 QUIET = DbOptions(
     wal_flush_interval=timedelta(hours=1), manifest_poll_interval=timedelta(hours=1), l0_max_ssts=1000
 )
-QUIET_READER = ReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=timedelta(hours=3))
+QUIET_READER = ReaderOptions(
+    manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=timedelta(hours=3)
+)
 # Small limits so a few thousand rows split into several subcompactions and output SSTs.
 SMALL = CompactorOptions(min_sources=2, max_subcompaction_bytes=16 * 1024, target_sst_bytes=8 * 1024)
 
@@ -78,7 +83,9 @@ def l0_spec(store: ObjectStore, cuts: list[bytes]) -> CompactionSpec:
     )
     bounds: list[bytes | None] = [None, *cuts, None]
     ranges = tuple(KeyRange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1))
-    return CompactionSpec(PATH, sources, drop_tombstones=True, target_sst_bytes=8 * 1024, subcompactions=ranges)
+    return CompactionSpec(
+        PATH, sources, drop_tombstones=True, target_sst_bytes=8 * 1024, subcompactions=ranges
+    )
 
 
 def output_rows(store: ObjectStore, result: ExecutionResult) -> pa.Table:
@@ -132,12 +139,18 @@ def test_memory_stores_are_refused(spark: SparkSession, local_store: LocalStore)
             SparkExecutor(spark).execute(store, spec)
     with pytest.raises(InvalidArgumentError, match="memory://"):
         SparkExecutor(spark, store_url="memory://x")
-    assert SparkExecutor(spark).execute(local_store, spec.__class__(PATH, (), True, 1024, ())).subcompactions == 0
+
+
+def test_a_spec_without_subcompactions_starts_no_job(spark: SparkSession, local_store: LocalStore) -> None:
+    empty = CompactionSpec(PATH, (), drop_tombstones=True, target_sst_bytes=1024, subcompactions=())
+    result = SparkExecutor(spark).execute(local_store, empty)
+    assert (result.outputs, result.subcompactions, result.rows_in) == ((), 0, 0)
 
 
 def test_a_failed_task_raises_a_slate_ops_error(spark: SparkSession, local_store: LocalStore) -> None:
     fill(local_store, flushes=2, keys=100)
     spec = l0_spec(local_store, [b"key00050"])
     local_store.delete(spec.sources[0].views[0].key)
-    with pytest.raises(SlateOpsError, match=r"Spark compaction of 'db' \(2 subcompactions\) failed.*does not exist"):
+    expected = r"compaction of 'db' \(2 subcompactions\) failed: slate_ops\.errors\.ObjectNotFoundError: "
+    with pytest.raises(SlateOpsError, match=expected + ".*does not exist"):
         SparkExecutor(spark).execute(local_store, spec)
