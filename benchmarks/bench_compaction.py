@@ -10,8 +10,8 @@ Method
   initial manifest listing them (newest first). Rows are 128 bytes: 16-byte random keys and
   112-byte values (56 random bytes + 56 bytes of a repeated pattern, so lz4 has something to do).
   Each SST holds distinct keys drawn from one key universe sized so that ~25 % of all input rows
-  are shadowed by a newer version; 2 % of the rows are tombstones. Default ~12 MB of rows per SST
-  (~96 MiB in all); ``--quick`` uses ~2 MB per SST and writes no results file.
+  are shadowed by a newer version; 2 % of the rows are tombstones. Default ~16 MB of rows per SST
+  (128 MB in all); ``--quick`` uses ~2 MB per SST and writes no results file.
 * Each compaction run gets a fresh copy of the database made of hard links (inputs are immutable,
   every store write publishes a new inode), then ``Compactor(...).run_once()`` compacts all L0 SSTs
   into one sorted run: planning (reading every SST's index), the executor, the manifest commit.
@@ -99,7 +99,7 @@ class Inputs:
     def logical_bytes(self) -> int:
         return self.rows * ROW_BYTES
 
-    def keys(self) -> list[str]:
+    def object_keys(self) -> list[str]:
         return [sst_key(DB_PATH, s.id) for s in self.ssts]
 
 
@@ -313,7 +313,7 @@ def raw_limit(inputs: Inputs, workdir: Path, meter: Meter, repeat: int) -> Resul
         started = time.perf_counter()
         tables = [
             SstReader.open(store, key, size=s.info.size_bytes).read_table()
-            for key, s in zip(inputs.keys(), inputs.ssts, strict=True)
+            for key, s in zip(inputs.object_keys(), inputs.ssts, strict=True)
         ]
         table = pa.concat_tables(tables).sort_by([("key", "ascending"), ("seq", "descending")])
         del tables
@@ -523,12 +523,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="~2 MB per SST, one repeat, no results file")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark executor")
     parser.add_argument(
-        "--mb-per-sst", type=float, default=None, help="MB of rows per input SST (default 12)"
+        "--mb-per-sst", type=float, default=None, help="MB of rows per input SST (default 16)"
     )
     parser.add_argument("--repeat", type=int, default=None, help="runs per configuration (best is kept)")
     parser.add_argument("--output", type=Path, default=None, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
-    mb = args.mb_per_sst or (2.0 if args.quick else 12.0)
+    mb = args.mb_per_sst or (2.0 if args.quick else 16.0)
     repeat = args.repeat or (1 if args.quick else 2)
     meter = Meter()
     with _workdir() as workdir:

@@ -32,9 +32,8 @@ def read_inputs(store: ObjectStore, spec: CompactionSpec, key_range: KeyRange) -
             if bounds is None:
                 continue
             reader = SstReader.open(store, view.key, size=view.size)
-            for batch in reader.scan_batches(bounds.start, bounds.end):
-                batches.append(batch)
-                bytes_read += batch.nbytes
+            batches.extend(reader.scan_batches(bounds.start, bounds.end))
+            bytes_read += reader.stored_bytes(bounds.start, bounds.end)
     return pa.Table.from_batches(batches, schema=SCHEMA), bytes_read
 
 

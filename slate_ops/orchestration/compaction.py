@@ -32,6 +32,7 @@ from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.ops import DB_TAG, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.sensors import describe_databases, parse_cursor
+from slate_ops.spark import LOCAL_CONFIG, SparkExecutor
 
 COMPACTION_JOB = "compaction_job"
 """Name of the job (defined in ``jobs/compaction.py``) that runs :func:`compact_op`."""
@@ -70,14 +71,10 @@ class LocalPySparkResource(LazyPySparkResource):
 
 
 def local_pyspark_resource() -> LocalPySparkResource:
-    """The ``pyspark`` resource: a lazily started ``local[2]`` session bound to 127.0.0.1."""
+    """The ``pyspark`` resource: a lazily started ``local[2]`` session with ``slate_ops.spark``'s
+    small-machine settings (bound to 127.0.0.1, no UI)."""
     return LocalPySparkResource(
-        spark_config={
-            "spark.master": "local[2]",
-            "spark.app.name": "slate_ops-compaction",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.host": "127.0.0.1",
-        }
+        spark_config={**LOCAL_CONFIG, "spark.master": "local[2]", "spark.app.name": "slate_ops-compaction"}
     )
 
 
@@ -119,11 +116,10 @@ def compact_op(
     store = slate.open_store(name)
     options = compactor_options(db)
     before = lsm_shape(db.path, store)
-    executor: Executor = LocalExecutor()
-    if config.executor == "spark":
-        from slate_ops.spark import SparkExecutor  # pyspark is imported only by Spark runs
-
-        executor = SparkExecutor(pyspark.spark_session)
+    # The session starts here, only in runs that ask for Spark.
+    executor: Executor = (
+        SparkExecutor(pyspark.spark_session) if config.executor == "spark" else LocalExecutor()
+    )
     report = run_compaction(
         db.path, store, full=config.full, executor=executor, options=options, clock=slate.clock()
     )

@@ -277,6 +277,11 @@ class SstReader:
         """``(first key, stored bytes)`` of every block, from the index: for planning splits."""
         return [(k, e - o) for k, o, e in zip(self._first_keys, self._offsets, self._ends, strict=True)]
 
+    def stored_bytes(self, start: bytes | None = None, end: bytes | None = None) -> int:
+        """Stored (compressed) bytes of the blocks a scan of ``[start, end)`` reads."""
+        lo, hi = self._block_range(start, end)
+        return sum(self._ends[i] - self._offsets[i] for i in range(lo, hi) if self._overlaps(i, start, end))
+
     def read_table(self) -> pa.Table:
         """Every row of the file, in file order."""
         return pa.Table.from_batches(list(self.scan_batches()), schema=SCHEMA)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pyarrow as pa
 import pytest
@@ -23,7 +25,7 @@ from slate_ops.engine.lsm import resolve_sst_path, sst_key
 from slate_ops.errors import InvalidArgumentError, SlateOpsError
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import CountingStore, LocalStore, MemoryStore
+from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, S3Store
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.spark import SparkExecutor
 from slate_ops.sst import SCHEMA, SstReader
@@ -110,6 +112,23 @@ def test_compactor_on_spark_keeps_the_content(spark: SparkSession, local_store: 
     assert contents(local_store) == model
     with Db.open(PATH, local_store, QUIET) as db:
         assert dict(db.scan()) == model
+
+
+@pytest.mark.s3
+def test_tasks_reach_s3_through_the_store_url(
+    spark: SparkSession, make_s3_store: Callable[..., S3Store]
+) -> None:
+    """``S3Store.url`` carries moto's endpoint and region. Credentials come from the workers'
+    environment, and this JVM may have started before the dummy AWS variables were set, so the
+    test adds them to the task URL."""
+    store = make_s3_store("spark")
+    assert "endpoint_url=" in store.url and "region=" in store.url
+    model = fill(store)
+    credentials = urlencode({"access_key_id": "testing", "secret_access_key": "testing"})
+    executor = SparkExecutor(spark, store_url=f"{store.url}&{credentials}")
+    report = Compactor(PATH, store, SMALL, executor=executor).run_once()
+    assert report is not None and report.executor == "spark" and report.subcompactions >= 3
+    assert contents(store) == model
 
 
 def test_spark_and_local_executors_write_the_same_rows(spark: SparkSession, local_store: LocalStore) -> None:
