@@ -16,20 +16,22 @@ Method
   every store write publishes a new inode), then ``Compactor(...).run_once()`` compacts all L0 SSTs
   into one sorted run: planning (reading every SST's index), the executor, the manifest commit.
   Throughput is stored input bytes (the SST files) / wall time of ``run_once``. Each configuration
-  runs ``--repeat`` times (default 2); the best time is reported. Inputs stay in the page cache.
+  runs ``--repeat`` times (default 3); the best time is reported. Inputs stay in the page cache.
 * Raw limit, single thread, no slate_ops compaction logic: ``SstReader.read_table`` of every input,
   ``concat_tables``, ``sort_by`` (key asc, seq desc), then ``encode_sst`` + ``put`` of outputs of
   ``TARGET_SST_BYTES`` of rows. It keeps every row (no dedup), so it writes more than a compaction.
-* Spark: one session per master (``local[1]``, ``local[2]``), started before timing; an untimed
-  warm-up compaction on each session starts and imports the Python workers, so the times exclude
+* Spark: a fresh session for each (master, subcompaction size), started before timing; an untimed
+  warm-up compaction at that size starts the Python workers and their imports, so the times exclude
   the JVM start and the workers' first imports.
-* Peak memory: before each timed run the kernel's peak-RSS counter is reset (``5`` >
-  ``/proc/<pid>/clear_refs``) for this process and for every Spark Python worker (descendants of
-  this process running ``pyspark.daemon``); afterwards ``VmHWM`` minus ``VmRSS`` at the reset is the
-  run's peak growth. "driver" is this process (for the local executor: all the work); "worker" is the
-  largest growth of one Spark Python worker (each runs one subcompaction at a time). The JVM's
-  memory is not measured (it moves no rows: tasks read and write the store themselves).
-* Subcompaction size: ``max_subcompaction_bytes`` = 8 MiB (the main rows) and 32 MiB (memory rows),
+* Peak memory, the largest over the repeats: before each run, freed memory is returned to the OS
+  (``gc.collect``, Arrow's ``release_unused``, glibc's ``malloc_trim``) and the kernel's peak-RSS
+  counter is reset (``5`` > ``/proc/<pid>/clear_refs``) for this process and for every Spark Python
+  worker (descendants of this process running ``pyspark.daemon``). "driver" is this process's
+  ``VmHWM`` minus its ``VmRSS`` at the reset (for the local executor: all the work). "worker" is the
+  largest absolute ``VmHWM`` of one Spark Python worker, interpreter and imports included (each
+  worker runs one subcompaction at a time). The JVM is not measured (it moves no rows: tasks read
+  and write the store themselves).
+* Subcompaction size: ``max_subcompaction_bytes`` = 16 MiB (the main rows) and 64 MiB (memory rows),
   to show that peak memory follows it.
 """
 
@@ -48,7 +50,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -72,8 +74,8 @@ SHADOWED = 0.25  # target share of input rows shadowed by a newer version
 TOMBSTONES = 0.02
 MiB = 1024 * 1024
 TARGET_SST_BYTES = 16 * MiB
-MAIN_SUBCOMPACTION = 8 * MiB
-LARGE_SUBCOMPACTION = 32 * MiB
+MAIN_SUBCOMPACTION = 16 * MiB
+LARGE_SUBCOMPACTION = 64 * MiB
 TARGET_LOCAL_MB_S = 100.0
 TARGET_LOCAL_VS_RAW = 0.5
 TARGET_SPARK_SCALING = 1.6
@@ -255,33 +257,26 @@ class Meter:
     def __init__(self) -> None:
         self.available = _clear_refs("self")
         self._driver_base = 0
-        self._worker_base: dict[int, int] = {}
 
     def reset(self) -> None:
+        """Return freed memory to the OS (Python, Arrow's pool, glibc), then reset the peak counters."""
         gc.collect()
+        pa.default_memory_pool().release_unused()
         _malloc_trim()
         if not self.available:
             return
         _clear_refs("self")
         self._driver_base = _status_kib("self", "VmRSS")
-        self._worker_base = {}
         for pid in spark_worker_pids():
-            if _clear_refs(pid):
-                self._worker_base[pid] = _status_kib(pid, "VmRSS")
+            _clear_refs(pid)
 
     def read(self) -> tuple[int | None, int | None]:
-        """(driver peak growth KiB, largest worker peak growth KiB or None without workers)."""
+        """(this process's peak growth KiB, largest absolute peak RSS KiB of a Spark worker or None)."""
         if not self.available:
             return None, None
         driver = max(0, _status_kib("self", "VmHWM") - self._driver_base)
-        worker: int | None = None
-        for pid in spark_worker_pids():
-            base = self._worker_base.get(pid)
-            if base is None:  # forked during the run: count all of it
-                base = 0
-            growth = max(0, _status_kib(pid, "VmHWM") - base)
-            worker = growth if worker is None else max(worker, growth)
-        return driver, worker
+        peaks = [_status_kib(pid, "VmHWM") for pid in spark_worker_pids()]
+        return driver, max(peaks) if peaks else None
 
 
 # --- runs -------------------------------------------------------------------------------------------
@@ -307,6 +302,7 @@ class Result:
 def raw_limit(inputs: Inputs, workdir: Path, meter: Meter, repeat: int) -> Result:
     """Read every input with ``read_table``, concat, sort, encode and put: no compaction logic."""
     best: tuple[float, int | None, int] | None = None
+    driver_peak: int | None = None
     for _ in range(repeat):
         store = fresh_copy(inputs, workdir)
         meter.reset()
@@ -325,6 +321,7 @@ def raw_limit(inputs: Inputs, workdir: Path, meter: Meter, repeat: int) -> Resul
         rows = table.num_rows
         del table
         driver, _ = meter.read()
+        driver_peak = _max(driver_peak, driver)
         if best is None or seconds < best[0]:
             best = (seconds, driver, rows)
     assert best is not None
@@ -358,6 +355,8 @@ def compact(
         target_sst_bytes=TARGET_SST_BYTES,
     )
     best: Result | None = None
+    driver_peak: int | None = None
+    worker_peak: int | None = None
     for _ in range(repeat):
         store = fresh_copy(inputs, workdir)
         compactor = Compactor(DB_PATH, store, options, executor)
@@ -374,10 +373,16 @@ def compact(
             name, executor.name, subcompaction_bytes, report.subcompactions, inputs.stored_bytes, seconds,
             report.rows_out, driver, worker,
         )  # fmt: skip
+        driver_peak = _max(driver_peak, driver)
+        worker_peak = _max(worker_peak, worker)
         if best is None or result.seconds < best.seconds:
             best = result
     assert best is not None
-    return best
+    return replace(best, driver_kib=driver_peak, worker_kib=worker_peak)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 def run_local(
@@ -401,19 +406,19 @@ def run_spark(
     from slate_ops.spark import SparkExecutor, local_spark_session
 
     results: list[Result] = []
-    for master, sizes in (
-        ("local[1]", (MAIN_SUBCOMPACTION,)),
-        ("local[2]", (MAIN_SUBCOMPACTION, LARGE_SUBCOMPACTION)),
-    ):
+    runs = [
+        ("local[1]", MAIN_SUBCOMPACTION),
+        ("local[2]", MAIN_SUBCOMPACTION),
+        ("local[2]", LARGE_SUBCOMPACTION),
+    ]
+    for master, size in runs:
+        # A fresh session per run: its Python workers hold only what this subcompaction size needs.
         spark = local_spark_session(master, "slate_ops-bench")
         try:
             executor = SparkExecutor(spark)
-            compact("warm-up", executor, inputs, workdir, Meter(), MAIN_SUBCOMPACTION, 1)
-            for size in sizes:
-                results.append(
-                    compact(f"SparkExecutor {master}", executor, inputs, workdir, meter, size, repeat)
-                )
-                progress(_line(results[-1]))
+            compact("warm-up", executor, inputs, workdir, Meter(), size, 1)
+            results.append(compact(f"SparkExecutor {master}", executor, inputs, workdir, meter, size, repeat))
+            progress(_line(results[-1]))
         finally:
             spark.stop()
     return results
@@ -484,7 +489,9 @@ def render_targets(results: Sequence[Result]) -> str:
 def render_report(inputs: Inputs, results: Sequence[Result], argv: str, meter: Meter) -> str:
     shadowed = 1 - inputs.live_keys / inputs.rows
     memory = (
-        "kernel peak-RSS reset (`5` > /proc/<pid>/clear_refs), VmHWM - VmRSS at the reset"
+        "kernel peak-RSS reset (`5` > /proc/<pid>/clear_refs) after returning freed memory to the OS; "
+        "driver = VmHWM - VmRSS at the reset, worker = absolute VmHWM of the largest Spark Python worker "
+        "(interpreter and imports included); largest over the repeats"
         if meter.available
         else "not measured (clear_refs not permitted)"
     )
@@ -502,7 +509,7 @@ def render_report(inputs: Inputs, results: Sequence[Result], argv: str, meter: M
             f"({shadowed:.0%} of input rows shadowed or deleted). Outputs cut at "
             f"{TARGET_SST_BYTES // MiB} MiB. MB/s = stored input MB / wall time of `Compactor.run_once` "
             "(planning, executor, commit); best of the repeats. Peak memory: "
-            f"{memory}; 'worker' is the largest single Spark Python worker, the JVM is not measured.",
+            f"{memory}. The JVM is not measured.",
             "",
             render_table(results),
             "",
@@ -529,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
     mb = args.mb_per_sst or (2.0 if args.quick else 16.0)
-    repeat = args.repeat or (1 if args.quick else 2)
+    repeat = args.repeat or (1 if args.quick else 3)
     meter = Meter()
     with _workdir() as workdir:
         started = time.perf_counter()

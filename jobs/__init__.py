@@ -8,9 +8,10 @@ from __future__ import annotations
 import dagster as dg
 
 from jobs.checkpoint_expiry import checkpoint_expiry_job, checkpoint_expiry_schedule
+from jobs.clone import clone_job
 from jobs.compaction import compaction_job, compaction_schedule
 
-ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job, compaction_job]
+ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job, compaction_job, clone_job]
 ALL_SCHEDULES: list[dg.ScheduleDefinition] = [checkpoint_expiry_schedule, compaction_schedule]
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "ALL_SCHEDULES",
     "checkpoint_expiry_job",
     "checkpoint_expiry_schedule",
+    "clone_job",
     "compaction_job",
     "compaction_schedule",
 ]

@@ -179,6 +179,30 @@ class InvalidDeletionError(SlateOpsError):
     """A deletion was refused because something still needs the data (e.g. unexpired checkpoints)."""
 
 
+class GcFailedError(SlateOpsError):
+    """A garbage-collection run recorded errors; ``report`` (a ``slate_ops.gc.GcReport``) lists them
+    together with everything the run did delete. GC deletes only what its rules allow even when a
+    step fails; fix the cause (the errors name the objects) and run it again."""
+
+    def __init__(self, message: str, report: object) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class CloneMismatchError(SlateOpsError):
+    """A database exists at the clone path but is not a clone of the given parent and checkpoint.
+
+    Re-run the clone with its original arguments, or destroy the database at the clone path first.
+    """
+
+
+class CloneWalMissingError(SlateOpsError):
+    """A parent WAL SST that the clone's source checkpoint covers is missing, so cloning would lose writes.
+
+    Destroy the unfinished clone and clone again from a newer checkpoint.
+    """
+
+
 # --- the engine -------------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from slate_ops.admin.checkpoints import (
     list_checkpoints,
     refresh_checkpoint,
 )
+from slate_ops.admin.clone import create_clone
 from slate_ops.admin.db import (
     DbStatus,
     ManifestFile,
@@ -16,24 +17,30 @@ from slate_ops.admin.db import (
     list_manifests,
     read_manifest,
 )
+from slate_ops.admin.destroy import DestroyReport, delete_db_objects, destroy, release_external_checkpoints
 from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, shape_of
 
 __all__ = [
     "CheckpointExpiryReport",
     "DbStatus",
+    "DestroyReport",
     "LsmShape",
     "ManifestFile",
     "RunSummary",
     "SstSummary",
     "create_checkpoint",
+    "create_clone",
     "create_db",
     "delete_checkpoint",
+    "delete_db_objects",
     "describe_db",
+    "destroy",
     "expire_checkpoints",
     "list_checkpoints",
     "list_manifests",
     "lsm_shape",
     "read_manifest",
     "refresh_checkpoint",
+    "release_external_checkpoints",
     "shape_of",
 ]

@@ -85,6 +85,24 @@ class Db:
         db._init(path, store, options or DbOptions(), clock)
         return db
 
+    @classmethod
+    def open_from_checkpoint(
+        cls,
+        path: str,
+        store: ObjectStore,
+        parent_path: str,
+        parent_checkpoint: uuid.UUID | None = None,
+        options: DbOptions | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> Db:
+        """Open the clone at ``path`` of ``parent_path``, creating or finishing it first (spec 000
+        "Clones"); see :func:`slate_ops.admin.clone.create_clone`."""
+        from slate_ops.admin.clone import create_clone  # the admin layer sits above the engine
+
+        create_clone(path, parent_path, store, parent_checkpoint, clock=clock)
+        return cls.open(path, store, options, clock=clock)
+
     # --- opening ----------------------------------------------------------------------------------
 
     def _init(self, path: str, store: ObjectStore, options: DbOptions, clock: Clock) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from slate_ops.orchestration.assets import GROUP_NAME, build_database_assets, database_asset_key
+from slate_ops.orchestration.clones import CLONE_JOB, clone_op
 from slate_ops.orchestration.compaction import (
     COMPACTION_JOB,
     PYSPARK_RESOURCE_KEY,
@@ -67,6 +68,7 @@ def build_definitions(
 
 __all__ = [
     "CHECKPOINT_EXPIRY_JOB",
+    "CLONE_JOB",
     "COMPACTION_JOB",
     "DATABASES_JOB",
     "DB_TAG",
@@ -75,6 +77,7 @@ __all__ = [
     "SlateDatabasesResource",
     "SlateOpsConfig",
     "build_definitions",
+    "clone_op",
     "compact_op",
     "database_asset_key",
     "expire_checkpoints_op",

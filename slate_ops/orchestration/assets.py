@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import dagster as dg
 
 from slate_ops.admin import DbStatus, create_db, describe_db
+from slate_ops.admin.clone import ensure_clone
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
@@ -49,11 +50,15 @@ def build_database_asset(db: DatabaseConfig) -> dg.AssetsDefinition:
         group_name=GROUP_NAME,
         description=db.description or f"slate_ops database {db.path!r}",
         metadata={"store_url": dg.MetadataValue.text(redact_url(db.store_url)), "path": db.path},
+        deps=[database_asset_key(db.parent)] if db.parent is not None else None,  # a clone's lineage
     )
     def _database(slate: SlateDatabasesResource) -> dg.MaterializeResult[None]:
         current = slate.database(name)
         store = slate.open_store(name)
-        create_db(current.path, store, exist_ok=True)
+        if current.parent is None:
+            create_db(current.path, store, exist_ok=True)
+        else:
+            ensure_clone(current.path, slate.database(current.parent).path, store, clock=slate.clock())
         return dg.MaterializeResult(
             metadata=status_metadata(describe_db(current.path, store, clock=slate.clock()))
         )

@@ -7,6 +7,10 @@ A YAML file with one entry per database::
         store_url: file:///var/lib/slate # optional: defaults to $SLATE_OPS_STORE, else file://<cwd>/.slate
         path: demo                       # the database's path inside the store
         checkpoint_expiry_dry_run: false # scheduled / sensor-requested expiry only reports
+      - name: demo_clone                 # a clone of demo: its asset is downstream of demo's
+        store_url: file:///var/lib/slate # a clone lives in its parent's store
+        path: demo_clone
+        parent: demo                     # optional: the configured database this one is cloned from
 
 ``load_config`` reads the file named by its argument, else by ``$SLATE_OPS_CONFIG``, else the
 embedded ``default_databases.yaml`` (one ``demo`` database in the local store). String values may
@@ -66,6 +70,11 @@ class DatabaseConfig(dg.Config):
         description="L0 SSTs that make the compaction sensor request a run (the compactor's min_sources); "
         "default: CompactorOptions().min_sources (4).",
     )
+    parent: str | None = Field(
+        default=None,
+        description="Name of the configured database this one is a clone of (same store): its asset is "
+        "downstream of the parent's, and materializing it creates the clone from the parent's current state.",
+    )
 
 
 class SlateOpsConfig(dg.Config):
@@ -82,6 +91,33 @@ class SlateOpsConfig(dg.Config):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"database names must be unique; repeated: {', '.join(duplicates)}")
+        return databases
+
+    @field_validator("databases")
+    @classmethod
+    def _parents_exist(cls, databases: list[DatabaseConfig]) -> list[DatabaseConfig]:
+        """A clone's ``parent`` names another entry in the same store, and parents form no cycle."""
+        by_name = {d.name: d for d in databases}
+        for db in databases:
+            if db.parent is None:
+                continue
+            parent = by_name.get(db.parent)
+            if parent is None:
+                raise ValueError(
+                    f"database {db.name!r} names parent {db.parent!r}, which is not configured; "
+                    f"configured: {', '.join(by_name)}"
+                )
+            if parent.store_url != db.store_url:
+                raise ValueError(
+                    f"clone {db.name!r} must be in its parent {db.parent!r}'s store ({parent.store_url}), "
+                    "since it reads the parent's SSTs in place"
+                )
+            seen = [db.name]
+            while parent is not None:
+                if parent.name in seen:
+                    raise ValueError(f"databases' parents form a cycle: {' -> '.join([*seen, parent.name])}")
+                seen.append(parent.name)
+                parent = by_name.get(parent.parent) if parent.parent is not None else None
         return databases
 
     def database(self, name: str) -> DatabaseConfig:

@@ -58,10 +58,10 @@ class SparkExecutor:
 
     The store must be reachable from every worker by its URL: ``file://`` on a filesystem all workers
     share (any path on ``local[*]``), or ``s3://``. ``memory://`` stores live in one process and are
-    refused. ``store_url`` overrides ``store.url`` for the tasks, e.g. an ``s3://`` URL with the
-    ``endpoint_url``/``region`` options of a non-AWS endpoint (credentials are best taken from the
-    workers' environment). ``mode`` picks the job shape (see the module docstring); ``"auto"`` uses
-    ``"rdd"`` unless the session has no SparkContext (Spark Connect).
+    refused. ``S3Store.url`` carries a custom endpoint and region but never credentials: workers
+    take those from their environment. ``store_url`` overrides ``store.url`` for the tasks, e.g.
+    to add credentials the workers' environment lacks. ``mode`` picks the job shape (see the
+    module docstring); ``"auto"`` uses ``"rdd"`` unless the session has no SparkContext (Spark Connect).
     """
 
     name = "spark"
@@ -86,11 +86,15 @@ class SparkExecutor:
         try:
             results = self._run_rdd(url, spec) if mode == "rdd" else self._run_dataframe(url, spec)
         except (PySparkException, Py4JError) as exc:
+            hint = ""
+            if "No module named" in str(exc):
+                hint = (
+                    " The Spark workers' Python lacks a module: set PYSPARK_PYTHON to an interpreter "
+                    "with slate_ops installed (e.g. this one) before the Spark session starts."
+                )
             raise SlateOpsError(
                 f"Spark compaction of {spec.db_path!r} ({count} subcompactions) failed: "
-                f"{_remote_error(exc)}. Output SSTs already written are orphans that GC removes. If "
-                "the workers cannot import slate_ops, set PYSPARK_PYTHON to this interpreter before "
-                "the Spark session starts."
+                f"{_remote_error(exc)}. Output SSTs already written are orphans that GC removes.{hint}"
             ) from exc
         if [index for index, _ in results] != list(range(count)):
             raise SlateOpsError(

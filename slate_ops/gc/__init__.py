@@ -1,0 +1,20 @@
+"""The garbage collector (spec 000 "Garbage Collector", spec 002 boundary files; docs/design/gc.md).
+
+``GarbageCollector(path, store, GcOptions(...)).run_once(dry_run=False) -> GcReport`` runs every
+task once; ``run(stop_event)`` repeats it every ``interval`` until the database is gone.
+"""
+
+from slate_ops.gc.collector import GarbageCollector
+from slate_ops.gc.options import ALL_RESOURCES, MIN_AGE_FLOOR, GcOptions, Resource
+from slate_ops.gc.report import DeletedObject, GcReport, ResourceReport
+
+__all__ = [
+    "ALL_RESOURCES",
+    "MIN_AGE_FLOOR",
+    "DeletedObject",
+    "GarbageCollector",
+    "GcOptions",
+    "GcReport",
+    "Resource",
+    "ResourceReport",
+]

@@ -1,0 +1,34 @@
+"""GC of WAL SSTs (spec 000 "Garbage Collector", "Clean up WAL SSTs").
+
+Kept: every WAL SST above the latest manifest's ``replay_after_wal_id`` (not yet in L0); the ranges
+``(replay_after_wal_id, wal_id_last_seen]`` of every live checkpoint's manifest (what a reader of it
+replays); anything the issue-204 history still references (:mod:`slate_ops.gc.snapshot`), so a WAL
+SST is deleted only ``wal_min_age`` after the manifest that moved ``replay_after_wal_id`` past it;
+anything written after the cutoff; and empty fence objects unless ``delete_wal_fences``.
+"""
+
+from __future__ import annotations
+
+from slate_ops.gc.listing import WalFile
+from slate_ops.gc.references import Protection
+from slate_ops.objstore.base import ObjectMeta
+
+
+def plan_wal(
+    files: list[WalFile], protection: Protection, cutoff: float, *, delete_fences: bool
+) -> list[ObjectMeta]:
+    return [
+        f.meta
+        for f in files
+        if not protection.keeps_wal(f.id)
+        and f.meta.last_modified.timestamp() <= cutoff
+        and (delete_fences or not f.is_fence)
+    ]
+
+
+def still_deletable_wal(
+    files: list[WalFile], planned: list[ObjectMeta], extra: Protection
+) -> list[ObjectMeta]:
+    """``planned`` minus what ``extra`` (references found after planning) protects."""
+    ids = {f.meta.key: f.id for f in files}
+    return [m for m in planned if not extra.keeps_wal(ids[m.key])]

@@ -1,0 +1,144 @@
+"""Clones in Dagster: ``clone_op``, which creates (or finishes) one clone of a database.
+
+Clones declared in the databases config (``parent: <name>``) are assets downstream of their parent's
+asset; materializing one creates the clone when it is missing (see
+:mod:`~slate_ops.orchestration.assets`). ``clone_job`` creates a clone on request, configured or
+not: its run carries the parent's ``slate_ops/db`` tag, since cloning writes the parent's manifest
+(the source and final checkpoints). See docs/design/clones-and-destroy.md.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+import uuid
+from dataclasses import dataclass
+
+import dagster as dg
+from pydantic import Field
+
+from slate_ops.admin import create_clone, describe_db
+from slate_ops.errors import ConfigError
+from slate_ops.orchestration.assets import database_asset_key, status_metadata
+from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+CLONE_JOB = "clone_job"
+"""Name of the job (defined in ``jobs/clone.py``) that runs :func:`clone_op`."""
+
+
+class CloneConfig(dg.Config):
+    """Run config of :func:`clone_op`."""
+
+    database: str | None = Field(
+        default=None,
+        description=f"The parent database; defaults to the run's {DB_TAG} tag (both set: they must agree).",
+    )
+    clone_name: str = Field(
+        description="The clone's name: a configured database whose parent is `database`, or a new name "
+        "used in logs and metadata (then `clone_path` is required)."
+    )
+    clone_path: str | None = Field(
+        default=None,
+        description="The clone's path in the parent's store; defaults to the configured clone's path.",
+    )
+    checkpoint: str | None = Field(
+        default=None,
+        description="Clone the parent at this checkpoint id (UUID); default: its current state.",
+    )
+
+
+@dataclass(frozen=True)
+class CloneResult:
+    """What :func:`clone_op` created."""
+
+    parent: str
+    clone_name: str
+    clone_path: str
+    manifest_id: int
+    initialized: bool
+    source_checkpoint_id: uuid.UUID
+    final_checkpoint_id: uuid.UUID
+    external_dbs: tuple[str, ...]
+
+
+@dg.op(description="Create (or finish creating) a clone of the database and report it.")
+def clone_op(
+    context: dg.OpExecutionContext, config: CloneConfig, slate: SlateDatabasesResource
+) -> dg.Output[CloneResult]:
+    parent_name = _target_database(context, config.database)
+    parent = slate.database(parent_name)
+    configured = next((d for d in slate.config.databases if d.name == config.clone_name), None)
+    if configured is not None and configured.parent != parent_name:
+        raise ConfigError(
+            f"database {config.clone_name!r} is configured with parent {configured.parent!r}, "
+            f"not {parent_name!r}; fix the config or pick another clone_name"
+        )
+    clone_path = config.clone_path or (configured.path if configured is not None else None)
+    if clone_path is None:
+        raise ConfigError(f"clone {config.clone_name!r} is not configured: give clone_path in the op config")
+    if configured is not None and config.clone_path is not None and config.clone_path != configured.path:
+        raise ConfigError(
+            f"clone_path {config.clone_path!r} differs from the configured path {configured.path!r} "
+            f"of {config.clone_name!r}"
+        )
+    checkpoint = _checkpoint_id(config.checkpoint)
+    store = slate.open_store(parent_name)
+    created = create_clone(clone_path, parent.path, store, checkpoint, clock=slate.clock())
+    direct = created.value.external_dbs[-1]
+    result = CloneResult(
+        parent=parent_name,
+        clone_name=config.clone_name,
+        clone_path=clone_path,
+        manifest_id=created.id,
+        initialized=created.value.initialized,
+        source_checkpoint_id=direct.source_checkpoint_id,
+        final_checkpoint_id=direct.final_checkpoint_id,
+        external_dbs=tuple(ed.path for ed in created.value.external_dbs),
+    )
+    context.log.info(
+        f"{config.clone_name} ({clone_path}) is a clone of {parent_name} at checkpoint "
+        f"{result.source_checkpoint_id}; manifest {result.manifest_id}"
+    )
+    if configured is not None:
+        status = describe_db(clone_path, store, clock=slate.clock())
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=database_asset_key(configured.name), metadata=status_metadata(status)
+            )
+        )
+    return dg.Output(result, metadata=clone_metadata(result))
+
+
+def clone_metadata(result: CloneResult) -> dict[str, dg.MetadataValue]:
+    """The clone as run metadata."""
+    return {
+        "parent": dg.MetadataValue.text(result.parent),
+        "clone_name": dg.MetadataValue.text(result.clone_name),
+        "clone_path": dg.MetadataValue.text(result.clone_path),
+        "manifest_id": dg.MetadataValue.int(result.manifest_id),
+        "initialized": dg.MetadataValue.bool(result.initialized),
+        "source_checkpoint_id": dg.MetadataValue.text(str(result.source_checkpoint_id)),
+        "final_checkpoint_id": dg.MetadataValue.text(str(result.final_checkpoint_id)),
+        "external_dbs": dg.MetadataValue.text(", ".join(result.external_dbs)),
+    }
+
+
+def clone_run_config(
+    parent: str, clone_name: str, clone_path: str | None = None, checkpoint: str | None = None
+) -> dict[str, object]:
+    """Run config of the clone job (tag the run ``slate_ops/db=<parent>``)."""
+    config: dict[str, object] = {"database": parent, "clone_name": clone_name}
+    if clone_path is not None:
+        config["clone_path"] = clone_path
+    if checkpoint is not None:
+        config["checkpoint"] = checkpoint
+    return {"ops": {"clone_op": {"config": config}}}
+
+
+def _checkpoint_id(text: str | None) -> uuid.UUID | None:
+    if text is None:
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise ConfigError(f"checkpoint {text!r} is not a checkpoint id (a UUID)") from None

@@ -1,0 +1,358 @@
+"""Clones (spec 000 "Clones"): what a clone reads, isolation, nesting, refusals and resumability."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from slate_ops import CheckpointScope, Db, DbReader, admin
+from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX, SOURCE_CHECKPOINT_PREFIX, clone_manifest
+from slate_ops.clock import ManualClock
+from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.config import CheckpointOptions
+from slate_ops.engine.lsm import LsmState, SstReaders, sst_key
+from slate_ops.engine.wal import WalStore
+from slate_ops.errors import (
+    CheckpointExpiredError,
+    CheckpointNotFoundError,
+    CloneMismatchError,
+    CloneWalMissingError,
+    DbDestroyedError,
+    DbNotFoundError,
+    DbNotInitializedError,
+    InvalidArgumentError,
+)
+from slate_ops.manifest.model import Checkpoint, Manifest
+from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.wrappers import SimulatedCrash
+from tests.conftest import snapshot
+from tests.engine.conftest import QUIET_READER, engine_store, quiet, stop_leftover_threads
+
+FIXTURES = (engine_store, stop_leftover_threads)  # used by name: local and S3 stores, thread cleanup
+
+PARENT = "dbs/parent"
+FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_bytes=1 << 20)
+
+
+def build_parent(
+    store: ObjectStore, path: str = PARENT, clock: ManualClock | None = None
+) -> dict[bytes, bytes]:
+    """A parent with a sorted run, an L0 SST and writes only in the WAL; returns its contents."""
+    model: dict[bytes, bytes] = {}
+    options = quiet(l0_max_ssts=1000)
+    with Db.open(path, store, options, clock=clock or ManualClock()) as db:
+        for round_ in range(3):
+            for i in range(round_, 60, round_ + 1):
+                key, value = b"k%03d" % i, b"r%d-%d" % (round_, i)
+                db.put(key, value)
+                model[key] = value
+            db.delete(b"k%03d" % (round_ * 7))
+            model.pop(b"k%03d" % (round_ * 7), None)
+            db.flush_memtable()
+    Compactor(path, store, FULL).run_once(full=True)
+    with Db.open(path, store, options, clock=clock or ManualClock()) as db:
+        for i in range(0, 60, 5):
+            db.put(b"k%03d" % i, b"l0-%d" % i)
+            model[b"k%03d" % i] = b"l0-%d" % i
+        db.flush_memtable()
+        for i in range(0, 60, 9):  # these stay in the WAL only
+            db.put(b"k%03d" % i, b"wal-%d" % i)
+            model[b"k%03d" % i] = b"wal-%d" % i
+        db.delete(b"k001")
+        model.pop(b"k001", None)
+    return model
+
+
+def contents(store: ObjectStore, path: str) -> dict[bytes, bytes]:
+    with DbReader.open(path, store, options=QUIET_READER) as reader:
+        return dict(reader.scan())
+
+
+def manifest(store: ObjectStore, path: str) -> Manifest:
+    return ManifestStore(store, path).read_latest_required().value
+
+
+def named(store: ObjectStore, path: str, name: str) -> list[Checkpoint]:
+    return [c for c in manifest(store, path).checkpoints if c.name == name]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+def test_clone_reads_the_parent_at_the_checkpoint(engine_store: ObjectStore) -> None:
+    build_parent(engine_store)
+    with Db.open(PARENT, engine_store, quiet()) as db:
+        db.put(b"at-checkpoint", b"1")
+        checkpoint = db.create_checkpoint()  # flushes the memtable: the WAL past L0 is empty
+        db.put(b"after-checkpoint", b"2")
+        db.put(b"k002", b"changed later")
+    with DbReader.open(PARENT, engine_store, checkpoint.id, QUIET_READER) as reader:
+        at_checkpoint = dict(reader.scan())
+    assert b"at-checkpoint" in at_checkpoint and b"after-checkpoint" not in at_checkpoint
+
+    created = admin.create_clone("dbs/clone", PARENT, engine_store, checkpoint.id)
+    assert created.value.initialized
+    assert contents(engine_store, "dbs/clone") == at_checkpoint
+    (parent_entry,) = created.value.external_dbs
+    assert parent_entry.path == PARENT and parent_entry.source_checkpoint_id == checkpoint.id
+    assert [c.id for c in named(engine_store, PARENT, FINAL_CHECKPOINT_PREFIX + "dbs/clone")] == [
+        parent_entry.final_checkpoint_id
+    ]
+    # The writer of the clone reads the parent's SSTs through path resolution, and its WAL copy.
+    with Db.open_from_checkpoint("dbs/clone", engine_store, PARENT, checkpoint.id, quiet()) as clone:
+        assert dict(clone.scan()) == at_checkpoint
+        lsm = LsmState(clone.manifest, clone.path, SstReaders(engine_store, None))
+        assert lsm.object_keys() and all(key.startswith(PARENT + "/compacted/") for key in lsm.object_keys())
+
+
+def test_clone_without_checkpoint_includes_writes_only_in_the_wal(engine_store: ObjectStore) -> None:
+    model = build_parent(engine_store)
+    parent = manifest(engine_store, PARENT)
+    assert WalStore(engine_store, PARENT).list_ids(parent.replay_after_wal_id)  # WAL-only writes exist
+    created = admin.create_clone("dbs/clone", PARENT, engine_store)
+    assert contents(engine_store, "dbs/clone") == model
+    copied = WalStore(engine_store, "dbs/clone").list_ids()
+    assert copied and min(copied) > created.value.replay_after_wal_id
+    # The ephemeral source checkpoint is gone once the final one pins the state.
+    assert named(engine_store, PARENT, SOURCE_CHECKPOINT_PREFIX + "dbs/clone") == []
+    assert len(named(engine_store, PARENT, FINAL_CHECKPOINT_PREFIX + "dbs/clone")) == 1
+
+
+def test_writes_are_isolated_both_ways(engine_store: ObjectStore) -> None:
+    model = build_parent(engine_store)
+    admin.create_clone("dbs/clone", PARENT, engine_store)
+    with Db.open("dbs/clone", engine_store, quiet()) as clone:
+        clone.put(b"clone-only", b"c")
+        clone.delete(b"k003")
+        clone.flush_memtable()
+        clone.put(b"clone-wal", b"w")
+    with Db.open(PARENT, engine_store, quiet()) as parent:
+        parent.put(b"parent-only", b"p")
+        parent.put(b"k004", b"parent-changed")
+        parent.flush_memtable()
+    Compactor(PARENT, engine_store, FULL).run_once(full=True)  # rewrites the parent's SSTs
+    clone_model = {k: v for k, v in model.items() if k != b"k003"} | {b"clone-only": b"c", b"clone-wal": b"w"}
+    parent_model = model | {b"parent-only": b"p", b"k004": b"parent-changed"}
+    assert contents(engine_store, "dbs/clone") == clone_model
+    assert contents(engine_store, PARENT) == parent_model
+    assert not [m.key for m in engine_store.list(PARENT + "/") if b"clone" in m.key.encode()]
+
+
+def test_compactor_and_reader_of_a_clone_read_the_parents_ssts(store: LocalStore) -> None:
+    model = build_parent(store)
+    admin.create_clone("dbs/clone", PARENT, store)
+    parent_objects = snapshot(store, PARENT + "/compacted/")
+    with DbReader.open("dbs/clone", store, options=QUIET_READER) as reader:
+        assert dict(reader.scan()) == model
+    report = Compactor("dbs/clone", store, FULL).run_once(full=True)
+    assert report is not None and report.input_ssts
+    after = manifest(store, "dbs/clone")
+    assert after.external_dbs[0].sst_ids == ()  # every parent SST was compacted away
+    assert all(store.head(sst_key("dbs/clone", s.physical_id)).size for s in after.ssts)
+    assert contents(store, "dbs/clone") == model
+    assert snapshot(store, PARENT + "/compacted/") == parent_objects
+    assert contents(store, PARENT) == model
+
+
+def test_clone_of_a_clone(store: LocalStore) -> None:
+    model = build_parent(store)
+    first = admin.create_clone("dbs/first", PARENT, store)
+    with Db.open("dbs/first", store, quiet()) as db:
+        db.put(b"first", b"1")
+        db.flush_memtable()  # the first clone now has SSTs of its own
+        db.put(b"first-wal", b"2")
+    second = admin.create_clone("dbs/second", "dbs/first", store)
+    first_model = model | {b"first": b"1", b"first-wal": b"2"}
+    assert contents(store, "dbs/second") == first_model
+
+    inherited, direct = second.value.external_dbs
+    assert inherited.path == PARENT and direct.path == "dbs/first"
+    assert inherited.final_checkpoint_id == direct.final_checkpoint_id
+    # The inherited entry starts from the first clone's final checkpoint (the same manifest).
+    assert inherited.source_checkpoint_id == first.value.external_dbs[0].final_checkpoint_id
+    assert set(inherited.sst_ids) == set(first.value.external_dbs[0].sst_ids)
+    own_first = {s.physical_id for s in manifest(store, "dbs/first").ssts} - set(inherited.sst_ids)
+    assert set(direct.sst_ids) == own_first and own_first
+    # The grandparent holds one final checkpoint per clone; the first clone holds the second's.
+    finals = {c.name: c.id for c in manifest(store, PARENT).checkpoints if c.name != "slate_ops/compaction"}
+    assert finals == {
+        FINAL_CHECKPOINT_PREFIX + "dbs/first": first.value.external_dbs[0].final_checkpoint_id,
+        FINAL_CHECKPOINT_PREFIX + "dbs/second": direct.final_checkpoint_id,
+    }
+    assert [c.id for c in manifest(store, "dbs/first").checkpoints] == [direct.final_checkpoint_id]
+
+    with Db.open("dbs/second", store, quiet()) as db:
+        db.put(b"second", b"3")
+    Compactor("dbs/second", store, FULL).run_once(full=True)
+    assert contents(store, "dbs/second") == first_model | {b"second": b"3"}
+    assert contents(store, "dbs/first") == first_model
+    assert contents(store, PARENT) == model
+
+
+@pytest.mark.parametrize("given_checkpoint", [False, True], ids=["ephemeral", "given-checkpoint"])
+@pytest.mark.parametrize("nested", [False, True], ids=["clone", "clone-of-clone"])
+def test_a_crash_at_every_step_is_completed_by_a_rerun(
+    store: LocalStore, given_checkpoint: bool, nested: bool
+) -> None:
+    clock = ManualClock(1_700_000_000.0)
+    model = build_parent(store, clock=clock)
+    parent = PARENT
+    if nested:
+        admin.create_clone("dbs/middle", PARENT, store, clock=clock)
+        parent = "dbs/middle"
+    checkpoint = None
+    if given_checkpoint:
+        checkpoint = admin.create_checkpoint(parent, store, CheckpointOptions(lifetime="1h"), clock=clock).id
+        # What a reader of that checkpoint sees: the admin API's checkpoint does not advance
+        # wal_id_last_seen, so writes only in the parent's WAL are not part of it.
+        with DbReader.open(parent, store, checkpoint, QUIET_READER, clock=clock) as reader:
+            model = dict(reader.scan())
+    externals = [PARENT, "dbs/middle"] if nested else [PARENT]
+
+    crashes = 0
+    for n in range(500):
+        clone = f"dbs/clone{n}"
+        faulty = FaultInjectingStore(store)
+        faulty.crash_after(n)
+        try:
+            admin.create_clone(clone, parent, faulty, checkpoint, clock=clock)
+        except SimulatedCrash:
+            crashes += 1
+            written = ManifestStore(store, clone).read_latest()
+            if written is not None and not written.value.initialized:
+                with pytest.raises(DbNotInitializedError, match="re-run"):
+                    Db.open(clone, store, quiet())
+        else:
+            completed = n
+            break
+        finished = admin.create_clone(clone, parent, store, checkpoint, clock=clock)  # the re-run
+        assert finished.value.initialized
+        assert contents(store, clone) == model
+        final = finished.value.external_dbs[-1].final_checkpoint_id
+        for external in externals:
+            assert [c.id for c in named(store, external, FINAL_CHECKPOINT_PREFIX + clone)] == [final]
+        # Only a crash before the clone manifest existed can leave an ephemeral checkpoint, and it
+        # expires within 5 minutes.
+        for leftover in named(store, parent, SOURCE_CHECKPOINT_PREFIX + clone):
+            assert leftover.id != finished.value.external_dbs[-1].source_checkpoint_id
+            assert leftover.expire_time_s is not None and leftover.expire_time_s <= clock.now() + 300
+    else:
+        pytest.fail("create_clone never completed")
+    assert crashes == completed and completed >= 10
+    print(f"create_clone completed after {completed} crashes")
+
+    clock.advance(301)
+    admin.expire_checkpoints(parent, store, dry_run=False, clock=clock)
+    remaining = [c.name for c in manifest(store, parent).checkpoints if c.name != "slate_ops/compaction"]
+    expected = [FINAL_CHECKPOINT_PREFIX + f"dbs/clone{n}" for n in range(completed + 1)]
+    if given_checkpoint:
+        expected.append(None)
+    assert sorted(remaining, key=str) == sorted(expected, key=str)
+
+
+def test_rerun_with_other_arguments_is_refused(store: LocalStore) -> None:
+    build_parent(store)
+    admin.create_db("dbs/other", store)
+    first = admin.create_checkpoint(PARENT, store, CheckpointOptions(lifetime="1h")).id
+    second = admin.create_checkpoint(PARENT, store, CheckpointOptions(lifetime="1h")).id
+    admin.create_clone("dbs/clone", PARENT, store, first)
+    before = snapshot(store)
+    with pytest.raises(CloneMismatchError, match="already a clone of dbs/parent"):
+        admin.create_clone("dbs/clone", "dbs/other", store)
+    with pytest.raises(CloneMismatchError, match=str(second)):
+        admin.create_clone("dbs/clone", PARENT, store, second)
+    with pytest.raises(CloneMismatchError, match="not a clone"):
+        admin.create_clone("dbs/other", PARENT, store)
+    with pytest.raises(InvalidArgumentError, match="own path"):
+        admin.create_clone(PARENT, "/dbs/parent/", store)
+    with pytest.raises(InvalidArgumentError, match="nest"):
+        admin.create_clone("dbs/parent/inner", PARENT, store)
+    assert snapshot(store) == before
+    # The same arguments, or no checkpoint ("accept any"), are a no-op re-run.
+    assert admin.create_clone("dbs/clone", PARENT, store, first).value.initialized
+    assert admin.create_clone("dbs/clone", PARENT, store).value.initialized
+
+
+def test_rerun_of_an_unfinished_clone_with_another_parent_is_refused(store: LocalStore) -> None:
+    build_parent(store)
+    admin.create_db("dbs/other", store)
+    faulty = FaultInjectingStore(store)
+    faulty.fail("put", key_contains="dbs/clone/wal/", error=SimulatedCrash("crash"))
+    with pytest.raises(SimulatedCrash):
+        admin.create_clone("dbs/clone", PARENT, faulty)
+    assert not manifest(store, "dbs/clone").initialized
+    with pytest.raises(CloneMismatchError):
+        admin.create_clone("dbs/clone", "dbs/other", store)
+    with pytest.raises(DbNotInitializedError, match="re-run"):
+        DbReader.open("dbs/clone", store, options=QUIET_READER)
+    assert admin.create_clone("dbs/clone", PARENT, store).value.initialized
+
+
+def test_missing_or_expired_parent_checkpoint_is_refused(store: LocalStore) -> None:
+    clock = ManualClock(1_700_000_000.0)
+    build_parent(store, clock=clock)
+    short = admin.create_checkpoint(PARENT, store, CheckpointOptions(lifetime="10s"), clock=clock).id
+    clock.advance(20)
+    before = snapshot(store)
+    with pytest.raises(CheckpointExpiredError):
+        admin.create_clone("dbs/clone", PARENT, store, short, clock=clock)
+    with pytest.raises(CheckpointNotFoundError):
+        admin.create_clone("dbs/clone", PARENT, store, uuid.uuid4(), clock=clock)
+    assert snapshot(store) == before
+
+
+def test_an_expired_ephemeral_checkpoint_stops_an_unfinished_clone(store: LocalStore) -> None:
+    clock = ManualClock(1_700_000_000.0)
+    model = build_parent(store, clock=clock)
+    # A first run that died right after writing the clone manifest (before the final checkpoint).
+    ephemeral = admin.create_checkpoint(
+        PARENT, store, CheckpointOptions(lifetime=timedelta(minutes=5)), clock=clock
+    )
+    at_source = admin.read_manifest(PARENT, store, ephemeral.manifest_id).value
+    ManifestStore(store, "dbs/clone").create_initial(
+        clone_manifest(at_source, PARENT, ephemeral.id, uuid.uuid4())
+    )
+    clock.advance(6 * 60)
+    with pytest.raises(CheckpointExpiredError, match="destroy the clone"):
+        admin.create_clone("dbs/clone", PARENT, store, clock=clock)
+    # The way out the message names: destroy the unfinished clone and clone again.
+    admin.destroy("dbs/clone", store, soft=False, clock=clock)
+    admin.create_clone("dbs/clone", PARENT, store, clock=clock)
+    assert contents(store, "dbs/clone") == model
+
+
+def test_a_missing_wal_sst_is_refused(store: LocalStore) -> None:
+    build_parent(store)
+    with Db.open(PARENT, store, quiet()) as db:
+        db.put(b"x", b"1")
+        db.flush()
+        db.put(b"y", b"2")
+        db.flush()
+        checkpoint = db.create_checkpoint(CheckpointScope.DURABLE, CheckpointOptions(lifetime="1h"))
+    at = admin.read_manifest(PARENT, store, checkpoint.manifest_id).value
+    wal = WalStore(store, PARENT)
+    assert at.wal_id_last_seen > at.replay_after_wal_id + 1  # x and y are only in the WAL
+    store.delete(wal.key(at.replay_after_wal_id + 1))
+    with pytest.raises(CloneWalMissingError, match="lose"):
+        admin.create_clone("dbs/clone", PARENT, store, checkpoint.id)
+    assert not manifest(store, "dbs/clone").initialized
+
+
+def test_parent_must_exist_be_initialized_and_not_destroyed(store: MemoryStore | LocalStore) -> None:
+    with pytest.raises(DbNotFoundError):
+        admin.create_clone("dbs/clone", PARENT, store)
+    ManifestStore(store, "dbs/unfinished").create_initial(Manifest(initialized=False))
+    with pytest.raises(DbNotInitializedError):
+        admin.create_clone("dbs/clone", "dbs/unfinished", store)
+    admin.create_db(PARENT, store)
+    admin.destroy(PARENT, store)
+    with pytest.raises(DbDestroyedError):
+        admin.create_clone("dbs/clone", PARENT, store)
+    assert ManifestStore(store, "dbs/clone").read_latest() is None

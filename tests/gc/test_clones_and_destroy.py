@@ -1,0 +1,121 @@
+"""GC with clones and destroyed databases (spec 000 "Garbage Collector", "Deleting a Database")."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from slate_ops import Db, DbReader
+from slate_ops.admin import create_clone, destroy, list_checkpoints
+from slate_ops.clock import ManualClock
+from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.gc import GarbageCollector, GcOptions
+from slate_ops.objstore import MemoryStore
+from tests.conftest import snapshot
+from tests.gc.conftest import MIN_AGE, gc, keys, latest, quiet, write_rounds
+
+FULL = CompactorOptions(compaction_checkpoint_lifetime=timedelta(seconds=1))
+
+
+def full_compaction(store: MemoryStore, path: str, clock: ManualClock) -> None:
+    compactor = Compactor(path, store, FULL, clock=clock)
+    try:
+        assert compactor.run_once(full=True) is not None
+    finally:
+        compactor.close()
+
+
+def test_clone_is_detached_once_its_compaction_rewrote_every_parent_sst(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    model = write_rounds(store, clock, 3, path="parent")
+    create_clone("clone", "parent", store, clock=clock)
+    (external,) = latest(store, "clone")[1].external_dbs
+    assert external.sst_ids and external.final_checkpoint_id in {
+        c.id for c in list_checkpoints("parent", store)
+    }
+    with Db.open("clone", store, quiet(), clock=clock) as db:
+        db.put(b"clone-only", b"x")
+        db.flush_memtable()
+    clock.advance(10_000)
+    assert gc(store, clock, path="clone").run_once().clones_detached == ()  # still reads parent SSTs
+
+    full_compaction(store, "clone", clock)  # rewrites every parent SST into the clone's own run
+    assert latest(store, "clone")[1].external_dbs[0].sst_ids == ()
+    clock.advance(2)  # the compaction checkpoint (which still references parent SSTs) expires
+    dry = gc(store, clock, path="clone").run_once(dry_run=True)
+    assert dry.clones_detached == ("parent",)
+    assert external.final_checkpoint_id in {c.id for c in list_checkpoints("parent", store)}
+    report = gc(store, clock, path="clone").run_once()
+    assert report.clones_detached == ("parent",)
+    assert latest(store, "clone")[1].external_dbs == ()
+    assert external.final_checkpoint_id not in {c.id for c in list_checkpoints("parent", store)}
+
+    parent_ssts = keys(store, "parent/compacted/")
+    full_compaction(store, "parent", clock)  # now nothing pins the parent's old SSTs ...
+    clock.advance(MIN_AGE + 2)
+    gc(store, clock, path="parent").run_once()
+    assert not parent_ssts & keys(store, "parent/compacted/")  # ... and the parent's GC reclaims them
+    with DbReader.open("clone", store, clock=clock) as reader:
+        assert dict(reader.scan()) == {**model, b"clone-only": b"x"}
+
+
+def test_soft_destroyed_database_is_deleted_after_the_grace_period(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    write_rounds(store, clock, 2)
+    write_rounds(store, clock, 1, path="neighbour")
+    neighbour = snapshot(store, "neighbour/")
+    destroy("db", store, soft=True, clock=clock)
+    options = GcOptions(db_delete_grace=timedelta(hours=1))
+    clock.advance(3599)
+    early = GarbageCollector("db", store, options, clock=clock).run_once()
+    assert not early.destroyed and any("destroyed at" in note for note in early.notes)
+    assert any(k.startswith("db/manifest/") for k in keys(store))
+
+    clock.advance(1)
+    everything = keys(store)
+    dry = GarbageCollector("db", store, options, clock=clock).run_once(dry_run=True)
+    assert dry.destroyed and keys(store) == everything
+    report = GarbageCollector("db", store, options, clock=clock).run_once()
+    assert report.destroyed and report.resources == ()
+    assert report.deleted_keys() == dry.deleted_keys() == everything
+    assert report.destroyed_objects[-1].key.startswith("db/manifest/")  # the current manifest last
+    assert keys(store) == set()
+    assert snapshot(store, "neighbour/") == neighbour
+
+
+def test_destroyed_database_with_a_live_checkpoint_waits(store: MemoryStore, clock: ManualClock) -> None:
+    write_rounds(store, clock, 1)
+    create_clone("clone", "db", store, clock=clock)  # holds a final checkpoint on db
+    destroy("db", store, soft=True, clock=clock)
+    clock.advance(10 * 86_400)
+    report = GarbageCollector(
+        "db", store, GcOptions(db_delete_grace=timedelta(days=1)), clock=clock
+    ).run_once()
+    assert not report.destroyed
+    assert keys(store, "db/")
+    with DbReader.open("clone", store, clock=clock) as reader:
+        assert reader.get(b"k0000") is not None
+
+
+def test_destroyed_clone_releases_its_parent_checkpoint_first_and_the_loop_ends(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    write_rounds(store, clock, 1, path="parent")
+    create_clone("clone", "parent", store, clock=clock)
+    (external,) = latest(store, "clone")[1].external_dbs
+    destroy("clone", store, soft=True, clock=clock)
+    clock.advance(2 * 86_400)
+    collector = GarbageCollector("clone", store, GcOptions(interval=timedelta(hours=1)), clock=clock)
+    done = threading.Event()
+    report = collector.run(done)  # returns after deleting the database: its GC is done
+    assert report is not None and report.destroyed
+    assert any(f"parent: {external.final_checkpoint_id}" in note for note in report.notes)
+    assert external.final_checkpoint_id not in {c.id for c in list_checkpoints("parent", store)}
+    assert keys(store, "clone/") == set()
+    assert latest(store, "parent")[0] >= 1
+
+
+def test_options_grace_default_is_a_day() -> None:
+    assert GcOptions().db_delete_grace == timedelta(days=1)

@@ -1,0 +1,187 @@
+"""The collector as a whole: dry run == real run, errors reported and raised, the re-check, the loop."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+import slate_ops.gc.collector as collector_module
+from slate_ops import Db, admin
+from slate_ops.clock import ManualClock
+from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.config import CheckpointOptions
+from slate_ops.errors import DbNotFoundError, GcFailedError
+from slate_ops.gc import GarbageCollector, GcOptions, GcReport
+from slate_ops.jsonable import to_jsonable
+from slate_ops.manifest.checkpoints import with_expiry
+from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from tests.conftest import snapshot
+from tests.gc.conftest import MIN_AGE, gc, keys, quiet, write_rounds
+
+
+def busy_database(store: MemoryStore, clock: ManualClock) -> None:
+    """Several flushes, two compactions, checkpoints that expire, a writer left open at the end."""
+    write_rounds(store, clock, 4)
+    admin.create_checkpoint("db", store, CheckpointOptions(lifetime="1min", name="short"), clock=clock)
+    options = CompactorOptions(min_sources=2, compaction_checkpoint_lifetime="2min")
+    compactor = Compactor("db", store, options, clock=clock)
+    compactor.run_once()
+    write_rounds(store, clock, 3)
+    compactor = Compactor("db", store, options, clock=clock)
+    compactor.run_once()
+    compactor.close()
+    clock.advance(200)
+    with Db.open("db", store, quiet(), clock=clock) as db:
+        db.put(b"late", b"value")
+        db.flush()
+
+
+@pytest.mark.parametrize("elapsed", [0.0, MIN_AGE, 2 * MIN_AGE, 10_000.0])
+def test_dry_run_reports_exactly_what_a_real_run_deletes(
+    store: MemoryStore, clock: ManualClock, elapsed: float
+) -> None:
+    busy_database(store, clock)
+    clock.advance(elapsed)
+    before = snapshot(store)
+    dry = gc(store, clock).run_once(dry_run=True)
+    assert snapshot(store) == before  # a dry run writes and deletes nothing
+    real = gc(store, clock).run_once()
+    assert dry.dry_run and not real.dry_run
+    assert dry.deleted_keys() == real.deleted_keys()
+    assert [c.id for c in dry.checkpoints_expired] == [c.id for c in real.checkpoints_expired]
+    for resource in ("manifest", "compactions", "wal", "compacted"):
+        assert dry.resource(resource) == real.resource(resource)
+    assert not real.deleted_keys() & keys(store)
+    if elapsed >= 2 * MIN_AGE:
+        assert real.deleted_keys()
+
+
+def test_report_is_plain_json_with_counts_bytes_and_metrics(store: MemoryStore, clock: ManualClock) -> None:
+    busy_database(store, clock)
+    clock.advance(10_000)
+    report = gc(store, clock).run_once()
+    data = json.loads(json.dumps(to_jsonable(report)))
+    assert data["path"] == "db" and data["dry_run"] is False and data["errors"] == []
+    assert [r["resource"] for r in data["resources"]] == ["manifest", "compactions", "wal", "compacted"]
+    for resource in data["resources"]:
+        assert resource["count"] == len(resource["deleted"])
+        assert resource["bytes"] == sum(d["size"] for d in resource["deleted"])
+    assert {"checks", "advance_attempts", "stale_writes_rejected", "check_seconds_total"} <= set(
+        data["metrics"]
+    )
+    assert data["manifest_id"] >= 1 and len(data["checkpoints_expired"]) == 3  # short + 2 compaction
+
+
+def test_only_the_chosen_resources_run(store: MemoryStore, clock: ManualClock) -> None:
+    busy_database(store, clock)
+    clock.advance(10_000)
+    report = gc(store, clock, resources=["wal"]).run_once()
+    assert [r.resource for r in report.resources] == ["wal"]
+    assert report.checkpoints_expired == () and report.resource("wal").count > 0  # type: ignore[union-attr]
+
+
+def test_a_failed_delete_is_reported_raised_and_does_not_stop_the_others(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    busy_database(store, clock)
+    clock.advance(10_000)
+    expected = gc(store, clock).run_once(dry_run=True)
+    victim = sorted(d.key for d in expected.resource("wal").deleted)[0]  # type: ignore[union-attr]
+    faulty = FaultInjectingStore(store)
+    faulty.fail("delete", key_contains=victim, times=None)
+    with pytest.raises(GcFailedError, match=f"deleting {victim} failed") as raised:
+        gc(faulty, clock).run_once()
+    report = raised.value.report
+    assert isinstance(report, GcReport) and not report.ok
+    wal = report.resource("wal")
+    assert wal is not None and len(wal.errors) == 1 and victim not in {d.key for d in wal.deleted}
+    assert report.deleted_keys() == expected.deleted_keys() - {victim}
+    assert victim in keys(store)
+
+
+def test_an_unreadable_manifest_listing_is_reported_and_raised(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    write_rounds(store, clock, 1)
+    faulty = FaultInjectingStore(store)
+    faulty.fail("list", key_contains="db/manifest/")
+    before = snapshot(store)
+    with pytest.raises(GcFailedError, match="reading the manifests") as raised:
+        gc(faulty, clock).run_once()
+    assert raised.value.report.manifest_id is None  # type: ignore[attr-defined]
+    assert snapshot(store) == before
+
+
+def test_missing_database_is_an_error(store: MemoryStore, clock: ManualClock) -> None:
+    with pytest.raises(DbNotFoundError, match="no database"):
+        gc(store, clock).run_once()
+
+
+def test_a_checkpoint_revived_during_the_run_keeps_what_it_pins(
+    store: MemoryStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader refreshes its (expired) checkpoint after the plan was made: the real run re-checks."""
+    write_rounds(store, clock, 4)
+    stale = admin.create_checkpoint("db", store, CheckpointOptions(lifetime="1min"), clock=clock)
+    compactor = Compactor(
+        "db", store, CompactorOptions(min_sources=2, compaction_checkpoint_lifetime="1s"), clock=clock
+    )
+    compactor.run_once()
+    compactor.close()
+    clock.advance(10_000)
+    dry = gc(store, clock).run_once(dry_run=True)
+    pinned_manifest = f"db/manifest/{stale.manifest_id:020d}.manifest"
+    assert pinned_manifest in dry.deleted_keys() and dry.resource("compacted").count == 4  # type: ignore[union-attr]
+
+    real_expire = collector_module.expire_checkpoints
+
+    def refresh_then_expire(*args: Any, **kwargs: Any) -> Any:
+        ManifestStore(store, "db").update(lambda v: with_expiry(v.value, stale.id, int(clock.now()) + 3600))
+        return real_expire(*args, **kwargs)
+
+    monkeypatch.setattr(collector_module, "expire_checkpoints", refresh_then_expire)
+    real = gc(store, clock).run_once()
+    assert stale.id not in {c.id for c in real.checkpoints_expired}
+    assert pinned_manifest not in real.deleted_keys() and pinned_manifest in keys(store)
+    assert real.resource("compacted").count == 0  # type: ignore[union-attr]
+    assert real.deleted_keys() < dry.deleted_keys()
+
+
+def test_run_loop_retries_failures_and_stops_on_request(store: MemoryStore, clock: ManualClock) -> None:
+    write_rounds(store, clock, 1)
+    faulty = FaultInjectingStore(store)
+    faulty.fail("list", key_contains="db/wal/", times=1)
+    collector = GarbageCollector("db", faulty, GcOptions(interval=timedelta(milliseconds=10)), clock=clock)
+    stop = threading.Event()
+    runs: list[GcReport] = []
+    real_run_once = collector.run_once
+
+    def counting_run_once(dry_run: bool = False) -> GcReport:
+        try:
+            report = real_run_once(dry_run)
+        except GcFailedError as error:
+            runs.append(error.report)  # type: ignore[arg-type]
+            raise
+        runs.append(report)
+        if len(runs) == 2:
+            stop.set()
+        return report
+
+    collector.run_once = counting_run_once  # type: ignore[method-assign]
+    thread = threading.Thread(target=collector.run, args=(stop,))
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert [r.ok for r in runs] == [False, True]
+    assert collector.last_error is None and collector.last_report is runs[1]
+
+
+def test_run_loop_stops_when_the_database_is_gone(store: MemoryStore, clock: ManualClock) -> None:
+    collector = GarbageCollector(f"missing-{uuid.uuid4().hex}", store, clock=clock)
+    assert collector.run(threading.Event()) is None
