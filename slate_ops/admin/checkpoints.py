@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
+from slate_ops.engine.wal import WalStore
 from slate_ops.manifest.checkpoints import (
     checkpoint_not_found,
     expiry_time,
@@ -46,9 +47,18 @@ def create_checkpoint(
     options = options or CheckpointOptions()
     manifests = ManifestStore(store, path)
     checkpoint_id = new_id()
-    committed = manifests.update(
-        lambda current: with_new_checkpoint(current, options, checkpoint_id, clock.now(), manifests.location)
-    )
+    # From the current manifest, the checkpoint also covers writes that are durable only in the WAL
+    # so far: readers of it replay the WAL up to wal_id_last_seen (spec 000 "Readers").
+    wal_ids = WalStore(store, manifests.path).list_ids() if options.source is None else []
+    last_wal = wal_ids[-1] if wal_ids else 0
+
+    def add(current: VersionedManifest) -> Manifest:
+        manifest = with_new_checkpoint(current, options, checkpoint_id, clock.now(), manifests.location)
+        if options.source is not None:
+            return manifest
+        return manifest.with_changes(wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal))
+
+    committed = manifests.update(add)
     created = committed.value.checkpoint(checkpoint_id)
     assert created is not None
     return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)

@@ -82,7 +82,7 @@ def create_clone(
     parents = ManifestStore(store, parent_path)
     _check_paths(clones.path, parents.path)
     for _ in range(_MAX_ATTEMPTS):
-        # Steps 1-3: the clone's manifest (optional) and the parent's, which must be initialised.
+        # Spec 000 "Clones": read M_c (optional) and M_p, which must be initialised.
         existing = clones.read_latest()
         parent = parents.read_latest_required()
         if not parent.value.initialized:
@@ -91,26 +91,26 @@ def create_clone(
                 "finish); finish that first"
             )
         if existing is None:
-            # Steps 5-7: the source checkpoint and the uninitialised clone manifest.
+            # The source checkpoint, then M_c' written uninitialised (create-if-absent).
             require_usable(parent.value, parents.location)
             source_id, at_source = _source_checkpoint(parents, parent, parent_checkpoint, clones.path, clock)
             manifest = clone_manifest(at_source, parents.path, source_id, uuid.uuid4())
             try:
                 current = clones.create_initial(manifest)
             except DbAlreadyExistsError:
-                # Spec step 7 "If CAS fails, go to step 1": another run created it; validate theirs.
+                # "If CAS fails, go to step 1": another run created it; validate theirs.
                 log.info("clone manifest of %s was created concurrently; re-reading", clones.location)
                 continue
         else:
             current = existing
             _validate_existing(current.value, clones.location, parents.path, parent_checkpoint)
         if current.value.initialized:
-            # Step 4, initialised: every external database must hold its final checkpoint.
+            # M_c initialised: every external database must still hold its final checkpoint.
             _require_final_checkpoints(current.value, store, clones.location)
         else:
-            _ensure_final_checkpoints(current.value, store, clones.path, clock)  # step 9
-            _copy_wal(current.value, store, clones.path)  # step 10
-            current = clones.update(  # step 11
+            _ensure_final_checkpoints(current.value, store, clones.path, clock)
+            _copy_wal(current.value, store, clones.path)
+            current = clones.update(  # "Update M_c with initialized set to true"
                 lambda latest: (
                     None if latest.value.initialized else latest.value.with_changes(initialized=True)
                 )
@@ -138,7 +138,7 @@ def clone_manifest(
 ) -> Manifest:
     """The uninitialised clone manifest built from the parent's manifest at the source checkpoint.
 
-    Spec 000 "Clones" step 7: the parent's external databases (with the new final checkpoint), plus
+    Spec 000 "Clones": the parent's external databases (with the new final checkpoint), plus
     an entry for the parent listing its own SSTs; writer epoch + 1; everything else of the LSM and
     WAL state copied; no checkpoints. The parent's entry is last: it is the clone's direct parent.
     """
@@ -175,7 +175,7 @@ def _source_checkpoint(
     clone_path: str,
     clock: Clock,
 ) -> tuple[uuid.UUID, Manifest]:
-    """Spec step 5: the checkpoint the clone starts from and the parent's manifest at it."""
+    """The clone's ``source_checkpoint_id`` and the parent's manifest at it (M_p')."""
     if parent_checkpoint is not None:
         checkpoint = live_checkpoint(parent.value, parent_checkpoint, clock.now(), parents.location)
         return checkpoint.id, parents.read(checkpoint.manifest_id).value
@@ -197,7 +197,7 @@ def _source_checkpoint(
 def _validate_existing(
     manifest: Manifest, location: str, parent_path: str, parent_checkpoint: uuid.UUID | None
 ) -> None:
-    """Spec step 4: the existing clone must come from ``parent_path`` (and the checkpoint, if given)."""
+    """An existing M_c must come from ``parent_path`` (and the checkpoint, if given)."""
     require_not_destroyed(manifest, location)
     if not manifest.external_dbs:
         raise CloneMismatchError(
@@ -221,7 +221,7 @@ def _validate_existing(
 
 
 def _ensure_final_checkpoints(manifest: Manifest, store: ObjectStore, clone_path: str, clock: Clock) -> None:
-    """Spec step 9: every external database holds the clone's final checkpoint (no expiry)."""
+    """Every external database holds the clone's final checkpoint (no expiry), made from its source."""
     for ed in manifest.external_dbs:
         _ensure_final_checkpoint(ed, store, clone_path, clock)
 
@@ -247,7 +247,7 @@ def _ensure_final_checkpoint(ed: ExternalDb, store: ObjectStore, clone_path: str
 
 
 def _copy_wal(manifest: Manifest, store: ObjectStore, clone_path: str) -> None:
-    """Spec step 10: copy the parent's WAL SSTs in ``(replay_after_wal_id, wal_id_last_seen]``.
+    """Copy the direct parent's WAL SSTs in ``(replay_after_wal_id, wal_id_last_seen]``.
 
     The source checkpoint (and the final one) pins that range on the parent, so every id in it must
     exist there. An id already in the clone was copied by an earlier run: skipped. An id missing from
@@ -274,7 +274,7 @@ def _copy_wal(manifest: Manifest, store: ObjectStore, clone_path: str) -> None:
 
 
 def _require_final_checkpoints(manifest: Manifest, store: ObjectStore, location: str) -> None:
-    """Spec step 4, initialised clone: every external database must still hold the final checkpoint."""
+    """An initialised clone: every external database must still hold its final checkpoint."""
     for ed in manifest.external_dbs:
         external = ManifestStore(store, ed.path)
         latest = external.read_latest()

@@ -8,22 +8,25 @@ from datetime import datetime
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.errors import DbAlreadyExistsError
 from slate_ops.manifest.model import Manifest
-from slate_ops.manifest.store import ManifestStore, VersionedManifest
+from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
 
 
 def create_db(path: str, store: ObjectStore, *, exist_ok: bool = False) -> VersionedManifest:
     """Create an empty database: manifest 1 with ``initialized=true``.
 
-    With ``exist_ok`` an existing database is returned as it is instead of refused.
+    With ``exist_ok`` an existing database is returned as it is instead of refused — unless it
+    was destroyed (:class:`DbDestroyedError`).
     """
     manifests = ManifestStore(store, path)
     try:
         return manifests.create_initial(Manifest(initialized=True))
     except DbAlreadyExistsError:
-        if exist_ok:
-            return manifests.read_latest_required()
-        raise
+        if not exist_ok:
+            raise
+        existing = manifests.read_latest_required()
+        require_not_destroyed(existing.value, manifests.location)
+        return existing
 
 
 def read_manifest(path: str, store: ObjectStore, manifest_id: int | None = None) -> VersionedManifest:

@@ -89,11 +89,7 @@ def _destroy_soft(
     )
     now = int(clock.now())
     # Step 3. Through the fenced store: a writer opened since our claim makes this fail (re-run it).
-    committed = fenced.update(
-        lambda latest: (
-            None if latest.value.destroyed_at_s is not None else latest.value.with_changes(destroyed_at_s=now)
-        )
-    )
+    committed = fenced.update(lambda latest: _marked_destroyed(latest.value, now))
     return DestroyReport(manifests.path, True, False, committed.value.destroyed_at_s, (), (), tuple(removed))
 
 
@@ -125,9 +121,7 @@ def _destroy_hard(
 
     def mark_destroyed(latest: VersionedManifest) -> Manifest | None:
         refuse_if_checkpointed(latest.value)  # steps 1-2 in one CAS: no checkpoint can slip in
-        if latest.value.destroyed_at_s is not None:
-            return None
-        return latest.value.with_changes(destroyed_at_s=int(now))
+        return _marked_destroyed(latest.value, int(now))
 
     committed = manifests.update(mark_destroyed)
     # Once destroyed_at_s is set no checkpoint can be created, so the check stays true from here on.
@@ -141,6 +135,14 @@ def _destroy_hard(
         tuple(meta.key for meta in deleted),
         tuple(released),
     )
+
+
+def _marked_destroyed(manifest: Manifest, now: int) -> Manifest | None:
+    """``destroyed_at_s`` set (None if already set), also fencing any running compactor: its next
+    commit raises FencedError instead of adding SSTs and a checkpoint to a destroyed database."""
+    if manifest.destroyed_at_s is not None:
+        return None
+    return manifest.with_changes(destroyed_at_s=now, compactor_epoch=manifest.compactor_epoch + 1)
 
 
 def release_external_checkpoints(manifest: Manifest, store: ObjectStore) -> list[tuple[str, uuid.UUID]]:

@@ -75,9 +75,13 @@ class Compactor:
         self._clock = clock
         self._manifests = ManifestStore(store, path)
         self.path = self._manifests.path
-        self._manifests.read_latest_required()
-        self._fenced, claimed = self._manifests.claim(COMPACTOR_EPOCH)
-        require_usable(claimed.value, self._manifests.location)
+        require_usable(self._manifests.read_latest_required().value, self._manifests.location)
+
+        def usable(current: VersionedManifest, epoch: int) -> Manifest:
+            require_usable(current.value, self._manifests.location)  # refuse before writing anything
+            return current.value
+
+        self._fenced, _ = self._manifests.claim(COMPACTOR_EPOCH, usable)
         self.epoch = self._fenced.epoch
         self._state = CompactionsStore(store, self.path)
         self._state.claim(self.epoch, clock.now())

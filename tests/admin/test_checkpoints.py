@@ -194,3 +194,26 @@ def test_expiry_never_falls_short_of_the_lifetime(store: MemoryStore) -> None:
     (checkpoint,) = admin.list_checkpoints(DB, store)
     assert checkpoint.id == created.id and checkpoint.expire_time_s == 111
     assert not checkpoint.is_expired(110.9) and checkpoint.is_expired(111)
+
+
+def test_admin_checkpoint_covers_writes_durable_only_in_the_wal(store: MemoryStore) -> None:
+    from slate_ops import Db, DbReader
+    from tests.engine.conftest import QUIET, QUIET_READER
+
+    with Db.open(DB, store, QUIET) as db:
+        db.put(b"in-l0", b"1")
+        db.flush_memtable()
+        db.put(b"wal-only", b"2")
+        db.flush()
+        checkpoint = admin.create_checkpoint(DB, store)
+        db.put(b"after", b"3")
+        db.flush()
+    with DbReader.open(DB, store, checkpoint.id, QUIET_READER) as reader:
+        assert dict(reader.scan()) == {b"in-l0": b"1", b"wal-only": b"2"}
+
+
+def test_create_db_exist_ok_refuses_a_destroyed_database() -> None:
+    memory = MemoryStore()
+    ManifestStore(memory, "gone").create_initial(Manifest(destroyed_at_s=5))
+    with pytest.raises(DbDestroyedError):
+        admin.create_db("gone", memory, exist_ok=True)

@@ -11,6 +11,7 @@ from slate_ops import Db, DbReader, admin
 from slate_ops.admin import delete_db_objects, release_external_checkpoints
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.clock import ManualClock
+from slate_ops.compaction import Compactor
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import (
     DbDestroyedError,
@@ -65,6 +66,7 @@ def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
 ) -> None:
     fill(engine_store)
     writer = Db.open(DB, engine_store, quiet())
+    compactor = Compactor(DB, engine_store)
     writer.put(b"before", b"1")
     writer.flush()
     (writer_checkpoint,) = [c.id for c in current(engine_store).checkpoints if c.metadata is not None]
@@ -84,6 +86,8 @@ def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
         writer.flush()  # its next WAL id is the fence
     with pytest.raises(FencedError):
         writer.close()
+    with pytest.raises(FencedError):
+        compactor.run_once(full=True)  # a running compactor is fenced too
 
     with pytest.raises(DbDestroyedError):
         Db.open(DB, engine_store, quiet())
@@ -263,3 +267,37 @@ def test_a_crash_at_every_step_of_a_soft_destroy_is_finished_by_a_rerun(
     else:
         pytest.fail("destroy never completed")
     assert n >= 5
+
+
+def test_cli_clone_and_destroy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from slate_ops.cli import main
+
+    monkeypatch.setenv("SLATE_OPS_STORE", (tmp_path / "cli").as_uri())
+    store = LocalStore(tmp_path / "cli")
+    fill(store, "parent")
+
+    def run(*argv: str) -> tuple[int, object, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, json.loads(out) if out.strip() else None, err
+
+    code, cloned, _ = run("--path", "clone", "clone", "--parent", "parent")
+    assert code == 0 and isinstance(cloned, dict)
+    assert cloned["initialized"] is True and cloned["external_dbs"] == ["parent"]
+    assert run("--path", "clone", "clone", "--parent", "other")[0] == 1  # CloneMismatchError
+    code, _, err = run("--path", "parent", "destroy", "--hard")
+    assert code == 1 and "clone:clone" in err and "Nothing was deleted" in err
+    before = snapshot(store)
+    code, dry, _ = run("--path", "clone", "destroy", "--hard", "--dry-run")
+    assert code == 0 and snapshot(store) == before
+    code, real, _ = run("--path", "clone", "destroy", "--hard")
+    assert isinstance(dry, dict) and isinstance(real, dict) and dry["deleted"] == real["deleted"]
+    assert real["released_parent_checkpoints"] == [["parent", cloned["final_checkpoint_id"]]]
+    code, soft, _ = run("--path", "parent", "destroy")
+    assert code == 0 and isinstance(soft, dict) and soft["soft"] is True and soft["deleted"] == []
+    with pytest.raises(SystemExit):
+        main(["--path", "clone", "clone", "--parent", "parent", "--checkpoint", "nope"])

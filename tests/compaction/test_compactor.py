@@ -239,3 +239,15 @@ def test_writer_and_compactor_in_separate_processes(engine_store: ObjectStore, t
         compactions = result.get(60)
     assert compactions >= 1
     assert contents(store) == model
+
+
+def test_compactor_refuses_a_destroyed_database_and_writes_nothing(memory: MemoryStore) -> None:
+    from slate_ops.errors import DbDestroyedError
+    from slate_ops.manifest.model import Manifest
+    from tests.conftest import snapshot
+
+    ManifestStore(memory, "gone").create_initial(Manifest(destroyed_at_s=5))
+    before = snapshot(memory)
+    with pytest.raises(DbDestroyedError):
+        Compactor("gone", memory, SMALL)
+    assert snapshot(memory) == before
