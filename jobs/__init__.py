@@ -10,9 +10,10 @@ import dagster as dg
 from jobs.checkpoint_expiry import checkpoint_expiry_job, checkpoint_expiry_schedule
 from jobs.clone import clone_job
 from jobs.compaction import compaction_job, compaction_schedule
+from jobs.gc import gc_job, gc_schedule
 
-ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job, compaction_job, clone_job]
-ALL_SCHEDULES: list[dg.ScheduleDefinition] = [checkpoint_expiry_schedule, compaction_schedule]
+ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job, compaction_job, clone_job, gc_job]
+ALL_SCHEDULES: list[dg.ScheduleDefinition] = [checkpoint_expiry_schedule, compaction_schedule, gc_schedule]
 
 __all__ = [
     "ALL_JOBS",
@@ -22,4 +23,6 @@ __all__ = [
     "clone_job",
     "compaction_job",
     "compaction_schedule",
+    "gc_job",
+    "gc_schedule",
 ]

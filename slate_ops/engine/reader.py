@@ -167,7 +167,8 @@ class DbReader:
         latest = self._manifests.read_latest_required()
         now = self._clock.now()
         ours = latest.value.checkpoint(self.checkpoint_id)
-        if ours is None or sst_set(latest.value) != sst_set(self._lsm.manifest):
+        # An expired checkpoint is re-established, never revived: GC may already have planned around it.
+        if ours is None or ours.is_expired(now) or sst_set(latest.value) != sst_set(self._lsm.manifest):
             with self._lock:
                 new = uuid.uuid4()
                 committed = self._establish(new, replacing=self.checkpoint_id)

@@ -236,14 +236,20 @@ class _Run:
             if sst_files is not None:
                 running = running_since(state, latest.compactor_epoch)
                 protection = snapshot.protection(self.cutoff("compacted"))
-                sst_plan = plan_compacted(sst_files, protection, self.cutoff("compacted"), running)
+                sst_plan = plan_compacted(
+                    sst_files,
+                    protection,
+                    self.cutoff("compacted"),
+                    running,
+                    self.options.compacted_min_age.total_seconds(),
+                )
         if runs("clones") and not snapshot.problems:
             in_use = {e.path for m in (latest, *snapshot.checkpointed()) for e in m.external_dbs if e.sst_ids}
             detach_plan = detachable(latest, in_use)
 
         # 4. expire checkpoints; a real run then re-checks what appeared meanwhile
         expired: tuple[Checkpoint, ...] = ()
-        if runs("checkpoints"):
+        if runs("checkpoints") and any(c.is_expired(self.now) for c in latest.checkpoints):
             result = self.attempt(
                 "checkpoints",
                 lambda: expire_checkpoints(
@@ -303,7 +309,6 @@ class _Run:
         newer = manifests.sequence.list(start_after_id=snapshot.latest.id)
         extra = Protection(self.gc.path)
         extra_ids: set[int] = set()
-        known = snapshot.kept_manifests([self.cutoff("wal"), self.cutoff("compacted")])
         earliest = min(self.cutoff(r) for r in ("manifest", "wal", "compacted"))
         for file in newer:  # usually none, or the one our checkpoint expiry committed
             try:
@@ -311,11 +316,10 @@ class _Run:
             except ObjectNotFoundError:
                 continue  # superseded and collected meanwhile; its successor is read too
             extra.add(manifest, as_latest=True)
-            for manifest_id in pinned_since([manifest], earliest) - known:
-                known.add(manifest_id)
+            for manifest_id in pinned_since([manifest], earliest):
                 extra_ids.add(manifest_id)
-                referenced = snapshot.manifests.get(manifest_id)
-                extra.add(referenced or manifests.read(manifest_id).value, as_latest=False)
+                pinned = snapshot.manifests.get(manifest_id)  # usually read already: no request
+                extra.add(pinned or manifests.read(manifest_id).value, as_latest=False)
         return extra, extra_ids
 
     def sequenced(self, plan: SequencedPlan, namespace: BoundedNamespace) -> ResourceReport:

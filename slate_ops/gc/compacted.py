@@ -3,7 +3,8 @@
 Kept: every SST of this database that the latest manifest, a live checkpoint's manifest or the
 issue-204 history references (:mod:`slate_ops.gc.snapshot`); anything written after the cutoff; and
 anything written since the oldest compaction still ``running`` at the current compactor epoch began
-(minus :data:`CLOCK_SKEW_S`), because those may be outputs it has yet to commit. A running record of
+(minus a clock-skew margin of :data:`CLOCK_SKEW_S`, or ``compacted_min_age`` if that is shorter),
+because those may be outputs it has yet to commit. A running record of
 an older epoch is fenced and can never commit: its outputs are orphans.
 """
 
@@ -27,9 +28,10 @@ def running_since(state: CompactionsState, compactor_epoch: int) -> float | None
 
 
 def plan_compacted(
-    files: list[SstFile], protection: Protection, cutoff: float, running: float | None
+    files: list[SstFile], protection: Protection, cutoff: float, running: float | None, min_age: float
 ) -> list[ObjectMeta]:
-    keep_after = cutoff if running is None else min(cutoff, running - CLOCK_SKEW_S)
+    margin = min(CLOCK_SKEW_S, min_age)
+    keep_after = cutoff if running is None else min(cutoff, running - margin)
     return [
         f.meta
         for f in files

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from slate_ops.engine.lsm import COMPACTED_DIR, resolve_sst_path, sst_key
+from slate_ops.engine.lsm import sst_key
 from slate_ops.manifest.model import Manifest
-from slate_ops.txn.paths import join
 
 UNBOUNDED = 2**64
 
@@ -31,15 +30,7 @@ class Protection:
     everything: bool = False
 
     def add(self, manifest: Manifest, *, as_latest: bool) -> None:
-        own_dir = join(self.db_path, COMPACTED_DIR) + "/"
-        for sst in manifest.ssts:
-            key = resolve_sst_path(manifest, self.db_path, sst)
-            if key.startswith(own_dir):
-                self.sst_keys.add(key)
-        # A view whose SST entry is missing from ``ssts`` would be a corrupt manifest; keep its id too.
-        for view in (*manifest.l0, *(v for run in manifest.compacted for v in run.views)):
-            if manifest.sst(view.sst_id) is None:
-                self.sst_keys.add(sst_key(self.db_path, view.sst_id))
+        self.sst_keys |= own_sst_keys(manifest, self.db_path)
         upto = UNBOUNDED if as_latest else manifest.wal_id_last_seen
         self.wal_ranges.append((manifest.replay_after_wal_id, upto))
         self.external_paths |= {e.path for e in manifest.external_dbs if e.sst_ids}
@@ -58,3 +49,17 @@ class Protection:
             self.external_paths | other.external_paths,
             self.everything or other.everything,
         )
+
+
+def own_sst_keys(manifest: Manifest, db_path: str) -> set[str]:
+    """The keys of the SSTs of ``manifest`` that live in this database (spec 000 "SST Path Resolution").
+
+    Linear in the manifest's size. A view whose SST entry is missing from ``ssts`` (a corrupt
+    manifest) still protects its id.
+    """
+    external = {sst_id for e in manifest.external_dbs for sst_id in e.sst_ids}
+    keys = {sst_key(db_path, s.physical_id) for s in manifest.ssts if s.physical_id not in external}
+    known = {s.id for s in manifest.ssts}
+    views = (*manifest.l0, *(v for run in manifest.compacted for v in run.views))
+    keys |= {sst_key(db_path, v.sst_id) for v in views if v.sst_id not in known and v.sst_id not in external}
+    return keys

@@ -24,6 +24,7 @@ from slate_ops.orchestration.compaction import (
     slate_ops_compaction_sensor,
 )
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig, load_config
+from slate_ops.orchestration.gc import GC_JOB, gc_op
 from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, DB_TAG, expire_checkpoints_op
 from slate_ops.orchestration.resources import RESOURCE_KEY, SlateDatabasesResource
 from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
@@ -72,6 +73,7 @@ __all__ = [
     "COMPACTION_JOB",
     "DATABASES_JOB",
     "DB_TAG",
+    "GC_JOB",
     "PYSPARK_RESOURCE_KEY",
     "DatabaseConfig",
     "SlateDatabasesResource",
@@ -81,6 +83,7 @@ __all__ = [
     "compact_op",
     "database_asset_key",
     "expire_checkpoints_op",
+    "gc_op",
     "load_config",
     "local_pyspark_resource",
     "slate_ops_compaction_sensor",

@@ -160,3 +160,20 @@ def test_writer_scan_pins_the_writer_checkpoint(memory: MemoryStore) -> None:
         db.put(b"d", b"4")
         db.flush_memtable()
         assert len(manifest.read_latest_required().value.checkpoints) == 1
+
+
+def test_an_expired_reader_checkpoint_is_replaced_not_revived(memory: MemoryStore) -> None:
+    clock = ManualClock(50_000.0)
+    options = ReaderOptions(
+        manifest_poll_interval=timedelta(minutes=1), checkpoint_lifetime=timedelta(minutes=10)
+    )
+    with Db.open("db", memory, QUIET, clock=clock) as db:
+        db.put(b"a", b"1")
+        db.flush_memtable()
+        reader = DbReader.open("db", memory, options=options, clock=clock)
+        stale = reader.checkpoint_id
+        clock.advance(601)  # the reader stalled past its checkpoint's expiry
+        reader.poll()
+        assert reader.checkpoint_id != stale and reader_checkpoints(memory) == [reader.checkpoint_id]
+        assert reader.get(b"a") == b"1"
+        reader.close()

@@ -33,7 +33,7 @@ from tests.gc.conftest import unsafe
 WRITER = DbOptions(
     wal_flush_interval=timedelta(milliseconds=20),
     manifest_poll_interval=timedelta(milliseconds=50),
-    l0_sst_size_bytes=4096,
+    l0_sst_size_bytes=16 * 1024,
     l0_max_ssts=1000,
 )
 COMPACTOR = CompactorOptions(
@@ -43,7 +43,7 @@ COMPACTOR = CompactorOptions(
     poll_interval=timedelta(milliseconds=20),
     compaction_checkpoint_lifetime=timedelta(milliseconds=500),
 )
-WRITE_SECONDS = 4.0
+WRITE_SECONDS = 3.0
 
 
 def min_age_for(store: ObjectStore) -> float:
@@ -78,7 +78,10 @@ def seed(store: ObjectStore) -> tuple[dict[bytes, bytes], Any]:
     return model, checkpoint
 
 
-def run_workload(store: ObjectStore, gc_loop: Callable[[threading.Event], None]) -> None:
+def run_workload(
+    store: ObjectStore, gc_loop: Callable[[threading.Event], None], collected: Callable[[], bool]
+) -> None:
+    """Write for WRITE_SECONDS, then keep GC, compactor and reader going until ``collected()``."""
     model, checkpoint = seed(store)
     stop_gc = threading.Event()
     failures: list[BaseException] = []
@@ -99,6 +102,7 @@ def run_workload(store: ObjectStore, gc_loop: Callable[[threading.Event], None])
                 assert dict(reader.scan()) == model
                 assert reader.get(b"seed0007") == b"s7"
                 reader_rounds[0] += 1
+                time.sleep(0.005)
 
     compactor = Compactor("db", store, COMPACTOR).start()
     threads = [
@@ -123,8 +127,11 @@ def run_workload(store: ObjectStore, gc_loop: Callable[[threading.Event], None])
                     db.put(key, value)
                     final[key] = value
                 i += 1
-                if i % 200 == 0:
-                    time.sleep(0.01)
+                if i % 20 == 0:
+                    time.sleep(0.002)  # about 5,000 writes a second
+        deadline = time.monotonic() + 20
+        while not collected() and time.monotonic() < deadline and not failures:
+            time.sleep(0.1)
     finally:
         compactor.close()
         stop_gc.set()
@@ -152,11 +159,19 @@ def gc_thread_loop(store: ObjectStore, reports: list[GcReport]) -> Callable[[thr
     return loop
 
 
+def collected_resources(reports: list[GcReport]) -> set[str]:
+    return {r.resource for report in list(reports) for r in report.resources if r.count}
+
+
 def test_gc_in_a_thread_beside_writer_compactor_and_checkpoint_reader(engine_store: ObjectStore) -> None:
     reports: list[GcReport] = []
-    run_workload(engine_store, gc_thread_loop(engine_store, reports))
-    deleted = {r.resource for report in reports for r in report.resources if r.count}
-    assert {"manifest", "wal", "compacted"} <= deleted, "the GC never collected anything"
+    expected = {"manifest", "wal", "compacted"}
+    run_workload(
+        engine_store,
+        gc_thread_loop(engine_store, reports),
+        lambda: expected <= collected_resources(reports),
+    )
+    assert expected <= collected_resources(reports), "the GC never collected anything"
     check_references(engine_store)
 
 
@@ -169,6 +184,7 @@ from pathlib import Path
 root, stop_file, min_age = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
 options = GcOptions.with_min_age(timedelta(seconds=min_age), allow_unsafe_min_age=True)
 collector = GarbageCollector("db", LocalStore(root), options)
+progress = Path(sys.argv[4])
 deleted, runs = {}, 0
 deadline = time.monotonic() + 60
 while not stop_file.exists() and time.monotonic() < deadline:
@@ -176,6 +192,7 @@ while not stop_file.exists() and time.monotonic() < deadline:
     runs += 1
     for resource in report.resources:
         deleted[resource.resource] = deleted.get(resource.resource, 0) + resource.count
+    progress.write_text(json.dumps(deleted))
     time.sleep(0.1)
 print(json.dumps({"runs": runs, "deleted": deleted}))
 """
@@ -185,20 +202,35 @@ def test_gc_in_a_separate_process(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = LocalStore(root)
     stop_file = tmp_path / "stop"
+    progress = tmp_path / "progress.json"
     process: subprocess.Popen[str] | None = None
 
     def loop(stop: threading.Event) -> None:
         nonlocal process
         process = subprocess.Popen(
-            [sys.executable, "-c", GC_PROCESS, str(root), str(stop_file), str(min_age_for(store))],
+            [
+                sys.executable,
+                "-c",
+                GC_PROCESS,
+                str(root),
+                str(stop_file),
+                str(min_age_for(store)),
+                str(progress),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         stop.wait()
 
+    def collected() -> bool:
+        try:
+            return json.loads(progress.read_text()).get("compacted", 0) > 0  # type: ignore[no-any-return]
+        except (OSError, ValueError):
+            return False
+
     try:
-        run_workload(store, loop)
+        run_workload(store, loop, collected)
     finally:
         stop_file.touch()
         assert process is not None

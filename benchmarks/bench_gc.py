@@ -1,0 +1,143 @@
+"""Object-store requests of one GC run on a database of about 1,000 objects (docs/design/gc.md).
+
+The database is built with the real engine on a memory store whose ``last_modified`` follows a
+manual clock: ``ROUNDS`` rounds of (write, WAL flush, L0 flush), a compaction every 8 L0 SSTs and a
+checkpoint that later expires, so every namespace holds garbage. Each scenario runs on a copy of
+that state through :class:`CountingStore`. ``list`` counts one request per call; on S3 a namespace
+of more than 1,000 keys costs one LIST per 1,000 keys.
+
+Run: ``.venv/bin/python benchmarks/bench_gc.py``
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from slate_ops import Db, DbOptions, admin
+from slate_ops.clock import ManualClock
+from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.config import CheckpointOptions
+from slate_ops.gc import GarbageCollector, GcOptions, GcReport
+from slate_ops.objstore import CountingStore, MemoryStore
+
+RESULTS = Path(__file__).parent / "results" / "gc.md"
+ROUNDS = 280
+QUIET = DbOptions(
+    wal_flush_interval=timedelta(hours=1), manifest_poll_interval=timedelta(hours=1), l0_max_ssts=100_000
+)
+COMPACTOR = CompactorOptions(
+    min_sources=8, max_sources=8, compaction_checkpoint_lifetime=timedelta(minutes=1)
+)
+
+
+def stamped(clock: ManualClock, name: str) -> MemoryStore:
+    return MemoryStore(name, now=lambda: datetime.fromtimestamp(clock.now(), UTC))
+
+
+def build(clock: ManualClock, rounds: int = ROUNDS) -> MemoryStore:
+    """A database with garbage in every namespace; one round every 2 s."""
+    store = stamped(clock, "bench-gc")
+    compactor: Compactor | None = None
+    with Db.open("db", store, QUIET, clock=clock) as db:
+        compactor = Compactor("db", store, COMPACTOR, clock=clock)
+        for round_ in range(rounds):
+            for i in range(10):
+                db.put(b"k%04d" % (round_ * 10 + i), b"v" * 100)
+            db.flush()
+            db.flush_memtable()
+            if round_ == rounds // 2:
+                admin.create_checkpoint("db", store, CheckpointOptions(lifetime="10min"), clock=clock)
+            if compactor.run_once() is not None:
+                clock.advance(1)
+            clock.advance(2)
+        compactor.close()
+    return store
+
+
+def copy(store: MemoryStore, clock: ManualClock) -> MemoryStore:
+    """The same objects with the same ``last_modified`` in a fresh store."""
+    now = clock.now()
+    target = stamped(clock, "bench-gc-copy")
+    for meta in store.list(""):
+        clock.set(meta.last_modified.timestamp())
+        target.put(meta.key, store.get(meta.key).data)
+    clock.set(now)
+    return target
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    objects: int
+    deleted: int
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def measure(
+    scenario: str, store: MemoryStore, clock: ManualClock, run: Callable[[GarbageCollector], GcReport]
+) -> Row:
+    counting = CountingStore(store)
+    objects = sum(1 for _ in store.list("db/"))
+    report = run(GarbageCollector("db", counting, GcOptions(), clock=clock))
+    return Row(scenario, objects, len(report.deleted_keys()), counting.counts)
+
+
+def run_scenarios(rounds: int = ROUNDS) -> list[Row]:
+    clock = ManualClock(1_700_000_000.0)
+    base = build(clock, rounds)
+    built_at = clock.now()
+    rows = []
+
+    def at(offset: float) -> tuple[MemoryStore, ManualClock]:
+        clock.set(built_at)
+        state = copy(base, clock)
+        clock.set(built_at + offset)
+        return state, clock
+
+    state, now = at(0)  # the last 150 rounds are younger than min_age (300 s)
+    rows.append(measure("dry run, writer active in the last 5 min", state, now, lambda gc: gc.run_once(True)))
+    state, now = at(0)
+    rows.append(measure("real run, writer active in the last 5 min", state, now, lambda gc: gc.run_once()))
+    state, now = at(86_400)
+    rows.append(measure("dry run, all garbage a day old", state, now, lambda gc: gc.run_once(True)))
+    state, now = at(86_400)
+    rows.append(measure("real run, all garbage a day old", state, now, lambda gc: gc.run_once()))
+    rows.append(measure("real run again (steady state)", state, now, lambda gc: gc.run_once()))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    kinds = ("list", "get", "head", "put", "delete")
+    lines = [
+        "| scenario | objects | deleted | requests | " + " | ".join(k.upper() for k in kinds) + " |",
+        "|---|---:|---:|---:|" + "---:|" * len(kinds),
+    ]
+    for row in rows:
+        counts = " | ".join(str(row.counts.get(k, 0)) for k in kinds)
+        lines.append(f"| {row.scenario} | {row.objects} | {row.deleted} | {row.total} | {counts} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    text = table(run_scenarios())
+    print(text)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(
+        "# GC requests per run (benchmarks/bench_gc.py)\n\n"
+        f"A database built by {ROUNDS} rounds of write / WAL flush / L0 flush, 2 s apart, with a "
+        "compaction every 8 L0 SSTs; memory store, `CountingStore`, default `GcOptions` (min_age 300 s). "
+        "LIST counts one request per call (S3: one per 1,000 keys).\n\n" + text + "\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The ``gc`` command of the ``slate-ops`` CLI (docs/cli.md, docs/design/gc.md).
+
+``slate-ops --path P gc [--resource R ...] [--min-age 10min] [--dry-run]`` runs the garbage collector
+once and prints its report: JSON by default, a summary table with ``--format table``. A dry run
+prints exactly what a real run would delete. A run with errors prints its report as well, then the
+error on stderr, and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import timedelta
+from typing import Any, get_args
+
+from slate_ops.cli_data import CommandHelper
+from slate_ops.config import format_duration, parse_duration
+from slate_ops.errors import GcFailedError
+from slate_ops.gc import ALL_RESOURCES, MIN_AGE_FLOOR, GarbageCollector, GcOptions, GcReport, Resource
+from slate_ops.jsonable import to_jsonable
+from slate_ops.objstore import ObjectStore
+
+RESOURCE_CHOICES = (*get_args(Resource), "all")
+
+
+def _min_age(text: str) -> timedelta:
+    try:
+        value = parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if value < MIN_AGE_FLOOR:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is below the minimum age floor of {format_duration(MIN_AGE_FLOOR)} "
+            "(a shorter one could delete objects a live writer or reader still needs)"
+        )
+    return value
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def gc_options(args: argparse.Namespace) -> GcOptions:
+    chosen = set(args.resource or ["all"])
+    resources = ALL_RESOURCES if "all" in chosen else frozenset(chosen)
+    values: dict[str, Any] = {"resources": resources}
+    if args.min_age is not None:
+        values |= dict.fromkeys(
+            ("manifest_min_age", "compactions_min_age", "wal_min_age", "compacted_min_age"), args.min_age
+        )
+    if args.db_delete_grace is not None:
+        values["db_delete_grace"] = args.db_delete_grace
+    return GcOptions.model_validate(values)
+
+
+def report_rows(report: GcReport) -> list[dict[str, Any]]:
+    """The table form: one row per resource, then checkpoints, clones and the destroyed database."""
+    action = "would delete" if report.dry_run else "deleted"
+    rows = [
+        {
+            "resource": r.resource,
+            "action": action,
+            "objects": r.count,
+            "bytes": r.bytes,
+            "listed": r.listed,
+            "boundary": r.boundary,
+            "errors": len(r.errors),
+        }
+        for r in report.resources
+    ]
+    rows.append({"resource": "checkpoints", "action": "would expire" if report.dry_run else "expired",
+                 "objects": len(report.checkpoints_expired)})  # fmt: skip
+    rows.append({"resource": "clones", "action": "would detach" if report.dry_run else "detached",
+                 "objects": len(report.clones_detached)})  # fmt: skip
+    if report.destroyed:
+        rows.append(
+            {
+                "resource": "database",
+                "action": action,
+                "objects": len(report.destroyed_objects),
+                "bytes": sum(d.size for d in report.destroyed_objects),
+            }
+        )
+    return rows
+
+
+def render(report: GcReport, output_format: str) -> Any:
+    return report_rows(report) if output_format == "table" else to_jsonable(report)
+
+
+def _gc(args: argparse.Namespace, store: ObjectStore) -> Any:
+    collector = GarbageCollector(args.path, store, gc_options(args))
+    output_format = getattr(args, "format", "json")
+    try:
+        return render(collector.run_once(dry_run=args.dry_run), output_format)
+    except GcFailedError as error:
+        if isinstance(error.report, GcReport):  # the report first, then the error (exit 1)
+            from slate_ops.cli import render_table  # the CLI imports this module
+
+            result = render(error.report, output_format)
+            print(render_table(result) if output_format == "table" else json.dumps(result, indent=2))
+        raise
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], command: CommandHelper) -> None:
+    """Add ``gc`` through the CLI's ``command`` helper."""
+    del commands
+    sub = command(
+        "gc",
+        _gc,
+        "Garbage-collect the database once: expired checkpoints, old manifests and .compactions files, "
+        "unreferenced WAL and compacted SSTs, detachable clones, a destroyed database past its grace.",
+    )
+    sub.add_argument(
+        "--resource",
+        action="append",
+        choices=RESOURCE_CHOICES,
+        help="run only this task (repeatable; default: all)",
+    )
+    sub.add_argument(
+        "--min-age",
+        type=_min_age,
+        help=f'minimum age of every deleted object, e.g. "10min" (default 5min, at least '
+        f"{format_duration(MIN_AGE_FLOOR)}); SSTs count it from when they stopped being referenced",
+    )
+    sub.add_argument(
+        "--db-delete-grace", type=_duration, help="grace period of a soft-destroyed database (default 1days)"
+    )
+    sub.add_argument(
+        "--dry-run",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="print exactly what would be deleted without deleting or committing anything",
+    )

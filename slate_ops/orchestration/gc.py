@@ -1,0 +1,180 @@
+"""Garbage collection in Dagster: ``gc_op`` and the helpers of ``jobs/gc.py``.
+
+``gc_op`` runs :meth:`GarbageCollector.run_once` on one database (its run tag ``slate_ops/db``, or
+the op config's ``database``) — a dry run unless the config says ``dry_run: false`` — and returns
+the report, with run metadata: totals, a Markdown summary table, one Markdown table per resource
+listing the objects deleted (would-delete), the expired checkpoints, detached clones and the
+boundary metrics. A run whose GC records errors fails with :class:`dagster.Failure` carrying the
+same metadata, so nothing fails silently.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+from pydantic import Field, ValidationError
+
+from slate_ops.errors import ConfigError, GcFailedError
+from slate_ops.gc import ALL_RESOURCES, GarbageCollector, GcOptions, GcReport, ResourceReport
+from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+GC_JOB = "gc_job"
+"""Name of the job (defined in ``jobs/gc.py``) that runs :func:`gc_op`."""
+
+MAX_ROWS = 200
+"""Objects listed per resource table in the run metadata; the counts are always complete."""
+
+
+class GcConfig(dg.Config):
+    """Run config of :func:`gc_op`. Durations are written like ``"5min"`` or ``"7days 30min"``."""
+
+    database: str | None = Field(
+        default=None,
+        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
+    )
+    dry_run: bool = Field(default=True, description="Only report what would be deleted (the default).")
+    resources: list[str] = Field(
+        default=["all"],
+        description="Tasks to run: database, checkpoints, manifest, compactions, wal, compacted, clones; "
+        "or all.",
+    )
+    manifest_min_age: str = Field(default="5min", description=".manifest files must be this old (>= 2min).")
+    compactions_min_age: str = Field(default="5min", description=".compactions files must be this old.")
+    wal_min_age: str = Field(default="5min", description="WAL SSTs must have been unreferenced this long.")
+    compacted_min_age: str = Field(default="5min", description="SSTs must have been unreferenced this long.")
+    db_delete_grace: str = Field(default="1days", description="Grace period of a soft-destroyed database.")
+    delete_wal_fences: bool = Field(default=False, description="Also delete empty WAL fence objects.")
+
+
+def gc_options(config: GcConfig) -> GcOptions:
+    """The :class:`GcOptions` of ``config``; :class:`ConfigError` names every invalid field."""
+    resources = sorted(ALL_RESOURCES) if "all" in config.resources else config.resources
+    try:
+        return GcOptions.model_validate(
+            {
+                "resources": resources,
+                "manifest_min_age": config.manifest_min_age,
+                "compactions_min_age": config.compactions_min_age,
+                "wal_min_age": config.wal_min_age,
+                "compacted_min_age": config.compacted_min_age,
+                "db_delete_grace": config.db_delete_grace,
+                "delete_wal_fences": config.delete_wal_fences,
+            }
+        )
+    except (ValidationError, ValueError) as error:
+        raise ConfigError(f"invalid gc_op config: {error}") from error
+
+
+@dg.op(description="Garbage-collect one database (dry run by default) and report every object deleted.")
+def gc_op(
+    context: dg.OpExecutionContext, config: GcConfig, slate: SlateDatabasesResource
+) -> dg.Output[GcReport]:
+    name = _target_database(context, config.database)
+    db = slate.database(name)
+    collector = GarbageCollector(db.path, slate.open_store(name), gc_options(config), clock=slate.clock())
+    try:
+        report = collector.run_once(dry_run=config.dry_run)
+    except GcFailedError as error:
+        metadata = gc_metadata(name, error.report) if isinstance(error.report, GcReport) else {}
+        raise dg.Failure(description=str(error), metadata=metadata) from error
+    verb = "would delete" if report.dry_run else "deleted"
+    context.log.info(
+        f"{name}: {verb} {len(report.deleted_keys())} object(s); {len(report.checkpoints_expired)} "
+        f"checkpoint(s) expired, {len(report.clones_detached)} clone(s) detached"
+        + (", database destroyed" if report.destroyed else "")
+    )
+    return dg.Output(report, metadata=gc_metadata(name, report))
+
+
+def gc_metadata(database: str, report: GcReport) -> dict[str, dg.MetadataValue]:
+    """The report as run metadata: totals, a summary table and one table per resource."""
+    metadata: dict[str, dg.MetadataValue] = {
+        "database": dg.MetadataValue.text(database),
+        "dry_run": dg.MetadataValue.bool(report.dry_run),
+        "deleted_objects": dg.MetadataValue.int(len(report.deleted_keys())),
+        "deleted_bytes": dg.MetadataValue.int(
+            sum(r.bytes for r in report.resources) + sum(d.size for d in report.destroyed_objects)
+        ),
+        "checkpoints_expired": dg.MetadataValue.int(len(report.checkpoints_expired)),
+        "destroyed": dg.MetadataValue.bool(report.destroyed),
+        "errors": dg.MetadataValue.int(len(report.errors)),
+        "summary": dg.MetadataValue.md(summary_markdown(report)),
+        "boundary_metrics": dg.MetadataValue.json(dict(report.metrics)),
+    }
+    if report.manifest_id is not None:
+        metadata["manifest_id"] = dg.MetadataValue.int(report.manifest_id)
+    for resource in report.resources:
+        metadata[f"{resource.resource}_objects"] = dg.MetadataValue.md(
+            resource_markdown(resource, report.dry_run)
+        )
+    if report.destroyed:
+        metadata["database_objects"] = dg.MetadataValue.md(
+            resource_markdown(
+                ResourceReport.build("database", list(report.destroyed_objects), listed=0), report.dry_run
+            )
+        )
+    if report.clones_detached:
+        metadata["clones_detached"] = dg.MetadataValue.md(
+            "\n".join(f"- `{p}`" for p in report.clones_detached)
+        )
+    if report.errors or report.notes:
+        lines = [f"- **error**: {_md(e)}" for e in report.errors] + [f"- {_md(n)}" for n in report.notes]
+        metadata["messages"] = dg.MetadataValue.md("\n".join(lines))
+    return metadata
+
+
+def summary_markdown(report: GcReport) -> str:
+    """One row per resource: objects, bytes, boundary, errors."""
+    action = "would delete" if report.dry_run else "deleted"
+    lines = [
+        f"GC of manifest {report.manifest_id}{' (dry run)' if report.dry_run else ''}:",
+        "",
+        f"| resource | {action} | bytes | listed | boundary | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in report.resources:
+        boundary = "-" if r.boundary is None else r.boundary
+        lines.append(f"| {r.resource} | {r.count} | {r.bytes} | {r.listed} | {boundary} | {len(r.errors)} |")
+    lines.append(f"| checkpoints (expired) | {len(report.checkpoints_expired)} | - | - | - | - |")
+    lines.append(f"| clones (detached) | {len(report.clones_detached)} | - | - | - | - |")
+    if report.destroyed:
+        size = sum(d.size for d in report.destroyed_objects)
+        lines.append(f"| database (destroyed) | {len(report.destroyed_objects)} | {size} | - | - | - |")
+    return "\n".join(lines)
+
+
+def resource_markdown(resource: ResourceReport, dry_run: bool) -> str:
+    """The objects of one resource: key, bytes, last modified (UTC); at most :data:`MAX_ROWS` rows."""
+    title = f"{'Would delete' if dry_run else 'Deleted'} {resource.count} object(s), {resource.bytes} bytes"
+    if not resource.deleted:
+        return f"{title}."
+    lines = [f"{title}:", "", "| key | bytes | last modified (UTC) |", "| --- | ---: | --- |"]
+    for d in resource.deleted[:MAX_ROWS]:
+        modified = d.last_modified.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(f"| `{_md(d.key)}` | {d.size} | {modified} |")
+    if resource.count > MAX_ROWS:
+        lines.append(f"| … and {resource.count - MAX_ROWS} more | | |")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def gc_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
+    """Run config of the GC job for ``database``."""
+    return {"ops": {"gc_op": {"config": {"database": database, "dry_run": dry_run}}}}
+
+
+def gc_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
+    """A real GC run of ``db`` (scheduled runs delete), tagged for the per-database concurrency limit."""
+    return dg.RunRequest(
+        run_key=f"gc-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
+        run_config=gc_run_config(db.name, dry_run=False),
+        tags={DB_TAG: db.name},
+    )
