@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from slate_ops.admin.checkpoints import expire_checkpoints
-from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction.state import CompactionsState, CompactionsStore
 from slate_ops.errors import DbNotFoundError, GcFailedError, ObjectNotFoundError
 from slate_ops.gc.clones import detach, detachable
@@ -51,16 +51,6 @@ from slate_ops.txn.boundary import METRICS
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class _FixedClock:
-    """The run's one ``now``, so checkpoint expiry agrees with the plan."""
-
-    def __init__(self, now: float) -> None:
-        self._now = now
-
-    def now(self) -> float:
-        return self._now
 
 
 class GarbageCollector:
@@ -253,7 +243,10 @@ class _Run:
             result = self.attempt(
                 "checkpoints",
                 lambda: expire_checkpoints(
-                    self.gc.path, self.store, dry_run=self.dry_run, clock=_FixedClock(self.now)
+                    self.gc.path,
+                    self.store,
+                    dry_run=self.dry_run,
+                    clock=ManualClock(self.now),  # the run's one now: expiry agrees with the plan
                 ),
             )
             expired = result.expired if result is not None else ()
