@@ -175,6 +175,14 @@ class CheckpointExpiredError(SlateOpsError):
     """The checkpoint exists but its expiry time has passed; refresh it or use another one."""
 
 
+class TagExistsError(SlateOpsError):
+    """A tag with this name already exists; delete it first or create the new one with ``replace``."""
+
+
+class TagNotFoundError(SlateOpsError):
+    """No tag with this name exists in the database's current manifest."""
+
+
 class InvalidDeletionError(SlateOpsError):
     """A deletion was refused because something still needs the data (e.g. unexpired checkpoints)."""
 

@@ -19,6 +19,7 @@ from slate_ops.admin.db import (
 )
 from slate_ops.admin.destroy import DestroyReport, delete_db_objects, destroy, release_external_checkpoints
 from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, shape_of
+from slate_ops.admin.tags import Tag, create_tag, delete_tag, list_tags
 
 __all__ = [
     "CheckpointExpiryReport",
@@ -28,16 +29,20 @@ __all__ = [
     "ManifestFile",
     "RunSummary",
     "SstSummary",
+    "Tag",
     "create_checkpoint",
     "create_clone",
     "create_db",
+    "create_tag",
     "delete_checkpoint",
     "delete_db_objects",
+    "delete_tag",
     "describe_db",
     "destroy",
     "expire_checkpoints",
     "list_checkpoints",
     "list_manifests",
+    "list_tags",
     "lsm_shape",
     "read_manifest",
     "refresh_checkpoint",
