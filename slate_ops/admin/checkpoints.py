@@ -14,6 +14,7 @@ from datetime import timedelta
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engine.wal import WalStore
+from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.checkpoints import (
     checkpoint_not_found,
     expiry_time,
@@ -45,11 +46,32 @@ def create_checkpoint(
     ``manifest_id``; a missing or expired source is refused.
     """
     options = options or CheckpointOptions()
+    if options.name is not None and options.name.startswith(TAG_PREFIX):
+        raise InvalidArgumentError(
+            f"checkpoint names starting with {TAG_PREFIX!r} are reserved for tags; use create_tag"
+        )
     manifests = ManifestStore(store, path)
     checkpoint_id = new_id()
-    # From the current manifest, the checkpoint also covers writes that are durable only in the WAL
-    # so far: readers of it replay the WAL up to wal_id_last_seen (spec 000 "Readers").
-    wal_ids = WalStore(store, manifests.path).list_ids() if options.source is None else []
+    committed = manifests.update(checkpoint_adder(manifests, options, checkpoint_id, clock))
+    created = committed.value.checkpoint(checkpoint_id)
+    assert created is not None
+    return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
+
+
+TAG_PREFIX = "tag:"
+"""Checkpoints named ``tag:<name>`` are tags (:mod:`slate_ops.admin.tags`): they never expire."""
+
+
+def checkpoint_adder(
+    manifests: ManifestStore, options: CheckpointOptions, checkpoint_id: uuid.UUID, clock: Clock
+) -> Callable[[VersionedManifest], Manifest]:
+    """The manifest change that adds a checkpoint (spec 000 "Creating a Checkpoint").
+
+    From the current manifest, the checkpoint also covers writes durable only in the WAL so far:
+    readers of it replay the WAL up to ``wal_id_last_seen`` (spec 000 "Readers"), so that is raised
+    to the newest WAL id (one LIST, before the commit loop).
+    """
+    wal_ids = WalStore(manifests.store, manifests.path).list_ids() if options.source is None else []
     last_wal = wal_ids[-1] if wal_ids else 0
 
     def add(current: VersionedManifest) -> Manifest:
@@ -58,10 +80,7 @@ def create_checkpoint(
             return manifest
         return manifest.with_changes(wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal))
 
-    committed = manifests.update(add)
-    created = committed.value.checkpoint(checkpoint_id)
-    assert created is not None
-    return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
+    return add
 
 
 def refresh_checkpoint(
@@ -82,7 +101,12 @@ def refresh_checkpoint(
         manifest = current.value
         require_not_destroyed(manifest, manifests.location)
         now = clock.now()
-        live_checkpoint(manifest, checkpoint_id, now, manifests.location)
+        checkpoint = live_checkpoint(manifest, checkpoint_id, now, manifests.location)
+        if checkpoint.name is not None and checkpoint.name.startswith(TAG_PREFIX) and lifetime is not None:
+            raise InvalidArgumentError(
+                f"checkpoint {checkpoint_id} is the tag {checkpoint.name[len(TAG_PREFIX) :]!r}: tags never "
+                "expire; delete the tag instead (delete-tag)"
+            )
         return with_expiry(manifest, checkpoint_id, expiry_time(now, lifetime))
 
     committed = manifests.update(refresh)

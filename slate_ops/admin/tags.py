@@ -15,16 +15,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from slate_ops.admin.checkpoints import TAG_PREFIX, checkpoint_adder
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import InvalidArgumentError, TagExistsError, TagNotFoundError
-from slate_ops.manifest.checkpoints import with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
 
-TAG_PREFIX = "tag:"
 """The checkpoint-name prefix that marks a tag checkpoint."""
 
 MAX_TAG_NAME_CHARS = 200
@@ -111,9 +109,7 @@ def create_tag(
     options = CheckpointOptions(source=checkpoint, name=TAG_PREFIX + name, lifetime=None)
     manifests = ManifestStore(store, path)
     checkpoint_id = new_id()
-    # Like create_checkpoint: a tag of the current state also covers WAL-only writes.
-    wal_ids = WalStore(store, manifests.path).list_ids() if checkpoint is None else []
-    last_wal = wal_ids[-1] if wal_ids else 0
+    add_checkpoint = checkpoint_adder(manifests, options, checkpoint_id, clock)  # covers WAL-only writes
 
     def add(current: VersionedManifest) -> Manifest:
         require_not_destroyed(current.value, manifests.location)
@@ -124,11 +120,7 @@ def create_tag(
                 f"{existing[0].checkpoint_id}, manifest {existing[0].manifest_id}); "
                 "delete it first or pass replace=True (--replace)"
             )
-        manifest = with_new_checkpoint(current, options, checkpoint_id, clock.now(), manifests.location)
-        manifest = _without_tag(manifest, name, keep=checkpoint_id)
-        if checkpoint is not None:
-            return manifest
-        return manifest.with_changes(wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal))
+        return _without_tag(add_checkpoint(current), name, keep=checkpoint_id)
 
     committed = manifests.update(add)
     created = committed.value.checkpoint(checkpoint_id)

@@ -200,3 +200,21 @@ def test_tag_survives_expiry_compaction_and_gc(store: MemoryStore, clock: Manual
     finally:
         current.close()
     assert admin.list_tags(DB, store).column("record_count").to_pylist() == [30]
+
+
+def test_tag_names_are_reserved_and_tags_cannot_be_given_a_lifetime() -> None:
+    from slate_ops.errors import InvalidArgumentError
+    from slate_ops.objstore import MemoryStore
+
+    memory = MemoryStore()
+    admin.create_db("db", memory)
+    before = snapshot(memory)
+    with pytest.raises(InvalidArgumentError, match="reserved for tags"):
+        admin.create_checkpoint("db", memory, CheckpointOptions(name="tag:sneaky"))
+    assert snapshot(memory) == before
+    tag = admin.create_tag("db", memory, "keep")
+    with pytest.raises(InvalidArgumentError, match="tags never expire"):
+        admin.refresh_checkpoint("db", memory, tag.checkpoint_id, timedelta(days=1))
+    assert admin.list_tags("db", memory).column("tag_name").to_pylist() == ["keep"]
+    (checkpoint,) = admin.list_checkpoints("db", memory)
+    assert checkpoint.id == tag.checkpoint_id and checkpoint.expire_time_s is None
