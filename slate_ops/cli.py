@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -35,15 +34,6 @@ def _duration(text: str) -> timedelta:
         return parse_duration(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _uuid(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a UUID (e.g. 01740ee5-6459-44af-9a45-85deb6e468e3)"
-        ) from None
 
 
 def _manifest_id(text: str) -> int:
@@ -123,15 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "-l", "--lifetime", type=_duration, help='e.g. "7days 30min 10s"; default: never expires'
     )
-    sub.add_argument("-s", "--source", type=_uuid, help="take the checkpoint from this existing checkpoint")
+    sub.add_argument(
+        "-s",
+        "--source",
+        type=cli_data.checkpoint_id_arg,
+        help="take the checkpoint from this existing checkpoint",
+    )
     sub.add_argument("-n", "--name", help="a name to list the checkpoint by (need not be unique)")
 
     sub = command("refresh-checkpoint", _refresh_checkpoint, "Set a checkpoint's expiry to now + lifetime.")
-    sub.add_argument("-i", "--id", type=_uuid, required=True)
+    sub.add_argument("-i", "--id", type=cli_data.checkpoint_id_arg, required=True)
     sub.add_argument("-l", "--lifetime", type=_duration, help="default: never expires")
 
     sub = command("delete-checkpoint", _delete_checkpoint, "Delete a checkpoint.")
-    sub.add_argument("-i", "--id", type=_uuid, required=True)
+    sub.add_argument("-i", "--id", type=cli_data.checkpoint_id_arg, required=True)
 
     sub = command("list-checkpoints", _list_checkpoints, "List the checkpoints of the current manifest.")
     sub.add_argument("-n", "--name", help="only checkpoints with this name")

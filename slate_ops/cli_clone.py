@@ -9,21 +9,11 @@ its summary; ``destroy [--hard] [--dry-run]`` destroys the database at ``--path`
 from __future__ import annotations
 
 import argparse
-import uuid
 from typing import Any
 
 from slate_ops.admin import create_clone, destroy
-from slate_ops.cli_data import CommandHelper
+from slate_ops.cli_data import CommandHelper, checkpoint_id_arg
 from slate_ops.objstore import ObjectStore
-
-
-def _checkpoint_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a checkpoint id (a UUID, as printed by create-checkpoint)"
-        ) from None
 
 
 def _clone(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
@@ -59,7 +49,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     sub.add_argument(
         "--checkpoint",
         metavar="ID",
-        type=_checkpoint_id,
+        type=checkpoint_id_arg,
         help="clone the parent at this checkpoint (default: a new 5-minute checkpoint of its current state)",
     )
 

@@ -96,7 +96,8 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
-def _checkpoint_id(text: str) -> uuid.UUID:
+def checkpoint_id_arg(text: str) -> uuid.UUID:
+    """argparse type of a checkpoint id; shared by every command that takes one."""
     try:
         return uuid.UUID(text)
     except ValueError:
@@ -185,7 +186,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     sub.add_argument(
         "--checkpoint",
         metavar="ID",
-        type=_checkpoint_id,
+        type=checkpoint_id_arg,
         help="read this checkpoint's state (default: a fresh checkpoint of the current state)",
     )
     sub.add_argument("--max-keys", metavar="N", type=_positive_int, help="stop after N rows")

@@ -12,8 +12,7 @@ from typing import Any
 
 from slate_ops.admin import create_tag, delete_tag, list_tags
 from slate_ops.admin.tags import Tag
-from slate_ops.cli_clone import _checkpoint_id
-from slate_ops.cli_data import CommandHelper
+from slate_ops.cli_data import CommandHelper, checkpoint_id_arg
 from slate_ops.objstore import ObjectStore
 
 
@@ -41,7 +40,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     )
     sub.add_argument("-n", "--name", required=True, help="the tag's name (unique; no whitespace)")
     sub.add_argument(
-        "-s", "--source", metavar="CHECKPOINT", type=_checkpoint_id, help="tag this live checkpoint's state"
+        "-s",
+        "--source",
+        metavar="CHECKPOINT",
+        type=checkpoint_id_arg,
+        help="tag this live checkpoint's state",
     )
     sub.add_argument("--replace", action="store_true", help="replace an existing tag of that name")
 
