@@ -157,13 +157,19 @@ class Db:
         """Spec 000 "Establishing Initial Checkpoint": drop older writers' checkpoints, add ours."""
         require_usable(current.value, self._manifests.location)
         kept = tuple(c for c in current.value.checkpoints if not isinstance(c.metadata, WriterCheckpoint))
-        ours = Checkpoint(
-            id=self._checkpoint_id,
+        ours = self._writer_checkpoint(self._checkpoint_id, current, epoch)
+        return current.value.with_changes(checkpoints=(*kept, ours))
+
+    def _writer_checkpoint(
+        self, checkpoint_id: uuid.UUID, current: VersionedManifest, epoch: int
+    ) -> Checkpoint:
+        """The writer's checkpoint, pinning the version being written (spec 000 "Writers")."""
+        return Checkpoint(
+            id=checkpoint_id,
             manifest_id=current.id + 1,
             create_time_s=int(self._clock.now()),
             metadata=WriterCheckpoint(epoch),
         )
-        return current.value.with_changes(checkpoints=(*kept, ours))
 
     def _replay(self, after: int, fence_id: int) -> None:
         """Re-apply the WAL SSTs between the manifest's replay point and our fence."""
@@ -411,14 +417,7 @@ class Db:
                 manifest = change(current.value)
                 checkpoints = tuple(c for c in manifest.checkpoints if c.id not in removable)
                 if reestablish:
-                    checkpoints += (
-                        Checkpoint(
-                            id=new,
-                            manifest_id=current.id + 1,
-                            create_time_s=int(self._clock.now()),
-                            metadata=WriterCheckpoint(self._fenced.epoch),
-                        ),
-                    )
+                    checkpoints += (self._writer_checkpoint(new, current, self._fenced.epoch),)
                 return manifest.with_changes(checkpoints=checkpoints)
 
             committed = self._fenced.update(apply)
