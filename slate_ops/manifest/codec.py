@@ -412,6 +412,7 @@ def _encode_payload(m: Manifest) -> bytes:
     checkpoints = _offsets_vector(
         b, _fb_manifest.ManifestV2StartCheckpointsVector, [_encode_checkpoint(b, c) for c in m.checkpoints]
     )
+    visible_range = _encode_range(b, m.visible_range) if m.visible_range is not None else None
 
     _fb_manifest.ManifestV2Start(b)
     _fb_manifest.ManifestV2AddExternalDbs(b, external_dbs)
@@ -430,6 +431,8 @@ def _encode_payload(m: Manifest) -> bytes:
     _fb_manifest.ManifestV2AddL0(b, l0)
     _fb_manifest.ManifestV2AddCompacted(b, compacted)
     _fb_manifest.ManifestV2AddCheckpoints(b, checkpoints)
+    if visible_range is not None:
+        _fb_manifest.ManifestV2AddVisibleRange(b, visible_range)
     b.Finish(_fb_manifest.ManifestV2End(b))
     return bytes(b.Output())
 
@@ -718,6 +721,7 @@ class _Decoder:
     _M_L0 = _slot(_fb_manifest.ManifestV2, "L0Length")
     _M_COMPACTED = _slot(_fb_manifest.ManifestV2, "CompactedLength")
     _M_CHECKPOINTS = _slot(_fb_manifest.ManifestV2, "CheckpointsLength")
+    _M_VISIBLE_RANGE = _slot(_fb_manifest.ManifestV2, "VisibleRange")
     _RUN_SSTS = _slot(_fb_run.SortedRunV2, "SstsLength")
     _EXT_SST_IDS = _slot(_fb_external.ExternalDb, "SstIdsLength")
 
@@ -763,7 +767,12 @@ class _Decoder:
             l0=l0,
             compacted=compacted,
             checkpoints=checkpoints,
+            visible_range=self.manifest_range(tab),
         )
+
+    def manifest_range(self, tab: Any) -> KeyRange | None:
+        at = tab.Offset(self._M_VISIBLE_RANGE)
+        return self.key_range(tab.Indirect(tab.Pos + at)) if at else None
 
     def byte_vector(self, at: int) -> bytes:
         """The ``[ubyte]`` vector whose uoffset is stored at ``at``."""

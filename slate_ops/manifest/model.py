@@ -122,6 +122,8 @@ class Manifest:
     l0: tuple[SstView, ...] = ()  # newest first
     compacted: tuple[SortedRun, ...] = ()  # newest first
     checkpoints: tuple[Checkpoint, ...] = field(default=())
+    # The keys this database may hold (shards of a split); None = all keys.
+    visible_range: KeyRange | None = None
 
     def with_changes(self, **changes: object) -> Manifest:
         return replace(self, **changes)  # type: ignore[arg-type]

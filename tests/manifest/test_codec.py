@@ -73,6 +73,7 @@ manifests = st.builds(
     l0=st.lists(views, max_size=6).map(tuple),
     compacted=st.lists(sorted_runs, max_size=3).map(tuple),
     checkpoints=st.lists(checkpoints, max_size=3).map(tuple),
+    visible_range=st.none() | key_ranges,
 )
 
 

@@ -216,8 +216,19 @@ class ManifestV2(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
         return o == 0
 
+    # ManifestV2
+    def VisibleRange(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from slate_ops.manifest._generated.BytesRange import BytesRange
+            obj = BytesRange()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 def ManifestV2Start(builder):
-    builder.StartObject(14)
+    builder.StartObject(15)
 
 def Start(builder):
     ManifestV2Start(builder)
@@ -335,6 +346,12 @@ def ManifestV2StartCheckpointsVector(builder, numElems):
 
 def StartCheckpointsVector(builder, numElems):
     return ManifestV2StartCheckpointsVector(builder, numElems)
+
+def ManifestV2AddVisibleRange(builder, visibleRange):
+    builder.PrependUOffsetTRelativeSlot(14, flatbuffers.number_types.UOffsetTFlags.py_type(visibleRange), 0)
+
+def AddVisibleRange(builder, visibleRange):
+    ManifestV2AddVisibleRange(builder, visibleRange)
 
 def ManifestV2End(builder):
     return builder.EndObject()
