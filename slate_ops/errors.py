@@ -229,6 +229,29 @@ class OutOfRangeError(InvalidArgumentError):
     """A key lies outside the database's visible range (after a projection)."""
 
 
+class OverlappingSourcesError(InvalidArgumentError):
+    """Two databases given to a merge (union) hold keys in a common range; nothing was written.
+
+    The message names both sources and the overlapping range. Merge only databases with disjoint
+    key ranges (the shards of a split, or independently keyed databases).
+    """
+
+
+class NonAdjacentSourcesError(InvalidArgumentError):
+    """Merge sources with explicit key ranges leave a gap between two of them; nothing was written.
+
+    The merged database gets one contiguous range, so shards must be merged with their neighbours.
+    """
+
+
+class WalNotFlushedError(SlateOpsError):
+    """A split or merge source has writes only in its WAL; projection and union carry no WAL.
+
+    Flush the writer's memtable to L0 (``Db.flush_memtable()``, or ``slate-ops --path DB flush``,
+    which opens the database as its writer and so fences the current one), then retry.
+    """
+
+
 class CompactionConflictError(SlateOpsError):
     """The manifest changed under a compaction in a way the merge rule cannot reconcile.
 

@@ -143,7 +143,7 @@ def clone_manifest(
     WAL state copied; no checkpoints. The parent's entry is last: it is the clone's direct parent.
     """
     inherited_ids = {i for ed in at_source.external_dbs for i in ed.sst_ids}
-    own = tuple(dict.fromkeys(s.physical_id for s in at_source.ssts if s.physical_id not in inherited_ids))
+    own = tuple(dict.fromkeys(s.id for s in at_source.ssts if s.id not in inherited_ids))
     inherited = tuple(
         replace(ed, source_checkpoint_id=ed.final_checkpoint_id, final_checkpoint_id=final_id)
         for ed in at_source.external_dbs

@@ -205,9 +205,9 @@ class Compactor:
             compacted = _replace_runs(manifest.compacted, proposal, new_run)
             referenced = {v.sst_id for v in l0} | {v.sst_id for r in compacted for v in r.views}
             ssts = tuple(s for s in (*manifest.ssts, *result.outputs) if s.id in referenced)
-            physical = {s.physical_id for s in ssts}
+            kept = {s.id for s in ssts}
             external = tuple(
-                replace(ext, sst_ids=tuple(i for i in ext.sst_ids if i in physical))
+                replace(ext, sst_ids=tuple(i for i in ext.sst_ids if i in kept))
                 for ext in manifest.external_dbs
             )
             checkpoints = tuple(

@@ -59,11 +59,5 @@ class ExecutionResult:
 
 def intersect(visible: KeyRange | None, bounds: KeyRange) -> KeyRange | None:
     """``visible ∩ bounds``, or None when empty."""
-    start, end = bounds.start, bounds.end
-    if visible is not None:
-        if visible.start is not None and (start is None or visible.start > start):
-            start = visible.start
-        if visible.end is not None and (end is None or visible.end < end):
-            end = visible.end
-    result = KeyRange(start, end)
+    result = bounds if visible is None else visible.intersect(bounds)
     return None if result.is_empty() else result

@@ -29,6 +29,7 @@ from ulid import ULID
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engine.batch import KIND_TOMBSTONE, KIND_VALUE, WriteBatch, check_key, check_value
+from slate_ops.engine.bounds import check_read, check_write, clip_scan
 from slate_ops.engine.lsm import LsmState, SstReaders, sst_key, sst_set
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
@@ -205,6 +206,7 @@ class Db:
     ) -> None:
         if self._unflushed_bytes > self.options.max_unflushed_bytes:
             self._wait_for_unflushed_room()
+        check_write(self._lsm.manifest.visible_range, (key for key, _, _ in ops), self._manifests.location)
         with self._write_lock:
             self._check_usable()
             seq = self._last_seq = self._last_seq + 1
@@ -259,6 +261,7 @@ class Db:
     def get(self, key: bytes) -> bytes | None:
         key = check_key(key)
         self._check_open()
+        check_read(self._lsm.manifest.visible_range, key, self._manifests.location)
         # Lock-free, in this order: a freeze appends to the frozen list before replacing the
         # memtable, and an L0 flush publishes the new state before dropping the frozen memtable.
         memtable = self._memtable
@@ -276,6 +279,7 @@ class Db:
             start = check_key(start)
         if end is not None:
             end = check_key(end)
+        start, end = clip_scan(self._lsm.manifest.visible_range, start, end, self._manifests.location)
         with self._write_lock:
             self._check_open()
             sources = [iter(list(self._memtable.scan(start, end)))]

@@ -29,11 +29,8 @@ def sst_key(db_path: str, sst_id: ULID) -> str:
 
 
 def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str:
-    physical = sst.physical_id
-    for external in manifest.external_dbs:
-        if physical in external.sst_ids:
-            return sst_key(external.path, physical)
-    return sst_key(db_path, physical)
+    owner = manifest.owner_of(sst)
+    return sst_key(db_path if owner is None else owner.path, sst.physical_id)
 
 
 def sst_set(manifest: Manifest) -> tuple[tuple[ULID, ...], tuple[tuple[int, tuple[ULID, ...]], ...]]:
@@ -77,6 +74,13 @@ class ViewHandle:
     last_key: bytes
     visible: KeyRange | None
 
+    @property
+    def start(self) -> bytes:
+        """The smallest key the view can return (its first key, or its visible start if later)."""
+        if self.visible is None or self.visible.start is None:
+            return self.first_key
+        return max(self.first_key, self.visible.start)
+
     def may_contain(self, key: bytes) -> bool:
         if key < self.first_key or key > self.last_key:
             return False
@@ -107,7 +111,8 @@ class LsmState:
         self.runs = [
             [self._handle(manifest, db_path, ssts, v) for v in run.views] for run in manifest.compacted
         ]
-        self._run_firsts = [[h.first_key for h in run] for run in self.runs]
+        # By effective start: views of one SST narrowed to adjacent ranges share a first key.
+        self._run_firsts = [[h.start for h in run] for run in self.runs]
 
     @staticmethod
     def _handle(

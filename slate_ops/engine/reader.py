@@ -19,6 +19,7 @@ from types import TracebackType
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.batch import check_key
+from slate_ops.engine.bounds import check_read, clip_scan
 from slate_ops.engine.lsm import LsmState, SstReaders, sst_set
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
@@ -99,6 +100,7 @@ class DbReader:
     def get(self, key: bytes) -> bytes | None:
         key = check_key(key)
         self._check_open()
+        check_read(self._lsm.manifest.visible_range, key, self._manifests.location)
         memtables = list(reversed(self._memtables))  # before the state: see Db.get
         return lookup(key, memtables, self._lsm)
 
@@ -108,6 +110,7 @@ class DbReader:
             start = check_key(start)
         if end is not None:
             end = check_key(end)
+        start, end = clip_scan(self._lsm.manifest.visible_range, start, end, self._manifests.location)
         with self._lock:
             self._check_open()
             newest_first = list(reversed(self._memtables))

@@ -58,7 +58,7 @@ def own_sst_keys(manifest: Manifest, db_path: str) -> set[str]:
     manifest) still protects its id.
     """
     external = {sst_id for e in manifest.external_dbs for sst_id in e.sst_ids}
-    keys = {sst_key(db_path, s.physical_id) for s in manifest.ssts if s.physical_id not in external}
+    keys = {sst_key(db_path, s.physical_id) for s in manifest.ssts if s.id not in external}
     known = {s.id for s in manifest.ssts}
     views = (*manifest.l0, *(v for run in manifest.compacted for v in run.views))
     keys |= {sst_key(db_path, v.sst_id) for v in views if v.sst_id not in known and v.sst_id not in external}

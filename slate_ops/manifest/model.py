@@ -21,10 +21,33 @@ class KeyRange:
     end: bytes | None = None
 
     def is_empty(self) -> bool:
-        return self.start is not None and self.end is not None and self.start >= self.end
+        # b"" is the smallest key, so an unbounded start is the same as b"".
+        return self.end is not None and (self.start or b"") >= self.end
 
     def contains(self, key: bytes) -> bool:
         return (self.start is None or key >= self.start) and (self.end is None or key < self.end)
+
+    def intersect(self, other: KeyRange) -> KeyRange:
+        """The keys in both ranges (possibly an empty range)."""
+        start = other.start if self.start is None else self.start
+        if other.start is not None and start is not None:
+            start = max(start, other.start)
+        end = other.end if self.end is None else self.end
+        if other.end is not None and end is not None:
+            end = min(end, other.end)
+        return KeyRange(start, end)
+
+    def overlaps(self, other: KeyRange) -> bool:
+        return not (self.is_empty() or other.is_empty() or self.intersect(other).is_empty())
+
+    def covers(self, other: KeyRange) -> bool:
+        """Every key of ``other`` is in this range (an empty ``other`` is always covered)."""
+        return other.is_empty() or self.intersect(other) == other
+
+    def __str__(self) -> str:
+        start = "-inf" if self.start is None else repr(self.start)
+        end = "+inf" if self.end is None else repr(self.end)
+        return f"[{start}, {end})"
 
 
 @dataclass(frozen=True)
@@ -77,6 +100,8 @@ class ExternalDb:
     path: str
     source_checkpoint_id: uuid.UUID
     final_checkpoint_id: uuid.UUID
+    # The ids (CompactedSst.id) of the SSTs whose files live under ``path``. After a union renamed a
+    # colliding id this is the new id; CompactedSst.original_id names the file.
     sst_ids: tuple[ULID, ...] = ()
 
 
@@ -133,3 +158,8 @@ class Manifest:
 
     def sst(self, sst_id: ULID) -> CompactedSst | None:
         return next((s for s in self.ssts if s.id == sst_id), None)
+
+    def owner_of(self, sst: CompactedSst) -> ExternalDb | None:
+        """The external database holding ``sst``'s file (listed by ``sst.id``, which differs from the
+        file's id only after a union rename), or None when the file is under this database's path."""
+        return next((e for e in self.external_dbs if sst.id in e.sst_ids), None)
