@@ -80,7 +80,7 @@ def create_clone(
     """
     clones = ManifestStore(store, clone_path)
     parents = ManifestStore(store, parent_path)
-    _check_paths(clones.path, parents.path)
+    check_paths(clones.path, parents.path)
     for _ in range(_MAX_ATTEMPTS):
         # Spec 000 "Clones": read M_c (optional) and M_p, which must be initialised.
         existing = clones.read_latest()
@@ -108,7 +108,7 @@ def create_clone(
             # M_c initialised: every external database must still hold its final checkpoint.
             _require_final_checkpoints(current.value, store, clones.location)
         else:
-            _ensure_final_checkpoints(current.value, store, clones.path, clock)
+            ensure_final_checkpoints(current.value, store, clones.path, clock)
             _copy_wal(current.value, store, clones.path)
             current = clones.update(  # "Update M_c with initialized set to true"
                 lambda latest: (
@@ -159,7 +159,7 @@ def clone_manifest(
     )
 
 
-def _check_paths(clone: str, parent: str) -> None:
+def check_paths(clone: str, parent: str) -> None:
     if clone == parent:
         raise InvalidArgumentError(f"a clone needs its own path; both are {clone!r}")
     for outer, inner in ((clone, parent), (parent, clone)):
@@ -220,7 +220,7 @@ def _validate_existing(
         )
 
 
-def _ensure_final_checkpoints(manifest: Manifest, store: ObjectStore, clone_path: str, clock: Clock) -> None:
+def ensure_final_checkpoints(manifest: Manifest, store: ObjectStore, clone_path: str, clock: Clock) -> None:
     """Every external database holds the clone's final checkpoint (no expiry), made from its source."""
     for ed in manifest.external_dbs:
         _ensure_final_checkpoint(ed, store, clone_path, clock)

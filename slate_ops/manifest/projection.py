@@ -250,9 +250,31 @@ def union(
         external_dbs=merged.external_dbs(),
         ssts=tuple(merged.ssts.values()),
         l0=tuple(merged.l0),
-        compacted=tuple(SortedRun(i, tuple(v)) for i, v in sorted(merged.runs.items(), reverse=True)),
+        compacted=tuple(
+            SortedRun(i, _join_adjacent(v)) for i, v in sorted(merged.runs.items(), reverse=True)
+        ),
         visible_range=visible,
     )
+
+
+def _join_adjacent(views: list[SstView]) -> tuple[SstView, ...]:
+    """A run's views with neighbouring views of one SST over adjacent ranges joined into one view
+    (spec 000 "Merging SST": allowed within a sorted run), so split-then-merge restores the run."""
+    out: list[SstView] = []
+    for view in views:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and last.sst_id == view.sst_id
+            and last.visible_range is not None
+            and view.visible_range is not None
+            and last.visible_range.end is not None
+            and last.visible_range.end == view.visible_range.start
+        ):
+            out[-1] = replace(last, visible_range=KeyRange(last.visible_range.start, view.visible_range.end))
+        else:
+            out.append(view)
+    return tuple(out)
 
 
 _File = tuple[str, ULID]  # (path of the database holding the file, the file's id)
