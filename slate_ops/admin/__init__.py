@@ -18,6 +18,7 @@ from slate_ops.admin.db import (
     read_manifest,
 )
 from slate_ops.admin.destroy import DestroyReport, delete_db_objects, destroy, release_external_checkpoints
+from slate_ops.admin.rollback import DiscardedSst, DiscardedWal, RollbackReport, rollback_to_tag
 from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, shape_of
 from slate_ops.admin.tags import Tag, create_tag, delete_tag, list_tags
 
@@ -25,8 +26,11 @@ __all__ = [
     "CheckpointExpiryReport",
     "DbStatus",
     "DestroyReport",
+    "DiscardedSst",
+    "DiscardedWal",
     "LsmShape",
     "ManifestFile",
+    "RollbackReport",
     "RunSummary",
     "SstSummary",
     "Tag",
@@ -47,5 +51,6 @@ __all__ = [
     "read_manifest",
     "refresh_checkpoint",
     "release_external_checkpoints",
+    "rollback_to_tag",
     "shape_of",
 ]
