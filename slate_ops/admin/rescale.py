@@ -113,6 +113,9 @@ def split(
             _require_shard(current.value, target, source_path, key_range)
         _drop_named_checkpoint(sources, name)
         return _report("split", [sources.path], {}, targets, ranges, existing, False, started)
+    for target, current, key_range in zip(targets, existing, ranges, strict=True):
+        if current is not None:  # validate every existing target before writing anything
+            _require_shard(current.value, target, source_path, key_range)
     _require_flushed(store, sources.path, latest.value, sources.location)
     fresh = all(e is None for e in existing)
     checkpoint, at_source = _source_checkpoint(sources, name, store, clock, fresh=fresh)
@@ -337,11 +340,10 @@ def _require_merge_of(manifest: Manifest, location: str, sources: list[ManifestS
     allowed = {s.path for s in sources}
     allowed |= {e.path for m in latest if m is not None for e in m.value.external_dbs}
     unknown = {e.path for e in manifest.external_dbs} - allowed
-    if (
-        manifest.visible_range != expected
-        or unknown
-        or (not manifest.initialized and not manifest.external_dbs)
-    ):
+    # A merge of sources with data references them (until GC detaches it once it compacted all of
+    # their SSTs away: a re-run then reports a mismatch, which is safe).
+    missing_sources = not manifest.external_dbs and any(m is not None and m.value.ssts for m in latest)
+    if manifest.visible_range != expected or unknown or missing_sources:
         raise CloneMismatchError(
             f"a database already exists at {location} that is not a merge of {[s.path for s in sources]}; "
             "destroy it or choose another target path"
