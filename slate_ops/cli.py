@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from slate_ops import admin, cli_clone, cli_compaction, cli_data, cli_gc, cli_tags
+from slate_ops import admin, cli_clone, cli_compaction, cli_data, cli_gc, cli_rescale, cli_tags
 from slate_ops.config import CheckpointOptions, parse_duration
 from slate_ops.errors import SlateOpsError
 from slate_ops.jsonable import to_jsonable
@@ -151,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_clone.register(commands, command)
     cli_gc.register(commands, command)
     cli_tags.register(commands, command)
+    cli_rescale.register(commands, command)
     return parser
 
 

@@ -1,0 +1,108 @@
+"""Rescaling commands of the ``slate-ops`` CLI (docs/cli.md, docs/design/rescaling.md).
+
+``split --at KEY [--at KEY ...] --into PATH [--into PATH ...]`` splits the database at ``--path``;
+``merge --source PATH [--source PATH ...]`` merges sources into a new database at ``--path``;
+``suggest-split-keys -n N`` proposes keys that balance bytes; ``flush`` moves a database's WAL
+writes into L0 (what split and merge require). Keys are text or ``hex:<hex>``; reports print keys
+the same way, so they can be pasted back.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from slate_ops import admin
+from slate_ops.cli_data import CommandHelper, parse_bytes, render_bytes
+from slate_ops.engine.db import Db
+from slate_ops.manifest.model import KeyRange
+from slate_ops.objstore import ObjectStore
+
+
+def _range(key_range: KeyRange | None) -> dict[str, str | None] | None:
+    if key_range is None:
+        return None
+    return {
+        "start": None if key_range.start is None else render_bytes(key_range.start),
+        "end": None if key_range.end is None else render_bytes(key_range.end),
+    }
+
+
+def _report(report: admin.RescaleReport) -> dict[str, Any]:
+    return {
+        "operation": report.operation,
+        "sources": report.sources,
+        "created": report.created,
+        "source_checkpoints": report.source_checkpoints,
+        "sst_bytes_copied": report.sst_bytes_copied,
+        "seconds": round(report.seconds, 3),
+        "databases": [
+            {
+                "path": d.path,
+                "key_range": _range(d.key_range),
+                "manifest_id": d.manifest_id,
+                "l0_views": d.l0_views,
+                "sorted_runs": d.sorted_runs,
+                "ssts": d.ssts,
+                "bytes": d.bytes,
+            }
+            for d in report.databases
+        ],
+    }
+
+
+def _split(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    return _report(admin.split(args.path, store, args.at, args.into))
+
+
+def _merge(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    return _report(admin.merge(args.source, store, args.path))
+
+
+def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    keys = admin.suggest_split_keys(args.path, store, args.n)
+    return {"path": args.path, "n": args.n, "split_keys": [render_bytes(k) for k in keys]}
+
+
+def _flush(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    with Db.open(args.path, store) as db:
+        db.flush_memtable()
+        manifest = db.manifest
+    return {
+        "path": args.path,
+        "replay_after_wal_id": manifest.replay_after_wal_id,
+        "l0_views": len(manifest.l0),
+    }
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], command: CommandHelper) -> None:
+    """Add ``split``, ``merge``, ``suggest-split-keys`` and ``flush`` (``commands`` is unused)."""
+    del commands
+    sub = command(
+        "split",
+        _split,
+        "Split the database at --path into shards (metadata only: the shards reference its SSTs). "
+        "Re-running it finishes an interrupted split.",
+    )
+    sub.add_argument(
+        "--at", action="append", required=True, type=parse_bytes, metavar="KEY", help="a split key (repeat)"
+    )
+    sub.add_argument(
+        "--into", action="append", required=True, metavar="PATH", help="a shard path, one more than --at"
+    )
+
+    sub = command(
+        "merge",
+        _merge,
+        "Merge databases with disjoint key ranges into a new database at --path (metadata only).",
+    )
+    sub.add_argument("--source", action="append", required=True, metavar="PATH", help="a source (repeat)")
+
+    sub = command("suggest-split-keys", _suggest, "Propose split keys that balance the SST bytes.")
+    sub.add_argument("-n", type=int, required=True, help="the number of shards")
+
+    command(
+        "flush",
+        _flush,
+        "Open the database as its writer (fencing the current one), move its WAL writes into L0, close.",
+    )
