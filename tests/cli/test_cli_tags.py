@@ -93,3 +93,89 @@ def test_refusals_exit_non_zero_and_write_nothing(
     assert [c.id for c in admin.list_checkpoints("db", store) if c.name == "tag:v1"] == [
         uuid.UUID(replaced["checkpoint_id"])
     ]
+
+
+def write_after(store: ObjectStore) -> None:
+    """A new L0 SST (k0 overwritten, k9 added) and a WAL-only write (k1 deleted)."""
+    with Db.open("db", store) as db:
+        db.put(b"k0", b"later")
+        db.put(b"k9", b"later")
+        db.flush_memtable()
+        db.delete(b"k1", await_durable=True)
+
+
+def test_rollback_reports_then_discards_what_came_after_the_tag(
+    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(capsys, "create-tag", "-n", "v1")[0] == 0
+    write_after(store)
+    before = snapshot(store)
+    code, dry, _ = cli(capsys, "rollback", "-n", "v1", "--dry-run")
+    assert code == 0 and dry["dry_run"] and snapshot(store) == before
+    assert len(dry["discarded_ssts"]) == 1 and len(dry["discarded_wal"]) == 1
+    assert dry["discarded_entries"] == 2 + 1 and dry["discarded_bytes"] > 0
+    assert dry["tag"]["name"] == "v1" and dry["manifest_id_after"] == dry["manifest_id_before"] + 2
+
+    code, text, _ = cli(capsys, "rollback", "-n", "v1", "--dry-run", "--format", "table")
+    assert code == 0 and text.splitlines()[0].split() == ["action", "object", "where", "bytes", "entries"]
+    assert "would discard" in text and snapshot(store) == before
+
+    code, real, _ = cli(capsys, "rollback", "-n", "v1")
+    assert code == 0 and not real["dry_run"]
+    assert real["discarded_ssts"] == dry["discarded_ssts"] and real["discarded_wal"] == dry["discarded_wal"]
+    assert real["manifest_id_after"] == admin.read_manifest("db", store).id
+    assert main(["--path", "db", "scan"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["key"]: r["value"] for r in rows} == {f"k{i}": f"v{i}" for i in range(5)}
+
+
+def test_rollback_to_a_missing_tag_exits_1_and_writes_nothing(
+    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(store)
+    for extra in ((), ("--dry-run",)):
+        code, _, err = cli(capsys, "rollback", "-n", "nope", *extra)
+        assert code == 1 and "no tag 'nope'" in err and "list-tags" in err
+    assert snapshot(store) == before
+
+
+def test_apply_tag_policy_creates_keeps_and_leaves_hand_made_tags_alone(
+    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("auto-2020-01-01", "auto-2020-01-02", "manual"):
+        admin.create_tag("db", store, name)
+    before = snapshot(store)
+    code, dry, _ = cli(capsys, "apply-tag-policy", "--keep", "2", "--dry-run")
+    assert code == 0 and dry["dry_run"] and snapshot(store) == before
+    assert dry["created"]["name"] == dry["due_tag"] and dry["due_tag"].startswith("auto-20")
+    assert [(d["tag"]["name"], d["reason"]) for d in dry["deleted"]] == [
+        ("auto-2020-01-01", "num_retained_max")
+    ]
+
+    code, real, _ = cli(capsys, "apply-tag-policy", "--keep", "2")
+    assert code == 0 and not real["dry_run"] and real["deleted"] == dry["deleted"]
+    assert real["retained"] == [real["due_tag"], "auto-2020-01-02"]
+    code, rows, _ = cli(capsys, "list-tags")
+    assert sorted(r["tag_name"] for r in rows) == sorted(["auto-2020-01-02", "manual", real["due_tag"]])
+
+    before = snapshot(store)
+    code, again, _ = cli(capsys, "apply-tag-policy", "--keep", "2")
+    assert code == 0 and again["created"] is None and again["deleted"] == [] and snapshot(store) == before
+
+    code, expired, _ = cli(capsys, "apply-tag-policy", "--expire-after", "30days", "--interval-days", "1")
+    assert code == 0 and [d["tag"]["name"] for d in expired["deleted"]] == ["auto-2020-01-02"]
+    assert expired["deleted"][0]["reason"] == "expired"
+
+
+def test_apply_tag_policy_refuses_invalid_policies(
+    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(store)
+    for bad in (("--create-time", "25:00"), ("--interval-days", "0"), ("--expire-after", "soon")):
+        with pytest.raises(SystemExit) as exited:
+            main(["--path", "db", "apply-tag-policy", *bad])
+        assert exited.value.code == 2
+    capsys.readouterr()
+    code, _, err = cli(capsys, "apply-tag-policy", "--name-format", "auto-%Y-%m")
+    assert code == 1 and "invalid tag policy: name_format 'auto-%Y-%m'" in err
+    assert snapshot(store) == before
