@@ -187,7 +187,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     sub.add_argument(
         "--name-format",
         default=DEFAULT_NAME_FORMAT,
-        help=f"strftime format of the period start giving the tag name (default {DEFAULT_NAME_FORMAT}); "
+        help=f"strftime format of the period start giving the tag name (default "
+        f"{DEFAULT_NAME_FORMAT.replace('%', '%%')}); "
         "only tags with names it produces are managed",
     )
     sub.add_argument("--keep", type=_positive, help="keep at most N policy tags, the newest (default: all)")

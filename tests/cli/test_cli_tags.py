@@ -179,3 +179,10 @@ def test_apply_tag_policy_refuses_invalid_policies(
     code, _, err = cli(capsys, "apply-tag-policy", "--name-format", "auto-%Y-%m")
     assert code == 1 and "invalid tag policy: name_format 'auto-%Y-%m'" in err
     assert snapshot(store) == before
+
+
+@pytest.mark.parametrize("command", ["rollback", "apply-tag-policy"])
+def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0 and "--dry-run" in capsys.readouterr().out
