@@ -16,22 +16,18 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
 from slate_ops.admin import (
     RollbackReport,
-    TagPolicy,
     apply_tag_policy,
     create_tag,
     delete_tag,
     list_tags,
     rollback_to_tag,
 )
-from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT
+from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, checked_tag_policy
 from slate_ops.admin.tags import Tag
 from slate_ops.cli_data import CommandHelper, checkpoint_id_arg
 from slate_ops.config import parse_duration
-from slate_ops.errors import InvalidArgumentError
 from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import ObjectStore
 
@@ -103,34 +99,14 @@ def _duration(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def tag_policy(
-    create_time: str,
-    interval_days: int,
-    name_format: str,
-    keep: int | None,
-    expire_after: timedelta | str | None,
-) -> TagPolicy:
-    """A :class:`TagPolicy`; an invalid one raises :class:`InvalidArgumentError` naming the field."""
-    try:
-        return TagPolicy(
-            create_time=create_time,
-            create_interval_days=interval_days,
-            name_format=name_format,
-            num_retained_max=keep,
-            expire_after=expire_after,
-        )
-    except ValidationError as error:
-        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
-        raise InvalidArgumentError(f"invalid tag policy: {problems}") from None
-
-
-def _problem(loc: tuple[int | str, ...], message: str) -> str:
-    message = message.removeprefix("Value error, ")
-    return f"{'.'.join(map(str, loc))}: {message}" if loc else message
-
-
 def _apply_tag_policy(args: argparse.Namespace, store: ObjectStore) -> Any:
-    policy = tag_policy(args.create_time, args.interval_days, args.name_format, args.keep, args.expire_after)
+    policy = checked_tag_policy(
+        create_time=args.create_time,
+        create_interval_days=args.interval_days,
+        name_format=args.name_format,
+        num_retained_max=args.keep,
+        expire_after=args.expire_after,
+    )
     return apply_tag_policy(args.path, store, policy, dry_run=args.dry_run)
 
 

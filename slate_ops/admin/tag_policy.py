@@ -23,14 +23,15 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from slate_ops.admin.checkpoints import TAG_PREFIX, checkpoint_adder
 from slate_ops.admin.tags import Tag, find_tags, validate_tag_name
 from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.config import CheckpointOptions, Duration
+from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
@@ -107,6 +108,20 @@ class TagPolicy(BaseModel):
             self.expire_after is not None
             and self.period_start(period) + self.expire_after.total_seconds() <= now
         )
+
+
+def checked_tag_policy(**fields: Any) -> TagPolicy:
+    """``TagPolicy(**fields)``, raising :class:`InvalidArgumentError` with one line per problem."""
+    try:
+        return TagPolicy.model_validate(fields)
+    except ValidationError as error:
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in error.errors())
+        raise InvalidArgumentError(f"invalid tag policy: {problems}") from None
+
+
+def _problem(loc: tuple[int | str, ...], message: str) -> str:
+    message = message.removeprefix("Value error, ")
+    return f"{'.'.join(map(str, loc))}: {message}" if loc else message
 
 
 def _format(name_format: str, start_s: int) -> str:
@@ -293,4 +308,5 @@ __all__ = [
     "TagPolicy",
     "TagPolicyReport",
     "apply_tag_policy",
+    "checked_tag_policy",
 ]
