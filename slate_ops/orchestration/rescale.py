@@ -1,0 +1,185 @@
+"""Rescaling in Dagster: ``rescale_op`` splits a database into shards or merges databases into one.
+
+Run on demand (``rescale_job``) with run config validated by :class:`RescaleConfig`. Databases
+declared in the config with ``rescaled_from: [...]`` are assets downstream of their sources; the op
+records an asset materialization for each new database, so shards appear in the asset graph below
+the database they were split from. The run carries the ``slate_ops/db`` tag of the split source (or
+of the first merge source). See docs/design/rescaling.md.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+from enum import Enum
+
+import dagster as dg
+from pydantic import Field, model_validator
+
+from slate_ops.admin import NewDatabase, RescaleReport, describe_db, merge, split
+from slate_ops.cli_data import parse_bytes, render_bytes
+from slate_ops.errors import ConfigError
+from slate_ops.orchestration.assets import database_asset_key, status_metadata
+from slate_ops.orchestration.config import SlateOpsConfig
+from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+RESCALE_JOB = "rescale_job"
+"""Name of the job (defined in ``jobs/rescale.py``) that runs :func:`rescale_op`."""
+
+
+class RescaleOperation(Enum):
+    """Dagster's config schema shows enum member names, so they are the lowercase values."""
+
+    split = "split"
+    merge = "merge"
+
+
+class NewDatabaseConfig(dg.Config):
+    """A database the rescale creates."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Asset name (slate_ops/<name>): a configured database with rescaled_from, or a new name.",
+    )
+    path: str | None = Field(
+        default=None, description="Path in the source's store; defaults to the configured database's path."
+    )
+
+
+class RescaleConfig(dg.Config):
+    """Run config of :func:`rescale_op`."""
+
+    operation: RescaleOperation = Field(description="split: one source into shards; merge: sources into one.")
+    database: str | None = Field(
+        default=None,
+        description=f"split: the source database; defaults to the run's {DB_TAG} tag.",
+    )
+    sources: list[str] = Field(default_factory=list, description="merge: the configured source databases.")
+    split_keys: list[str] = Field(
+        default_factory=list, description="split: increasing keys, UTF-8 text or hex:<hex>."
+    )
+    targets: list[NewDatabaseConfig] = Field(
+        min_length=1, description="split: one per shard (one more than split_keys); merge: exactly one."
+    )
+
+    @model_validator(mode="after")
+    def _shape(self) -> "RescaleConfig":
+        if self.operation is RescaleOperation.split:
+            if self.sources:
+                raise ValueError("a split takes `database`, not `sources`")
+            if len(self.targets) != len(self.split_keys) + 1:
+                raise ValueError(
+                    f"{len(self.split_keys)} split_keys make {len(self.split_keys) + 1} shards but "
+                    f"{len(self.targets)} targets are given"
+                )
+        else:
+            if len(self.sources) < 1 or len(self.targets) != 1:
+                raise ValueError("a merge takes one or more `sources` and exactly one target")
+            if self.split_keys:
+                raise ValueError("a merge takes no split_keys")
+        for key in self.split_keys:
+            parse_bytes(key)
+        return self
+
+
+@dg.op(description="Split a database into key-range shards or merge databases into one (metadata only).")
+def rescale_op(
+    context: dg.OpExecutionContext, config: RescaleConfig, slate: SlateDatabasesResource
+) -> dg.Output[RescaleReport]:
+    if config.operation is RescaleOperation.split:
+        sources = [_target_database(context, config.database)]
+    else:
+        sources = list(config.sources)
+    store_url = slate.database(sources[0]).store_url
+    for name in sources:
+        if slate.database(name).store_url != store_url:
+            raise ConfigError(f"merge sources must share one store; {name!r} is in another")
+    paths = [_target_path(slate.config, target, sources) for target in config.targets]
+    store = slate.open_store(sources[0])
+    source_paths = [slate.database(name).path for name in sources]
+    if config.operation is RescaleOperation.split:
+        keys = [parse_bytes(k) for k in config.split_keys]
+        report = split(source_paths[0], store, keys, paths, clock=slate.clock())
+    else:
+        report = merge(source_paths, store, paths[0], clock=slate.clock())
+    verb = "created" if report.created else "already existed:"
+    context.log.info(f"{report.operation} of {', '.join(sources)}: {verb} {', '.join(paths)}")
+    for target, database in zip(config.targets, report.databases, strict=True):
+        status = describe_db(database.path, store, clock=slate.clock())
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key=database_asset_key(target.name),
+                description=f"{report.operation} of {', '.join(sources)}",
+                metadata={**status_metadata(status), "key_range": dg.MetadataValue.text(_range(database))},
+            )
+        )
+    return dg.Output(report, metadata=rescale_metadata(sources, report))
+
+
+def _target_path(config: SlateOpsConfig, target: NewDatabaseConfig, sources: list[str]) -> str:
+    configured = next((d for d in config.databases if d.name == target.name), None)
+    if configured is None:
+        if target.path is None:
+            raise ConfigError(
+                f"{target.name!r} is not a configured database: give its path in the run config"
+            )
+        return target.path
+    if configured.rescaled_from is None or sorted(configured.rescaled_from) != sorted(sources):
+        raise ConfigError(
+            f"database {target.name!r} is configured with rescaled_from {configured.rescaled_from}, not "
+            f"{sources}; fix the config or pick another target name"
+        )
+    if target.path is not None and target.path != configured.path:
+        raise ConfigError(
+            f"path {target.path!r} differs from {target.name!r}'s configured path {configured.path!r}"
+        )
+    return configured.path
+
+
+def _range(database: NewDatabase) -> str:
+    key_range = database.key_range
+    if key_range is None:
+        return "all keys"
+    start = "-inf" if key_range.start is None else render_bytes(key_range.start)
+    end = "+inf" if key_range.end is None else render_bytes(key_range.end)
+    return f"[{start}, {end})"
+
+
+def rescale_metadata(sources: list[str], report: RescaleReport) -> dict[str, dg.MetadataValue]:
+    """The report as run metadata: a Markdown table of the new databases."""
+    rows = [
+        "| database | key range | manifest | L0 views | sorted runs | SSTs | bytes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows += [
+        f"| {d.path} | {_range(d)} | {d.manifest_id} | {d.l0_views} | {d.sorted_runs} | {d.ssts} "
+        f"| {d.bytes} |"
+        for d in report.databases
+    ]
+    return {
+        "operation": dg.MetadataValue.text(report.operation),
+        "sources": dg.MetadataValue.text(", ".join(sources)),
+        "created": dg.MetadataValue.bool(report.created),
+        "sst_bytes_copied": dg.MetadataValue.int(report.sst_bytes_copied),
+        "seconds": dg.MetadataValue.float(report.seconds),
+        "databases": dg.MetadataValue.md("\n".join(rows)),
+    }
+
+
+def rescale_run_config(
+    operation: str,
+    targets: list[dict[str, str]],
+    *,
+    database: str | None = None,
+    sources: list[str] | None = None,
+    split_keys: list[str] | None = None,
+) -> dict[str, object]:
+    """Run config of the rescale job (tag the run ``slate_ops/db=<source>``)."""
+    config: dict[str, object] = {"operation": operation, "targets": targets}
+    if database is not None:
+        config["database"] = database
+    if sources:
+        config["sources"] = sources
+    if split_keys:
+        config["split_keys"] = split_keys
+    return {"ops": {"rescale_op": {"config": config}}}

@@ -1,0 +1,154 @@
+"""Rescaling in Dagster: shards are assets downstream of their source; the rescale job splits and merges."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from slate_ops import Db, DbReader, admin
+from slate_ops.errors import ConfigError
+from slate_ops.objstore import ObjectStore
+from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration.assets import build_database_assets, database_asset_key
+from slate_ops.orchestration.config import parse_config
+from slate_ops.orchestration.rescale import rescale_run_config
+from tests.engine.conftest import QUIET_READER, quiet
+from tests.orchestration.conftest import ALPHA, BETA
+
+MODEL = {b"k%02d" % i: b"v%d" % i for i in range(40)}
+
+
+@pytest.fixture
+def config(store_url: str) -> SlateOpsConfig:
+    """alpha, beta, alpha's two shards and their merge."""
+    return SlateOpsConfig(
+        databases=[
+            DatabaseConfig(name="alpha", store_url=store_url, path=ALPHA),
+            DatabaseConfig(name="beta", store_url=store_url, path=BETA),
+            DatabaseConfig(name="alpha_low", store_url=store_url, path="dbs/low", rescaled_from=["alpha"]),
+            DatabaseConfig(name="alpha_high", store_url=store_url, path="dbs/high", rescaled_from=["alpha"]),
+            DatabaseConfig(
+                name="alpha_again",
+                store_url=store_url,
+                path="dbs/again",
+                rescaled_from=["alpha_low", "alpha_high"],
+            ),
+        ]
+    )
+
+
+@pytest.fixture
+def seeded(store: ObjectStore) -> ObjectStore:
+    with Db.open(ALPHA, store, quiet()) as db:
+        for key, value in MODEL.items():
+            db.put(key, value)
+        db.flush_memtable()
+    return store
+
+
+def read_all(store: ObjectStore, path: str) -> dict[bytes, bytes]:
+    with DbReader.open(path, store, options=QUIET_READER) as reader:
+        return dict(reader.scan())
+
+
+def test_shards_are_downstream_of_their_source(defs: dg.Definitions) -> None:
+    graph = defs.resolve_asset_graph()
+    alpha, low, high, again = (
+        database_asset_key(n) for n in ("alpha", "alpha_low", "alpha_high", "alpha_again")
+    )
+    assert graph.get(low).parent_keys == {alpha} and graph.get(high).parent_keys == {alpha}
+    assert graph.get(again).parent_keys == {low, high}
+    assert defs.resolve_job_def("rescale_job").name == "rescale_job"
+
+
+def test_split_then_merge_through_the_job(
+    defs: dg.Definitions, seeded: ObjectStore, slate: SlateDatabasesResource
+) -> None:
+    job = defs.resolve_job_def("rescale_job")
+    result = job.execute_in_process(
+        run_config=rescale_run_config(
+            "split", [{"name": "alpha_low"}, {"name": "alpha_high"}], database="alpha", split_keys=["k20"]
+        ),
+        tags={DB_TAG: "alpha"},
+        resources={"slate": slate},
+    )
+    assert result.success
+    materialized = [m.asset_key for m in result.get_asset_materialization_events()]
+    assert materialized == [database_asset_key("alpha_low"), database_asset_key("alpha_high")]
+    assert read_all(seeded, "dbs/low") == {k: v for k, v in MODEL.items() if k < b"k20"}
+    (event,) = [e for e in result.all_node_events if e.is_successful_output]
+    table = event.step_output_data.metadata["databases"].value
+    assert "dbs/low" in table and "[-inf, k20)" in table and "[k20, +inf)" in table
+
+    merged = job.execute_in_process(
+        run_config=rescale_run_config(
+            "merge", [{"name": "alpha_again"}], sources=["alpha_low", "alpha_high"]
+        ),
+        tags={DB_TAG: "alpha_low"},
+        resources={"slate": slate},
+    )
+    assert merged.success and merged.output_for_node("rescale_op").created
+    assert read_all(seeded, "dbs/again") == MODEL
+    # Materializing the assets afterwards only records their state.
+    assets = dg.materialize(build_database_assets(slate.config), resources={"slate": slate})
+    assert assets.success
+
+
+def test_a_shard_asset_is_not_created_by_materializing(
+    config: SlateOpsConfig, seeded: ObjectStore, slate: SlateDatabasesResource
+) -> None:
+    assets = [a for a in build_database_assets(config) if database_asset_key("alpha_low") in a.keys]
+    with pytest.raises(ConfigError, match="rescale_job"):
+        dg.materialize(assets, resources={"slate": slate})
+
+
+@pytest.mark.parametrize(
+    ("op_config", "message"),
+    [
+        (
+            {"operation": "split", "database": "alpha", "split_keys": ["k1"], "targets": [{"name": "x"}]},
+            "2 shards",
+        ),
+        ({"operation": "merge", "targets": [{"name": "x"}]}, "one or more `sources`"),
+        (
+            {"operation": "merge", "sources": ["a"], "split_keys": ["k"], "targets": [{"name": "x"}]},
+            "no split_keys",
+        ),
+        ({"operation": "resize", "targets": [{"name": "x"}]}, "operation"),
+    ],
+)
+def test_invalid_run_config_is_refused_before_running(
+    defs: dg.Definitions, slate: SlateDatabasesResource, op_config: dict[str, object], message: str
+) -> None:
+    job = defs.resolve_job_def("rescale_job")
+    with pytest.raises(Exception, match=message):
+        job.execute_in_process(
+            run_config={"ops": {"rescale_op": {"config": op_config}}},
+            tags={DB_TAG: "alpha"},
+            resources={"slate": slate},
+        )
+
+
+def test_a_target_configured_from_other_sources_is_refused(
+    defs: dg.Definitions, seeded: ObjectStore, slate: SlateDatabasesResource
+) -> None:
+    job = defs.resolve_job_def("rescale_job")
+    admin.create_db(BETA, seeded)
+    with pytest.raises(ConfigError, match="rescaled_from"):
+        job.execute_in_process(
+            run_config=rescale_run_config(
+                "split", [{"name": "alpha_low"}, {"name": "alpha_high"}], database="beta", split_keys=["k20"]
+            ),
+            tags={DB_TAG: "beta"},
+            resources={"slate": slate},
+        )
+
+
+def test_config_validates_rescaled_from(store_url: str) -> None:
+    with pytest.raises(ConfigError, match="not another configured database"):
+        parse_config(f"databases: [{{name: a, store_url: '{store_url}', path: a, rescaled_from: [zz]}}]")
+    with pytest.raises(ConfigError, match="one origin"):
+        parse_config(
+            f"databases: [{{name: a, store_url: '{store_url}', path: a}}, "
+            f"{{name: b, store_url: '{store_url}', path: b, parent: a, rescaled_from: [a]}}]"
+        )
