@@ -30,6 +30,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from tests.admin.conftest import contents, manifest
 from tests.conftest import snapshot
 from tests.engine.conftest import QUIET_READER, engine_store, quiet, stop_leftover_threads
 
@@ -66,15 +67,6 @@ def build_parent(
         db.delete(b"k001")
         model.pop(b"k001", None)
     return model
-
-
-def contents(store: ObjectStore, path: str) -> dict[bytes, bytes]:
-    with DbReader.open(path, store, options=QUIET_READER) as reader:
-        return dict(reader.scan())
-
-
-def manifest(store: ObjectStore, path: str) -> Manifest:
-    return ManifestStore(store, path).read_latest_required().value
 
 
 def named(store: ObjectStore, path: str, name: str) -> list[Checkpoint]:

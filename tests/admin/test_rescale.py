@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slate_ops import Db, DbReader, admin
+from slate_ops import Db, admin
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
@@ -24,13 +24,14 @@ from slate_ops.errors import (
     WalNotFlushedError,
 )
 from slate_ops.gc import GarbageCollector, GcOptions
-from slate_ops.manifest.model import KeyRange, Manifest, SortedRun, SstView
+from slate_ops.manifest.model import KeyRange, SortedRun, SstView
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from tests.admin.conftest import contents, manifest
 from tests.conftest import snapshot
-from tests.engine.conftest import QUIET_READER, engine_store, quiet, stop_leftover_threads
+from tests.engine.conftest import engine_store, quiet, stop_leftover_threads
 
 FIXTURES = (engine_store, stop_leftover_threads)
 
@@ -59,15 +60,6 @@ def build_source(store: ObjectStore, path: str = SOURCE, keys: range = range(100
         model.pop(b"k%03d" % keys[3], None)
         db.flush_memtable()
     return model
-
-
-def contents(store: ObjectStore, path: str) -> dict[bytes, bytes]:
-    with DbReader.open(path, store, options=QUIET_READER) as reader:
-        return dict(reader.scan())
-
-
-def manifest(store: ObjectStore, path: str) -> Manifest:
-    return ManifestStore(store, path).read_latest_required().value
 
 
 def restricted(model: dict[bytes, bytes], key_range: KeyRange) -> dict[bytes, bytes]:
