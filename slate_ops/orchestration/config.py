@@ -11,6 +11,12 @@ A YAML file with one entry per database::
         store_url: file:///var/lib/slate # a clone lives in its parent's store
         path: demo_clone
         parent: demo                     # optional: the configured database this one is cloned from
+        tag_policy:                      # optional: periodic tags (tag_policy_job, tag_policy_schedule)
+          create_time: "02:00"           # UTC, when each period starts (default 00:00)
+          create_interval_days: 1        # whole days between periods (default 1)
+          name_format: auto-%Y-%m-%d     # strftime of the period start; only such tags are managed
+          num_retained_max: 30           # keep the newest 30 policy tags (default: no limit)
+          expire_after: 90days           # delete policy tags whose period began 90 days ago (default: never)
 
 ``load_config`` reads the file named by its argument, else by ``$SLATE_OPS_CONFIG``, else the
 embedded ``default_databases.yaml`` (one ``demo`` database in the local store). String values may
@@ -30,8 +36,9 @@ from typing import Any
 
 import dagster as dg
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, TagPolicy, checked_tag_policy
 from slate_ops.errors import ConfigError
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
@@ -44,6 +51,40 @@ DEFAULT_CONFIG_NAME = "default_databases.yaml"
 
 _NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class TagPolicyConfig(dg.Config):
+    """A database's tag policy: the fields of :class:`slate_ops.admin.TagPolicy` (docs/design/tags.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    create_time: str = Field(default="00:00", description="'hh:mm', UTC: when each period starts.")
+    create_interval_days: int = Field(default=1, ge=1, description="Whole days between two periods.")
+    name_format: str = Field(
+        default=DEFAULT_NAME_FORMAT,
+        description="strftime format of a period's start (UTC) giving its tag's name; only tags named "
+        "so are the policy's (created, expired, counted).",
+    )
+    num_retained_max: int | None = Field(
+        default=None, ge=1, description="Keep at most this many policy tags, the newest; unset: no limit."
+    )
+    expire_after: str | None = Field(
+        default=None, description='Delete policy tags whose period began this long ago, e.g. "90days".'
+    )
+
+    @model_validator(mode="after")
+    def _valid_policy(self) -> TagPolicyConfig:
+        self.to_policy()  # InvalidArgumentError (a ValueError) names the field
+        return self
+
+    def to_policy(self) -> TagPolicy:
+        return checked_tag_policy(
+            create_time=self.create_time,
+            create_interval_days=self.create_interval_days,
+            name_format=self.name_format,
+            num_retained_max=self.num_retained_max,
+            expire_after=self.expire_after,
+        )
 
 
 class DatabaseConfig(dg.Config):
@@ -74,6 +115,10 @@ class DatabaseConfig(dg.Config):
         default=None,
         description="Name of the configured database this one is a clone of (same store): its asset is "
         "downstream of the parent's, and materializing it creates the clone from the parent's current state.",
+    )
+    tag_policy: TagPolicyConfig | None = Field(
+        default=None,
+        description="Create and expire tags periodically (tag_policy_job, tag_policy_schedule); unset: none.",
     )
 
 

@@ -1,0 +1,166 @@
+"""Tag policies in Dagster: ``tag_policy_op`` and the helpers of ``jobs/tags.py``.
+
+``tag_policy_op`` applies the ``tag_policy`` of one database (its run tag ``slate_ops/db``, or the op
+config's ``database``) with :func:`slate_ops.admin.apply_tag_policy` — a dry run unless the config
+says ``dry_run: false`` — and returns the report. Its run metadata lists what was (or would be)
+created and deleted, and the ``$tags`` table after the run (``dg.MetadataValue.table``); the same
+table is recorded as an ``AssetObservation`` of ``slate_ops/<name>``.
+
+:func:`tag_policy_run_requests` is the schedule's decision: one real run per database whose policy
+has something to do now (its due tag is missing, or policy tags expired or exceed
+``num_retained_max``), found with a dry run, which reads one manifest and writes nothing.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+from pydantic import Field
+
+from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
+from slate_ops.errors import ConfigError
+from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+TAG_POLICY_JOB = "tag_policy_job"
+"""Name of the job (defined in ``jobs/tags.py``) that runs :func:`tag_policy_op`."""
+
+
+class TagPolicyOpConfig(dg.Config):
+    """Run config of :func:`tag_policy_op`; the policy itself is the database's ``tag_policy``."""
+
+    database: str | None = Field(
+        default=None,
+        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
+    )
+    dry_run: bool = Field(default=True, description="Only report what would change (the default).")
+
+
+@dg.op(description="Apply the database's tag policy (dry run by default): create the due tag, delete old.")
+def tag_policy_op(
+    context: dg.OpExecutionContext, config: TagPolicyOpConfig, slate: SlateDatabasesResource
+) -> dg.Output[TagPolicyReport]:
+    name = _target_database(context, config.database)
+    db = slate.database(name)
+    if db.tag_policy is None:
+        raise ConfigError(
+            f"database {name!r} has no tag_policy in the slate_ops config; add one to its entry "
+            "(docs/orchestration.md) or do not run tag_policy_job for it"
+        )
+    store = slate.open_store(name)
+    report = apply_tag_policy(
+        db.path, store, db.tag_policy.to_policy(), dry_run=config.dry_run, clock=slate.clock()
+    )
+    tags = list_tags(db.path, store)
+    verb = ("would create", "would delete") if report.dry_run else ("created", "deleted")
+    context.log.info(
+        f"{name}: {verb[0]} {report.created.name if report.created else 'no tag'}, {verb[1]} "
+        f"{len(report.deleted)} tag(s); {tags.num_rows} tag(s) now"
+    )
+    context.log_event(
+        dg.AssetObservation(
+            asset_key=database_asset_key(name),
+            metadata={"tags": tags_table(tags), "tag_count": dg.MetadataValue.int(tags.num_rows)},
+        )
+    )
+    return dg.Output(report, metadata=tag_policy_metadata(name, report, tags))
+
+
+def tag_policy_metadata(
+    database: str, report: TagPolicyReport, tags: pa.Table
+) -> dict[str, dg.MetadataValue]:
+    """The report as run metadata, with the ``$tags`` table after the run."""
+    return {
+        "database": dg.MetadataValue.text(database),
+        "dry_run": dg.MetadataValue.bool(report.dry_run),
+        "manifest_id": dg.MetadataValue.int(report.manifest_id),
+        "due_tag": dg.MetadataValue.text(report.due_tag),
+        "created": dg.MetadataValue.text(report.created.name if report.created else ""),
+        "deleted_count": dg.MetadataValue.int(len(report.deleted)),
+        "changes": dg.MetadataValue.md(changes_markdown(report)),
+        "tags": tags_table(tags),
+    }
+
+
+def changes_markdown(report: TagPolicyReport) -> str:
+    """What the run created and deleted, and the policy tags it kept."""
+    verbs = ("Would create", "Would delete") if report.dry_run else ("Created", "Deleted")
+    lines = [f"Due tag `{report.due_tag}` (period from {_utc(report.due_period_start_s)}):", ""]
+    lines.append(f"- {verbs[0]}: " + (f"`{report.created.name}`" if report.created else "nothing"))
+    lines.append(f"- {verbs[1]}: {len(report.deleted)} tag(s)")
+    lines.append("- Kept: " + (", ".join(f"`{n}`" for n in report.retained) or "none"))
+    if report.deleted:
+        lines += ["", "| tag | period from (UTC) | reason | checkpoint |", "| --- | --- | --- | --- |"]
+        lines += [
+            f"| `{d.tag.name}` | {_utc(d.period_start_s)} | {d.reason} | {d.tag.checkpoint_id} |"
+            for d in report.deleted
+        ]
+    return "\n".join(lines)
+
+
+def tags_table(tags: pa.Table) -> dg.MetadataValue:
+    """The ``$tags`` table as a Dagster table (times as ISO 8601 text)."""
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("tag_name", "string"),
+            dg.TableColumn("checkpoint_id", "string"),
+            dg.TableColumn("manifest_id", "int"),
+            dg.TableColumn("create_time", "string", description="UTC"),
+            dg.TableColumn("record_count", "int"),
+            dg.TableColumn("bytes", "int"),
+        ]
+    )
+    records = [
+        dg.TableRecord({**row, "create_time": row["create_time"].astimezone(UTC).isoformat()})
+        for row in tags.to_pylist()
+    ]
+    return dg.MetadataValue.table(records, schema)
+
+
+def tag_policy_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
+    """Run config of the tag policy job for ``database``."""
+    return {"ops": {"tag_policy_op": {"config": {"database": database, "dry_run": dry_run}}}}
+
+
+def tag_policy_run_requests(
+    slate: SlateDatabasesResource, tick: datetime, log: logging.Logger
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """A real run per database whose policy has work now, tagged with ``slate_ops/db``; and one line
+    per database that could not be read (skipped, with a warning)."""
+    requests: list[dg.RunRequest] = []
+    failed: list[str] = []
+    for db in slate.config.databases:
+        if db.tag_policy is None:
+            continue
+        try:
+            if _has_work(slate, db):
+                requests.append(
+                    dg.RunRequest(
+                        run_key=f"tag-policy-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
+                        run_config=tag_policy_run_config(db.name, dry_run=False),
+                        tags={DB_TAG: db.name},
+                    )
+                )
+        except Exception as exc:  # one unreadable database must not stop the others
+            log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
+            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
+    return requests, failed
+
+
+def _has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
+    assert db.tag_policy is not None
+    report = apply_tag_policy(
+        db.path, slate.open_store(db.name), db.tag_policy.to_policy(), dry_run=True, clock=slate.clock()
+    )
+    return report.created is not None or bool(report.deleted)
+
+
+def _utc(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%MZ")
