@@ -20,6 +20,7 @@ from slate_ops.admin.db import (
 from slate_ops.admin.destroy import DestroyReport, delete_db_objects, destroy, release_external_checkpoints
 from slate_ops.admin.rollback import DiscardedSst, DiscardedWal, RollbackReport, rollback_to_tag
 from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, shape_of
+from slate_ops.admin.split_keys import balanced_ranges, suggest_split_keys
 from slate_ops.admin.tag_policy import TagDeletion, TagPolicy, TagPolicyReport, apply_tag_policy
 from slate_ops.admin.tags import Tag, create_tag, delete_tag, list_tags
 
@@ -39,6 +40,7 @@ __all__ = [
     "TagPolicy",
     "TagPolicyReport",
     "apply_tag_policy",
+    "balanced_ranges",
     "create_checkpoint",
     "create_clone",
     "create_db",
@@ -58,4 +60,5 @@ __all__ = [
     "release_external_checkpoints",
     "rollback_to_tag",
     "shape_of",
+    "suggest_split_keys",
 ]

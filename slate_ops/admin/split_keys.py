@@ -1,0 +1,178 @@
+"""Split keys: cut a database's key space into ranges of about equal stored bytes.
+
+The weights come from SST block indexes only: each block contributes its stored (compressed) size
+at its first key. Opening an SST reads its tail (footer, index, bloom filter) in one ranged GET;
+data blocks are never fetched. A view narrowed to a ``visible_range`` contributes only its blocks
+that overlap that range, and a projected database (``Manifest.visible_range``) only its blocks
+inside that range. Used by :func:`slate_ops.spark.read_db` to plan one Spark partition per range.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.engine.lsm import resolve_sst_path
+from slate_ops.errors import InvalidArgumentError
+from slate_ops.manifest.checkpoints import live_checkpoint
+from slate_ops.manifest.model import KeyRange, Manifest, SstView
+from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.sst import SstReader
+
+BlockWeight = tuple[bytes, int]
+"""``(first key, stored bytes)`` of one SST block (or of the visible part of one)."""
+
+OPEN_THREADS = 16
+"""SST footers are read concurrently (one GET each) by at most this many threads."""
+
+
+def check_count(n: object, what: str = "n") -> int:
+    """``n`` if it is an int >= 1, else :class:`InvalidArgumentError`."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidArgumentError(f"{what} must be an int >= 1, got {n!r}")
+    return n
+
+
+def clip_range(outer: KeyRange | None, inner: KeyRange | None) -> KeyRange | None:
+    """The intersection of two optional ranges (None means unbounded); may be empty."""
+    if outer is None:
+        return inner
+    return outer if inner is None else outer.intersect(inner)
+
+
+def visible_blocks(
+    blocks: Sequence[BlockWeight], last_key: bytes, visible: KeyRange | None
+) -> list[BlockWeight]:
+    """The blocks of one SST (``last_key`` is the SST's) that may hold keys of ``visible``.
+
+    A block is taken to span ``[its first key, the next block's first key)`` (the last block: up
+    to ``last_key`` inclusive), exact when keys do not repeat across blocks (L0 and sorted-run SSTs
+    hold one version per key). A block straddling ``visible.start`` counts whole, at that key.
+    """
+    if visible is None or (visible.start is None and visible.end is None):
+        return list(blocks)
+    start, end = visible.start, visible.end
+    kept: list[BlockWeight] = []
+    for i, (first, size) in enumerate(blocks):
+        if end is not None and first >= end:
+            break
+        if start is not None:
+            below = blocks[i + 1][0] <= start if i + 1 < len(blocks) else last_key < start
+            if below:
+                continue
+        kept.append((first if start is None else max(first, start), size))
+    return kept
+
+
+def manifest_blocks(path: str, store: ObjectStore, manifest: Manifest) -> list[BlockWeight]:
+    """The visible block weights of every L0 view and sorted-run view of ``manifest``, unsorted."""
+    ssts = {s.id: s for s in manifest.ssts}
+    views: list[SstView] = [*manifest.l0, *(v for run in manifest.compacted for v in run.views)]
+    bounds = manifest.visible_range
+
+    def one(view: SstView) -> list[BlockWeight]:
+        sst = ssts[view.sst_id]
+        key = resolve_sst_path(manifest, path, sst)
+        reader = SstReader.open(store, key, size=sst.info.size_bytes)
+        visible = clip_range(bounds, view.visible_range)
+        return visible_blocks(reader.block_sizes(), sst.info.last_key, visible)
+
+    if not views:
+        return []
+    with ThreadPoolExecutor(max_workers=min(OPEN_THREADS, len(views))) as pool:
+        return [block for blocks in pool.map(one, views) for block in blocks]
+
+
+def split_points(blocks: Iterable[BlockWeight], n: int) -> list[bytes]:
+    """At most ``n - 1`` strictly increasing keys cutting ``blocks`` into ``n`` parts of about equal bytes.
+
+    Pure. Each cut falls on a block's first key, at the block boundary nearest to ``k / n`` of the
+    total; fewer keys come back when single blocks outweigh ``1 / n`` of the total (two targets
+    fall on the same boundary) and none for no blocks or ``n == 1``. A cut never precedes the
+    smallest key, so no range is empty by construction.
+    """
+    n = check_count(n)
+    merged: dict[bytes, int] = {}
+    for key, size in blocks:
+        merged[key] = merged.get(key, 0) + size
+    ordered = sorted(merged.items())
+    total = sum(size for _, size in ordered)
+    cuts: list[bytes] = []
+    if n == 1 or total <= 0:
+        return cuts
+    k = 1
+    before = 0
+    for j, (key, size) in enumerate(ordered):
+        # Target k * total / n lies before this block's midpoint: the nearest boundary is its start.
+        while k < n and 2 * k * total <= n * (2 * before + size):
+            if j > 0 and (not cuts or cuts[-1] != key):
+                cuts.append(key)
+            k += 1
+        before += size
+    return cuts
+
+
+def balanced_ranges(
+    blocks: Iterable[BlockWeight], n: int, *, bounds: KeyRange | None = None
+) -> list[KeyRange]:
+    """Contiguous ranges covering ``bounds`` (default: every key), cut by :func:`split_points`.
+
+    Pure. At most ``n`` ranges, at least one (a single range when there are no blocks); cuts
+    outside ``bounds`` are dropped. The ranges are half-open and in key order, as read_db expects.
+    """
+    cuts = split_points(blocks, n)
+    start = None if bounds is None else bounds.start
+    end = None if bounds is None else bounds.end
+    inside = [c for c in cuts if (start is None or c > start) and (end is None or c < end)]
+    edges: list[bytes | None] = [start, *inside, end]
+    return [KeyRange(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+def manifest_at(
+    path: str, store: ObjectStore, checkpoint: uuid.UUID | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> VersionedManifest:
+    """The current manifest, or the one ``checkpoint`` pins (a missing or expired one is refused)."""
+    manifests = ManifestStore(store, path)
+    latest = manifests.read_latest_required()
+    if checkpoint is None:
+        require_usable(latest.value, manifests.location)
+        return latest
+    require_not_destroyed(latest.value, manifests.location)
+    pinned = live_checkpoint(latest.value, checkpoint, clock.now(), manifests.location)
+    return manifests.read(pinned.manifest_id)
+
+
+def suggest_split_keys(
+    path: str,
+    store: ObjectStore,
+    n: int,
+    *,
+    checkpoint: uuid.UUID | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> list[bytes]:
+    """At most ``n - 1`` keys that cut the database into ``n`` ranges of about equal stored bytes.
+
+    Weighs the L0 and sorted-run SSTs of the current manifest (or of ``checkpoint``'s) by their
+    block indexes (one GET of each SST's tail; no data block is read). The WAL is not weighed.
+    Range ``i`` is ``[keys[i-1], keys[i])``. An empty database gives ``[]``; so does ``n == 1``.
+    ``n < 1`` raises :class:`InvalidArgumentError`; a missing or expired checkpoint raises
+    :class:`CheckpointNotFoundError` / :class:`CheckpointExpiredError`.
+    """
+    n = check_count(n)
+    manifest = manifest_at(path, store, checkpoint, clock=clock).value
+    ranges = balanced_ranges(manifest_blocks(path, store, manifest), n, bounds=manifest.visible_range)
+    return [r.start for r in ranges[1:] if r.start is not None]
+
+
+__all__ = [
+    "BlockWeight",
+    "balanced_ranges",
+    "manifest_at",
+    "manifest_blocks",
+    "split_points",
+    "suggest_split_keys",
+    "visible_blocks",
+]
