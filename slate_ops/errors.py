@@ -258,3 +258,28 @@ class CompactionConflictError(SlateOpsError):
     Only another compactor removes L0 views or sorted runs, so this means two compactors ran at
     once without fencing; the compaction's outputs are orphans that GC removes.
     """
+
+
+# --- Spark data pipeline ----------------------------------------------------------------------
+
+
+class BulkLoadInputError(InvalidArgumentError):
+    """A bulk load's DataFrame has a missing or non-binary key or value column, a null, or an empty key.
+
+    Checked before anything is written: the store is unchanged. Cast or filter the columns and retry.
+    """
+
+
+class DuplicateKeyError(BulkLoadInputError):
+    """A bulk load's DataFrame holds a key more than once; ``key`` is one of them.
+
+    Nothing was committed; SSTs already written are orphans that GC removes. Deduplicate first.
+    """
+
+    def __init__(self, message: str, key: bytes) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class BulkLoadFailedError(SlateOpsError):
+    """A bulk load's Spark job failed; nothing was committed and the SSTs it wrote are orphans GC removes."""

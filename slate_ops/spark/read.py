@@ -1,0 +1,362 @@
+"""A database as a Spark DataFrame: :func:`read_db` (key, value at a checkpoint) and :func:`tags_table`.
+
+The driver fixes the state to read (a checkpoint: given, a tag's, or a fresh one), reads that
+checkpoint's manifest, weighs its SSTs by their block indexes and cuts the key space into ranges
+of about equal stored bytes (:func:`~slate_ops.admin.split_keys.balanced_ranges`). It also reads
+the WAL SSTs the checkpoint covers (the writes not yet in L0, at most a few memtables) and keeps
+the newest version of each key. Each Spark task then opens the store from its URL, reads the
+checkpoint's manifest and merges, for its range: that WAL slice (newest), the L0 views (newest
+first) and the sorted runs, keeping the newest version per key and hiding tombstones, exactly like
+``DbReader.open(path, store, checkpoint).scan()``. No row passes through the driver.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from slate_ops.admin.checkpoints import TAG_PREFIX, create_checkpoint, list_checkpoints
+from slate_ops.admin.split_keys import BlockWeight, balanced_ranges, check_count, manifest_at, manifest_blocks
+from slate_ops.admin.tags import list_tags
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.config import CheckpointOptions
+from slate_ops.engine.lsm import LsmState, SstReaders
+from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.wal import WalStore
+from slate_ops.errors import InvalidArgumentError, TagNotFoundError
+from slate_ops.manifest.model import KeyRange, Manifest
+from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.spark.executor import _worker_store
+from slate_ops.sst import KIND_VALUE, SCHEMA
+from slate_ops.txn.paths import normalize_db_path
+
+log = logging.getLogger(__name__)
+
+READ_SCHEMA = "key binary, value binary"
+"""The columns of :func:`read_db`'s DataFrame."""
+READ_CHECKPOINT_NAME = "spark-read"
+"""The name of the checkpoint :func:`read_db` creates when given neither a checkpoint nor a tag."""
+DEFAULT_READ_LIFETIME = timedelta(hours=1)
+PARTITION_BYTES = 128 * 1024 * 1024
+"""Default partitions: at least one per core, and one per this many stored bytes."""
+CHUNK_BYTES = 8 * 1024 * 1024
+"""A task merges its range in chunks of about this many stored bytes (bounds a worker's memory)."""
+BATCH_ROWS = 64 * 1024
+
+_ARROW_READ_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
+
+
+def require_shareable(url: str, what: str) -> None:
+    """Refuse ``memory://`` URLs: Spark tasks run in other processes and would see an empty store."""
+    if urlsplit(url).scheme.lower() == "memory":
+        raise InvalidArgumentError(
+            f"{what} cannot use the in-process store {url}: Spark tasks run in other processes and "
+            "would see an empty store. Use a file:// store (on a filesystem all workers share) or s3://."
+        )
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """``sparkContext.defaultParallelism``, or ``spark.sql.shuffle.partitions`` on Spark Connect."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:
+        return int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
+
+
+# --- planning (driver) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What the tasks of one :func:`read_db` need; pickled into the job (no store clients)."""
+
+    store_url: str
+    path: str
+    checkpoint_id: uuid.UUID
+    manifest_id: int
+    chunks: tuple[tuple[KeyRange, ...], ...]
+    """Per partition, in key order: the chunks that together cover the partition's range."""
+    wal: tuple[pa.Table, ...]
+    """Per partition: the newest WAL version of each key in its range (SCHEMA, key order)."""
+
+    @property
+    def ranges(self) -> list[KeyRange]:
+        """The key range of each partition."""
+        return [KeyRange(c[0].start, c[-1].end) for c in self.chunks]
+
+
+def wal_table(store: ObjectStore, path: str, manifest: Manifest) -> pa.Table:
+    """The newest version of each key (tombstones included) in the WAL SSTs ``manifest`` covers.
+
+    That is every WAL id after ``replay_after_wal_id`` up to ``wal_id_last_seen``, as
+    ``DbReader.open`` on a checkpoint replays them; the result is in key order, in :data:`SCHEMA`.
+    """
+    wal = WalStore(store, path)
+    memtable = Memtable()
+    for wal_id in wal.list_ids(manifest.replay_after_wal_id):
+        if wal_id > manifest.wal_id_last_seen:
+            break
+        for key, seq, kind, value in wal.read(wal_id):
+            memtable.put(key, seq, kind, value)
+    return memtable.to_table() if len(memtable) else SCHEMA.empty_table()
+
+
+def _range_mask(keys: pa.ChunkedArray | pa.Array, key_range: KeyRange) -> pa.Array | pa.ChunkedArray:
+    mask = pc.greater_equal(keys, pa.scalar(key_range.start or b"", pa.binary()))
+    if key_range.end is not None:
+        mask = pc.and_(mask, pc.less(keys, pa.scalar(key_range.end, pa.binary())))
+    return mask
+
+
+def _chunks(blocks: Sequence[BlockWeight], key_range: KeyRange, chunk_bytes: int) -> tuple[KeyRange, ...]:
+    """``key_range`` cut wherever about ``chunk_bytes`` of the (sorted) blocks inside it accumulate."""
+    cuts: list[bytes] = []
+    accumulated = 0
+    for key, size in blocks:
+        if not key_range.contains(key):
+            continue
+        if accumulated >= chunk_bytes and key != key_range.start and (not cuts or key > cuts[-1]):
+            cuts.append(key)
+            accumulated = 0
+        accumulated += size
+    edges: list[bytes | None] = [key_range.start, *cuts, key_range.end]
+    return tuple(KeyRange(edges[i], edges[i + 1]) for i in range(len(edges) - 1))
+
+
+def plan_read(
+    store: ObjectStore,
+    store_url: str,
+    path: str,
+    checkpoint_id: uuid.UUID,
+    partitions: int | None = None,
+    *,
+    min_partitions: int = 1,
+    chunk_bytes: int = CHUNK_BYTES,
+    clock: Clock = SYSTEM_CLOCK,
+) -> ReadPlan:
+    """The plan of reading ``checkpoint_id``: at most ``partitions`` ranges of about equal stored bytes.
+
+    ``partitions=None``: ``min_partitions``, or more so that a partition holds at most
+    :data:`PARTITION_BYTES` of stored bytes. A projected database (``Manifest.visible_range``) is
+    read only inside its range. Refuses a missing or expired checkpoint
+    (:class:`CheckpointNotFoundError`, :class:`CheckpointExpiredError`).
+    """
+    path = normalize_db_path(path)
+    pinned = manifest_at(path, store, checkpoint_id, clock=clock)
+    manifest = pinned.value
+    blocks = sorted(manifest_blocks(path, store, manifest))
+    if partitions is None:
+        stored = sum(size for _, size in blocks)
+        partitions = max(min_partitions, math.ceil(stored / PARTITION_BYTES))
+    ranges = balanced_ranges(blocks, partitions, bounds=manifest.visible_range)
+    wal = wal_table(store, path, manifest)
+    return ReadPlan(
+        store_url=store_url,
+        path=path,
+        checkpoint_id=checkpoint_id,
+        manifest_id=pinned.id,
+        chunks=tuple(_chunks(blocks, r, chunk_bytes) for r in ranges),
+        wal=tuple(wal.filter(_range_mask(wal.column("key"), r)) for r in ranges),
+    )
+
+
+def resolve_checkpoint(
+    store: ObjectStore,
+    path: str,
+    *,
+    checkpoint: uuid.UUID | None,
+    tag: str | None,
+    lifetime: timedelta,
+    clock: Clock = SYSTEM_CLOCK,
+) -> uuid.UUID:
+    """The checkpoint to read: ``checkpoint``, the tag's, or a new one named :data:`READ_CHECKPOINT_NAME`."""
+    if checkpoint is not None and tag is not None:
+        raise InvalidArgumentError(
+            f"read_db of {path!r} takes a checkpoint or a tag, not both (got checkpoint {checkpoint} "
+            f"and tag {tag!r})"
+        )
+    if checkpoint is not None:
+        return checkpoint
+    if tag is not None:
+        found = list_checkpoints(path, store, name=TAG_PREFIX + tag)
+        if not found:
+            raise TagNotFoundError(
+                f"no tag {tag!r} in the current manifest of {ManifestStore(store, path).location}; "
+                "list them with `slate-ops list-tags`"
+            )
+        return found[0].id
+    created = create_checkpoint(
+        path, store, CheckpointOptions(lifetime=lifetime, name=READ_CHECKPOINT_NAME), clock=clock
+    )
+    log.info("read_db of %s reads the new checkpoint %s (lifetime %s)", path, created.id, lifetime)
+    return created.id
+
+
+# --- reading (tasks) --------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def _worker_state(url: str, path: str, manifest_id: int) -> tuple[LsmState, SstReaders]:
+    """One LSM state (and its opened SST readers) per manifest version per worker process."""
+    store = _worker_store(url)
+    manifest = ManifestStore(store, path).read(manifest_id).value
+    readers = SstReaders(store, None)
+    return LsmState(manifest, path, readers), readers
+
+
+Source = list[pa.RecordBatch]
+
+
+def newest_values(sources: Sequence[Source]) -> pa.Table:
+    """``(key, value)`` of the newest version of each key, tombstones dropped, in key order.
+
+    ``sources`` are given newest first, each in (key asc, seq desc) order with one version per key,
+    as ``merge_newest`` takes them: Arrow's stable sort on the key keeps the sources' order among
+    equal keys, so the first row per key wins. A single source needs no sort.
+    """
+    table = pa.Table.from_batches([b for source in sources for b in source], schema=SCHEMA)
+    if table.num_rows == 0:
+        return _ARROW_READ_SCHEMA.empty_table()
+    table = table.combine_chunks()
+    if sum(1 for source in sources if source) > 1:
+        order = pc.sort_indices(table, sort_keys=[("key", "ascending")])
+        if table.num_rows > 1:
+            keys = table.column("key").take(order)
+            changed = pc.not_equal(keys.slice(1), keys.slice(0, table.num_rows - 1))
+            order = order.filter(pa.concat_arrays([pa.array([True]), changed.combine_chunks()]))
+        table = table.take(order)
+    table = table.filter(pc.equal(table.column("kind"), KIND_VALUE))
+    return table.select(["key", "value"])
+
+
+def read_chunk(lsm: LsmState, readers: SstReaders, wal: pa.Table, chunk: KeyRange) -> pa.Table:
+    """The live ``(key, value)`` rows of ``chunk``: the WAL rows, then L0 newest first, then the runs."""
+    sources: list[Source] = []
+    if wal.num_rows:
+        sources.append(wal.filter(_range_mask(wal.column("key"), chunk)).to_batches())
+    for handle in lsm.l0:
+        bounds = handle.clip(chunk.start, chunk.end)
+        if bounds is not None:
+            sources.append(list(readers.open(handle.key, handle.size).scan_batches(*bounds)))
+    for run in lsm.runs:
+        batches: Source = []
+        for handle in run:
+            bounds = handle.clip(chunk.start, chunk.end)
+            if bounds is not None:
+                batches.extend(readers.open(handle.key, handle.size).scan_batches(*bounds))
+        sources.append(batches)
+    return newest_values(sources)
+
+
+def read_partition(plan: ReadPlan, index: int) -> Iterator[pa.RecordBatch]:
+    """The body of task ``index``: its range's live rows as Arrow batches, in key order.
+
+    Checks first that the checkpoint is still live (a DataFrame evaluated after its checkpoint
+    expired fails with :class:`CheckpointExpiredError` rather than on a file GC removed).
+    """
+    store = _worker_store(plan.store_url)
+    manifest_at(plan.path, store, plan.checkpoint_id)
+    lsm, readers = _worker_state(plan.store_url, plan.path, plan.manifest_id)
+    wal = plan.wal[index]
+    for chunk in plan.chunks[index]:
+        table = read_chunk(lsm, readers, wal, chunk)
+        yield from table.to_batches(max_chunksize=BATCH_ROWS)
+
+
+def _read_batches(plan: ReadPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: partition indexes in, that partition's rows out."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from read_partition(plan, int(index))
+
+
+# --- the API ----------------------------------------------------------------------------------------
+
+
+def read_db(
+    spark: SparkSession,
+    store_url: str,
+    path: str,
+    *,
+    checkpoint: uuid.UUID | None = None,
+    tag: str | None = None,
+    partitions: int | None = None,
+    lifetime: timedelta = DEFAULT_READ_LIFETIME,
+    clock: Clock = SYSTEM_CLOCK,
+) -> DataFrame:
+    """The live ``(key binary, value binary)`` rows of the database at a checkpoint, as a DataFrame.
+
+    The state read is ``checkpoint``, the checkpoint of ``tag``, or (neither given) a new
+    checkpoint of the current state named ``spark-read`` that expires after ``lifetime`` (1 hour).
+    It holds exactly what ``DbReader.open(path, store, checkpoint).scan()`` returns, writes only in
+    the WAL included. The DataFrame is lazy and re-reads that fixed state on every action, so it
+    works only while the checkpoint lives: a new checkpoint is never deleted by read_db (it cannot
+    know when the last action ran) and simply expires; actions after that fail with
+    ``CheckpointExpiredError``. Cache or write the result within the lifetime, or manage the
+    checkpoint yourself and pass it.
+
+    One partition per key range (at most ``partitions``; default: the session's default
+    parallelism, or more so that a partition holds at most 128 MiB of stored SST bytes); partition
+    ``i`` holds keys below those of partition ``i + 1``, each in key order. Both ``checkpoint`` and
+    ``tag`` raise :class:`InvalidArgumentError`; an unknown tag :class:`TagNotFoundError`; a missing
+    or expired checkpoint :class:`CheckpointNotFoundError` / :class:`CheckpointExpiredError`. The
+    store must be reachable by its URL from every worker (``file://`` on a shared filesystem,
+    ``s3://...?endpoint_url=``); ``memory://`` is refused.
+    """
+    require_shareable(store_url, "read_db")
+    if partitions is not None:
+        check_count(partitions, "partitions")
+    store = open_store(store_url)
+    checkpoint_id = resolve_checkpoint(
+        store, path, checkpoint=checkpoint, tag=tag, lifetime=lifetime, clock=clock
+    )
+    min_partitions = default_parallelism(spark)
+    plan = plan_read(
+        store, store_url, path, checkpoint_id, partitions, min_partitions=min_partitions, clock=clock
+    )
+    count = len(plan.chunks)
+    return spark.range(0, count, 1, count).mapInArrow(functools.partial(_read_batches, plan), READ_SCHEMA)
+
+
+def tags_table(spark: SparkSession, store_url: str, path: str) -> DataFrame:
+    """The ``$tags`` table of :func:`slate_ops.admin.list_tags` as a DataFrame, read on the driver.
+
+    Same columns; the unsigned ``manifest_id``, ``record_count`` and ``bytes`` become Spark longs
+    (Spark has no unsigned types) and ``create_time`` a timestamp. Any store URL works, ``memory://``
+    included (no task touches the store).
+    """
+    table = list_tags(path, open_store(store_url))
+    schema = pa.schema(
+        [
+            pa.field(f.name, pa.int64() if pa.types.is_unsigned_integer(f.type) else f.type, f.nullable)
+            for f in table.schema
+        ]
+    )
+    return spark.createDataFrame(table.cast(schema))
+
+
+__all__ = [
+    "DEFAULT_READ_LIFETIME",
+    "READ_CHECKPOINT_NAME",
+    "READ_SCHEMA",
+    "ReadPlan",
+    "newest_values",
+    "plan_read",
+    "read_chunk",
+    "read_db",
+    "read_partition",
+    "resolve_checkpoint",
+    "tags_table",
+    "wal_table",
+]
