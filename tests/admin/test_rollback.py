@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from ulid import ULID
@@ -18,7 +19,7 @@ from slate_ops.errors import DbDestroyedError, FencedError, TagNotFoundError
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import MemoryStore
+from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import FaultInjectingStore, SimulatedCrash
 from tests.conftest import snapshot
@@ -272,3 +273,26 @@ def test_gc_after_rollback_keeps_the_tag_and_drops_the_discarded_state(
     assert content(store, clock, report.tag.checkpoint_id) == expected
     with writer(store, clock) as db:
         assert dict(db.scan()) == expected
+
+
+def test_rollback_on_the_local_store(tmp_path: Path, clock: ManualClock) -> None:
+    local = LocalStore(tmp_path / "store")
+    admin.create_db(DB, local)
+    with writer(local, clock) as db:
+        db.put(b"a", b"l0")
+        db.flush_memtable()
+        db.put(b"b", b"wal")
+        db.flush()
+        admin.create_tag(DB, local, "t", clock=clock)
+        db.put(b"a", b"after")
+        db.delete(b"b")
+        db.flush()
+        before = snapshot(local)
+        assert admin.rollback_to_tag(DB, local, "t", clock=clock).dry_run
+        assert snapshot(local) == before
+        admin.rollback_to_tag(DB, local, "t", dry_run=False, clock=clock)
+        with pytest.raises(FencedError):
+            db.put(b"c", b"zombie")
+            db.flush()
+        db._simulate_crash()
+    assert content(local, clock) == {b"a": b"l0", b"b": b"wal"}
