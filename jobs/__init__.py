@@ -11,9 +11,17 @@ from jobs.checkpoint_expiry import checkpoint_expiry_job, checkpoint_expiry_sche
 from jobs.clone import clone_job
 from jobs.compaction import compaction_job, compaction_schedule
 from jobs.gc import gc_job, gc_schedule
+from jobs.rescale import rescale_job
 from jobs.tags import tag_policy_job, tag_policy_schedule
 
-ALL_JOBS: list[dg.JobDefinition] = [checkpoint_expiry_job, compaction_job, clone_job, gc_job, tag_policy_job]
+ALL_JOBS: list[dg.JobDefinition] = [
+    checkpoint_expiry_job,
+    compaction_job,
+    clone_job,
+    gc_job,
+    rescale_job,
+    tag_policy_job,
+]
 ALL_SCHEDULES: list[dg.ScheduleDefinition] = [
     checkpoint_expiry_schedule,
     compaction_schedule,
@@ -31,6 +39,7 @@ __all__ = [
     "compaction_schedule",
     "gc_job",
     "gc_schedule",
+    "rescale_job",
     "tag_policy_job",
     "tag_policy_schedule",
 ]

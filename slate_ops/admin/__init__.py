@@ -18,6 +18,7 @@ from slate_ops.admin.db import (
     read_manifest,
 )
 from slate_ops.admin.destroy import DestroyReport, delete_db_objects, destroy, release_external_checkpoints
+from slate_ops.admin.rescale import NewDatabase, RescaleReport, merge, split
 from slate_ops.admin.rollback import DiscardedSst, DiscardedWal, RollbackReport, rollback_to_tag
 from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, shape_of
 from slate_ops.admin.split_keys import balanced_ranges, suggest_split_keys
@@ -32,6 +33,8 @@ __all__ = [
     "DiscardedWal",
     "LsmShape",
     "ManifestFile",
+    "NewDatabase",
+    "RescaleReport",
     "RollbackReport",
     "RunSummary",
     "SstSummary",
@@ -55,10 +58,12 @@ __all__ = [
     "list_manifests",
     "list_tags",
     "lsm_shape",
+    "merge",
     "read_manifest",
     "refresh_checkpoint",
     "release_external_checkpoints",
     "rollback_to_tag",
     "shape_of",
+    "split",
     "suggest_split_keys",
 ]

@@ -10,6 +10,10 @@ import dagster as dg
 
 from slate_ops.admin import DbStatus, create_db, describe_db
 from slate_ops.admin.clone import ensure_clone
+from slate_ops.errors import ConfigError
+from slate_ops.manifest.model import Manifest
+from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore.base import ObjectStore
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
@@ -50,12 +54,18 @@ def build_database_asset(db: DatabaseConfig) -> dg.AssetsDefinition:
         group_name=GROUP_NAME,
         description=db.description or f"slate_ops database {db.path!r}",
         metadata={"store_url": dg.MetadataValue.text(redact_url(db.store_url)), "path": db.path},
-        deps=[database_asset_key(db.parent)] if db.parent is not None else None,  # a clone's lineage
+        deps=[database_asset_key(origin) for origin in origins(db)] or None,  # clone, split, merge lineage
     )
     def _database(slate: SlateDatabasesResource) -> dg.MaterializeResult[None]:
         current = slate.database(name)
         store = slate.open_store(name)
-        if current.parent is None:
+        if current.rescaled_from is not None:
+            if read_manifest_or_none(current.path, store) is None:
+                raise ConfigError(
+                    f"database {name!r} ({current.path}) does not exist yet: a split or merge of "
+                    f"{', '.join(current.rescaled_from)} creates it; launch rescale_job"
+                )
+        elif current.parent is None:
             create_db(current.path, store, exist_ok=True)
         else:
             ensure_clone(current.path, slate.database(current.parent).path, store, clock=slate.clock())
@@ -64,6 +74,16 @@ def build_database_asset(db: DatabaseConfig) -> dg.AssetsDefinition:
         )
 
     return _database
+
+
+def origins(db: DatabaseConfig) -> list[str]:
+    """The configured databases ``db`` was cloned, split or merged from."""
+    return [db.parent] if db.parent is not None else list(db.rescaled_from or ())
+
+
+def read_manifest_or_none(path: str, store: ObjectStore) -> Manifest | None:
+    latest = ManifestStore(store, path).read_latest()
+    return None if latest is None else latest.value
 
 
 def build_database_assets(config: SlateOpsConfig) -> list[dg.AssetsDefinition]:

@@ -17,6 +17,10 @@ A YAML file with one entry per database::
           name_format: auto-%Y-%m-%d     # strftime of the period start; only such tags are managed
           num_retained_max: 30           # keep the newest 30 policy tags (default: no limit)
           expire_after: 90days           # delete policy tags whose period began 90 days ago (default: never)
+      - name: demo_low                   # a shard of demo, created by rescale_job (split)
+        store_url: file:///var/lib/slate
+        path: demo_low
+        rescaled_from: [demo]            # optional: the database(s) it was split or merged from
 
 ``load_config`` reads the file named by its argument, else by ``$SLATE_OPS_CONFIG``, else the
 embedded ``default_databases.yaml`` (one ``demo`` database in the local store). String values may
@@ -120,6 +124,12 @@ class DatabaseConfig(dg.Config):
         default=None,
         description="Create and expire tags periodically (tag_policy_job, tag_policy_schedule); unset: none.",
     )
+    rescaled_from: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Names of the configured databases this one was split from (one) or merged from "
+        "(several), in the same store: its asset is downstream of theirs. rescale_job creates it.",
+    )
 
 
 class SlateOpsConfig(dg.Config):
@@ -144,6 +154,7 @@ class SlateOpsConfig(dg.Config):
         """A clone's ``parent`` names another entry in the same store, and parents form no cycle."""
         by_name = {d.name: d for d in databases}
         for db in databases:
+            _check_rescale_sources(db, by_name)
             if db.parent is None:
                 continue
             parent = by_name.get(db.parent)
@@ -172,6 +183,28 @@ class SlateOpsConfig(dg.Config):
                 return db
         known = ", ".join(d.name for d in self.databases)
         raise ConfigError(f"no database named {name!r} is configured; configured: {known}")
+
+
+def _check_rescale_sources(db: DatabaseConfig, by_name: dict[str, DatabaseConfig]) -> None:
+    """``rescaled_from`` names other configured databases in the same store (not with ``parent``)."""
+    if db.rescaled_from is None:
+        return
+    if db.parent is not None:
+        raise ValueError(
+            f"database {db.name!r} sets both parent and rescaled_from; a database has one origin"
+        )
+    for name in db.rescaled_from:
+        source = by_name.get(name)
+        if source is None or name == db.name:
+            raise ValueError(
+                f"database {db.name!r} is rescaled_from {name!r}, which is not another configured database; "
+                f"configured: {', '.join(by_name)}"
+            )
+        if source.store_url != db.store_url:
+            raise ValueError(
+                f"database {db.name!r} must be in the store of {name!r} ({source.store_url}): split and "
+                "merge reference the sources' SSTs in place"
+            )
 
 
 def default_store_url() -> str:
