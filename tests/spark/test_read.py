@@ -120,6 +120,9 @@ def test_without_a_checkpoint_read_db_takes_one_for_an_hour(
 
 
 def test_tags_and_refusals(spark: SparkSession, local_store: LocalStore) -> None:
+    admin.create_db(PATH, local_store)
+    empty = read_db(spark, local_store.url, PATH, partitions=4)
+    assert empty.rdd.getNumPartitions() == 1 and empty.collect() == []  # no blocks: one range
     with Db.open(PATH, local_store, QUIET) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
