@@ -12,6 +12,7 @@ first) and the sorted runs, keeping the newest version per key and hiding tombst
 
 from __future__ import annotations
 
+import bisect
 import functools
 import logging
 import math
@@ -119,13 +120,18 @@ def _range_mask(keys: pa.ChunkedArray | pa.Array, key_range: KeyRange) -> pa.Arr
     return mask
 
 
-def _chunks(blocks: Sequence[BlockWeight], key_range: KeyRange, chunk_bytes: int) -> tuple[KeyRange, ...]:
-    """``key_range`` cut wherever about ``chunk_bytes`` of the (sorted) blocks inside it accumulate."""
+def _chunks(
+    blocks: Sequence[BlockWeight], keys: Sequence[bytes], key_range: KeyRange, chunk_bytes: int
+) -> tuple[KeyRange, ...]:
+    """``key_range`` cut wherever about ``chunk_bytes`` of the blocks inside it accumulate.
+
+    ``blocks`` are sorted by key and ``keys`` are their keys.
+    """
+    lo = 0 if key_range.start is None else bisect.bisect_left(keys, key_range.start)
+    hi = len(keys) if key_range.end is None else bisect.bisect_left(keys, key_range.end)
     cuts: list[bytes] = []
     accumulated = 0
-    for key, size in blocks:
-        if not key_range.contains(key):
-            continue
+    for key, size in blocks[lo:hi]:
         if accumulated >= chunk_bytes and key != key_range.start and (not cuts or key > cuts[-1]):
             cuts.append(key)
             accumulated = 0
@@ -160,13 +166,14 @@ def plan_read(
         stored = sum(size for _, size in blocks)
         partitions = max(min_partitions, math.ceil(stored / PARTITION_BYTES))
     ranges = balanced_ranges(blocks, partitions, bounds=manifest.visible_range)
+    keys = [key for key, _ in blocks]
     wal = wal_table(store, path, manifest)
     return ReadPlan(
         store_url=store_url,
         path=path,
         checkpoint_id=checkpoint_id,
         manifest_id=pinned.id,
-        chunks=tuple(_chunks(blocks, r, chunk_bytes) for r in ranges),
+        chunks=tuple(_chunks(blocks, keys, r, chunk_bytes) for r in ranges),
         wal=tuple(wal.filter(_range_mask(wal.column("key"), r)) for r in ranges),
     )
 
