@@ -201,6 +201,21 @@ def test_tag_survives_expiry_compaction_and_gc(store: MemoryStore, clock: Manual
         current.close()
     assert admin.list_tags(DB, store).column("record_count").to_pylist() == [30]
 
+    # Deleting the tag lets GC reclaim what only the tag referenced (after min_age).
+    tagged = ManifestStore(store, DB).read(tag.manifest_id).value
+    only_tagged = {s.id for s in tagged.ssts} - {
+        s.id for s in ManifestStore(store, DB).read_latest_required().value.ssts
+    }
+    assert only_tagged and all(DB + f"/compacted/{i}.sst" in after for i in only_tagged)
+    admin.delete_tag(DB, store, "keep")
+    for _ in range(2):  # the first run sees them unreferenced, the next one past min_age deletes them
+        clock.advance(3600)
+        GarbageCollector(DB, store, options, clock=clock).run_once()
+    remaining = snapshot(store, DB + "/compacted/")
+    assert not any(DB + f"/compacted/{i}.sst" in remaining for i in only_tagged)
+    with DbReader.open(DB, store, clock=clock) as reader:
+        assert reader.get(b"k000") == b"newer-0"
+
 
 def test_tag_names_are_reserved_and_tags_cannot_be_given_a_lifetime() -> None:
     from slate_ops.errors import InvalidArgumentError
