@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -76,3 +77,23 @@ def add_checkpoint(store: ObjectStore, path: str, clock: ManualClock, lifetime: 
     options = CheckpointOptions.model_validate({"lifetime": lifetime, "name": name})
     result = admin.create_checkpoint(path, store, options, clock=clock)
     return str(result.id)
+
+
+def run_op(
+    job: dg.JobDefinition,
+    op: str,
+    slate: SlateDatabasesResource,
+    config: dict[str, Any] | None,
+    tags: dict[str, str] | None,
+) -> dg.ExecuteInProcessResult:
+    """Run ``job`` in process with ``config`` as the op config of ``op`` (None: the defaults)."""
+    run_config = {"ops": {op: {"config": config}}} if config is not None else None
+    return job.execute_in_process(
+        run_config=run_config, tags=tags, resources={"slate": slate}, raise_on_error=False
+    )
+
+
+def op_metadata(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+    """The metadata of the run's (only) successful op output."""
+    (event,) = [e for e in result.all_node_events if e.is_successful_output]
+    return {key: value.value for key, value in event.step_output_data.metadata.items()}

@@ -23,7 +23,7 @@ from slate_ops.orchestration.compaction import (
     local_pyspark_resource,
     slate_ops_compaction_sensor,
 )
-from tests.orchestration.conftest import ALPHA, BETA
+from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
 
 KEYS = [f"k{i:02d}".encode() for i in range(10)]
 
@@ -51,23 +51,13 @@ def run(
     config: dict[str, object] | None = None,
     tags: dict[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
-    run_config = {"ops": {"compact_op": {"config": config}}} if config is not None else None
-    return defs.resolve_job_def("compaction_job").execute_in_process(
-        run_config=run_config,
-        tags={"slate_ops/db": "alpha"} if tags is None else tags,
-        resources={"slate": slate},
-        raise_on_error=False,
-    )
+    job = defs.resolve_job_def("compaction_job")
+    return run_op(job, "compact_op", slate, config, {"slate_ops/db": "alpha"} if tags is None else tags)
 
 
 def resources(slate: SlateDatabasesResource) -> dict[str, object]:
     """What the bare ``compaction_job`` needs (Definitions bind them for the UI and the CLI)."""
     return {"slate": slate, "pyspark": local_pyspark_resource()}
-
-
-def op_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
-    (event,) = [e for e in result.all_node_events if e.is_successful_output]
-    return {key: value.value for key, value in event.step_output_data.metadata.items()}
 
 
 def observation(result: dg.ExecuteInProcessResult) -> dict[str, object]:

@@ -18,7 +18,7 @@ from slate_ops.objstore import MemoryStore, ObjectStore
 from slate_ops.orchestration import GC_JOB, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.gc import gc_op
 from tests.conftest import snapshot
-from tests.orchestration.conftest import ALPHA
+from tests.orchestration.conftest import ALPHA, op_metadata, run_op
 
 ALPHA_TAGS = {"slate_ops/db": "alpha"}
 
@@ -39,18 +39,7 @@ def aged(created: ObjectStore, config: SlateOpsConfig) -> SlateDatabasesResource
 def run(
     slate: SlateDatabasesResource, config: dict[str, Any] | None = None, tags: dict[str, str] | None = None
 ) -> dg.ExecuteInProcessResult:
-    run_config = {"ops": {"gc_op": {"config": config}}} if config is not None else None
-    return gc_job.execute_in_process(
-        run_config=run_config,
-        tags=ALPHA_TAGS if tags is None else tags,
-        resources={"slate": slate},
-        raise_on_error=False,
-    )
-
-
-def op_metadata(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    (event,) = [e for e in result.all_node_events if e.is_successful_output]
-    return {key: value.value for key, value in event.step_output_data.metadata.items()}
+    return run_op(gc_job, "gc_op", slate, config, ALPHA_TAGS if tags is None else tags)
 
 
 def test_dry_run_is_the_default_and_reports_tables_per_resource(

@@ -14,7 +14,7 @@ from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import SlateDatabasesResource
 from slate_ops.orchestration.ops import expire_checkpoints_op
-from tests.orchestration.conftest import ALPHA, add_checkpoint
+from tests.orchestration.conftest import ALPHA, add_checkpoint, op_metadata, run_op
 
 
 @pytest.fixture
@@ -39,17 +39,7 @@ def run(
     config: dict[str, object] | None,
     tags: dict[str, str] | None,
 ) -> dg.ExecuteInProcessResult:
-    run_config = {"ops": {"expire_checkpoints_op": {"config": config}}} if config is not None else None
-    job = defs.resolve_job_def("checkpoint_expiry_job")
-    return job.execute_in_process(
-        run_config=run_config, tags=tags, resources={"slate": slate}, raise_on_error=False
-    )
-
-
-def op_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
-    (event,) = [e for e in result.all_node_events if e.is_successful_output]
-    data = event.step_output_data
-    return {key: value.value for key, value in data.metadata.items()}
+    return run_op(defs.resolve_job_def("checkpoint_expiry_job"), "expire_checkpoints_op", slate, config, tags)
 
 
 def names(store: ObjectStore) -> set[str | None]:

@@ -18,7 +18,7 @@ from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.config import TagPolicyConfig, parse_config
 from tests.conftest import snapshot
-from tests.orchestration.conftest import ALPHA, BETA
+from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
 
 ALPHA_TAGS = {"slate_ops/db": "alpha"}
 DAY = 86_400.0
@@ -44,18 +44,7 @@ def clock() -> ManualClock:
 def run(
     slate: SlateDatabasesResource, config: dict[str, Any] | None = None, tags: dict[str, str] | None = None
 ) -> dg.ExecuteInProcessResult:
-    run_config = {"ops": {"tag_policy_op": {"config": config}}} if config is not None else None
-    return tag_policy_job.execute_in_process(
-        run_config=run_config,
-        tags=ALPHA_TAGS if tags is None else tags,
-        resources={"slate": slate},
-        raise_on_error=False,
-    )
-
-
-def op_metadata(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    (event,) = [e for e in result.all_node_events if e.is_successful_output]
-    return {key: value.value for key, value in event.step_output_data.metadata.items()}
+    return run_op(tag_policy_job, "tag_policy_op", slate, config, ALPHA_TAGS if tags is None else tags)
 
 
 def tag_names(store: ObjectStore, path: str = ALPHA) -> list[str]:
