@@ -24,8 +24,10 @@ from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, s
 from slate_ops.admin.split_keys import balanced_ranges, suggest_split_keys
 from slate_ops.admin.tag_policy import TagDeletion, TagPolicy, TagPolicyReport, apply_tag_policy
 from slate_ops.admin.tags import Tag, create_tag, delete_tag, list_tags
+from slate_ops.admin.verify import CheckResult, Severity, verify_db
 
 __all__ = [
+    "CheckResult",
     "CheckpointExpiryReport",
     "DbStatus",
     "DestroyReport",
@@ -37,6 +39,7 @@ __all__ = [
     "RescaleReport",
     "RollbackReport",
     "RunSummary",
+    "Severity",
     "SstSummary",
     "Tag",
     "TagDeletion",
@@ -66,4 +69,5 @@ __all__ = [
     "shape_of",
     "split",
     "suggest_split_keys",
+    "verify_db",
 ]
