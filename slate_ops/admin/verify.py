@@ -306,7 +306,8 @@ def _check_boundaries(store: ObjectStore, manifests: ManifestStore, latest_id: i
         except CorruptObjectError as error:
             problems.append(str(error))
             continue
-        values.append(f"{boundary.key}={value}")
+        if value:
+            values.append(f"{boundary.key}={value}")
         if value and value >= latest:
             problems.append(
                 f"{boundary.key} is {value}, not below the latest {what} id {latest}: GC may delete the "
@@ -316,7 +317,7 @@ def _check_boundaries(store: ObjectStore, manifests: ManifestStore, latest_id: i
         BOUNDARIES_BELOW_LATEST,
         problems,
         f"boundaries below the latest ids (manifest {latest_id}, .compactions {latest_compactions}): "
-        + (", ".join(values) or "none written"),
+        + (", ".join(values) or "no boundary written yet"),
         f"{len(problems)} boundary file(s) at or above the latest id, or unreadable",
     )
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from slate_ops.orchestration.assets import GROUP_NAME, build_database_assets, database_asset_key
+from slate_ops.orchestration.checks import build_database_checks
 from slate_ops.orchestration.clones import CLONE_JOB, clone_op
 from slate_ops.orchestration.compaction import (
     COMPACTION_JOB,
@@ -57,6 +58,7 @@ def build_definitions(
     )
     return dg.Definitions(
         assets=build_database_assets(config),
+        asset_checks=build_database_checks(config),
         jobs=[databases_job, *jobs],
         schedules=list(schedules),
         sensors=[slate_ops_manifest_sensor, slate_ops_compaction_sensor],

@@ -24,10 +24,12 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from slate_ops.admin import LsmShape, lsm_shape, read_manifest
-from slate_ops.cli_compaction import run_compaction, shape_rows
+from slate_ops.admin import lsm_shape, read_manifest
+from slate_ops.cli_compaction import run_compaction
 from slate_ops.compaction import CompactionReport, CompactorOptions, Executor, LocalExecutor, propose
 from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.assets import shape_markdown as shape_markdown  # moved; re-exported
+from slate_ops.orchestration.assets import shape_metadata as shape_metadata
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.ops import DB_TAG, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
@@ -179,42 +181,6 @@ def inputs_outputs_markdown(report: CompactionReport) -> str:
     rows += [f"| input SST | {s} |" for s in report.input_ssts]
     rows += [f"| output SST | {s} |" for s in report.output_ssts]
     return "\n".join(rows)
-
-
-def shape_markdown(shape: LsmShape) -> str:
-    """A Markdown table of ``shape``: one row per L0 SST and per sorted run, newest first."""
-    title = f"Manifest {shape.manifest_id}: {len(shape.l0)} L0 SST(s), {len(shape.sorted_runs)} sorted run(s)"
-    rows = shape_rows(shape)
-    if not rows:
-        return f"{title}."
-    lines = [
-        f"{title}:",
-        "",
-        "| level | id | SSTs | first key | last key | bytes | entries |",
-        "| --- | --- | ---: | --- | --- | ---: | ---: |",
-    ]
-    for row in rows:
-        cells = [row["level"], row["id"], row["ssts"], row["first_key"], row["last_key"]]
-        cells += [row["bytes"], row["entries"]]
-        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
-    return "\n".join(lines)
-
-
-def _md_cell(value: Any) -> str:
-    return "-" if value is None else str(value).replace("|", "\\|")
-
-
-def shape_metadata(shape: LsmShape) -> dict[str, dg.MetadataValue]:
-    """The shape as asset metadata, with the same counter names as the manifest sensor's observations."""
-    sst_bytes = sum(s.size_bytes for s in shape.l0) + sum(r.size_bytes for r in shape.sorted_runs)
-    return {
-        "manifest_id": dg.MetadataValue.int(shape.manifest_id),
-        "l0_ssts": dg.MetadataValue.int(len(shape.l0)),
-        "sorted_runs": dg.MetadataValue.int(len(shape.sorted_runs)),
-        "ssts": dg.MetadataValue.int(len(shape.l0) + sum(r.ssts for r in shape.sorted_runs)),
-        "sst_bytes": dg.MetadataValue.int(sst_bytes),
-        "lsm_shape": dg.MetadataValue.md(shape_markdown(shape)),
-    }
 
 
 def compaction_run_config(database: str, *, executor: str = "local", full: bool = False) -> dict[str, Any]:

@@ -1,0 +1,118 @@
+"""Asset checks of every database asset: :func:`slate_ops.admin.verify_db`, one check per verification.
+
+Each database gets one ``multi_asset_check`` (op ``slate_ops__<name>__checks``) with the checks of
+:data:`slate_ops.admin.verify.CHECKS` on ``slate_ops/<name>``, all non-blocking: they report, they
+never stop a materialization. A failed check carries its severity (ERROR, or WARN for maintenance
+that is behind), a description naming the first offending object, and metadata ``problem_count``
+and ``problems`` (a Markdown list of every object and why, the first :data:`PROBLEMS_SHOWN`). A
+database that cannot be read (e.g. not created yet) fails every check with the error.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the resource annotations of decorated
+# functions at runtime.
+
+import re
+from collections.abc import Iterator
+
+import dagster as dg
+
+from slate_ops.admin.verify import CHECKS, CheckResult, Severity, verify_db
+from slate_ops.errors import SlateOpsError
+from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.compaction import l0_threshold
+from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.resources import SlateDatabasesResource
+
+PROBLEMS_SHOWN = 50
+"""At most this many problems are listed in a check's metadata (``problem_count`` has them all)."""
+
+_SEVERITY = {Severity.ERROR: dg.AssetCheckSeverity.ERROR, Severity.WARN: dg.AssetCheckSeverity.WARN}
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
+
+
+def check_op_name(name: str) -> str:
+    """The op that runs the checks of database ``name``."""
+    return f"slate_ops__{name}__checks"
+
+
+def build_database_check(db: DatabaseConfig) -> dg.AssetChecksDefinition:
+    """The checks of ``slate_ops/<db.name>``, computed by one :func:`verify_db` call."""
+    name = db.name
+    key = database_asset_key(name)
+    specs = [
+        dg.AssetCheckSpec(check, asset=key, description=description, blocking=False)
+        for check, (_, description) in CHECKS.items()
+    ]
+
+    @dg.multi_asset_check(
+        specs=specs,
+        name=check_op_name(name),
+        can_subset=True,
+        description=f"Read-only consistency checks of database {name!r} (slate_ops.admin.verify_db).",
+    )
+    def _checks(
+        context: dg.AssetCheckExecutionContext, slate: SlateDatabasesResource
+    ) -> Iterator[dg.AssetCheckResult]:
+        selected = {k.name for k in context.selected_asset_check_keys}
+        current = slate.database(name)
+        try:
+            results = verify_db(
+                current.path, slate.open_store(name), l0_threshold=l0_threshold(current), clock=slate.clock()
+            )
+        except SlateOpsError as exc:  # not created yet, unreadable: every check fails and says why
+            context.log.warning(f"cannot verify database {name}: {type(exc).__name__}: {exc}")
+            for check in CHECKS:
+                if check in selected:
+                    yield unverifiable_result(key, check, exc)
+            return
+        for result in results:
+            if result.name in selected:
+                yield check_result(key, result)
+
+    return _checks
+
+
+def build_database_checks(config: SlateOpsConfig) -> list[dg.AssetChecksDefinition]:
+    """One :func:`build_database_check` per configured database."""
+    return [build_database_check(db) for db in config.databases]
+
+
+def check_result(key: dg.AssetKey, result: CheckResult) -> dg.AssetCheckResult:
+    """``result`` as Dagster reports it: passed, severity, description and the problems as metadata."""
+    description = result.description
+    if result.problems:
+        more = len(result.problems) - 1
+        description += f": {result.problems[0]}" + (f" (and {more} more)" if more else "")
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=result.name,
+        passed=result.passed,
+        severity=_SEVERITY[result.severity],
+        description=description,
+        metadata={
+            "problem_count": dg.MetadataValue.int(len(result.problems)),
+            "problems": dg.MetadataValue.md(problems_markdown(result.problems)),
+        },
+    )
+
+
+def unverifiable_result(key: dg.AssetKey, check: str, error: Exception) -> dg.AssetCheckResult:
+    message = f"cannot verify: {type(error).__name__}: {error}"
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=check,
+        passed=False,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=message,
+        metadata={"error": dg.MetadataValue.text(message)},
+    )
+
+
+def problems_markdown(problems: tuple[str, ...]) -> str:
+    """A Markdown list of ``problems`` (the first :data:`PROBLEMS_SHOWN`), or ``none``."""
+    if not problems:
+        return "none"
+    lines = ["- " + _MARKDOWN_SPECIAL.sub(r"\\\1", p) for p in problems[:PROBLEMS_SHOWN]]
+    if len(problems) > PROBLEMS_SHOWN:
+        lines.append(f"- … and {len(problems) - PROBLEMS_SHOWN} more")
+    return "\n".join(lines)
