@@ -11,10 +11,12 @@ from jobs.checkpoint_expiry import checkpoint_expiry_job, checkpoint_expiry_sche
 from jobs.clone import clone_job
 from jobs.compaction import compaction_job, compaction_schedule
 from jobs.gc import gc_job, gc_schedule
+from jobs.maintenance import maintenance_job, maintenance_schedule
 from jobs.rescale import rescale_job
 from jobs.tags import tag_policy_job, tag_policy_schedule
 
 ALL_JOBS: list[dg.JobDefinition] = [
+    maintenance_job,
     checkpoint_expiry_job,
     compaction_job,
     clone_job,
@@ -23,6 +25,7 @@ ALL_JOBS: list[dg.JobDefinition] = [
     tag_policy_job,
 ]
 ALL_SCHEDULES: list[dg.ScheduleDefinition] = [
+    maintenance_schedule,
     checkpoint_expiry_schedule,
     compaction_schedule,
     gc_schedule,
@@ -39,6 +42,8 @@ __all__ = [
     "compaction_schedule",
     "gc_job",
     "gc_schedule",
+    "maintenance_job",
+    "maintenance_schedule",
     "rescale_job",
     "tag_policy_job",
     "tag_policy_schedule",

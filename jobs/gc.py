@@ -4,10 +4,12 @@ maintenance runs).
 
 Runs come from two places:
 
-- ``gc_schedule``, every 6 hours, one real (not dry) run per configured database that exists;
+- ``gc_schedule``, hourly, one run per existing database whose ``gc.interval_hours`` divides the
+  tick's hour (counted from the epoch, UTC; the default 6 means 00, 06, 12 and 18 UTC), real unless
+  the database's ``gc.dry_run``;
 - an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``: a dry
-  run unless the op config says ``dry_run: false``; the config also takes the min ages and the
-  resources to run.
+  run unless the op config says ``dry_run: false``; the config also takes the resources to run and
+  min ages (by default the database's ``gc`` policy).
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
@@ -17,9 +19,9 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from slate_ops.admin import describe_db
 from slate_ops.orchestration import DB_TAG, SlateDatabasesResource
 from slate_ops.orchestration.gc import GC_JOB, gc_op, gc_run_request
-from slate_ops.orchestration.sensors import describe_databases
 
 SCHEDULE_NAME = "gc_schedule"
 
@@ -35,15 +37,27 @@ def gc_job() -> None:
 @dg.schedule(
     name=SCHEDULE_NAME,
     job=gc_job,
-    cron_schedule="0 */6 * * *",
+    cron_schedule="0 * * * *",
     execution_timezone="UTC",
-    description="Every 6 hours: garbage-collect every configured database (real runs, one per database).",
+    description="Hourly: garbage-collect every database whose gc.interval_hours is due (one run each).",
 )
 def gc_schedule(
     context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     tick = context.scheduled_execution_time or datetime.now(UTC)
-    described, failed = describe_databases(slate, context.log)
-    if described:
-        return [gc_run_request(db, tick) for db, _ in described]
+    due = [db for db in slate.config.databases if db.gc.due(tick)]
+    if not due:
+        return dg.SkipReason(f"no database's gc.interval_hours is due at {tick.astimezone(UTC):%H:%M} UTC")
+    requests: list[dg.RunRequest] = []
+    failed: list[str] = []
+    for db in due:
+        try:
+            describe_db(db.path, slate.open_store(db.name), clock=slate.clock())  # it exists
+        except Exception as exc:  # one unreadable database must not stop the others
+            context.log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
+            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
+        else:
+            requests.append(gc_run_request(db, tick))
+    if requests:
+        return requests
     return dg.SkipReason(f"no database could be read; skipped: {'; '.join(failed)}")

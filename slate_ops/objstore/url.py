@@ -1,7 +1,8 @@
 """Open a store from a URL: ``file:///abs/root`` (or a plain path), ``memory://name``, ``s3://bucket/prefix``.
 
 S3 URLs take query options ``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key`` and
-``session_token``; anything not given comes from boto3's usual chain (``AWS_*`` environment
+``session_token``; credentials may instead be given to :func:`open_store` as arguments (so they never
+appear in a URL); anything not given comes from boto3's usual chain (``AWS_*`` environment
 variables including ``AWS_ENDPOINT_URL_S3``, profiles, instance roles). Unknown options are refused
 so that a typo does not silently fall back to a default endpoint or credentials.
 """
@@ -26,8 +27,17 @@ _memory_stores: dict[str, MemoryStore] = {}
 _memory_lock = threading.Lock()
 
 
-def open_store(url: str) -> ObjectStore:
-    """Return the store named by ``url``; raises :class:`InvalidStoreUrlError` naming a bad URL."""
+def open_store(
+    url: str,
+    *,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+) -> ObjectStore:
+    """Return the store named by ``url``; raises :class:`InvalidStoreUrlError` naming a bad URL.
+
+    The credentials apply to ``s3://`` URLs that do not give their own (other schemes ignore them).
+    """
     if not isinstance(url, str) or not url.strip():
         raise InvalidStoreUrlError(f"store URL must be a non-empty string, got {url!r}")
     if "://" not in url:
@@ -50,7 +60,12 @@ def open_store(url: str) -> ObjectStore:
                 store = _memory_stores[name] = MemoryStore(name)
             return store
     if scheme == "s3":
-        return _open_s3(url)
+        given = {
+            "access_key_id": access_key_id,
+            "secret_access_key": secret_access_key,
+            "session_token": session_token,
+        }
+        return _open_s3(url, {k: v for k, v in given.items() if v is not None})
     raise InvalidStoreUrlError(
         f"store URL {_redact(url)!r} has unknown scheme {parts.scheme!r}; use file, memory or s3"
     )
@@ -72,7 +87,7 @@ def _redact(url: str) -> str:
     return parts._replace(netloc=netloc, query=query).geturl()
 
 
-def _open_s3(raw_url: str) -> S3Store:
+def _open_s3(raw_url: str, credentials: dict[str, str]) -> S3Store:
     parts = urlsplit(raw_url)
     url = _redact(raw_url)
     if not parts.netloc:
@@ -92,7 +107,7 @@ def _open_s3(raw_url: str) -> S3Store:
         values = query.get(name)
         if values is not None and len(values) != 1:
             raise InvalidStoreUrlError(f"S3 URL {url!r} gives option {name} more than once")
-        options[name] = values[0] if values else None
+        options[name] = values[0] if values else credentials.get(name)
     try:
         return S3Store(
             parts.netloc,

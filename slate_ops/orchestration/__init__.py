@@ -63,7 +63,7 @@ def build_definitions(
         schedules=list(schedules),
         sensors=[slate_ops_manifest_sensor, slate_ops_compaction_sensor],
         resources={
-            RESOURCE_KEY: SlateDatabasesResource(config=config),
+            RESOURCE_KEY: SlateDatabasesResource.from_environment(config),
             PYSPARK_RESOURCE_KEY: local_pyspark_resource(),
         },
     )

@@ -8,7 +8,7 @@ it). Its output metadata is the report and the LSM shape before and after; it al
 
 ``slate_ops_compaction_sensor`` requests a ``compaction_job`` run with run key
 ``compact-<name>-<manifest id>`` when a database's L0 holds at least its threshold of SSTs
-(``compaction_l0_threshold``, else ``CompactorOptions().min_sources``). Its cursor is JSON
+(``compaction.l0_threshold``, else ``CompactorOptions().min_sources``). Its cursor is JSON
 ``{"<db name>": <manifest id of the last requested compaction>}``.
 """
 
@@ -26,12 +26,19 @@ from pydantic import Field
 
 from slate_ops.admin import lsm_shape, read_manifest
 from slate_ops.cli_compaction import run_compaction
-from slate_ops.compaction import CompactionReport, CompactorOptions, Executor, LocalExecutor, propose
+from slate_ops.compaction import (
+    CompactionReport,
+    CompactorOptions,
+    Executor,
+    LocalExecutor,
+    Proposal,
+    propose,
+)
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.assets import shape_markdown as shape_markdown  # moved; re-exported
 from slate_ops.orchestration.assets import shape_metadata as shape_metadata
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.ops import DB_TAG, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.sensors import describe_databases, parse_cursor
 from slate_ops.spark import LOCAL_CONFIG, SparkExecutor
@@ -42,6 +49,10 @@ COMPACTION_JOB = "compaction_job"
 COMPACTION_SENSOR = "slate_ops_compaction_sensor"
 
 PYSPARK_RESOURCE_KEY = "pyspark"
+
+SPARK_POOL = "slate_ops_spark"
+"""Dagster concurrency pool of the ops that may start Spark (every compaction op: the executor is
+chosen per run); its limit in ``dagster.yaml`` bounds the Spark sessions running at once."""
 
 
 class LocalPySparkResource(LazyPySparkResource):
@@ -81,10 +92,9 @@ def local_pyspark_resource() -> LocalPySparkResource:
 
 
 def compactor_options(db: DatabaseConfig) -> CompactorOptions:
-    """The compactor options of ``db``: its ``compaction_l0_threshold`` as ``min_sources``, if set."""
-    if db.compaction_l0_threshold is None:
-        return CompactorOptions()
-    return CompactorOptions(min_sources=db.compaction_l0_threshold)
+    """The compactor options of ``db``: ``compaction.l0_threshold`` as ``min_sources``, if set, and
+    ``checkpoints.compaction_lifetime``."""
+    return db.compactor_options()
 
 
 def l0_threshold(db: DatabaseConfig) -> int:
@@ -99,14 +109,18 @@ class CompactConfig(dg.Config):
         default=None,
         description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
     )
-    executor: Literal["local", "spark"] = Field(
-        default="local",
-        description="local: threads in the run's process; spark: the pyspark resource's session.",
+    executor: Literal["database", "local", "spark"] = Field(
+        default="database",
+        description="local: threads in the run's process; spark: the pyspark resource's session; "
+        "database (the default): the database's compaction.executor.",
     )
     full: bool = Field(default=False, description="Merge every L0 SST and sorted run into one run.")
 
 
-@dg.op(description="Run one compaction of the database and report it with the LSM shape before and after.")
+@dg.op(
+    description="Run one compaction of the database and report it with the LSM shape before and after.",
+    pool=SPARK_POOL,
+)
 def compact_op(
     context: dg.OpExecutionContext,
     config: CompactConfig,
@@ -114,33 +128,52 @@ def compact_op(
     pyspark: LazyPySparkResource,
 ) -> dg.Output[CompactionReport | None]:
     name = _target_database(context, config.database)
+    executor = slate.database(name).compaction.executor if config.executor == "database" else config.executor
+    step = compact_step(context, slate, pyspark, name, executor=executor, full=config.full)
+    return dg.Output(step.report, metadata=step.metadata)
+
+
+def compact_step(
+    context: dg.OpExecutionContext,
+    slate: SlateDatabasesResource,
+    pyspark: LazyPySparkResource,
+    name: str,
+    *,
+    executor: str,
+    full: bool,
+) -> StepResult[CompactionReport | None]:
+    """One compaction of ``name``, with the shape before and after in the metadata (shared by the
+    ops). Records an ``AssetObservation`` of the shape after."""
     db = slate.database(name)
     store = slate.open_store(name)
-    options = compactor_options(db)
     before = lsm_shape(db.path, store)
     # The session starts here, only in runs that ask for Spark.
-    executor: Executor = (
-        SparkExecutor(pyspark.spark_session) if config.executor == "spark" else LocalExecutor()
-    )
+    runner: Executor = SparkExecutor(pyspark.spark_session) if executor == "spark" else LocalExecutor()
     report = run_compaction(
-        db.path, store, full=config.full, executor=executor, options=options, clock=slate.clock()
+        db.path, store, full=full, executor=runner, options=db.compactor_options(), clock=slate.clock()
     )
     after = lsm_shape(db.path, store)
-    if report is None:
-        context.log.info(f"{name}: nothing to compact at manifest {before.manifest_id}")
-    else:
-        context.log.info(
-            f"{name}: {report.kind} compaction on {report.executor}: {len(report.input_ssts)} -> "
-            f"{len(report.output_ssts)} SST(s), {report.rows_in} -> {report.rows_out} rows, "
-            f"{report.duration_s:.2f}s, manifest {report.manifest_id}"
-        )
+    summary = compaction_summary(report, before.manifest_id)
+    context.log.info(f"{name}: {summary}")
     context.log_event(dg.AssetObservation(asset_key=database_asset_key(name), metadata=shape_metadata(after)))
     metadata = {
-        **compaction_metadata(name, report, config.full),
+        **compaction_metadata(name, report, full),
         "lsm_shape_before": dg.MetadataValue.md(shape_markdown(before)),
         "lsm_shape_after": dg.MetadataValue.md(shape_markdown(after)),
     }
-    return dg.Output(report, metadata=metadata)
+    return StepResult(report, metadata, summary)
+
+
+def compaction_summary(report: CompactionReport | None, manifest_id: int) -> str:
+    """One line: what the compaction did (``manifest_id``: the manifest it found idle)."""
+    if report is None:
+        return f"nothing to compact at manifest {manifest_id}"
+    return (
+        f"{report.kind} compaction on {report.executor}: {len(report.input_ssts)} -> "
+        f"{len(report.output_ssts)} SST(s), {report.rows_in} -> {report.rows_out} rows, "
+        f"{report.bytes_read} -> {report.bytes_written} bytes, {report.duration_s:.2f}s, "
+        f"manifest {report.manifest_id}"
+    )
 
 
 def compaction_metadata(
@@ -189,14 +222,26 @@ def compaction_run_config(database: str, *, executor: str = "local", full: bool 
 
 
 def compaction_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
-    """A local compaction run of ``db`` (what the compactor picks next), tagged for the concurrency limit."""
-    return dg.RunRequest(run_key=run_key, run_config=compaction_run_config(db.name), tags={DB_TAG: db.name})
+    """A compaction run of ``db`` (what the compactor picks next) on its ``compaction.executor``,
+    tagged for the concurrency limit."""
+    return dg.RunRequest(
+        run_key=run_key,
+        run_config=compaction_run_config(db.name, executor=db.compaction.executor),
+        tags={DB_TAG: db.name},
+    )
 
 
 def has_compaction_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
     """Whether the compactor would pick a compaction in ``db``'s current manifest (without fencing it)."""
+    return propose_compaction(slate, db) is not None
+
+
+def propose_compaction(
+    slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool = False
+) -> Proposal | None:
+    """What the compactor would pick in ``db``'s current manifest (reads it; fences and writes nothing)."""
     manifest = read_manifest(db.path, slate.open_store(db.name)).value
-    return propose(manifest, compactor_options(db)) is not None
+    return propose(manifest, db.compactor_options(), full=full)
 
 
 @dg.sensor(

@@ -1,30 +1,43 @@
 """The databases config file that the Dagster definitions are built from.
 
-A YAML file with one entry per database::
+A YAML file with one entry per database; each entry groups its policies (every group and field is
+optional, docs/orchestration.md documents them all)::
 
     databases:
       - name: demo                       # asset key slate_ops/demo; letters, digits, underscores
         store_url: file:///var/lib/slate # optional: defaults to $SLATE_OPS_STORE, else file://<cwd>/.slate
         path: demo                       # the database's path inside the store
-        checkpoint_expiry_dry_run: false # scheduled / sensor-requested expiry only reports
+        checkpoints:
+          expiry_dry_run: false          # automated checkpoint expiry only reports
+          reader_lifetime: 10min         # the checkpoint a DbReader opened by the code location holds
+          compaction_lifetime: 15min     # the checkpoint a compaction holds on its input manifest
+        compaction:
+          l0_threshold: 4                # L0 SSTs that trigger a compaction (the compactor's min_sources)
+          executor: local                # or spark (the pyspark resource)
+          full: false                    # maintenance runs merge everything into one sorted run
+        gc:
+          dry_run: false                 # automated GC only reports
+          interval_hours: 6              # gc_schedule collects every 6 hours (UTC); null: never
+          manifest_min_age: 5min         # also compactions_, wal_, compacted_min_age (>= 2min)
+        tag_policy:                      # optional: periodic tags (tag_policy_job, tag_policy_schedule)
+          create_time: "02:00"           # UTC, when each period starts (default 00:00)
+          num_retained_max: 30           # keep the newest 30 policy tags (default: no limit)
       - name: demo_clone                 # a clone of demo: its asset is downstream of demo's
         store_url: file:///var/lib/slate # a clone lives in its parent's store
         path: demo_clone
-        parent: demo                     # optional: the configured database this one is cloned from
-        tag_policy:                      # optional: periodic tags (tag_policy_job, tag_policy_schedule)
-          create_time: "02:00"           # UTC, when each period starts (default 00:00)
-          create_interval_days: 1        # whole days between periods (default 1)
-          name_format: auto-%Y-%m-%d     # strftime of the period start; only such tags are managed
-          num_retained_max: 30           # keep the newest 30 policy tags (default: no limit)
-          expire_after: 90days           # delete policy tags whose period began 90 days ago (default: never)
+        parent: demo
       - name: demo_low                   # a shard of demo, created by rescale_job (split)
         store_url: file:///var/lib/slate
         path: demo_low
-        rescaled_from: [demo]            # optional: the database(s) it was split or merged from
+        rescaled_from: [demo]
 
 ``load_config`` reads the file named by its argument, else by ``$SLATE_OPS_CONFIG``, else the
 embedded ``default_databases.yaml`` (one ``demo`` database in the local store). String values may
-use ``${VAR}`` or ``${VAR:-default}``, expanded from the environment when the file is loaded.
+use ``${VAR}`` or ``${VAR:-default}``, expanded from the environment when the file is loaded. Secrets
+never go in the file: a ``store_url`` with credentials is refused, S3 credentials are fields of the
+``slate`` resource set with ``dagster.EnvVar`` (:mod:`slate_ops.orchestration.resources`). The flat
+fields of earlier versions, ``checkpoint_expiry_dry_run`` and ``compaction_l0_threshold``, are still
+read (as ``checkpoints.expiry_dry_run`` and ``compaction.l0_threshold``).
 
 The models are Dagster ``Config`` classes (frozen pydantic models), so the resource that holds them
 shows every database in the UI and validates a launch-time override the same way as the file.
@@ -34,16 +47,23 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import dagster as dg
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, TagPolicy, checked_tag_policy
+from slate_ops.compaction import CompactorOptions
+from slate_ops.config import parse_duration
+from slate_ops.engine.options import ReaderOptions
 from slate_ops.errors import ConfigError
+from slate_ops.gc import ALL_RESOURCES, GcOptions
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
 """Names the databases config file; unset means the embedded default."""
@@ -53,8 +73,115 @@ STORE_ENV = "SLATE_OPS_STORE"
 
 DEFAULT_CONFIG_NAME = "default_databases.yaml"
 
+S3_CREDENTIAL_ENV = {
+    "s3_access_key_id": "SLATE_OPS_S3_ACCESS_KEY_ID",
+    "s3_secret_access_key": "SLATE_OPS_S3_SECRET_ACCESS_KEY",
+    "s3_session_token": "SLATE_OPS_S3_SESSION_TOKEN",
+}
+"""The ``slate`` resource's S3 credential fields and the environment variables they are read from."""
+
 _NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class CheckpointPolicy(dg.Config):
+    """A database's checkpoint policy: automated expiry, and the lifetimes of the checkpoints that
+    readers and compactions hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expiry_dry_run: bool = Field(
+        default=False,
+        description="Automated checkpoint expiry (manifest sensor, checkpoint_expiry_schedule, "
+        "maintenance runs) only reports, never removes.",
+    )
+    reader_lifetime: str = Field(
+        default="10min",
+        description="Lifetime of the checkpoint a DbReader opened through the slate resource holds "
+        "(ReaderOptions.checkpoint_lifetime; more than twice its 10 s manifest poll).",
+    )
+    compaction_lifetime: str = Field(
+        default="15min",
+        description="Lifetime of the checkpoint a compaction holds on the manifest it read "
+        "(CompactorOptions.compaction_checkpoint_lifetime): in-flight readers keep its inputs.",
+    )
+
+    @model_validator(mode="after")
+    def _valid_lifetimes(self) -> CheckpointPolicy:
+        self.reader_options()
+        parse_duration(self.compaction_lifetime)
+        return self
+
+    def reader_options(self) -> ReaderOptions:
+        return ReaderOptions(checkpoint_lifetime=parse_duration(self.reader_lifetime))
+
+
+class CompactionPolicy(dg.Config):
+    """A database's compaction policy: when the sensor triggers, where compactions run, how much."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    l0_threshold: int | None = Field(
+        default=None,
+        ge=2,
+        description="L0 SSTs that make the compaction sensor request a run, also the compactor's "
+        "min_sources in this database's runs; default CompactorOptions().min_sources (4).",
+    )
+    executor: Literal["local", "spark"] = Field(
+        default="local",
+        description="Where this database's compactions run unless a launch says otherwise: local "
+        "(threads in the run's process) or spark (the pyspark resource's session).",
+    )
+    full: bool = Field(
+        default=False,
+        description="Maintenance runs merge every L0 SST and sorted run into one sorted run (small "
+        "databases); otherwise they compact what the size-tiered policy picks.",
+    )
+
+
+class GcPolicy(dg.Config):
+    """A database's garbage-collection policy: minimum ages, automated dry runs, schedule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = Field(
+        default=False, description="Automated GC (gc_schedule, maintenance runs) only reports, never deletes."
+    )
+    interval_hours: int | None = Field(
+        default=6,
+        ge=1,
+        description="gc_schedule (hourly) collects this database on the UTC hours divisible by this "
+        "(counted from the epoch: 6 means 00, 06, 12, 18); null: never (maintenance runs still do).",
+    )
+    manifest_min_age: str = Field(default="5min", description=".manifest files must be this old (>= 2min).")
+    compactions_min_age: str = Field(default="5min", description=".compactions files must be this old.")
+    wal_min_age: str = Field(default="5min", description="WAL SSTs must have been unreferenced this long.")
+    compacted_min_age: str = Field(default="5min", description="SSTs must have been unreferenced this long.")
+    db_delete_grace: str = Field(default="1days", description="Grace period of a soft-destroyed database.")
+    delete_wal_fences: bool = Field(default=False, description="Also delete empty WAL fence objects.")
+
+    @model_validator(mode="after")
+    def _valid_options(self) -> GcPolicy:
+        self.options()  # the 2-minute floor and the duration format
+        return self
+
+    def options(self, resources: Iterable[str] = ALL_RESOURCES, **overrides: str | bool) -> GcOptions:
+        """The :class:`GcOptions` of this policy for ``resources``, with ``overrides`` (op config)."""
+        fields: dict[str, Any] = {
+            "manifest_min_age": self.manifest_min_age,
+            "compactions_min_age": self.compactions_min_age,
+            "wal_min_age": self.wal_min_age,
+            "compacted_min_age": self.compacted_min_age,
+            "db_delete_grace": self.db_delete_grace,
+            "delete_wal_fences": self.delete_wal_fences,
+        }
+        return GcOptions.model_validate({**fields, **overrides, "resources": sorted(resources)})
+
+    def due(self, tick: datetime) -> bool:
+        """Whether ``gc_schedule``'s hourly ``tick`` collects this database."""
+        if self.interval_hours is None:
+            return False
+        return int(tick.astimezone(UTC).timestamp() // 3600) % self.interval_hours == 0
 
 
 class TagPolicyConfig(dg.Config):
@@ -104,17 +231,14 @@ class DatabaseConfig(dg.Config):
         min_length=1, description="file:///abs/dir, memory://name or s3://bucket/prefix (no secrets)."
     )
     path: str = Field(description="The database's path inside the store.")
-    checkpoint_expiry_dry_run: bool = Field(
-        default=False,
-        description="Scheduled and sensor-requested checkpoint expiry runs only report, never remove.",
-    )
     description: str | None = Field(default=None, description="Shown on the database's asset.")
-    compaction_l0_threshold: int | None = Field(
-        default=None,
-        ge=2,
-        description="L0 SSTs that make the compaction sensor request a run (the compactor's min_sources); "
-        "default: CompactorOptions().min_sources (4).",
+    checkpoints: CheckpointPolicy = Field(
+        default=CheckpointPolicy(), description="Checkpoint expiry and the lifetimes of held checkpoints."
     )
+    compaction: CompactionPolicy = Field(
+        default=CompactionPolicy(), description="Compaction trigger, executor and extent."
+    )
+    gc: GcPolicy = Field(default=GcPolicy(), description="Garbage collection: min ages, dry run, schedule.")
     parent: str | None = Field(
         default=None,
         description="Name of the configured database this one is a clone of (same store): its asset is "
@@ -130,6 +254,57 @@ class DatabaseConfig(dg.Config):
         description="Names of the configured databases this one was split from (one) or merged from "
         "(several), in the same store: its asset is downstream of theirs. rescale_job creates it.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_flat_fields(cls, data: Any) -> Any:
+        """The flat fields of earlier versions move into their groups."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for flat, group, field in _FLAT_FIELDS:
+            if flat not in data:
+                continue
+            value = data.pop(flat)
+            section = data.get(group) or {}
+            section = dict(section.model_dump() if isinstance(section, dg.Config) else section)
+            if field in section:
+                raise ValueError(f"{flat} and {group}.{field} both set; keep only {group}.{field}")
+            section[field] = value
+            data[group] = section
+        return data
+
+    @field_validator("store_url")
+    @classmethod
+    def _no_credentials(cls, url: str) -> str:
+        given = sorted(set(parse_qs(urlsplit(url).query)) & set(_CREDENTIAL_OPTIONS))
+        if given:
+            raise ValueError(
+                f"store_url carries credentials ({', '.join(given)}); secrets never go in the config "
+                f"file: set {', '.join(S3_CREDENTIAL_ENV.values())} (the slate resource reads them "
+                "with dagster.EnvVar), or use boto3's chain (AWS_* variables, profiles, roles)"
+            )
+        return url
+
+    def compactor_options(self) -> CompactorOptions:
+        """The compactor options of this database's runs."""
+        lifetime = parse_duration(self.checkpoints.compaction_lifetime)
+        if self.compaction.l0_threshold is None:
+            return CompactorOptions(compaction_checkpoint_lifetime=lifetime)
+        return CompactorOptions(
+            min_sources=self.compaction.l0_threshold, compaction_checkpoint_lifetime=lifetime
+        )
+
+    def reader_options(self) -> ReaderOptions:
+        """The options of a DbReader of this database opened by the code location."""
+        return self.checkpoints.reader_options()
+
+
+_FLAT_FIELDS = (
+    ("checkpoint_expiry_dry_run", "checkpoints", "expiry_dry_run"),
+    ("compaction_l0_threshold", "compaction", "l0_threshold"),
+)
+_CREDENTIAL_OPTIONS = ("access_key_id", "secret_access_key", "session_token")
 
 
 class SlateOpsConfig(dg.Config):

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GarbageCollector, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.ops import DB_TAG, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
 GC_JOB = "gc_job"
@@ -31,7 +31,8 @@ MAX_ROWS = 200
 
 
 class GcConfig(dg.Config):
-    """Run config of :func:`gc_op`. Durations are written like ``"5min"`` or ``"7days 30min"``."""
+    """Run config of :func:`gc_op`. Durations are written like ``"5min"`` or ``"7days 30min"``; unset
+    ones come from the database's ``gc`` policy."""
 
     database: str | None = Field(
         default=None,
@@ -43,31 +44,45 @@ class GcConfig(dg.Config):
         description="Tasks to run: database, checkpoints, manifest, compactions, wal, compacted, clones; "
         "or all.",
     )
-    manifest_min_age: str = Field(default="5min", description=".manifest files must be this old (>= 2min).")
-    compactions_min_age: str = Field(default="5min", description=".compactions files must be this old.")
-    wal_min_age: str = Field(default="5min", description="WAL SSTs must have been unreferenced this long.")
-    compacted_min_age: str = Field(default="5min", description="SSTs must have been unreferenced this long.")
-    db_delete_grace: str = Field(default="1days", description="Grace period of a soft-destroyed database.")
-    delete_wal_fences: bool = Field(default=False, description="Also delete empty WAL fence objects.")
+    manifest_min_age: str | None = Field(
+        default=None, description=".manifest files must be this old (>= 2min); default: gc policy."
+    )
+    compactions_min_age: str | None = Field(
+        default=None, description=".compactions files must be this old; default: gc policy."
+    )
+    wal_min_age: str | None = Field(
+        default=None, description="WAL SSTs must have been unreferenced this long; default: gc policy."
+    )
+    compacted_min_age: str | None = Field(
+        default=None, description="SSTs must have been unreferenced this long; default: gc policy."
+    )
+    db_delete_grace: str | None = Field(
+        default=None, description="Grace period of a soft-destroyed database; default: gc policy."
+    )
+    delete_wal_fences: bool | None = Field(
+        default=None, description="Also delete empty WAL fence objects; default: gc policy."
+    )
 
 
-def gc_options(config: GcConfig) -> GcOptions:
-    """The :class:`GcOptions` of ``config``; :class:`ConfigError` names every invalid field."""
+def gc_options(config: GcConfig, db: DatabaseConfig) -> GcOptions:
+    """The :class:`GcOptions` of ``config`` over ``db``'s ``gc`` policy; :class:`ConfigError` names
+    every invalid field."""
     resources = sorted(ALL_RESOURCES) if "all" in config.resources else config.resources
+    overrides = {name: value for name in _OVERRIDABLE if (value := getattr(config, name)) is not None}
     try:
-        return GcOptions.model_validate(
-            {
-                "resources": resources,
-                "manifest_min_age": config.manifest_min_age,
-                "compactions_min_age": config.compactions_min_age,
-                "wal_min_age": config.wal_min_age,
-                "compacted_min_age": config.compacted_min_age,
-                "db_delete_grace": config.db_delete_grace,
-                "delete_wal_fences": config.delete_wal_fences,
-            }
-        )
+        return db.gc.options(resources, **overrides)
     except (ValidationError, ValueError) as error:
         raise ConfigError(f"invalid gc_op config: {error}") from error
+
+
+_OVERRIDABLE = (
+    "manifest_min_age",
+    "compactions_min_age",
+    "wal_min_age",
+    "compacted_min_age",
+    "db_delete_grace",
+    "delete_wal_fences",
+)
 
 
 @dg.op(description="Garbage-collect one database (dry run by default) and report every object deleted.")
@@ -75,20 +90,46 @@ def gc_op(
     context: dg.OpExecutionContext, config: GcConfig, slate: SlateDatabasesResource
 ) -> dg.Output[GcReport]:
     name = _target_database(context, config.database)
+    options = gc_options(config, slate.database(name))
+    step = gc_step(context, slate, name, options, dry_run=config.dry_run)
+    return dg.Output(step.report, metadata=step.metadata)
+
+
+def gc_step(
+    context: dg.OpExecutionContext,
+    slate: SlateDatabasesResource,
+    name: str,
+    options: GcOptions,
+    *,
+    dry_run: bool,
+) -> StepResult[GcReport]:
+    """One GC pass over ``name`` (shared by the ops). A pass with errors raises
+    :class:`dagster.Failure` carrying the report's metadata."""
     db = slate.database(name)
-    collector = GarbageCollector(db.path, slate.open_store(name), gc_options(config), clock=slate.clock())
+    collector = GarbageCollector(db.path, slate.open_store(name), options, clock=slate.clock())
     try:
-        report = collector.run_once(dry_run=config.dry_run)
+        report = collector.run_once(dry_run=dry_run)
     except GcFailedError as error:
         metadata = gc_metadata(name, error.report) if isinstance(error.report, GcReport) else {}
         raise dg.Failure(description=str(error), metadata=metadata) from error
+    summary = gc_summary(report)
+    context.log.info(f"{name}: {summary}")
+    return StepResult(report, gc_metadata(name, report), summary)
+
+
+def gc_summary(report: GcReport) -> str:
+    """One line: objects and bytes deleted (would be), checkpoints expired, clones detached."""
     verb = "would delete" if report.dry_run else "deleted"
-    context.log.info(
-        f"{name}: {verb} {len(report.deleted_keys())} object(s); {len(report.checkpoints_expired)} "
-        f"checkpoint(s) expired, {len(report.clones_detached)} clone(s) detached"
-        + (", database destroyed" if report.destroyed else "")
+    return (
+        f"{verb} {len(report.deleted_keys())} object(s) ({deleted_bytes(report)} bytes); "
+        f"{len(report.checkpoints_expired)} checkpoint(s) expired, {len(report.clones_detached)} "
+        "clone(s) detached" + (", database destroyed" if report.destroyed else "")
     )
-    return dg.Output(report, metadata=gc_metadata(name, report))
+
+
+def deleted_bytes(report: GcReport) -> int:
+    """Bytes of every object the pass deleted (would delete)."""
+    return sum(r.bytes for r in report.resources) + sum(d.size for d in report.destroyed_objects)
 
 
 def gc_metadata(database: str, report: GcReport) -> dict[str, dg.MetadataValue]:
@@ -97,9 +138,7 @@ def gc_metadata(database: str, report: GcReport) -> dict[str, dg.MetadataValue]:
         "database": dg.MetadataValue.text(database),
         "dry_run": dg.MetadataValue.bool(report.dry_run),
         "deleted_objects": dg.MetadataValue.int(len(report.deleted_keys())),
-        "deleted_bytes": dg.MetadataValue.int(
-            sum(r.bytes for r in report.resources) + sum(d.size for d in report.destroyed_objects)
-        ),
+        "deleted_bytes": dg.MetadataValue.int(deleted_bytes(report)),
         "checkpoints_expired": dg.MetadataValue.int(len(report.checkpoints_expired)),
         "destroyed": dg.MetadataValue.bool(report.destroyed),
         "errors": dg.MetadataValue.int(len(report.errors)),
@@ -172,9 +211,9 @@ def gc_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
 
 
 def gc_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
-    """A real GC run of ``db`` (scheduled runs delete), tagged for the per-database concurrency limit."""
+    """A GC run of ``db`` (real unless its ``gc.dry_run``), tagged for the per-database concurrency limit."""
     return dg.RunRequest(
         run_key=f"gc-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
-        run_config=gc_run_config(db.name, dry_run=False),
+        run_config=gc_run_config(db.name, dry_run=db.gc.dry_run),
         tags={DB_TAG: db.name},
     )

@@ -3,8 +3,9 @@
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import dagster as dg
 from pydantic import Field
@@ -21,6 +22,23 @@ DB_TAG = "slate_ops/db"
 CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
 """Name of the job (defined in ``jobs/checkpoint_expiry.py``) that runs :func:`expire_checkpoints_op`."""
 
+IDEMPOTENT_RETRY = dg.RetryPolicy(max_retries=2, delay=1, backoff=dg.Backoff.EXPONENTIAL)
+"""Retries of the idempotent steps only: checkpoint expiry and tag policies converge on the same
+state however often they run (each commit is create-if-absent on the manifest). Compaction (each
+attempt fences and picks afresh) and GC (deletes; a failure carries the report) never retry."""
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class StepResult(Generic[R]):
+    """What one maintenance step did: its report, the report as run metadata, and one line."""
+
+    report: R
+    metadata: dict[str, dg.MetadataValue]
+    summary: str
+
 
 class ExpireCheckpointsConfig(dg.Config):
     """Run config of :func:`expire_checkpoints_op`."""
@@ -32,18 +50,28 @@ class ExpireCheckpointsConfig(dg.Config):
     dry_run: bool = Field(default=True, description="Only report what would be removed (the default).")
 
 
-@dg.op(description="Remove the database's expired checkpoints (dry run by default) and report them.")
+@dg.op(
+    description="Remove the database's expired checkpoints (dry run by default) and report them.",
+    retry_policy=IDEMPOTENT_RETRY,
+)
 def expire_checkpoints_op(
     context: dg.OpExecutionContext, config: ExpireCheckpointsConfig, slate: SlateDatabasesResource
 ) -> dg.Output[CheckpointExpiryReport]:
     name = _target_database(context, config.database)
+    step = expire_step(context, slate, name, dry_run=config.dry_run)
+    return dg.Output(step.report, metadata=step.metadata)
+
+
+def expire_step(
+    context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, *, dry_run: bool
+) -> StepResult[CheckpointExpiryReport]:
+    """Expire ``name``'s checkpoints (shared by the ops)."""
     db = slate.database(name)
-    report = expire_checkpoints(db.path, slate.open_store(name), dry_run=config.dry_run, clock=slate.clock())
+    report = expire_checkpoints(db.path, slate.open_store(name), dry_run=dry_run, clock=slate.clock())
     verb = "would remove" if report.dry_run else "removed"
-    context.log.info(
-        f"{name}: {verb} {len(report.expired)} expired checkpoint(s) at manifest {report.manifest_id}"
-    )
-    return dg.Output(report, metadata=expiry_metadata(name, report))
+    summary = f"{verb} {len(report.expired)} expired checkpoint(s) at manifest {report.manifest_id}"
+    context.log.info(f"{name}: {summary}")
+    return StepResult(report, expiry_metadata(name, report), summary)
 
 
 def expiry_metadata(database: str, report: CheckpointExpiryReport) -> dict[str, dg.MetadataValue]:
@@ -84,11 +112,11 @@ def expiry_run_config(database: str, dry_run: bool) -> dict[str, Any]:
 def expiry_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
     """A checkpoint expiry run of ``db``, tagged for the per-database concurrency limit.
 
-    Automated runs remove for real unless the database sets ``checkpoint_expiry_dry_run``.
+    Automated runs remove for real unless the database sets ``checkpoints.expiry_dry_run``.
     """
     return dg.RunRequest(
         run_key=run_key,
-        run_config=expiry_run_config(db.name, db.checkpoint_expiry_dry_run),
+        run_config=expiry_run_config(db.name, db.checkpoints.expiry_dry_run),
         tags={DB_TAG: db.name},
     )
 

@@ -2,20 +2,25 @@
 
 Environments are config-driven: each environment (laptop, staging, production) has its own
 databases file, chosen with ``$SLATE_OPS_CONFIG``, so the same definitions run everywhere and only
-the file (store URLs, paths) differs. Credentials stay out of the file: S3 stores take them from
-boto3's usual chain (``AWS_*`` variables, profiles, instance roles).
+the file (store URLs, paths) differs. Credentials stay out of the file: the S3 credential fields of
+the resource are set with ``dagster.EnvVar`` (:meth:`SlateDatabasesResource.from_environment`), so
+the UI shows the variable's name, never its value, and the run resolves it from its environment;
+unset, S3 stores use boto3's usual chain (``AWS_*`` variables, profiles, instance roles).
 """
 
 from __future__ import annotations
 
-from typing import cast
+import os
+import uuid
+from typing import Any, cast
 
 import dagster as dg
 from pydantic import Field
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.engine import DbReader
 from slate_ops.objstore import ObjectStore, open_store
-from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.config import S3_CREDENTIAL_ENV, DatabaseConfig, SlateOpsConfig
 
 RESOURCE_KEY = "slate"
 
@@ -24,6 +29,26 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The configured databases; assets, ops, sensors and schedules take it as ``slate``."""
 
     config: SlateOpsConfig = Field(description="The databases config (see docs/orchestration.md).")
+    s3_access_key_id: str | None = Field(
+        default=None,
+        description="S3 access key id of every s3:// store; set with "
+        f"EnvVar({S3_CREDENTIAL_ENV['s3_access_key_id']!r}). Unset: boto3's chain.",
+    )
+    s3_secret_access_key: str | None = Field(
+        default=None,
+        description=f"S3 secret key; set with EnvVar({S3_CREDENTIAL_ENV['s3_secret_access_key']!r}).",
+    )
+    s3_session_token: str | None = Field(
+        default=None,
+        description=f"S3 session token; set with EnvVar({S3_CREDENTIAL_ENV['s3_session_token']!r}).",
+    )
+
+    @classmethod
+    def from_environment(cls, config: SlateOpsConfig) -> SlateDatabasesResource:
+        """The resource for ``config`` whose credential fields are ``dagster.EnvVar`` of the
+        ``SLATE_OPS_S3_*`` variables that are set (an unset EnvVar would fail every run)."""
+        credentials = {field: dg.EnvVar(var) for field, var in S3_CREDENTIAL_ENV.items() if var in os.environ}
+        return cls(config=config, **credentials)
 
     def database_names(self) -> list[str]:
         return [db.name for db in self.config.databases]
@@ -33,8 +58,25 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return self.config.database(name)
 
     def open_store(self, name: str) -> ObjectStore:
-        """Open the object store that holds database ``name``."""
-        return open_store(self.database(name).store_url)
+        """Open the object store that holds database ``name`` (S3 with the resource's credentials)."""
+        return open_store(self.database(name).store_url, **self._credentials())
+
+    def open_reader(self, name: str, checkpoint_id: uuid.UUID | None = None) -> DbReader:
+        """A :class:`DbReader` of database ``name`` with its ``checkpoints.reader_lifetime``."""
+        db = self.database(name)
+        return DbReader.open(
+            db.path, self.open_store(name), checkpoint_id, db.reader_options(), clock=self.clock()
+        )
+
+    def _credentials(self) -> dict[str, str | None]:
+        values = {
+            "access_key_id": self.s3_access_key_id,
+            "secret_access_key": self.s3_secret_access_key,
+            "session_token": self.s3_session_token,
+        }
+        # Outside a run (e.g. a resource built by from_environment and used directly) the fields
+        # still hold the EnvVar, whose text is the variable's name.
+        return {k: v.get_value() if isinstance(v, dg.EnvVar) else v for k, v in values.items()}
 
     def clock(self) -> Clock:
         """The clock that decides which checkpoints have expired."""
@@ -53,4 +95,9 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 f"{base.__name__}WithClock", (base,), {"clock": lambda _self: clock, "__module__": __name__}
             ),
         )
-        return clocked(config=self.config)
+        fields: dict[str, Any] = {
+            "s3_access_key_id": self.s3_access_key_id,
+            "s3_secret_access_key": self.s3_secret_access_key,
+            "s3_session_token": self.s3_session_token,
+        }
+        return clocked(config=self.config, **fields)

@@ -26,7 +26,7 @@ from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, _target_database
+from slate_ops.orchestration.ops import DB_TAG, IDEMPOTENT_RETRY, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
 TAG_POLICY_JOB = "tag_policy_job"
@@ -43,11 +43,23 @@ class TagPolicyOpConfig(dg.Config):
     dry_run: bool = Field(default=True, description="Only report what would change (the default).")
 
 
-@dg.op(description="Apply the database's tag policy (dry run by default): create the due tag, delete old.")
+@dg.op(
+    description="Apply the database's tag policy (dry run by default): create the due tag, delete old.",
+    retry_policy=IDEMPOTENT_RETRY,
+)
 def tag_policy_op(
     context: dg.OpExecutionContext, config: TagPolicyOpConfig, slate: SlateDatabasesResource
 ) -> dg.Output[TagPolicyReport]:
     name = _target_database(context, config.database)
+    step = tag_policy_step(context, slate, name, dry_run=config.dry_run)
+    return dg.Output(step.report, metadata=step.metadata)
+
+
+def tag_policy_step(
+    context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, *, dry_run: bool
+) -> StepResult[TagPolicyReport]:
+    """Apply ``name``'s tag policy (shared by the ops; :class:`ConfigError` if it has none). Records
+    the ``$tags`` table after the run as an ``AssetObservation``."""
     db = slate.database(name)
     if db.tag_policy is None:
         raise ConfigError(
@@ -55,22 +67,28 @@ def tag_policy_op(
             "(docs/orchestration.md) or do not run tag_policy_job for it"
         )
     store = slate.open_store(name)
-    report = apply_tag_policy(
-        db.path, store, db.tag_policy.to_policy(), dry_run=config.dry_run, clock=slate.clock()
-    )
+    report = apply_tag_policy(db.path, store, db.tag_policy.to_policy(), dry_run=dry_run, clock=slate.clock())
     tags = list_tags(db.path, store)
-    verb = ("would create", "would delete") if report.dry_run else ("created", "deleted")
-    context.log.info(
-        f"{name}: {verb[0]} {report.created.name if report.created else 'no tag'}, {verb[1]} "
-        f"{len(report.deleted)} tag(s); {tags.num_rows} tag(s) now"
-    )
+    summary = tag_policy_summary(report, tags.num_rows)
+    context.log.info(f"{name}: {summary}")
     context.log_event(
         dg.AssetObservation(
             asset_key=database_asset_key(name),
             metadata={"tags": tags_table(tags), "tag_count": dg.MetadataValue.int(tags.num_rows)},
         )
     )
-    return dg.Output(report, metadata=tag_policy_metadata(name, report, tags))
+    return StepResult(report, tag_policy_metadata(name, report, tags), summary)
+
+
+def tag_policy_summary(report: TagPolicyReport, tag_count: int) -> str:
+    """One line: the due tag created (would be) or already there, how many deleted, tags now."""
+    dry = report.dry_run
+    if report.created is not None:
+        created = f"{'would create' if dry else 'created'} {report.created.name}"
+    else:
+        created = f"{report.due_tag} already exists"
+    deleted = f"{'would delete' if dry else 'deleted'} {len(report.deleted)} tag(s)"
+    return f"{created}, {deleted}; {tag_count} tag(s) now"
 
 
 def tag_policy_metadata(

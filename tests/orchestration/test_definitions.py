@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,19 +103,3 @@ def test_demo_commands_on_the_embedded_default(tmp_path: Path) -> None:
     assert expiry.returncode == 0, output
     assert "demo: would remove 0 expired checkpoint(s) at manifest 1" in output
     assert "RUN_SUCCESS" in output
-
-
-def test_documented_concurrency_limits_load_into_an_instance(tmp_path: Path) -> None:
-    docs = (REPO / "docs" / "orchestration.md").read_text()
-    snippets = [s for s in re.findall(r"```yaml\n(.*?)```", docs, re.S) if "tag_concurrency_limits" in s]
-    assert len(snippets) == 2
-    for i, snippet in enumerate(snippets):
-        home = tmp_path / f"home{i}"
-        home.mkdir()
-        (home / "dagster.yaml").write_text(snippet)
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            queue = instance.get_concurrency_config().run_queue_config
-            assert queue is not None
-            assert queue.tag_concurrency_limits == [
-                {"key": "slate_ops/db", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
-            ]

@@ -15,7 +15,8 @@ from slate_ops.clock import ManualClock
 from slate_ops.errors import ObjectStoreError
 from slate_ops.gc import GcReport
 from slate_ops.objstore import MemoryStore, ObjectStore
-from slate_ops.orchestration import GC_JOB, SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration import GC_JOB, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration.config import GcPolicy
 from slate_ops.orchestration.gc import gc_op
 from tests.conftest import snapshot
 from tests.orchestration.conftest import ALPHA, op_metadata, run_op
@@ -152,4 +153,41 @@ def test_definitions_hold_the_job_and_schedule(defs: dg.Definitions) -> None:
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def(GC_JOB).name == "gc_job"
     schedule = defs.resolve_schedule_def("gc_schedule")
-    assert (schedule.job_name, schedule.cron_schedule) == ("gc_job", "0 */6 * * *")
+    assert (schedule.job_name, schedule.cron_schedule) == ("gc_job", "0 * * * *")
+
+
+def test_schedule_follows_each_database_gc_policy(aged: SlateDatabasesResource, store_url: str) -> None:
+    """alpha: the default policy (every 6 hours, real); beta: every 12 hours, dry runs only."""
+    alpha, beta = aged.config.databases
+    beta = DatabaseConfig(
+        name=beta.name, store_url=store_url, path=beta.path, gc=GcPolicy(interval_hours=12, dry_run=True)
+    )
+    slate = SlateDatabasesResource(config=SlateOpsConfig(databases=[alpha, beta]))
+
+    def tick(hour: int) -> list[dg.RunRequest] | dg.SkipReason:
+        when = datetime(2024, 1, 2, hour, 0, tzinfo=UTC)
+        return gc_schedule(
+            dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+        )
+
+    six = tick(6)
+    assert isinstance(six, list) and [r.tags for r in six] == [{"slate_ops/db": "alpha"}]
+    noon = tick(12)
+    assert isinstance(noon, list)
+    dry_runs = {r.tags["slate_ops/db"]: r.run_config["ops"]["gc_op"]["config"]["dry_run"] for r in noon}
+    assert dry_runs == {"alpha": False, "beta": True}
+    seven = tick(7)
+    assert isinstance(seven, dg.SkipReason) and "07:00 UTC" in str(seven.skip_message)
+
+
+def test_min_ages_default_to_the_database_policy(aged: SlateDatabasesResource, store_url: str) -> None:
+    alpha = aged.config.databases[0]
+    patient = DatabaseConfig(
+        name="alpha", store_url=store_url, path=alpha.path, gc=GcPolicy(wal_min_age="3days")
+    )
+    slate = SlateDatabasesResource(config=SlateOpsConfig(databases=[patient])).with_clock(aged.clock())
+    report = run(slate).output_for_node("gc_op")
+    wal = {r.resource: r for r in report.resources}["wal"]
+    assert wal.count == 0  # a day old: younger than the policy's 3 days
+    overridden = run(slate, {"wal_min_age": "1h"}).output_for_node("gc_op")
+    assert {r.resource: r for r in overridden.resources}["wal"].count > 0

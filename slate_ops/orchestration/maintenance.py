@@ -1,0 +1,236 @@
+"""The maintenance job's ops: checkpoint expiry, compaction, tag policy and GC of one database, in
+that order, each a thin adapter over the same step helpers as the single-step jobs.
+
+The job's run config is one small schema (a :class:`dagster.ConfigMapping` onto the four ops)::
+
+    database: demo     # optional: defaults to the run's slate_ops/db tag (both set: they must agree)
+    dry_run: true      # the default: every step only reports (compaction: what it would pick)
+    executor: database # or local / spark: overrides the database's compaction.executor
+    full: null         # true / false: overrides the database's compaction.full
+
+With ``dry_run: false`` each step runs for real unless the database's policy keeps it a dry run
+(``checkpoints.expiry_dry_run``, ``gc.dry_run``). Every op's output metadata is its step's report
+(the single-step jobs' tables and counts) plus ``step_summary``, one line, and ``duration_s``;
+:func:`run_summary` joins the lines into the text the demo prints.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pydantic import Field
+
+from slate_ops.admin import read_manifest
+from slate_ops.compaction import Proposal, propose
+from slate_ops.manifest.model import Manifest
+from slate_ops.orchestration.compaction import SPARK_POOL, compact_step
+from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.gc import gc_step
+from slate_ops.orchestration.ops import DB_TAG, IDEMPOTENT_RETRY, StepResult, _target_database, expire_step
+from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.tags import tag_policy_step
+
+MAINTENANCE_JOB = "maintenance_job"
+"""Name of the job (defined in ``jobs/maintenance.py``) that runs the four steps below."""
+
+STEPS = (
+    "maintenance_expire_checkpoints",
+    "maintenance_compact",
+    "maintenance_tag_policy",
+    "maintenance_gc",
+)
+"""The ops of the maintenance job, in the order they run."""
+
+STEP_LABELS = dict(
+    zip(STEPS, ("checkpoint expiry", "compaction", "tag policy", "garbage collection"), strict=True)
+)
+
+
+class MaintenanceConfig(dg.Config):
+    """Run config of the maintenance job (mapped onto its four ops)."""
+
+    database: str | None = Field(
+        default=None,
+        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
+    )
+    dry_run: bool = Field(
+        default=True,
+        description="Every step only reports (the default). false: each step runs for real unless the "
+        "database's policy keeps it a dry run (checkpoints.expiry_dry_run, gc.dry_run).",
+    )
+    executor: Literal["database", "local", "spark"] = Field(
+        default="database", description="Compaction executor; database: its compaction.executor."
+    )
+    full: bool | None = Field(
+        default=None, description="Full compaction (one sorted run); unset: the database's compaction.full."
+    )
+
+
+class MaintenanceStepConfig(dg.Config):
+    """Op config of one maintenance step (set by the job's config mapping)."""
+
+    database: str | None = None
+    dry_run: bool = True
+
+
+class MaintenanceCompactConfig(MaintenanceStepConfig):
+    """Op config of the compaction step."""
+
+    executor: Literal["database", "local", "spark"] = "database"
+    full: bool | None = None
+
+
+@dg.config_mapping
+def maintenance_config(config: MaintenanceConfig) -> dg.RunConfig:
+    """The job's config onto its ops."""
+    step = MaintenanceStepConfig(database=config.database, dry_run=config.dry_run)
+    compact = MaintenanceCompactConfig(
+        database=config.database, dry_run=config.dry_run, executor=config.executor, full=config.full
+    )
+    return dg.RunConfig(ops={name: compact if name == "maintenance_compact" else step for name in STEPS})
+
+
+@dg.op(
+    description="Step 1: remove the database's expired checkpoints (or report them).",
+    retry_policy=IDEMPOTENT_RETRY,
+)
+def maintenance_expire_checkpoints(
+    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
+) -> dg.Output[Any]:
+    name = _target_database(context, config.database)
+    started = time.monotonic()
+    dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
+    return _output(expire_step(context, slate, name, dry_run=dry_run), started)
+
+
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    description="Step 2: one compaction of the database (a dry run reports what it would pick).",
+    pool=SPARK_POOL,
+)
+def maintenance_compact(
+    context: dg.OpExecutionContext,
+    config: MaintenanceCompactConfig,
+    slate: SlateDatabasesResource,
+    pyspark: LazyPySparkResource,
+) -> dg.Output[Any]:
+    name = _target_database(context, config.database)
+    started = time.monotonic()
+    db = slate.database(name)
+    executor = db.compaction.executor if config.executor == "database" else config.executor
+    full = db.compaction.full if config.full is None else config.full
+    if config.dry_run:
+        step = _proposal(slate, db, full=full)
+        context.log.info(f"{name}: {step.summary}")
+        return _output(step, started)
+    return _output(compact_step(context, slate, pyspark, name, executor=executor, full=full), started)
+
+
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    description="Step 3: apply the database's tag policy (skipped without one).",
+    retry_policy=IDEMPOTENT_RETRY,
+)
+def maintenance_tag_policy(
+    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
+) -> dg.Output[Any]:
+    name = _target_database(context, config.database)
+    started = time.monotonic()
+    if slate.database(name).tag_policy is None:
+        summary = "skipped: the database has no tag_policy"
+        context.log.info(f"{name}: {summary}")
+        return _output(StepResult(None, {"database": dg.MetadataValue.text(name)}, summary), started)
+    return _output(tag_policy_step(context, slate, name, dry_run=config.dry_run), started)
+
+
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    description="Step 4: garbage-collect the database with its gc policy (a failure carries the report).",
+)
+def maintenance_gc(
+    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
+) -> dg.Output[Any]:
+    name = _target_database(context, config.database)
+    started = time.monotonic()
+    db = slate.database(name)
+    step = gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
+    return _output(step, started)
+
+
+def _output(step: StepResult[Any], started: float) -> dg.Output[Any]:
+    metadata = {
+        **step.metadata,
+        "step_summary": dg.MetadataValue.text(step.summary),
+        "duration_s": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
+    }
+    return dg.Output(step.report, metadata=metadata)
+
+
+def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> StepResult[None]:
+    """What the compactor would pick now (reads the manifest; fences and writes nothing)."""
+    current = read_manifest(db.path, slate.open_store(db.name))
+    proposal = propose(current.value, db.compactor_options(), full=full)
+    metadata: dict[str, dg.MetadataValue] = {
+        "database": dg.MetadataValue.text(db.name),
+        "dry_run": dg.MetadataValue.bool(True),
+        "full": dg.MetadataValue.bool(full),
+        "manifest_id": dg.MetadataValue.int(current.id),
+        "compacted": dg.MetadataValue.bool(False),
+    }
+    if proposal is None:
+        return StepResult(None, metadata, f"would compact nothing at manifest {current.id}")
+    ssts, size = _inputs(current.value, proposal)
+    metadata.update(
+        {
+            "kind": dg.MetadataValue.text(proposal.kind),
+            "sources": dg.MetadataValue.int(len(proposal.l0_views) + len(proposal.run_ids)),
+            "input_ssts": dg.MetadataValue.int(len(ssts)),
+            "bytes_to_read": dg.MetadataValue.int(size),
+        }
+    )
+    summary = (
+        f"would run a {proposal.kind} compaction of {len(ssts)} SST(s) ({size} bytes) "
+        f"at manifest {current.id}"
+    )
+    return StepResult(None, metadata, summary)
+
+
+def _inputs(manifest: Manifest, proposal: Proposal) -> tuple[list[str], int]:
+    sizes = {str(s.id): s.info.size_bytes for s in manifest.ssts}
+    chosen = set(proposal.run_ids)
+    ids = [str(v.sst_id) for v in proposal.l0_views]
+    ids += [str(v.sst_id) for run in manifest.compacted if run.id in chosen for v in run.views]
+    return ids, sum(sizes.get(i, 0) for i in ids)
+
+
+def maintenance_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
+    """A maintenance run of ``db`` (real, within its policy's dry runs), tagged for the concurrency
+    limit, with run key ``maintenance-<name>-<YYYYmmddTHHMMZ>``."""
+    return dg.RunRequest(
+        run_key=f"maintenance-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
+        run_config={"database": db.name, "dry_run": False},
+        tags={DB_TAG: db.name},
+    )
+
+
+def run_summary(events: Iterable[dg.DagsterEvent]) -> list[tuple[str, str, float]]:
+    """``(step, summary, duration_s)`` of every maintenance step that succeeded, in order."""
+    found: dict[str, tuple[str, float]] = {}
+    for event in events:
+        if not event.is_successful_output or event.step_key not in STEPS:
+            continue
+        metadata = event.step_output_data.metadata
+        summary, duration = metadata.get("step_summary"), metadata.get("duration_s")
+        seconds = duration.value if duration is not None else None
+        if summary is not None:
+            found[event.step_key] = (
+                str(summary.value),
+                float(seconds) if isinstance(seconds, float) else 0.0,
+            )
+    return [(step, *found[step]) for step in STEPS if step in found]

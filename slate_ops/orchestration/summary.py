@@ -1,0 +1,50 @@
+"""Print the summary of a database's latest maintenance run from the Dagster instance
+(``$DAGSTER_HOME``): one line per step with what it did and how long it took. ``.ci/demo`` ends
+with it::
+
+    python -m slate_ops.orchestration.summary demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import dagster as dg
+
+from slate_ops.orchestration.maintenance import MAINTENANCE_JOB, STEP_LABELS, run_summary
+from slate_ops.orchestration.ops import DB_TAG
+
+
+def latest_run_summary(instance: dg.DagsterInstance, database: str) -> str:
+    """The text summary of the newest ``maintenance_job`` run tagged ``slate_ops/db=<database>``."""
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(job_name=MAINTENANCE_JOB, tags={DB_TAG: database}), limit=1
+    )
+    if not runs:
+        return f"no {MAINTENANCE_JOB} run of {database} in this Dagster instance"
+    run = runs[0]
+    events = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
+    config = run.run_config if isinstance(run.run_config, dict) else {}
+    mode = "dry run" if config.get("dry_run", True) else "real run"
+    lines = [f"{MAINTENANCE_JOB} of {database} (run {run.run_id[:8]}, {mode}): {run.status.value}"]
+    steps = run_summary(events)
+    width = max(len(label) for label in STEP_LABELS.values())
+    for i, (step, summary, seconds) in enumerate(steps, start=1):
+        lines.append(f"  {i}. {STEP_LABELS[step]:<{width}}  {seconds:6.2f}s  {summary}")
+    for step in list(STEP_LABELS)[len(steps) :]:
+        lines.append(f"  -  {STEP_LABELS[step]:<{width}}  did not finish")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("database", help="the configured database (its slate_ops/db tag)")
+    args = parser.parse_args(argv)
+    with dg.DagsterInstance.get() as instance:
+        print(latest_run_summary(instance, args.database))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
