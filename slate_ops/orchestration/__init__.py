@@ -14,7 +14,13 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from slate_ops.orchestration.assets import GROUP_NAME, build_database_assets, database_asset_key
+from slate_ops.orchestration.assets import (
+    GROUP_NAME,
+    ORIGIN_TAG,
+    RESCALE_ORIGIN,
+    build_database_assets,
+    database_asset_key,
+)
 from slate_ops.orchestration.checks import build_database_checks
 from slate_ops.orchestration.clones import CLONE_JOB, clone_op
 from slate_ops.orchestration.compaction import (
@@ -53,8 +59,10 @@ def build_definitions(
         )
     databases_job = dg.define_asset_job(
         DATABASES_JOB,
-        selection=dg.AssetSelection.groups(GROUP_NAME),
-        description="Create every configured database that is missing and record its state.",
+        # Shards and merges are created together by rescale_job, never one asset at a time.
+        selection=dg.AssetSelection.groups(GROUP_NAME) - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN),
+        description="Create every configured database that is missing (clones included; shards and "
+        "merges come from rescale_job) and record its state.",
     )
     return dg.Definitions(
         assets=build_database_assets(config),

@@ -23,6 +23,9 @@ from slate_ops.orchestration.resources import SlateDatabasesResource
 
 ASSET_PREFIX = "slate_ops"
 GROUP_NAME = "slate_ops"
+ORIGIN_TAG = "slate_ops/origin"
+"""Asset tag saying how a database comes to exist: ``created``, ``clone`` or ``rescale``."""
+RESCALE_ORIGIN = "rescale"
 
 
 def database_asset_key(name: str) -> dg.AssetKey:
@@ -111,6 +114,7 @@ def build_database_asset(db: DatabaseConfig) -> dg.AssetsDefinition:
         description=db.description or f"slate_ops database {db.path!r}",
         metadata={"store_url": dg.MetadataValue.text(redact_url(db.store_url)), "path": db.path},
         deps=[database_asset_key(origin) for origin in origins(db)] or None,  # clone, split, merge lineage
+        tags={ORIGIN_TAG: origin_of(db)},
     )
     def _database(slate: SlateDatabasesResource) -> dg.MaterializeResult[None]:
         current = slate.database(name)
@@ -129,6 +133,13 @@ def build_database_asset(db: DatabaseConfig) -> dg.AssetsDefinition:
         return dg.MaterializeResult(metadata=database_metadata(current.path, state, slate.clock().now()))
 
     return _database
+
+
+def origin_of(db: DatabaseConfig) -> str:
+    """How ``db`` comes to exist (the value of its asset's :data:`ORIGIN_TAG`)."""
+    if db.rescaled_from is not None:
+        return RESCALE_ORIGIN
+    return "clone" if db.parent is not None else "created"
 
 
 def origins(db: DatabaseConfig) -> list[str]:

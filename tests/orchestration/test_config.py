@@ -23,14 +23,19 @@ def write(tmp_path: Path, text: str, name: str = "databases.yaml") -> Path:
     return path
 
 
-def test_embedded_default_is_one_demo_database_under_cwd(
+def test_embedded_default_is_the_demo_database_its_clone_and_shards_under_cwd(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("SLATE_OPS_STORE")
     monkeypatch.chdir(tmp_path)
     config = load_config()
-    assert [(db.name, db.path) for db in config.databases] == [("demo", "demo")]
-    assert config.databases[0].store_url == (tmp_path / ".slate").as_uri()
+    assert [(db.name, db.parent, db.rescaled_from) for db in config.databases] == [
+        ("demo", None, None),
+        ("demo_clone", "demo", None),
+        ("demo_low", None, ["demo"]),
+        ("demo_high", None, ["demo"]),
+    ]
+    assert {db.store_url for db in config.databases} == {(tmp_path / ".slate").as_uri()}
     assert config.databases[0].store_url.startswith("file:///")
 
 

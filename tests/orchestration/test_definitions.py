@@ -77,7 +77,7 @@ def test_dagster_definitions_validate_workspace(tmp_path: Path) -> None:
 
 
 def test_demo_commands_on_the_embedded_default(tmp_path: Path) -> None:
-    """The two commands of docs/orchestration.md, with the default config (one ``demo`` database)."""
+    """The commands of docs/orchestration.md, with the default config (demo, its clone and shards)."""
     store = tmp_path / "store"
     env = {"SLATE_OPS_STORE": store.as_uri()}
     created = cli(
@@ -101,5 +101,8 @@ def test_demo_commands_on_the_embedded_default(tmp_path: Path) -> None:
     )
     output = expiry.stdout + expiry.stderr
     assert expiry.returncode == 0, output
-    assert "demo: would remove 0 expired checkpoint(s) at manifest 1" in output
+    # Manifest 4: creating the clone demo_clone added its source checkpoint to demo, then its final
+    # checkpoint, then dropped the source checkpoint.
+    assert "demo: would remove 0 expired checkpoint(s) at manifest 4" in output
+    assert (store / "demo_clone" / "manifest").is_dir() and not (store / "demo_low").exists()
     assert "RUN_SUCCESS" in output

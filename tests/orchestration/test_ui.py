@@ -36,7 +36,7 @@ WEBSERVER = str(Path(sys.executable).with_name("dagster-webserver"))
 LOCATION = "slate_ops"  # location_name in workspace.yaml
 REPOSITORY = "__repository__"  # the repository Dagster builds from a Definitions object
 GROUP = "slate_ops"
-DB = "demo"  # the one database of the embedded default config
+DB = "demo"  # the embedded default config's database (with its clone and shards)
 MAIN_JOB = "maintenance_job"  # jobs/maintenance.py (issue 7)
 FALLBACK_JOB = DATABASES_JOB  # launched instead while the workspace has no MAIN_JOB
 RUN_TIMEOUT_S = 180.0
@@ -235,7 +235,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiSession]:
     home.mkdir()
     (home / "dagster.yaml").write_text(DAGSTER_YAML)
     env = {**os.environ, "DAGSTER_HOME": str(home), "SLATE_OPS_STORE": (tmp / "store").as_uri()}
-    env.pop("SLATE_OPS_CONFIG", None)  # the embedded default config: one database, demo
+    env.pop("SLATE_OPS_CONFIG", None)  # the embedded default config: demo, its clone and shards
     port = free_port()
     log = tmp / "webserver.log"
     with log.open("wb") as out:
@@ -330,9 +330,12 @@ def test_ui_lists_our_jobs(ui: UiSession) -> None:
     dump_dom(ui, "/jobs", ["checkpoint_expiry_job", "compaction_job", DATABASES_JOB, ui.job])
 
 
-def test_asset_graph_shows_the_database(ui: UiSession) -> None:
+def test_asset_graph_shows_the_database_and_its_lineage(ui: UiSession) -> None:
     path = f"/locations/{LOCATION}/asset-groups/{GROUP}"  # the group's lineage graph
-    dump_dom(ui, path, ["Asset Group in", f">{DB}<", "Materialized"])
+    # The embedded default's clone and shards are nodes downstream of demo.
+    dump_dom(
+        ui, path, ["Asset Group in", f">{DB}<", "Materialized", ">demo_clone<", ">demo_low<", ">demo_high<"]
+    )
     screenshot(ui, path, "ui-asset-graph.png")
 
 
