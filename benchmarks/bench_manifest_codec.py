@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from manifest_fixtures import build_large_manifest
@@ -40,43 +41,76 @@ def time_ms(action: Callable[[], object], runs: int) -> list[float]:
     return times
 
 
+@dataclass(frozen=True)
+class CodecResult:
+    """Timings of the benchmark's manifest: ``(operation, times in ms, target ms)`` rows."""
+
+    ssts: int
+    views: int
+    l0: int
+    sorted_runs: int
+    checkpoints: int
+    external_dbs: int
+    encoded_bytes: int
+    runs: int
+    rows: list[tuple[str, list[float], float]]
+
+
+def run(runs: int) -> CodecResult:
+    """Build the 10,000-SST manifest, check it round-trips, time ``runs`` decodes and encodes."""
+    manifest = build_large_manifest()
+    data = encode_manifest(manifest)
+    if decode_manifest(data, "bench") != manifest:
+        raise AssertionError("the manifest does not round-trip")
+    views = len(manifest.l0) + sum(len(r.views) for r in manifest.compacted)
+    rows = [
+        ("decode", time_ms(lambda: decode_manifest(data, "bench"), runs), DECODE_TARGET_MS),
+        ("encode", time_ms(lambda: encode_manifest(manifest), runs), ENCODE_TARGET_MS),
+    ]
+    return CodecResult(
+        len(manifest.ssts), views, len(manifest.l0), len(manifest.compacted), len(manifest.checkpoints),
+        len(manifest.external_dbs), len(data), runs, rows,
+    )  # fmt: skip
+
+
+def render_table(result: CodecResult) -> str:
+    lines = ["| operation | best (ms) | median (ms) | target (ms) | result |", "|---|---:|---:|---:|---|"]
+    for name, times, target in result.rows:
+        ok = min(times) < target
+        lines.append(
+            f"| {name} | {min(times):.1f} | {statistics.median(times):.1f} | < {target:.0f} | "
+            f"{'pass' if ok else 'FAIL'} |"
+        )
+    return "\n".join(lines)
+
+
+def describe(result: CodecResult) -> str:
+    return (
+        f"Manifest: {result.ssts:,} SSTs, {result.views:,} views ({result.l0:,} in L0, "
+        f"{result.sorted_runs} sorted runs), {result.checkpoints} checkpoints, "
+        f"{result.external_dbs} external dbs; encoded size {result.encoded_bytes:,} bytes."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=20, help="timed runs of each (default: %(default)s)")
     args = parser.parse_args(argv)
-
-    manifest = build_large_manifest()
-    data = encode_manifest(manifest)
-    if decode_manifest(data, "bench") != manifest:
-        print("error: the manifest does not round-trip", file=sys.stderr)
+    try:
+        result = run(args.runs)
+    except AssertionError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    views = len(manifest.l0) + sum(len(r.views) for r in manifest.compacted)
-    rows = [
-        ("decode", time_ms(lambda: decode_manifest(data, "bench"), args.runs), DECODE_TARGET_MS),
-        ("encode", time_ms(lambda: encode_manifest(manifest), args.runs), ENCODE_TARGET_MS),
-    ]
-
     lines = [
         "# Manifest codec benchmark",
         "",
-        f"Manifest: {len(manifest.ssts):,} SSTs, {views:,} views ({len(manifest.l0):,} in L0, "
-        f"{len(manifest.compacted)} sorted runs), {len(manifest.checkpoints)} checkpoints, "
-        f"{len(manifest.external_dbs)} external dbs; encoded size {len(data):,} bytes.",
+        describe(result),
         f"Python {platform.python_version()} on {platform.machine()}, {args.runs} runs each "
         "(`python benchmarks/bench_manifest_codec.py`).",
         "",
-        "| operation | best (ms) | median (ms) | target (ms) | result |",
-        "|---|---:|---:|---:|---|",
+        render_table(result),
     ]
-    passed = True
-    for name, times, target in rows:
-        best = min(times)
-        ok = best < target
-        passed &= ok
-        lines.append(
-            f"| {name} | {best:.1f} | {statistics.median(times):.1f} | < {target:.0f} | "
-            f"{'pass' if ok else 'FAIL'} |"
-        )
+    passed = all(min(times) < target for _, times, target in result.rows)
     report = "\n".join(lines) + "\n"
     print(report, end="")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

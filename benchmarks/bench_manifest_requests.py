@@ -1,7 +1,8 @@
 """Object-store requests per manifest operation (docs/benchmarks.md).
 
 Targets (issue 2): an update with no conflict costs at most 2 requests (the create and the boundary
-check); a fresh read of the latest manifest costs 1 request when the cache is current.
+check); a fresh read of the latest manifest costs 1 request when the cache is current. The other
+rows' bounds are the counts measured when they were added (a regression check, not a target).
 
 Run: ``.venv/bin/python benchmarks/bench_manifest_requests.py``
 """
@@ -18,6 +19,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, ObjectStore
 
 RESULTS = Path(__file__).parent / "results" / "manifest_requests.md"
+ISSUE_TARGETS = ("update, no conflict (cache current)", "read latest, cache current")  # issue 2
 
 
 def measure(store: CountingStore, action: Callable[[], object]) -> dict[str, int]:
@@ -40,23 +42,35 @@ def run(inner: ObjectStore) -> list[tuple[str, dict[str, int], int]]:
     other.read_latest()
     writer.update(lambda v: v.value)  # other's cache is now one version behind
     rows.append(("update, one conflict", measure(store, lambda: other.update(lambda v: v.value)), 5))
+    # 5 since the checkpoint also covers WAL-only writes: one LIST of wal/ before the commit (3a67768).
     rows.append(
-        ("admin create_checkpoint (cold)", measure(store, lambda: admin.create_checkpoint("db", store)), 4)
+        ("admin create_checkpoint (cold)", measure(store, lambda: admin.create_checkpoint("db", store)), 5)
     )
     return [(name, counts, target) for name, counts, target in rows]
 
 
-def main() -> int:
-    lines = ["| store | operation | requests | by kind | target |", "|---|---|---:|---|---:|"]
-    ok = True
+def run_all_stores() -> list[tuple[str, str, dict[str, int], int]]:
+    """``(store, operation, requests by kind, target)`` for every operation on each store."""
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, inner in (("memory", MemoryStore()), ("local", LocalStore(tmp))):
             for name, counts, target in run(inner):
-                total = sum(counts.values())
-                ok &= total <= target
-                kinds = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-                lines.append(f"| {label} | {name} | {total} | {kinds} | <= {target} |")
-    table = "\n".join(lines)
+                results.append((label, name, counts, target))
+    return results
+
+
+def render(results: list[tuple[str, str, dict[str, int], int]]) -> str:
+    lines = ["| store | operation | requests | by kind | target |", "|---|---|---:|---|---:|"]
+    for label, name, counts, target in results:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        lines.append(f"| {label} | {name} | {sum(counts.values())} | {kinds} | <= {target} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    results = run_all_stores()
+    ok = all(sum(counts.values()) <= target for _, _, counts, target in results)
+    table = render(results)
     print(table)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(table + "\n")

@@ -58,7 +58,7 @@ from slate_ops.objstore.base import GetResult, ObjectMeta, PutMode, PutResult
 from slate_ops.objstore.wrappers import OPS
 from slate_ops.sst import KIND_VALUE, SCHEMA, encode_sst
 
-RESULTS = Path(__file__).parent / "results" / "rescale.json"
+RESULTS = Path(__file__).parent / "results" / "rescale_report.json"  # rescale.json: the suite's rows
 MiB = 1024 * 1024
 KEY_BYTES = 16
 VALUE_BYTES = 1024

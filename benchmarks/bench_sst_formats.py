@@ -329,63 +329,49 @@ def final_reader_timings(
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--entries", type=int, default=200_000, help="rows per SST (default: %(default)s)")
-    parser.add_argument(
-        "--gets", type=int, default=20_000, help="warm point gets per round (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="timed rounds, best kept (default: %(default)s)"
-    )
-    parser.add_argument("--quick", action="store_true", help="fewer configurations (default options only)")
-    parser.add_argument("--no-write", action="store_true", help="print only, do not write the results file")
-    args = parser.parse_args(argv)
+CONFIGS: list[tuple[str, int, str | None]] = [
+    ("A: Arrow IPC blocks", 4 * 1024, "lz4"),
+    ("A: Arrow IPC blocks", 16 * 1024, None),
+    ("A: Arrow IPC blocks", 16 * 1024, "lz4"),
+    ("A: Arrow IPC blocks", 16 * 1024, "zstd"),
+    ("A: Arrow IPC blocks", 64 * 1024, "lz4"),
+    ("B: Parquet row groups", 16 * 1024, "lz4"),
+    ("B: Parquet row groups", 64 * 1024, "lz4"),
+    ("B: Parquet row groups", 64 * 1024, "zstd"),
+    ("B: Parquet row groups", 1024 * 1024, "lz4"),
+]
+QUICK_CONFIGS: list[tuple[str, int, str | None]] = [
+    ("A: Arrow IPC blocks", 16 * 1024, "lz4"),
+    ("B: Parquet row groups", 64 * 1024, "lz4"),
+]
 
-    configs: list[tuple[str, int, str | None]] = [
-        ("A: Arrow IPC blocks", 16 * 1024, "lz4"),
-        ("B: Parquet row groups", 64 * 1024, "lz4"),
-    ]
-    if not args.quick:
-        configs = [
-            ("A: Arrow IPC blocks", 4 * 1024, "lz4"),
-            ("A: Arrow IPC blocks", 16 * 1024, None),
-            ("A: Arrow IPC blocks", 16 * 1024, "lz4"),
-            ("A: Arrow IPC blocks", 16 * 1024, "zstd"),
-            ("A: Arrow IPC blocks", 64 * 1024, "lz4"),
-            ("B: Parquet row groups", 16 * 1024, "lz4"),
-            ("B: Parquet row groups", 64 * 1024, "lz4"),
-            ("B: Parquet row groups", 64 * 1024, "zstd"),
-            ("B: Parquet row groups", 1024 * 1024, "lz4"),
-        ]
+
+def run(entries: int, gets: int, rounds: int, quick: bool) -> tuple[list[Row], list[str]]:
+    """Every candidate at values of 100 and 400 B, then the shipped reader's timings (table rows)."""
+    configs = QUICK_CONFIGS if quick else CONFIGS
     rows: list[Row] = []
     final: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         store = LocalStore(tmp)
         for value_len in (100, 400):
-            table = make_table(args.entries, value_len)
+            table = make_table(entries, value_len)
             keys = table.column("key").to_pylist()
-            probe_keys = random.Random(1).choices(keys, k=args.gets)
+            probe_keys = random.Random(1).choices(keys, k=gets)
             for candidate, block_size, compression in configs:
-                row = measure(candidate, table, block_size, compression, store, probe_keys, args.rounds)
+                row = measure(candidate, table, block_size, compression, store, probe_keys, rounds)
                 rows.append(row)
                 print(
                     f"{row.candidate} v{value_len} {block_size // 1024}K {row.compression}: "
                     f"warm {row.warm_get_us:.2f}us cold {row.cold_get_us:.1f}us",
                     file=sys.stderr,
                 )
-            final += final_reader_timings(table, store, probe_keys, args.rounds)
+            final += final_reader_timings(table, store, probe_keys, rounds)
+    return rows, final
 
+
+def render_tables(rows: Sequence[Row], final: Sequence[str]) -> str:
+    """The two tables (candidates, shipped reader) with their explanations, without a title."""
     lines = [
-        "# SST format benchmark",
-        "",
-        f"`benchmarks/bench_sst_formats.py`: {args.entries:,} entries per SST, random 16-20 B keys, "
-        "values 2:1 compressible; LocalStore on a temp dir; best of "
-        f"{args.rounds} rounds. Python {platform.python_version()}, pyarrow {pa.__version__}, "
-        f"{platform.machine()}.",
-        "",
-        "## Candidates",
-        "",
         "Warm get: block decoded in the cache. Cold get: no cache, the block is fetched with one ranged "
         "GET and decoded. Scan: every entry as a Python tuple (cold, no cache); batches: `read_table`.",
         "",
@@ -401,26 +387,55 @@ def main(argv: list[str] | None = None) -> int:
         )
     lines += [
         "",
-        "## The shipped reader (defaults: `SstOptions()`)",
-        "",
-        "µs per operation; cached get with and without `max_seq`; absent key (bloom / key-range "
-        "rejection); cold get with no cache; 'small cache' = a 4 MiB cache over the whole file "
-        f"(mostly misses). SlateDB's Python binding does ~{SLATEDB_GETS_PER_S:,} *database* gets/s; "
-        "a get on one SST is an upper bound for a database get (memtables and other SSTs add to it).",
+        "The shipped reader (defaults: `SstOptions()`): µs per operation; cached get with and without "
+        "`max_seq`; absent key (bloom / key-range rejection); cold get with no cache; 'small cache' = a "
+        "4 MiB cache over the whole file (mostly misses). SlateDB's Python binding does "
+        f"~{SLATEDB_GETS_PER_S:,} *database* gets/s; a get on one SST is an upper bound for a database get "
+        "(memtables and other SSTs add to it).",
         "",
         "| value B | cached get µs | gets/s on one SST (x SlateDB DB gets) | get max_seq µs "
         "| absent get µs | cold get µs | small-cache get µs | open ms | scan warm MB/s | scan cold MB/s "
         "| batches MB/s | write MB/s |",
         "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
         *final,
-        "",
     ]
-    text = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def describe(entries: int, rounds: int) -> str:
+    return (
+        f"`benchmarks/bench_sst_formats.py`: {entries:,} entries per SST, random 16-20 B keys, "
+        "values 2:1 compressible; LocalStore on a temp dir; best of "
+        f"{rounds} rounds. Python {platform.python_version()}, pyarrow {pa.__version__}, "
+        f"{platform.machine()}."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--entries", type=int, default=200_000, help="rows per SST (default: %(default)s)")
+    parser.add_argument(
+        "--gets", type=int, default=20_000, help="warm point gets per round (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="timed rounds, best kept (default: %(default)s)"
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer configurations (default options only)")
+    parser.add_argument("--no-write", action="store_true", help="print only, do not write the results file")
+    args = parser.parse_args(argv)
+    rows, final = run(args.entries, args.gets, args.rounds, args.quick)
+    text = render_report(rows, final, args.entries, args.rounds)
     print(text)
     if not args.no_write:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(text)
     return 0
+
+
+def render_report(rows: Sequence[Row], final: Sequence[str], entries: int, rounds: int) -> str:
+    return "\n".join(
+        ["# SST format benchmark", "", describe(entries, rounds), "", render_tables(rows, final), ""]
+    )
 
 
 if __name__ == "__main__":
