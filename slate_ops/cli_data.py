@@ -49,6 +49,16 @@ def parse_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+def parse_key(text: str) -> bytes:
+    """:func:`parse_bytes` for a key: also refuses the empty key (a usage error)."""
+    key = parse_bytes(text)
+    if not key:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is an empty key; keys are at least one byte (text, or hex:<hex> such as hex:00)"
+        )
+    return key
+
+
 def render_bytes(data: bytes) -> str:
     """The inverse of :func:`parse_bytes`: UTF-8 text when that round-trips, else ``hex:<hex>``."""
     try:
@@ -90,7 +100,8 @@ def print_json_lines(rows: Iterable[Any], file: TextIO | None = None) -> int:
     return count
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type of a count: an integer >= 1 (else a usage error)."""
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return int(text)
@@ -143,6 +154,11 @@ def _scan_rows(args: argparse.Namespace, reader: DbReader) -> Iterator[Row]:
 def _scan(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
     if args.prefix is not None and (args.start is not None or args.end is not None):
         args.scan_parser.error("--prefix cannot be combined with --from/--to")
+    if args.start is not None and args.end is not None and args.start > args.end:
+        args.scan_parser.error(
+            f"--from {render_bytes(args.start)} is after --to {render_bytes(args.end)}; the range is "
+            "[from, to): swap them"
+        )
     # Opened here, not lazily, so a missing database or checkpoint fails before any output.
     reader = DbReader.open(args.path, store, checkpoint_id=args.checkpoint)
     return _scan_rows(args, reader)
@@ -161,32 +177,30 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         _put,
         "Write KEY=VALUE durably. Opens the database as its writer, which fences any running writer.",
     )
-    sub.add_argument("key", metavar="KEY", type=parse_bytes, help=key_help)
+    sub.add_argument("key", metavar="KEY", type=parse_key, help=key_help)
     sub.add_argument("value", metavar="VALUE", type=parse_bytes, help=key_help)
 
     sub = command("get", _get, 'Print KEY\'s value ("value": null if absent). Never fences the writer.')
-    sub.add_argument("key", metavar="KEY", type=parse_bytes, help=key_help)
+    sub.add_argument("key", metavar="KEY", type=parse_key, help=key_help)
 
     sub = command(
         "delete",
         _delete,
         "Delete KEY durably. Opens the database as its writer, which fences any running writer.",
     )
-    sub.add_argument("key", metavar="KEY", type=parse_bytes, help=key_help)
+    sub.add_argument("key", metavar="KEY", type=parse_key, help=key_help)
 
     sub = command(
         "scan", _scan, "Print rows in key order as JSON lines. Reads a checkpoint; never fences the writer."
     )
     sub.set_defaults(scan_parser=sub)  # for usage errors found after parsing
-    sub.add_argument(
-        "--prefix", metavar="P", type=parse_bytes, help="only keys starting with P (text or hex:)"
-    )
-    sub.add_argument("--from", dest="start", metavar="A", type=parse_bytes, help="first key (inclusive)")
-    sub.add_argument("--to", dest="end", metavar="B", type=parse_bytes, help="end key (exclusive)")
+    sub.add_argument("--prefix", metavar="P", type=parse_key, help="only keys starting with P (text or hex:)")
+    sub.add_argument("--from", dest="start", metavar="A", type=parse_key, help="first key (inclusive)")
+    sub.add_argument("--to", dest="end", metavar="B", type=parse_key, help="end key (exclusive)")
     sub.add_argument(
         "--checkpoint",
         metavar="ID",
         type=checkpoint_id_arg,
         help="read this checkpoint's state (default: a fresh checkpoint of the current state)",
     )
-    sub.add_argument("--max-keys", metavar="N", type=_positive_int, help="stop after N rows")
+    sub.add_argument("--max-keys", metavar="N", type=positive_int, help="stop after N rows")

@@ -13,9 +13,10 @@ import argparse
 from typing import Any
 
 from slate_ops import admin
-from slate_ops.cli_data import CommandHelper, parse_bytes, render_bytes
+from slate_ops.cli_data import CommandHelper, parse_key, positive_int, render_bytes
 from slate_ops.engine.db import Db
 from slate_ops.manifest.model import KeyRange
+from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore
 
 
@@ -65,6 +66,7 @@ def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
 
 
 def _flush(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    ManifestStore(store, args.path).read_latest_required()  # flushing a typo must not create a database
     with Db.open(args.path, store) as db:
         db.flush_memtable()
         manifest = db.manifest
@@ -85,7 +87,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
         "Re-running it finishes an interrupted split.",
     )
     sub.add_argument(
-        "--at", action="append", required=True, type=parse_bytes, metavar="KEY", help="a split key (repeat)"
+        "--at", action="append", required=True, type=parse_key, metavar="KEY", help="a split key (repeat)"
     )
     sub.add_argument(
         "--into", action="append", required=True, metavar="PATH", help="a shard path, one more than --at"
@@ -99,7 +101,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], comm
     sub.add_argument("--source", action="append", required=True, metavar="PATH", help="a source (repeat)")
 
     sub = command("suggest-split-keys", _suggest, "Propose split keys that balance the SST bytes.")
-    sub.add_argument("-n", type=int, required=True, help="the number of shards")
+    sub.add_argument("-n", type=positive_int, required=True, help="the number of shards (>= 1)")
 
     command(
         "flush",

@@ -45,6 +45,12 @@ class PreconditionFailedError(ObjectStoreError):
     """A conditional put lost: the object already exists (create) or its etag changed (if-match)."""
 
 
+class ObjectStoreCredentialsError(ObjectStoreError):
+    """The object store found no credentials, or refused the ones given; the message names the
+    bucket and the settings to fix (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, a profile, the
+    store URL's options, or the fleet config's ``SLATE_OPS_S3_*`` variables)."""
+
+
 class PutOutcomeUnknownError(ObjectStoreError):
     """A put timed out or its connection broke, so whether it was applied is not known yet.
 
@@ -60,16 +66,24 @@ class PutOutcomeUnknownError(ObjectStoreError):
 # --- stored objects ---------------------------------------------------------------------------
 
 
-class CorruptObjectError(SlateOpsError):
-    """A stored object is truncated or fails its checksum; ``path`` names it.
+RESTORE_CORRUPT_OBJECT = (
+    "Do not edit it by hand: restore it from a backup of the store, or read the data from a "
+    "checkpoint or a clone"
+)
 
-    Do not edit the object by hand: restore it from a checkpoint, a clone or a backup.
+
+class CorruptObjectError(SlateOpsError):
+    """A stored object is truncated or fails its checksum; ``path`` names it, ``fix`` says what to do.
+
+    The message ends with ``fix``: by default, do not edit the object by hand but restore it from a
+    backup, or read the data from a checkpoint or a clone (:data:`RESTORE_CORRUPT_OBJECT`).
     """
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path} is corrupt: {reason}")
+    def __init__(self, path: str, reason: str, fix: str = RESTORE_CORRUPT_OBJECT) -> None:
+        super().__init__(f"{path} is corrupt: {reason}. {fix}")
         self.path = path
         self.reason = reason
+        self.fix = fix
 
 
 class UnsupportedFormatVersionError(CorruptObjectError):
@@ -86,6 +100,7 @@ class UnsupportedFormatVersionError(CorruptObjectError):
         )
         self.path = path
         self.reason = f"unsupported format version {version}"
+        self.fix = "Upgrade slate_ops to read it."
         self.version = version
 
 

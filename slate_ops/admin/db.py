@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
-from slate_ops.errors import DbAlreadyExistsError
+from slate_ops.errors import DbAlreadyExistsError, ObjectNotFoundError
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
@@ -21,9 +21,12 @@ def create_db(path: str, store: ObjectStore, *, exist_ok: bool = False) -> Versi
     manifests = ManifestStore(store, path)
     try:
         return manifests.create_initial(Manifest(initialized=True))
-    except DbAlreadyExistsError:
+    except DbAlreadyExistsError as error:
         if not exist_ok:
-            raise
+            raise DbAlreadyExistsError(
+                f"{error}; use it as it is with exist_ok=True (`slate-ops create-db --exist-ok`), or "
+                "choose another path"
+            ) from None
         existing = manifests.read_latest_required()
         require_not_destroyed(existing.value, manifests.location)
         return existing
@@ -32,7 +35,17 @@ def create_db(path: str, store: ObjectStore, *, exist_ok: bool = False) -> Versi
 def read_manifest(path: str, store: ObjectStore, manifest_id: int | None = None) -> VersionedManifest:
     """The current manifest, or version ``manifest_id`` if it still exists."""
     manifests = ManifestStore(store, path)
-    return manifests.read_latest_required() if manifest_id is None else manifests.read(manifest_id)
+    if manifest_id is None:
+        return manifests.read_latest_required()
+    try:
+        return manifests.read(manifest_id)
+    except ObjectNotFoundError as error:
+        manifests.read_latest_required()  # no database at all is the clearer error
+        raise ObjectNotFoundError(
+            f"manifest {manifest_id} of {manifests.location} does not exist (never written, or deleted "
+            "by GC); list the stored versions with `slate-ops list-manifests`",
+            error.key,
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,8 @@ def merge(
     targets = ManifestStore(store, target)
     existing = targets.read_latest()
     if existing is not None and existing.value.initialized:
+        for s in sources:  # a finished merge still has its sources; a typo must not pass as one
+            s.read_latest_required()
         _require_merge_of(existing.value, targets.location, sources)
         for s in sources:
             _drop_named_checkpoint(s, MERGE_CHECKPOINT_PREFIX + target)
@@ -230,7 +232,10 @@ def _shard_ranges(whole: KeyRange, keys: list[bytes], location: str) -> list[Key
         raise InvalidArgumentError("a split needs at least one split key")
     for before, after in itertools.pairwise(keys):
         if before >= after:
-            raise InvalidArgumentError(f"split keys must be strictly increasing: {before!r} >= {after!r}")
+            raise InvalidArgumentError(
+                f"split keys must be strictly increasing: {before!r} >= {after!r} in the split of "
+                f"{location}; nothing was written. Sort the keys and remove duplicates"
+            )
     for key in keys:
         if not whole.contains(key) or key == whole.start:
             raise InvalidArgumentError(

@@ -76,6 +76,8 @@ class Compactor:
         self._manifests = ManifestStore(store, path)
         self.path = self._manifests.path
         require_usable(self._manifests.read_latest_required().value, self._manifests.location)
+        self._state = CompactionsStore(store, self.path)
+        self._state.read()  # a damaged .compactions file fails here, before the epoch is bumped
 
         def usable(current: VersionedManifest, epoch: int) -> Manifest:
             require_usable(current.value, self._manifests.location)  # refuse before writing anything
@@ -83,7 +85,6 @@ class Compactor:
 
         self._fenced, _ = self._manifests.claim(COMPACTOR_EPOCH, usable)
         self.epoch = self._fenced.epoch
-        self._state = CompactionsStore(store, self.path)
         self._state.claim(self.epoch, clock.now())
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None

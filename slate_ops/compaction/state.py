@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 
-from slate_ops.errors import CorruptObjectError, FencedError
+from slate_ops.errors import CorruptObjectError, FencedError, UnsupportedFormatVersionError
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.txn import EpochField, FenceableStore, SequencedStore, Versioned
 
@@ -47,8 +47,11 @@ class CompactionsCodec:
     def decode(self, data: bytes, path: str) -> CompactionsState:
         try:
             raw = json.loads(data)
-            if raw.get("version") != FORMAT_VERSION:
-                raise CorruptObjectError(path, f"unknown compactions format version {raw.get('version')!r}")
+            version = raw.get("version")
+            if type(version) is int and version > FORMAT_VERSION:  # intact, written by a newer slate_ops
+                raise UnsupportedFormatVersionError(path, version, (FORMAT_VERSION,))
+            if version != FORMAT_VERSION:
+                raise CorruptObjectError(path, f"unknown compactions format version {version!r}")
             records = tuple(
                 CompactionRecord(**{**r, "sources": tuple(r["sources"]), "outputs": tuple(r["outputs"])})
                 for r in raw["compactions"]

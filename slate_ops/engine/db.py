@@ -28,7 +28,7 @@ from ulid import ULID
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
-from slate_ops.engine.batch import KIND_TOMBSTONE, KIND_VALUE, WriteBatch, check_key, check_value
+from slate_ops.engine.batch import KIND_TOMBSTONE, KIND_VALUE, WriteBatch, check_key, check_range, check_value
 from slate_ops.engine.bounds import check_read, check_write, clip_scan
 from slate_ops.engine.lsm import LsmState, SstReaders, sst_key, sst_set
 from slate_ops.engine.memtable import Memtable
@@ -41,6 +41,7 @@ from slate_ops.errors import (
     DbAlreadyExistsError,
     DbClosedError,
     FencedError,
+    InvalidArgumentError,
     SlateOpsError,
 )
 from slate_ops.manifest.checkpoints import with_new_checkpoint
@@ -130,7 +131,18 @@ class Db:
                 self._manifests.create_initial(Manifest(initialized=True))
         self._checkpoint_id = uuid.uuid4()
         self._fenced, claimed = self._manifests.claim(WRITER_EPOCH, self._establish_writer_checkpoint)
-        manifest = claimed.value
+        try:
+            self._open_claimed(claimed.value, path, store, options, clock)
+        except BaseException:
+            # Fencing the older writer stands, but a failed open (a damaged WAL SST) leaves no
+            # writer checkpoint pinning the database.
+            with contextlib.suppress(SlateOpsError):
+                self._release_checkpoint()
+            raise
+
+    def _open_claimed(
+        self, manifest: Manifest, path: str, store: ObjectStore, options: DbOptions, clock: Clock
+    ) -> None:
         self._lsm = LsmState(manifest, self.path, self._readers)
 
         fence_id = self._wal.fence(max(manifest.replay_after_wal_id, manifest.next_wal_sst_id - 1))
@@ -195,7 +207,10 @@ class Db:
     def write(self, batch: WriteBatch, *, await_durable: bool | None = None) -> None:
         """Apply every operation of ``batch`` atomically, with one sequence number."""
         if not isinstance(batch, WriteBatch):
-            raise SlateOpsError(f"write() takes a WriteBatch, got {type(batch).__name__}")
+            raise InvalidArgumentError(
+                f"write() takes a WriteBatch, got {type(batch).__name__}; build one with "
+                "WriteBatch().put(key, value).delete(key)"
+            )
         if batch.ops:
             self._apply(batch.ops, await_durable)
 
@@ -275,10 +290,7 @@ class Db:
         up half-way (a batch is seen whole or not at all); the rest is immutable. The scan pins the
         writer checkpoint of the state it reads until it ends.
         """
-        if start is not None:
-            start = check_key(start)
-        if end is not None:
-            end = check_key(end)
+        start, end = check_range(start, end)
         start, end = clip_scan(self._lsm.manifest.visible_range, start, end, self._manifests.location)
         with self._write_lock:
             self._check_open()

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from types import TracebackType
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
-from slate_ops.engine.batch import check_key
+from slate_ops.engine.batch import check_key, check_range
 from slate_ops.engine.bounds import check_read, clip_scan
 from slate_ops.engine.lsm import LsmState, SstReaders, sst_set
 from slate_ops.engine.memtable import Memtable
@@ -26,7 +26,7 @@ from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import ReaderOptions, seconds
 from slate_ops.engine.pins import CheckpointPins
 from slate_ops.engine.wal import WalStore
-from slate_ops.errors import DbClosedError, SlateOpsError
+from slate_ops.errors import DbClosedError, InvalidArgumentError, SlateOpsError
 from slate_ops.manifest.checkpoints import expiry_time, live_checkpoint, with_expiry
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable
@@ -77,6 +77,11 @@ class DbReader:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.manages_checkpoint = checkpoint_id is None
+        if checkpoint_id is not None and not isinstance(checkpoint_id, uuid.UUID):
+            raise InvalidArgumentError(
+                f"checkpoint_id must be a uuid.UUID, got {type(checkpoint_id).__name__} {checkpoint_id!r}; "
+                "convert it with uuid.UUID(text)"
+            )
 
         if checkpoint_id is not None:
             latest = self._manifests.read_latest_required()
@@ -89,7 +94,11 @@ class DbReader:
         else:
             self.checkpoint_id = uuid.uuid4()
             self._set_state(self._establish(self.checkpoint_id).value)
-            self._tail_wal()
+            try:
+                self._tail_wal()
+            except BaseException:
+                self._drop_own_checkpoint()  # a failed open leaves no checkpoint behind
+                raise
             self._thread = threading.Thread(
                 target=self._poll_loop, name=f"slate-ops-reader:{self.path}", daemon=True
             )
@@ -106,10 +115,7 @@ class DbReader:
 
     def scan(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """A scan as of the call; it pins the reader's checkpoint until it ends (see Db.scan)."""
-        if start is not None:
-            start = check_key(start)
-        if end is not None:
-            end = check_key(end)
+        start, end = check_range(start, end)
         start, end = clip_scan(self._lsm.manifest.visible_range, start, end, self._manifests.location)
         with self._lock:
             self._check_open()
@@ -238,12 +244,15 @@ class DbReader:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
-            ours = {self.checkpoint_id} | self._pins.removable()
-            self._manifests.update(
-                lambda current: current.value.with_changes(
-                    checkpoints=tuple(c for c in current.value.checkpoints if c.id not in ours)
-                )
+            self._drop_own_checkpoint()
+
+    def _drop_own_checkpoint(self) -> None:
+        ours = {self.checkpoint_id} | self._pins.removable()
+        self._manifests.update(
+            lambda current: current.value.with_changes(
+                checkpoints=tuple(c for c in current.value.checkpoints if c.id not in ours)
             )
+        )
 
     def __enter__(self) -> DbReader:
         return self

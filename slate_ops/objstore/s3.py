@@ -17,12 +17,19 @@ from urllib.parse import urlencode
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from slate_ops.errors import (
     InvalidArgumentError,
     ObjectNotFoundError,
+    ObjectStoreCredentialsError,
     ObjectStoreError,
     PreconditionFailedError,
     PutOutcomeUnknownError,
@@ -45,6 +52,20 @@ PUT_ID_METADATA = "slate-ops-put-id"
 _MAYBE_SENT = (HTTPClientError, BotoConnectionError)
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
+# S3 refused the credentials themselves (unknown key, wrong secret, expired or invalid token).
+_BAD_CREDENTIALS_CODES = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "TokenRefreshRequired",
+}
+_SET_CREDENTIALS = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (plus AWS_SESSION_TOKEN for temporary "
+    "credentials) or AWS_PROFILE, or give access_key_id and secret_access_key to open_store or as "
+    "store URL options; Dagster runs read them from SLATE_OPS_S3_ACCESS_KEY_ID and "
+    "SLATE_OPS_S3_SECRET_ACCESS_KEY"
+)
 
 
 def make_s3_client(
@@ -97,6 +118,16 @@ class S3Store:
     ) -> None:
         if not bucket or "/" in bucket:
             raise InvalidArgumentError(f"S3 bucket name must be non-empty without '/', got {bucket!r}")
+        if client is None and (access_key_id is None) != (secret_access_key is None):
+            given, missing = (
+                ("access_key_id", "secret_access_key")
+                if secret_access_key is None
+                else ("secret_access_key", "access_key_id")
+            )
+            raise InvalidArgumentError(
+                f"S3 credentials for bucket {bucket!r}: {given} is given without {missing}; give both, "
+                "or neither to use boto3's chain (AWS_* variables, profiles, instance roles)"
+            )
         prefix = prefix.strip("/")
         if prefix:
             validate_key(prefix)
@@ -199,9 +230,15 @@ class S3Store:
                     key = obj["Key"][strip:]
                     yield ObjectMeta(key, obj["Size"], obj["LastModified"], _unquote(obj["ETag"]))
         except (ClientError, BotoCoreError) as exc:
-            raise ObjectStoreError(
-                f"S3 list of {self.url} (prefix {prefix!r}) failed: {_describe(exc)}"
-            ) from exc
+            failed = f"S3 list of {self.url} (prefix {prefix!r}) failed: {_describe(exc)}"
+            credentials = self._credentials_error(failed, None, exc)
+            if credentials is not None:
+                raise credentials from exc
+            if isinstance(exc, ClientError) and _code(exc) == "NoSuchBucket":
+                raise ObjectStoreError(
+                    f"{failed}: bucket {self._bucket!r} does not exist; create it or fix the store URL"
+                ) from exc
+            raise ObjectStoreError(failed) from exc
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -279,8 +316,35 @@ class S3Store:
             f"put of {self.url}/{key} has an unknown outcome: {_describe(exc)}", key, put_id
         )
 
+    def _credentials_error(
+        self, failed: str, key: str | None, exc: Exception
+    ) -> ObjectStoreCredentialsError | None:
+        """The typed error for missing or refused credentials (None: ``exc`` is something else)."""
+        bucket = repr(self._bucket)
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+            return ObjectStoreCredentialsError(
+                f"{failed}. No credentials for bucket {bucket}: {_SET_CREDENTIALS}", key
+            )
+        if not isinstance(exc, ClientError):
+            return None
+        code = _code(exc)
+        if code in _BAD_CREDENTIALS_CODES:
+            return ObjectStoreCredentialsError(
+                f"{failed}. Bucket {bucket} refused the credentials: {_SET_CREDENTIALS}", key
+            )
+        if code == "AccessDenied" or (_status(exc) == 403 and code in ("403", "Forbidden")):
+            return ObjectStoreCredentialsError(
+                f"{failed}. The credentials may not use bucket {bucket}: grant them s3:GetObject, "
+                f"s3:PutObject, s3:DeleteObject and s3:ListBucket on it, or {_SET_CREDENTIALS}",
+                key,
+            )
+        return None
+
     def _error(self, op: str, key: str, exc: Exception) -> ObjectStoreError:
         where = f"{self.url}/{key}"
+        credentials = self._credentials_error(f"S3 {op} of {where} failed: {_describe(exc)}", key, exc)
+        if credentials is not None:
+            return credentials
         if isinstance(exc, ClientError):
             code = _code(exc)
             if code in _NOT_FOUND_CODES:

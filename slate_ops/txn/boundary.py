@@ -88,6 +88,8 @@ class BoundaryObject:
     def __init__(self, store: ObjectStore, db_path: str, namespace: str) -> None:
         self._store = store
         self.key = join(db_path, "gc", f"{namespace}.boundary")
+        self._namespace = namespace
+        self._directory = join(db_path, namespace)
         self._seen = False
         self._lock = threading.Lock()
         self.metrics = BoundaryMetrics()
@@ -166,5 +168,13 @@ class BoundaryObject:
     def _parse(self, data: bytes) -> int:
         text = data.decode("ascii", errors="replace").strip()
         if not text.isdigit() or int(text) > MAX_U64:
-            raise CorruptObjectError(self.key, f"boundary must be an ASCII u64, found {data[:40]!r}")
+            raise CorruptObjectError(
+                self.key,
+                f"boundary must be an ASCII u64, found {data[:40]!r}",
+                # The newest id is always safe: GC never deletes the newest version, so it is at
+                # least the lost boundary, and every new version gets a higher id.
+                f"Stop every writer, compactor and GC of the database, then overwrite {self.key} "
+                f"with the id of the newest {self._directory}/*.{self._namespace} file as ASCII "
+                f"digits (e.g. 12 for {self._directory}/{12:020d}.{self._namespace})",
+            )
         return int(text)

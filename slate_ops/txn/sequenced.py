@@ -20,6 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from slate_ops.errors import (
     BoundaryViolationError,
     CommitRetriesExhaustedError,
+    CorruptObjectError,
     ObjectNotFoundError,
     PreconditionFailedError,
     PutOutcomeUnknownError,
@@ -195,7 +196,15 @@ class SequencedStore(Generic[T]):
                 resolve_put_outcome(self._store, path, data, PutMode.create(), put_id)
         except PreconditionFailedError:
             raise SequenceConflictError(path) from None
-        self.boundary.check(object_id, path)
+        try:
+            self.boundary.check(object_id, path)
+        except CorruptObjectError as error:
+            raise CorruptObjectError(
+                error.path,
+                error.reason,
+                f"{error.fix}. {path} was written but could not be checked against the boundary, so "
+                "it is not confirmed: check whether the operation took effect before retrying it",
+            ) from error
         committed = Versioned(object_id, value)
         self._remember(committed)
         return committed
