@@ -47,7 +47,7 @@ from slate_ops.errors import (
 from slate_ops.manifest.checkpoints import with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, CompactedSst, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
-from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.base import ObjectStore, new_put_id
 from slate_ops.sst import BlockCache, encode_sst, entries_to_table
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,19 @@ WAL_ENTRY_OVERHEAD = 16
 
 
 class _Segment:
-    """WAL entries not yet written, all belonging to one memtable."""
+    """WAL entries not yet written, all belonging to one memtable.
 
-    __slots__ = ("entries", "memtable", "size")
+    ``put_id`` is used by every attempt to write the segment, so a retry after an attempt whose
+    outcome stayed unknown recognises that attempt's object as its own (not a newer writer's).
+    """
+
+    __slots__ = ("entries", "memtable", "put_id", "size")
 
     def __init__(self, memtable: Memtable) -> None:
         self.memtable = memtable
         self.entries: list[Entry] = []
         self.size = 0
+        self.put_id = new_put_id()
 
 
 class Db:
@@ -345,7 +350,7 @@ class Db:
 
     def _write_wal_segment(self, segment: _Segment) -> None:
         wal_id = self._next_wal_id
-        if not self._wal.write(wal_id, entries_to_table(segment.entries)):
+        if not self._wal.write(wal_id, entries_to_table(segment.entries), segment.put_id):
             self._fenced.refresh()  # raises FencedError: a newer writer bumps the epoch before fencing
             raise SlateOpsError(
                 f"{self._wal.key(wal_id)} exists but the manifest shows no newer writer; another "

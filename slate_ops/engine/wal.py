@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from slate_ops.errors import PreconditionFailedError, PutOutcomeUnknownError
+from slate_ops.errors import ObjectNotFoundError, PreconditionFailedError, PutOutcomeUnknownError
 from slate_ops.objstore.base import ObjectStore, PutMode, new_put_id, resolve_put_outcome
 from slate_ops.sst import SstReader, encode_sst
 from slate_ops.txn.paths import join
@@ -40,22 +40,32 @@ class WalStore:
                 ids.append(int(match.group(1)))
         return ids
 
-    def create(self, wal_id: int, data: bytes) -> bool:
-        """Create WAL ``wal_id``; False if the id exists (someone fenced us, or wrote it first)."""
+    def create(self, wal_id: int, data: bytes, put_id: str | None = None) -> bool:
+        """Create WAL ``wal_id``; False if the id exists (someone fenced us, or wrote it first).
+
+        A retry of a create whose outcome stayed unknown (it raised) passes the same ``put_id``:
+        finding the object stored with that put id means the earlier attempt landed — success.
+        """
         key = self.key(wal_id)
-        put_id = new_put_id()
+        put_id = put_id or new_put_id()
         try:
             try:
                 self.store.put(key, data, PutMode.create(), put_id=put_id)
             except PutOutcomeUnknownError:
                 resolve_put_outcome(self.store, key, data, PutMode.create(), put_id)
         except PreconditionFailedError:
-            return False
+            return self._holds(key, put_id)
         return True
 
-    def write(self, wal_id: int, table: pa.Table) -> bool:
+    def _holds(self, key: str, put_id: str) -> bool:
+        try:
+            return self.store.head(key).put_id == put_id
+        except ObjectNotFoundError:
+            return False
+
+    def write(self, wal_id: int, table: pa.Table, put_id: str | None = None) -> bool:
         data, _ = encode_sst(table, order="seq")
-        return self.create(wal_id, data)
+        return self.create(wal_id, data, put_id)
 
     def fence(self, after: int) -> int:
         """Create an empty fence object at the first free id above every existing WAL; return it."""
