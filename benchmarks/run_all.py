@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks                      # everything at full sizes (~30-60 min on 2 cores)
+    python -m benchmarks                      # everything at full sizes (~20 min on 2 cores)
     python -m benchmarks --quick              # smoke sizes (minutes); writes under build/benchmarks-quick/
     python -m benchmarks --only engine        # rerun one benchmark (repeatable, or comma-separated)
     python -m benchmarks --render-only        # recompose the doc from the stored results and notes
@@ -74,7 +74,7 @@ def _git(*args: str) -> str | None:
 
 def machine_facts() -> dict[str, Any]:
     """What the numbers depend on (the load average is taken at each benchmark's start and end)."""
-    dirty = _git("status", "--porcelain", "--", "slate_ops", "benchmarks")
+    dirty = _git("status", "--porcelain", "--", "slate_ops", "benchmarks", ":!benchmarks/results")
     return {
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
