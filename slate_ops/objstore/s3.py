@@ -25,6 +25,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from slate_ops.errors import (
     InvalidArgumentError,
@@ -49,7 +50,11 @@ _OVERWRITE = PutMode.overwrite()  # a module constant: ruff B008 forbids calls i
 
 PUT_ID_METADATA = "slate-ops-put-id"
 # Errors raised after the request may have reached S3: the write may or may not have been applied.
-_MAYBE_SENT = (HTTPClientError, BotoConnectionError)
+# botocore reads the body of an error answer (a 404, a 412) outside its exception handling and
+# retries, so a connection broken in the middle of one raises urllib3's own error to the caller.
+_MAYBE_SENT = (HTTPClientError, BotoConnectionError, Urllib3Error)
+_TRANSPORT = (BotoCoreError, Urllib3Error)
+_ANY = (ClientError, BotoCoreError, Urllib3Error)
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
 # S3 refused the credentials themselves (unknown key, wrong secret, expired or invalid token).
@@ -188,7 +193,7 @@ class S3Store:
             if _status(exc) == 416:  # range starts at or past the end: clipped to nothing
                 return GetResult(b"", self.head(key))
             raise self._error("get", key, exc) from exc
-        except BotoCoreError as exc:
+        except _TRANSPORT as exc:
             raise self._error("get", key, exc) from exc
         size = response["ContentLength"]
         if "ContentRange" in response:  # "bytes 0-9/1234"
@@ -206,7 +211,7 @@ class S3Store:
         validate_key(key)
         try:
             response = self._client.head_object(Bucket=self._bucket, Key=self._full(key))
-        except (ClientError, BotoCoreError) as exc:
+        except _ANY as exc:
             raise self._error("head", key, exc) from exc
         return ObjectMeta(
             key,
@@ -229,7 +234,7 @@ class S3Store:
                 for obj in page.get("Contents", []):
                     key = obj["Key"][strip:]
                     yield ObjectMeta(key, obj["Size"], obj["LastModified"], _unquote(obj["ETag"]))
-        except (ClientError, BotoCoreError) as exc:
+        except _ANY as exc:
             failed = f"S3 list of {self.url} (prefix {prefix!r}) failed: {_describe(exc)}"
             credentials = self._credentials_error(failed, None, exc)
             if credentials is not None:
@@ -291,7 +296,7 @@ class S3Store:
             if status >= 500:
                 raise self._unknown(key, put_id, exc) from exc
             raise self._error("put", key, exc) from exc
-        except BotoCoreError as exc:
+        except _TRANSPORT as exc:
             raise self._error("put", key, exc) from exc
         return PutResult(_unquote(response["ETag"]), put_id)
 
@@ -303,7 +308,7 @@ class S3Store:
             if _code(exc) in _NOT_FOUND_CODES:
                 return
             raise self._error("delete", key, exc) from exc
-        except BotoCoreError as exc:
+        except _TRANSPORT as exc:
             raise self._error("delete", key, exc) from exc
 
     # --- helpers -----------------------------------------------------------------------------
