@@ -6,8 +6,8 @@ Each actor is a spawned process that opens the store from its ``s3://`` URL, who
 
 * **writer**: ``writer_threads`` threads write their own keys with ``await_durable=True`` — puts,
   deletes and batches — and log every attempt and every acknowledgement to ``acks.log``. Every
-  ``writer_reopen_every_s`` the writer is reopened, alternately after a clean close and after a
-  simulated crash (state dropped, nothing flushed), which fences the old instance and replays the
+  ``writer_reopen_every_s`` the writer is reopened, alternately after a simulated crash (state
+  dropped, nothing flushed) and after a clean close, which fences the old instance and replays the
   WAL. An operation in flight longer than ``stall_s`` is counted as a stall and the writer is
   crash-reopened to free it.
 * **reader**: a :class:`DbReader` following the writer; point reads and prefix scans, checking
@@ -77,7 +77,7 @@ class SoakConfig:
     value_bytes: tuple[int, int] = (40, 400)
     delete_probability: float = 0.05
     batch_probability: float = 0.10
-    writer_reopen_every_s: float = 10.0
+    writer_reopen_every_s: float = 8.0
     reader_reopen_every_s: float = 15.0
     compactor_reopen_every_s: float = 15.0
     gc_interval_s: float = 1.0
@@ -371,7 +371,7 @@ def _writer(store: Any, config: SoakConfig, work: Path, stop: Any, counters: Cou
                 or needs_reopen.is_set()
                 or time.monotonic() - last_swap > config.writer_reopen_every_s
             ):
-                swap(clean=swaps % 2 == 0, stalled=stalled)
+                swap(clean=swaps % 2 == 1, stalled=stalled)  # a crash first, then alternately
                 swaps += 1
                 last_swap = time.monotonic()
     finally:
