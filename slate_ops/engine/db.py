@@ -441,7 +441,15 @@ class Db:
                     checkpoints += (self._writer_checkpoint(new, current, self._fenced.epoch),)
                 return manifest.with_changes(checkpoints=checkpoints)
 
-            committed = self._fenced.update(apply)
+            try:
+                committed = self._fenced.update(apply)
+            except BaseException:
+                if reestablish:
+                    # The commit may have landed although it failed (a put whose response was lost
+                    # and could not be settled): the next commit removes the checkpoint it added,
+                    # which would otherwise pin that manifest for as long as this writer lives.
+                    self._pins.retire(new)
+                raise
             self._pins.forget(removable)
             if reestablish and old not in removable:
                 self._pins.retire(old)
