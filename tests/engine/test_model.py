@@ -102,7 +102,10 @@ class WriterModel(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.model))
     @rule(data=st.data())
     def get_existing(self, data: st.DataObject) -> None:
-        key = data.draw(st.sampled_from(sorted(self.model)))
+        # After a crash the model is whichever prefix the writer had flushed (timing-dependent), so
+        # draw with fixed constraints: hypothesis refuses a strategy whose shape differs on replay.
+        keys = sorted(self.model)
+        key = keys[data.draw(st.integers(min_value=0, max_value=1 << 16)) % len(keys)]
         assert self.db.get(key) == self.model[key]
 
     @invariant()
