@@ -38,7 +38,7 @@ from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.assets import shape_markdown as shape_markdown  # moved; re-exported
 from slate_ops.orchestration.assets import shape_metadata as shape_metadata
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, StepResult, _target_database
+from slate_ops.orchestration.ops import DB_TAG, DatabaseOpConfig, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.sensors import describe_databases, parse_cursor
 from slate_ops.spark import LOCAL_CONFIG, SparkExecutor
@@ -102,13 +102,9 @@ def l0_threshold(db: DatabaseConfig) -> int:
     return compactor_options(db).min_sources
 
 
-class CompactConfig(dg.Config):
+class CompactConfig(DatabaseOpConfig):
     """Run config of :func:`compact_op`."""
 
-    database: str | None = Field(
-        default=None,
-        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
-    )
     executor: Literal["database", "local", "spark"] = Field(
         default="database",
         description="local: threads in the run's process; spark: the pyspark resource's session; "

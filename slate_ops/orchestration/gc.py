@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GarbageCollector, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, StepResult, _target_database
+from slate_ops.orchestration.ops import DB_TAG, DatabaseOpConfig, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
 GC_JOB = "gc_job"
@@ -30,14 +30,10 @@ MAX_ROWS = 200
 """Objects listed per resource table in the run metadata; the counts are always complete."""
 
 
-class GcConfig(dg.Config):
+class GcConfig(DatabaseOpConfig):
     """Run config of :func:`gc_op`. Durations are written like ``"5min"`` or ``"7days 30min"``; unset
     ones come from the database's ``gc`` policy."""
 
-    database: str | None = Field(
-        default=None,
-        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
-    )
     dry_run: bool = Field(default=True, description="Only report what would be deleted (the default).")
     resources: list[str] = Field(
         default=["all"],

@@ -32,7 +32,14 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.orchestration.compaction import SPARK_POOL, compact_step
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.gc import gc_step
-from slate_ops.orchestration.ops import DB_TAG, IDEMPOTENT_RETRY, StepResult, _target_database, expire_step
+from slate_ops.orchestration.ops import (
+    DB_TAG,
+    IDEMPOTENT_RETRY,
+    DatabaseOpConfig,
+    StepResult,
+    _target_database,
+    expire_step,
+)
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.tags import tag_policy_step
 
@@ -52,13 +59,9 @@ STEP_LABELS = dict(
 )
 
 
-class MaintenanceConfig(dg.Config):
+class MaintenanceConfig(DatabaseOpConfig):
     """Run config of the maintenance job (mapped onto its four ops)."""
 
-    database: str | None = Field(
-        default=None,
-        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
-    )
     dry_run: bool = Field(
         default=True,
         description="Every step only reports (the default). false: each step runs for real unless the "

@@ -40,13 +40,18 @@ class StepResult(Generic[R]):
     summary: str
 
 
-class ExpireCheckpointsConfig(dg.Config):
-    """Run config of :func:`expire_checkpoints_op`."""
+class DatabaseOpConfig(dg.Config):
+    """Run config shared by the per-database ops: which database the run maintains."""
 
     database: str | None = Field(
         default=None,
         description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
     )
+
+
+class ExpireCheckpointsConfig(DatabaseOpConfig):
+    """Run config of :func:`expire_checkpoints_op`."""
+
     dry_run: bool = Field(default=True, description="Only report what would be removed (the default).")
 
 

@@ -26,20 +26,22 @@ from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, IDEMPOTENT_RETRY, StepResult, _target_database
+from slate_ops.orchestration.ops import (
+    DB_TAG,
+    IDEMPOTENT_RETRY,
+    DatabaseOpConfig,
+    StepResult,
+    _target_database,
+)
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
 TAG_POLICY_JOB = "tag_policy_job"
 """Name of the job (defined in ``jobs/tags.py``) that runs :func:`tag_policy_op`."""
 
 
-class TagPolicyOpConfig(dg.Config):
+class TagPolicyOpConfig(DatabaseOpConfig):
     """Run config of :func:`tag_policy_op`; the policy itself is the database's ``tag_policy``."""
 
-    database: str | None = Field(
-        default=None,
-        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
-    )
     dry_run: bool = Field(default=True, description="Only report what would change (the default).")
 
 
