@@ -169,8 +169,10 @@ def check_disjoint(sources: Sequence[UnionSource]) -> list[UnionSource]:
     """The sources in key order; :class:`OverlappingSourcesError` if two share keys, and
     :class:`NonAdjacentSourcesError` if every source has a range (assigned or ``visible_range``)
     and they leave a gap."""
+    data = [source_range(s) for s in sources]  # each source's data range, computed once
     ranged = sorted(
-        ((r, s) for s in sources if (r := source_range(s)) is not None), key=lambda rs: rs[0].start or b""
+        ((r, s) for r, s in zip(data, sources, strict=True) if r is not None),
+        key=lambda rs: rs[0].start or b"",
     )
     for i, (later_range, later) in enumerate(ranged):
         for earlier_range, earlier in ranged[:i]:
@@ -178,7 +180,10 @@ def check_disjoint(sources: Sequence[UnionSource]) -> list[UnionSource]:
                 _overlap(earlier, earlier_range, later, later_range)
     assigned = [(r, s) for s in sources if (r := _assigned_range(s)) is not None]
     if len(assigned) < len(sources):
-        return sorted(sources, key=_start_of_data)
+        by_start = sorted(
+            zip(data, sources, strict=True), key=lambda rs: b"" if rs[0] is None else rs[0].start or b""
+        )
+        return [s for _, s in by_start]
     assigned.sort(key=lambda rs: rs[0].start or b"")
     for (left_range, left), (right_range, right) in itertools.pairwise(assigned):
         right_start = right_range.start or b""
@@ -191,11 +196,6 @@ def check_disjoint(sources: Sequence[UnionSource]) -> list[UnionSource]:
                 "neighbouring shards so the result has one contiguous range"
             )
     return [s for _, s in assigned]
-
-
-def _start_of_data(source: UnionSource) -> bytes:
-    data = source_range(source)
-    return b"" if data is None else data.start or b""
 
 
 def _assigned_range(source: UnionSource) -> KeyRange | None:
