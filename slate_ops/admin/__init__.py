@@ -18,6 +18,7 @@ from slate_ops.admin.db import (
     read_manifest,
 )
 from slate_ops.admin.destroy import DestroyReport, delete_db_objects, destroy, release_external_checkpoints
+from slate_ops.admin.reachability import check_references as check_references
 from slate_ops.admin.rescale import NewDatabase, RescaleReport, merge, split
 from slate_ops.admin.rollback import DiscardedSst, DiscardedWal, RollbackReport, rollback_to_tag
 from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary, lsm_shape, shape_of
