@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -94,7 +95,7 @@ def create_clone(
             # The source checkpoint, then M_c' written uninitialised (create-if-absent).
             require_usable(parent.value, parents.location)
             source_id, at_source = _source_checkpoint(parents, parent, parent_checkpoint, clones.path, clock)
-            manifest = clone_manifest(at_source, parents.path, source_id, uuid.uuid4())
+            manifest = clone_manifest(at_source, parents.path, source_id)
             try:
                 current = clones.create_initial(manifest)
             except DbAlreadyExistsError:
@@ -134,22 +135,30 @@ def ensure_clone(
 
 
 def clone_manifest(
-    at_source: Manifest, parent_path: str, source_id: uuid.UUID, final_id: uuid.UUID
+    at_source: Manifest,
+    parent_path: str,
+    source_id: uuid.UUID,
+    *,
+    new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
 ) -> Manifest:
     """The uninitialised clone manifest built from the parent's manifest at the source checkpoint.
 
-    Spec 000 "Clones": the parent's external databases (with the new final checkpoint), plus
-    an entry for the parent listing its own SSTs; writer epoch + 1; everything else of the LSM and
-    WAL state copied; no checkpoints. The parent's entry is last: it is the clone's direct parent.
+    Spec 000 "Clones": the parent's external databases, plus an entry for the parent listing its
+    own SSTs; writer epoch + 1; everything else of the LSM and WAL state copied; no checkpoints. The
+    parent's entry is last: it is the clone's direct parent. Every entry gets its own, newly
+    generated final checkpoint id (``new_final_id``): each database owns the checkpoints that
+    protect what it reads, so releasing one (a destroyed sibling shard, a detached entry) never
+    unpins another database or another entry (docs/design/clones-and-destroy.md, "Who owns which
+    checkpoint").
     """
     inherited_ids = {i for ed in at_source.external_dbs for i in ed.sst_ids}
     own = tuple(dict.fromkeys(s.id for s in at_source.ssts if s.id not in inherited_ids))
     inherited = tuple(
-        replace(ed, source_checkpoint_id=ed.final_checkpoint_id, final_checkpoint_id=final_id)
+        replace(ed, source_checkpoint_id=ed.final_checkpoint_id, final_checkpoint_id=new_final_id())
         for ed in at_source.external_dbs
         if ed.sst_ids
     )
-    parent = ExternalDb(parent_path, source_id, final_id, own)
+    parent = ExternalDb(parent_path, source_id, new_final_id(), own)
     return at_source.with_changes(
         initialized=False,
         destroyed_at_s=None,

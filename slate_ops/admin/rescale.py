@@ -110,22 +110,21 @@ def split(
     if all(e is not None and e.value.initialized for e in existing):
         for target, current, key_range in zip(targets, existing, ranges, strict=True):
             assert current is not None
-            _require_shard(current.value, target, source_path, key_range)
+            _require_shard(current.value, target, sources.path, key_range, latest.value)
         _drop_named_checkpoint(sources, name)
         return _report("split", [sources.path], {}, targets, ranges, existing, False, started)
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
         if current is not None:  # validate every existing target before writing anything
-            _require_shard(current.value, target, source_path, key_range)
+            _require_shard(current.value, target, sources.path, key_range, latest.value)
     _require_flushed(store, sources.path, latest.value, sources.location)
     fresh = all(e is None for e in existing)
     checkpoint, at_source = _source_checkpoint(sources, name, store, clock, fresh=fresh)
-    final_id = uuid.uuid4()
     results = []
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
-        if current is None:
-            shard = project(clone_manifest(at_source, sources.path, checkpoint.id, final_id), key_range)
+        if current is None:  # each shard gets final checkpoints of its own (clone_manifest)
+            shard = project(clone_manifest(at_source, sources.path, checkpoint.id), key_range)
             current = _create(ManifestStore(store, target), _fresh_wal(shard))
-        _require_shard(current.value, target, source_path, key_range)
+        _require_shard(current.value, target, sources.path, key_range, at_source)
         results.append(current)
     finished = [
         _initialise(ManifestStore(store, t), c, store, clock) for t, c in zip(targets, results, strict=True)
@@ -177,16 +176,13 @@ def merge(
         for s, current in zip(sources, latest, strict=True):
             _require_flushed(store, s.path, current.value, s.location)
         # Validate before writing anything: overlapping sources fail here, not after checkpoints.
-        union(
-            [UnionSource(s.path, c.value, uuid.UUID(int=0)) for s, c in zip(sources, latest, strict=True)],
-            uuid.UUID(int=0),
-        )
+        union([UnionSource(s.path, c.value, uuid.UUID(int=0)) for s, c in zip(sources, latest, strict=True)])
         inputs = []
         for s in sources:
             checkpoint, at_source = _source_checkpoint(s, name, store, clock, fresh=True)
             checkpoints[s.path] = str(checkpoint.id)
             inputs.append(UnionSource(s.path, at_source, checkpoint.id))
-        existing = _create(targets, union(inputs, new_final_id()))
+        existing = _create(targets, union(inputs, new_final_id=new_final_id))
     _require_merge_of(existing.value, targets.location, sources)
     finished = _initialise(targets, existing, store, clock)
     for s in sources:
@@ -247,10 +243,13 @@ def _shard_ranges(whole: KeyRange, keys: list[bytes], location: str) -> list[Key
 
 
 def _require_flushed(store: ObjectStore, path: str, manifest: Manifest, location: str) -> None:
-    """Refuse a source whose WAL holds writes not yet in L0 (WAL SSTs after ``replay_after_wal_id``)."""
+    """Refuse a source whose WAL holds writes not yet in L0: a WAL SST after ``replay_after_wal_id``
+    with entries newer than ``last_l0_seq``. (A WAL SST whose entries an L0 flush already holds, as a
+    writer may leave one when it closes, carries nothing a projection would lose.)"""
     wal = WalStore(store, path)
-    for wal_id in wal.list_ids(manifest.replay_after_wal_id):
-        if next(iter(wal.read(wal_id)), None) is not None:
+    for wal_id, size in wal.list_sizes(manifest.replay_after_wal_id):
+        max_seq = wal.max_seq(wal_id, size)
+        if max_seq is not None and max_seq > manifest.last_l0_seq:
             raise WalNotFlushedError(
                 f"{location} has writes only in its WAL ({wal.key(wal_id)}); projection and union carry no "
                 f"WAL. Flush its memtable first (Db.flush_memtable(), or `slate-ops --path {path} flush`, "
@@ -325,11 +324,27 @@ def _initialise(
     return targets.update(lambda c: None if c.value.initialized else c.value.with_changes(initialized=True))
 
 
-def _require_shard(manifest: Manifest, target: str, source: str, key_range: KeyRange) -> None:
-    if manifest.visible_range != key_range:
+def _require_shard(
+    manifest: Manifest, target: str, source: str, key_range: KeyRange, source_manifest: Manifest
+) -> None:
+    """An existing target must be this split's shard: the shard's range, and made from ``source``.
+
+    A shard references ``source`` directly, or inherits one of its external entries (its source
+    checkpoint is the source's final checkpoint there: the case of a source owning no SST itself),
+    or the shard's range holds none of the source's data. Once GC detached a shard that compacted
+    all of the source's SSTs away, a re-run reports a mismatch; that is safe.
+    """
+    source_finals = {(e.path, e.final_checkpoint_id) for e in source_manifest.external_dbs}
+    made_from_source = any(
+        e.path == source or (e.path, e.source_checkpoint_id) in source_finals for e in manifest.external_dbs
+    ) or (not manifest.external_dbs and not project(source_manifest, key_range).ssts)
+    if manifest.visible_range != key_range or not made_from_source:
+        parents = sorted({e.path for e in manifest.external_dbs})
+        origin = f"references {parents}" if parents else "references no other database"
         raise CloneMismatchError(
-            f"a database already exists at {target!r} with key range {database_range(manifest)}, not "
-            f"{key_range} of a split of {source!r}; destroy it or choose another target path"
+            f"a database already exists at {target!r} with key range {database_range(manifest)} that "
+            f"{origin}; it is not the shard {key_range} of a split of {source!r}. Destroy it or choose "
+            "another target path"
         )
 
 

@@ -33,12 +33,22 @@ class WalStore:
 
     def list_ids(self, after: int = 0) -> list[int]:
         """WAL ids greater than ``after``, ascending."""
-        ids = []
+        return [wal_id for wal_id, _ in self.list_sizes(after)]
+
+    def list_sizes(self, after: int = 0) -> list[tuple[int, int]]:
+        """``(id, object size)`` of the WAL SSTs with ids greater than ``after``, ascending; one LIST."""
+        found = []
         for meta in self.store.list(self.directory + "/", start_after=self.key(after) if after else None):
             match = _NAME.match(meta.key.rsplit("/", 1)[-1])
             if match:
-                ids.append(int(match.group(1)))
-        return ids
+                found.append((int(match.group(1)), meta.size))
+        return found
+
+    def max_seq(self, wal_id: int, size: int) -> int | None:
+        """The highest sequence number in WAL ``wal_id`` of ``size`` bytes; None for a fence."""
+        if size == 0:
+            return None
+        return SstReader.open(self.store, self.key(wal_id), size=size).info.max_seq
 
     def create(self, wal_id: int, data: bytes, put_id: str | None = None) -> bool:
         """Create WAL ``wal_id``; False if the id exists (someone fenced us, or wrote it first).

@@ -211,15 +211,17 @@ def _overlap(first: UnionSource, first_range: KeyRange, second: UnionSource, sec
 
 def union(
     sources: Sequence[UnionSource],
-    final_checkpoint_id: uuid.UUID,
     *,
+    new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
     new_ulid: Callable[[], ULID] = ULID,
 ) -> Manifest:
     """One uninitialised manifest holding every source's L0 and sorted runs (spec 000 "Union").
 
-    A source with an assigned ``key_range`` is first projected onto it. Every external database
-    gets ``final_checkpoint_id`` (the new database's checkpoint on each, created by the caller before
-    it sets ``initialized``). External entries with the same ``(path, source_checkpoint_id)`` are
+    A source with an assigned ``key_range`` is first projected onto it. Every external entry gets
+    its own newly generated final checkpoint id (``new_final_id``; the new database's checkpoint on
+    that external database, created by the caller before it sets ``initialized``), so no two
+    entries share one: two entries of one path with different source checkpoints pin two different
+    manifests. External entries with the same ``(path, source_checkpoint_id)`` are
     merged, and the merged entry's ``source_checkpoint_id`` becomes the first source's *final*
     checkpoint there: a live checkpoint pinning the same manifest, to create the new final one from
     (as for nested clones). Each source becomes an entry listing the SSTs it owns. An SST id already
@@ -235,7 +237,7 @@ def union(
         s if s.key_range is None else replace(s, manifest=project(s.manifest, s.key_range)) for s in sources
     ]
     ordered = check_disjoint(sources)
-    merged = _Merger(final_checkpoint_id, new_ulid)
+    merged = _Merger(new_final_id, new_ulid)
     for source in ordered:
         merged.add(source)
     ranges = [_assigned_range(s) for s in ordered]
@@ -284,8 +286,8 @@ _EntryKey = tuple[str, uuid.UUID]  # (path, source_checkpoint_id): the spec's de
 class _Merger:
     """Accumulates sources into the union's SSTs, views and external databases."""
 
-    def __init__(self, final_checkpoint_id: uuid.UUID, new_ulid: Callable[[], ULID]) -> None:
-        self.final = final_checkpoint_id
+    def __init__(self, new_final_id: Callable[[], uuid.UUID], new_ulid: Callable[[], ULID]) -> None:
+        self.new_final_id = new_final_id
         self.new_ulid = new_ulid
         self.ssts: dict[ULID, CompactedSst] = {}
         self.id_of_file: dict[_File, ULID] = {}
@@ -329,7 +331,7 @@ class _Merger:
 
     def external_dbs(self) -> tuple[ExternalDb, ...]:
         return tuple(
-            ExternalDb(key[0], self.pin_from[key], self.final, tuple(ids))
+            ExternalDb(key[0], self.pin_from[key], self.new_final_id(), tuple(ids))
             for key, ids in self.entries.items()
         )
 

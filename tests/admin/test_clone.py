@@ -166,7 +166,8 @@ def test_clone_of_a_clone(store: LocalStore) -> None:
 
     inherited, direct = second.value.external_dbs
     assert inherited.path == PARENT and direct.path == "dbs/first"
-    assert inherited.final_checkpoint_id == direct.final_checkpoint_id
+    # Each entry owns its own final checkpoint (no two entries, no two databases share one).
+    assert inherited.final_checkpoint_id != direct.final_checkpoint_id
     # The inherited entry starts from the first clone's final checkpoint (the same manifest).
     assert inherited.source_checkpoint_id == first.value.external_dbs[0].final_checkpoint_id
     assert set(inherited.sst_ids) == set(first.value.external_dbs[0].sst_ids)
@@ -176,7 +177,7 @@ def test_clone_of_a_clone(store: LocalStore) -> None:
     finals = {c.name: c.id for c in manifest(store, PARENT).checkpoints if c.name != "slate_ops/compaction"}
     assert finals == {
         FINAL_CHECKPOINT_PREFIX + "dbs/first": first.value.external_dbs[0].final_checkpoint_id,
-        FINAL_CHECKPOINT_PREFIX + "dbs/second": direct.final_checkpoint_id,
+        FINAL_CHECKPOINT_PREFIX + "dbs/second": inherited.final_checkpoint_id,
     }
     assert [c.id for c in manifest(store, "dbs/first").checkpoints] == [direct.final_checkpoint_id]
 
@@ -227,9 +228,11 @@ def test_a_crash_at_every_step_is_completed_by_a_rerun(
         finished = admin.create_clone(clone, parent, store, checkpoint, clock=clock)  # the re-run
         assert finished.value.initialized
         assert contents(store, clone) == model
-        final = finished.value.external_dbs[-1].final_checkpoint_id
-        for external in externals:
-            assert [c.id for c in named(store, external, FINAL_CHECKPOINT_PREFIX + clone)] == [final]
+        finals = {e.path: e.final_checkpoint_id for e in finished.value.external_dbs}
+        for external in externals:  # one final checkpoint per external database, its own
+            assert [c.id for c in named(store, external, FINAL_CHECKPOINT_PREFIX + clone)] == [
+                finals[external]
+            ]
         # Only a crash before the clone manifest existed can leave an ephemeral checkpoint, and it
         # expires within 5 minutes.
         for leftover in named(store, parent, SOURCE_CHECKPOINT_PREFIX + clone):
@@ -308,9 +311,7 @@ def test_an_expired_ephemeral_checkpoint_stops_an_unfinished_clone(store: LocalS
         PARENT, store, CheckpointOptions(lifetime=timedelta(minutes=5)), clock=clock
     )
     at_source = admin.read_manifest(PARENT, store, ephemeral.manifest_id).value
-    ManifestStore(store, "dbs/clone").create_initial(
-        clone_manifest(at_source, PARENT, ephemeral.id, uuid.uuid4())
-    )
+    ManifestStore(store, "dbs/clone").create_initial(clone_manifest(at_source, PARENT, ephemeral.id))
     clock.advance(6 * 60)
     with pytest.raises(CheckpointExpiredError, match="destroy the clone"):
         admin.create_clone("dbs/clone", PARENT, store, clock=clock)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from slate_ops import Db, admin
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
-from slate_ops.clock import ManualClock
+from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.engine.lsm import sst_key
 from slate_ops.errors import (
@@ -39,10 +39,12 @@ SOURCE = "dbs/source"
 FULL = CompactorOptions(min_sources=2, target_sst_bytes=2048, max_subcompaction_bytes=1 << 20)
 
 
-def build_source(store: ObjectStore, path: str = SOURCE, keys: range = range(100)) -> dict[bytes, bytes]:
+def build_source(
+    store: ObjectStore, path: str = SOURCE, keys: range = range(100), *, clock: Clock = SYSTEM_CLOCK
+) -> dict[bytes, bytes]:
     """Sorted runs from a full compaction plus L0 SSTs (with tombstones) on top; WAL fully flushed."""
     model: dict[bytes, bytes] = {}
-    with Db.open(path, store, quiet(l0_max_ssts=1000)) as db:
+    with Db.open(path, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for round_ in range(3):
             for i in keys[round_ :: round_ + 1]:
                 key, value = b"k%03d" % i, b"r%d-%d" % (round_, i)
@@ -51,8 +53,8 @@ def build_source(store: ObjectStore, path: str = SOURCE, keys: range = range(100
             db.delete(b"k%03d" % keys[round_ * 7])
             model.pop(b"k%03d" % keys[round_ * 7], None)
             db.flush_memtable()
-    Compactor(path, store, FULL).run_once(full=True)
-    with Db.open(path, store, quiet(l0_max_ssts=1000)) as db:
+    Compactor(path, store, FULL, clock=clock).run_once(full=True)
+    with Db.open(path, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for i in keys[::5]:
             db.put(b"k%03d" % i, b"l0-%d" % i)
             model[b"k%03d" % i] = b"l0-%d" % i
