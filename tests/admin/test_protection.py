@@ -58,7 +58,12 @@ def collect_everything(store: ObjectStore, paths: list[str], clock: ManualClock)
         clock.advance(DAY)
         for path in paths:
             if manifest_exists(store, path):
-                GarbageCollector(path, store, GcOptions(), clock=clock).run_once(dry_run=False)
+                gc = GarbageCollector(path, store, GcOptions(), clock=clock)
+                planned = gc.run_once(dry_run=True)
+                done = gc.run_once(dry_run=False)
+                # The dry run reports exactly what the real run then does.
+                assert planned.deleted_keys() == done.deleted_keys()
+                assert (planned.clones_detached, planned.destroyed) == (done.clones_detached, done.destroyed)
 
 
 def manifest_exists(store: ObjectStore, path: str) -> bool:
@@ -106,7 +111,13 @@ def test_a_shard_compacting_away_the_source_leaves_its_sibling_protected(
 def test_hard_destroying_a_shard_leaves_its_sibling_protected(store: MemoryStore, clock: ManualClock) -> None:
     model = build_source(store, clock=clock)
     admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
-    admin.destroy("dbs/a", store, soft=False, dry_run=False, clock=clock)
+    planned = admin.destroy("dbs/a", store, soft=False, dry_run=True, clock=clock)
+    done = admin.destroy("dbs/a", store, soft=False, dry_run=False, clock=clock)
+    assert (planned.deleted, planned.released_parent_checkpoints) == (
+        done.deleted,
+        done.released_parent_checkpoints,
+    )
+    assert [path for path, _ in done.released_parent_checkpoints] == [SOURCE]  # its own only
     write(store, SOURCE, clock, {b"k070": b"source-after-split", b"k010": b"x"})
     Compactor(SOURCE, store, FULL, clock=clock).run_once(full=True)
     collect_everything(store, [SOURCE, "dbs/b"], clock)
@@ -159,6 +170,26 @@ def test_a_merge_of_clones_taken_at_different_times_pins_both_states(
     admin.destroy("dbs/merged", store, soft=True, dry_run=False, clock=clock)
     collect_everything(store, [parent, "dbs/c1", "dbs/c2", "dbs/merged", "dbs/merged-clone"], clock)
     assert contents(store, "dbs/merged-clone") == expected
+
+
+def test_shards_of_a_merge_outlive_the_merge_and_its_sources(store: MemoryStore, clock: ManualClock) -> None:
+    """Split, merge the shards back, split the merge again, then destroy everything in between."""
+    model = build_source(store, clock=clock)
+    admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
+    admin.merge(["dbs/a", "dbs/b"], store, "dbs/m", clock=clock)
+    admin.split("dbs/m", store, [b"k030", b"k070"], ["dbs/m0", "dbs/m1", "dbs/m2"], clock=clock)
+    write(store, "dbs/m1", clock, {b"k040": b"m1-write"})
+    Compactor("dbs/m1", store, FULL, clock=clock).run_once(full=True)
+    for path in ("dbs/a", "dbs/b", "dbs/m", SOURCE):
+        admin.destroy(path, store, soft=True, dry_run=False, clock=clock)
+    collect_everything(store, [SOURCE, "dbs/a", "dbs/b", "dbs/m", "dbs/m0", "dbs/m1", "dbs/m2"], clock)
+
+    assert contents(store, "dbs/m0") == restricted(model, KeyRange(None, b"k030"))
+    assert contents(store, "dbs/m1") == restricted(model, KeyRange(b"k030", b"k070")) | {b"k040": b"m1-write"}
+    assert contents(store, "dbs/m2") == restricted(model, KeyRange(b"k070", None))
+    everything = [m.external_dbs for p in ("dbs/m0", "dbs/m1", "dbs/m2") for m in [manifest(store, p)]]
+    finals = [(e.path, e.final_checkpoint_id) for entries in everything for e in entries]
+    assert len(set(finals)) == len(finals)
 
 
 # --- defect 3: a split onto another source's shards ------------------------------------------------
