@@ -363,12 +363,21 @@ class Db:
             self._durable.notify_all()
 
     def _flush_memtables(self, *, blocking: bool) -> None:
-        """Flush frozen memtables to L0, oldest first; waits for L0 room only when ``blocking``."""
+        """Flush frozen memtables to L0, oldest first; waits for L0 room only when ``blocking``.
+
+        A memtable goes to L0 only once all its WAL SSTs exist, so the commit's
+        ``replay_after_wal_id`` covers every WAL SST holding its writes. A memtable frozen while
+        the WAL was being written (a write filled it, or ``flush_memtable`` froze it) still has its
+        last segment queued: that is written first. Flushing it to L0 before would leave the
+        segment to be written afterwards, after the replay point, though L0 holds its writes.
+        """
         self._flush_wal()
         while self._immutables:
+            memtable = self._immutables[0]
+            while self._wal_pending(memtable):
+                self._flush_wal()
             if not self._await_l0_room(blocking):
                 return
-            memtable = self._immutables[0]
             sst_id = ULID()
             data, info = encode_sst(memtable.to_table())
             self._store.put(sst_key(self.path, sst_id), data)
@@ -378,6 +387,11 @@ class Db:
                 self._unflushed_bytes -= memtable.size_bytes
             with self._durable:
                 self._durable.notify_all()
+
+    def _wal_pending(self, memtable: Memtable) -> bool:
+        """Whether writes of ``memtable`` are still queued for the WAL."""
+        with self._write_lock:
+            return any(segment.memtable is memtable and segment.entries for segment in self._segments)
 
     def _l0_flushed(self, memtable: Memtable, sst: CompactedSst) -> Callable[[Manifest], Manifest]:
         """The writer's half of an L0 flush, applied to whatever manifest is latest."""
