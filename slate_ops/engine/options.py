@@ -60,14 +60,19 @@ class ReaderOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     manifest_poll_interval: Duration = Field(default=timedelta(seconds=10))
-    checkpoint_lifetime: Duration = Field(default=timedelta(minutes=10))
-    """Lifetime of the reader's own checkpoint; must exceed twice the poll interval."""
+    checkpoint_lifetime: Duration | None = Field(default=timedelta(minutes=10))
+    """Lifetime of the reader's own checkpoint; must exceed twice the poll interval. None: the
+    checkpoint never expires (it is removed when the reader closes, or by hand), so the reader never
+    refreshes it."""
     max_memtable_bytes: int = Field(default=64 * MiB, gt=0)
     block_cache_bytes: int = Field(default=64 * MiB, ge=0)
 
     @model_validator(mode="after")
     def _lifetime_exceeds_two_polls(self) -> ReaderOptions:
-        if self.checkpoint_lifetime <= 2 * self.manifest_poll_interval:
+        if (
+            self.checkpoint_lifetime is not None
+            and self.checkpoint_lifetime <= 2 * self.manifest_poll_interval
+        ):
             raise ValueError(
                 f"checkpoint_lifetime ({self.checkpoint_lifetime}) must exceed twice "
                 f"manifest_poll_interval ({self.manifest_poll_interval}), or the checkpoint can "

@@ -184,15 +184,19 @@ class DbReader:
                 self.checkpoint_id = new
                 self._set_state_locked(committed.value)
             self._readers.retain(self._lsm.object_keys())
-        elif (
-            ours.expire_time_s is not None
-            and ours.expire_time_s - now < seconds(self.options.checkpoint_lifetime) / 2
-        ):
+        elif self._needs_refresh(ours, now):
             lifetime = self.options.checkpoint_lifetime
             self._manifests.update(
                 lambda current: with_expiry(current.value, self.checkpoint_id, expiry_time(now, lifetime))
             )
         self._tail_wal()
+
+    def _needs_refresh(self, ours: Checkpoint, now: float) -> bool:
+        """Less than half the lifetime is left. Never with no lifetime: the checkpoint then never
+        expires (one given an expiry by hand is re-established once it has expired)."""
+        lifetime = self.options.checkpoint_lifetime
+        expires_at = ours.expires_at
+        return lifetime is not None and expires_at is not None and expires_at - now < seconds(lifetime) / 2
 
     def _set_state(self, manifest: Manifest) -> None:
         with self._lock:

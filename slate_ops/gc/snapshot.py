@@ -60,7 +60,7 @@ def pinned_since(manifests: Iterable[Manifest], cutoff: float) -> set[int]:
         c.manifest_id
         for m in manifests
         for c in m.checkpoints
-        if c.expire_time_s is None or c.expire_time_s > cutoff
+        if c.expires_at is None or c.expires_at > cutoff
     }
 
 

@@ -54,7 +54,7 @@ def live_checkpoint(manifest: Manifest, checkpoint_id: uuid.UUID, now: float, lo
         raise checkpoint_not_found(checkpoint_id, location)
     if checkpoint.is_expired(now):
         raise CheckpointExpiredError(
-            f"checkpoint {checkpoint_id} of {location} expired at {checkpoint.expire_time_s} "
+            f"checkpoint {checkpoint_id} of {location} expired at {checkpoint.expires_at} "
             "(unix seconds); use a live checkpoint or create a new one"
         )
     return checkpoint

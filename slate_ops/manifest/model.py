@@ -117,12 +117,20 @@ class Checkpoint:
     id: uuid.UUID
     manifest_id: int
     create_time_s: int
-    expire_time_s: int | None = None  # None: never expires
+    # As stored: None (absent) or 0 never expires (spec 000: "If checkpoint_expire_time_s is 0,
+    # the checkpoint will never expire"). Read it through ``expires_at``, which folds the two.
+    expire_time_s: int | None = None
     metadata: WriterCheckpoint | None = None
     name: str | None = None
 
+    @property
+    def expires_at(self) -> int | None:
+        """The unix second the checkpoint expires at; None when it never expires (stored 0 or absent)."""
+        return self.expire_time_s or None
+
     def is_expired(self, now_s: float) -> bool:
-        return self.expire_time_s is not None and self.expire_time_s <= now_s
+        expires_at = self.expires_at
+        return expires_at is not None and expires_at <= now_s
 
 
 @dataclass(frozen=True)
