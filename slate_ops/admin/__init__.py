@@ -17,7 +17,7 @@ from slate_ops.admin.db import (
     list_manifests,
     read_manifest,
 )
-from slate_ops.admin.destroy import DestroyReport, delete_db_objects, destroy, release_external_checkpoints
+from slate_ops.admin.destroy import DestroyReport, destroy
 from slate_ops.admin.reachability import check_references as check_references
 from slate_ops.admin.rescale import NewDatabase, RescaleReport, merge, split
 from slate_ops.admin.rollback import DiscardedSst, DiscardedWal, RollbackReport, rollback_to_tag
@@ -53,7 +53,6 @@ __all__ = [
     "create_db",
     "create_tag",
     "delete_checkpoint",
-    "delete_db_objects",
     "delete_tag",
     "describe_db",
     "destroy",
@@ -65,7 +64,6 @@ __all__ = [
     "merge",
     "read_manifest",
     "refresh_checkpoint",
-    "release_external_checkpoints",
     "rollback_to_tag",
     "shape_of",
     "split",

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engine.wal import WalStore
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.gc.checkpoints import CheckpointExpiryReport, expire_checkpoints
 from slate_ops.manifest.checkpoints import (
     checkpoint_not_found,
     expiry_time,
@@ -138,44 +138,6 @@ def list_checkpoints(path: str, store: ObjectStore, name: str | None = None) -> 
     """The checkpoints of the current manifest (expired ones included until GC removes them)."""
     manifest = ManifestStore(store, path).read_latest_required().value
     return [c for c in manifest.checkpoints if name is None or c.name == name]
-
-
-@dataclass(frozen=True)
-class CheckpointExpiryReport:
-    """What :func:`expire_checkpoints` removed, or would remove with ``dry_run``."""
-
-    dry_run: bool
-    manifest_id: int  # the manifest examined (dry run) or committed
-    expired: tuple[Checkpoint, ...]
-
-
-def expire_checkpoints(
-    path: str, store: ObjectStore, *, dry_run: bool = True, clock: Clock = SYSTEM_CLOCK
-) -> CheckpointExpiryReport:
-    """Remove every checkpoint whose expiry time has passed (spec 000 "Garbage Collector").
-
-    Defaults to a dry run. A dry run and a real run of the same state report the same set; a
-    checkpoint refreshed concurrently is re-evaluated on the retry and kept.
-    """
-    manifests = ManifestStore(store, path)
-    if dry_run:
-        current = manifests.read_latest_required()
-        now = clock.now()
-        expired = tuple(c for c in current.value.checkpoints if c.is_expired(now))
-        return CheckpointExpiryReport(True, current.id, expired)
-
-    found: list[Checkpoint] = []
-
-    def expire(current: VersionedManifest) -> Manifest | None:
-        now = clock.now()
-        found[:] = [c for c in current.value.checkpoints if c.is_expired(now)]
-        if not found:
-            return None
-        keep = tuple(c for c in current.value.checkpoints if not c.is_expired(now))
-        return current.value.with_changes(checkpoints=keep)
-
-    committed = manifests.update(expire)
-    return CheckpointExpiryReport(False, committed.id, tuple(found))
 
 
 __all__ = [

@@ -7,28 +7,22 @@ every checkpoint is gone. Hard: refuse while unexpired checkpoints exist, else s
 databases, delete every object under the path and the current manifest last, so a crash part-way
 leaves a destroyed manifest that a re-run finishes.
 
-:func:`release_external_checkpoints` and :func:`delete_db_objects` are also the garbage collector's
-steps for destroyed databases.
+Releasing the final checkpoints and deleting the objects are the garbage collector's steps for
+destroyed databases too (:mod:`slate_ops.gc.destroyed`); a hard destroy runs them at once.
 """
 
 from __future__ import annotations
 
-import logging
-import re
 import uuid
 from dataclasses import dataclass
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.wal import WalStore
-from slate_ops.errors import DbNotFoundError, InvalidDeletionError
+from slate_ops.errors import InvalidDeletionError
+from slate_ops.gc.destroyed import delete_db_objects, release_external_checkpoints
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
-from slate_ops.manifest.store import MANIFEST_DIR, WRITER_EPOCH, ManifestStore, VersionedManifest
-from slate_ops.objstore.base import ObjectMeta, ObjectStore
-from slate_ops.txn.paths import normalize_db_path
-
-log = logging.getLogger(__name__)
-
-_NESTED_MANIFEST = re.compile(rf"^(.+)/{MANIFEST_DIR}/\d{{20}}\.manifest$")
+from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest
+from slate_ops.objstore.base import ObjectStore
 
 
 @dataclass(frozen=True)
@@ -145,78 +139,6 @@ def _marked_destroyed(manifest: Manifest, now: int) -> Manifest | None:
     return manifest.with_changes(destroyed_at_s=now, compactor_epoch=manifest.compactor_epoch + 1)
 
 
-def release_external_checkpoints(manifest: Manifest, store: ObjectStore) -> list[tuple[str, uuid.UUID]]:
-    """Remove ``manifest``'s final checkpoint from every external database; returns what was removed.
-
-    Idempotent: a checkpoint already gone, or an external database that no longer exists (or was
-    destroyed), is skipped. Used by hard destroy and by GC for destroyed clones.
-    """
-    released: list[tuple[str, uuid.UUID]] = []
-    for ed in manifest.external_dbs:
-        external = ManifestStore(store, ed.path)
-        if _release(external, ed.final_checkpoint_id):
-            released.append((external.path, ed.final_checkpoint_id))
-    return released
-
-
-def _release(external: ManifestStore, checkpoint_id: uuid.UUID) -> bool:
-    """Remove one checkpoint from ``external``; False if it (or the database) is already gone."""
-    found = False
-
-    def drop(current: VersionedManifest) -> Manifest | None:
-        nonlocal found
-        found = current.value.checkpoint(checkpoint_id) is not None
-        if not found:
-            return None
-        keep = tuple(c for c in current.value.checkpoints if c.id != checkpoint_id)
-        return current.value.with_changes(checkpoints=keep)
-
-    try:
-        if external.read_latest() is None:
-            return False
-        external.update(drop)
-    except DbNotFoundError:  # deleted while we looked
-        return False
-    return found
-
-
-def delete_db_objects(path: str, store: ObjectStore, *, dry_run: bool = False) -> list[ObjectMeta]:
-    """Delete every object of the database at ``path``, the current (highest) manifest last.
-
-    Returns the objects in deletion order (``dry_run``: those that would be deleted). Objects of
-    another database nested under ``path`` (a directory holding its own ``manifest/``) are left
-    alone. A crash part-way leaves the current manifest, so the database still reads as destroyed
-    and a re-run finishes the job.
-    """
-    db = normalize_db_path(path)
-    prefix = f"{db}/" if db else ""
-    metas = list(store.list(prefix))
-    nested = {
-        m.group(1) + "/"
-        for meta in metas
-        if (m := _NESTED_MANIFEST.match(meta.key[len(prefix) :])) is not None
-    }
-    sequence = ManifestStore(store, db).sequence
-    ours: list[ObjectMeta] = []
-    manifests: list[tuple[int, ObjectMeta]] = []
-    for meta in metas:
-        relative = meta.key[len(prefix) :]
-        if any(relative.startswith(root) for root in nested):
-            continue
-        manifest_id = sequence.parse_id(meta.key)
-        if manifest_id is None:
-            ours.append(meta)
-        else:
-            manifests.append((manifest_id, meta))
-    if nested:
-        log.warning("destroying %s leaves the nested database(s) %s alone", db, sorted(nested))
-    ordered = ours + [meta for _, meta in sorted(manifests, key=lambda item: item[0])]
-    if not dry_run:
-        for meta in ordered:
-            store.delete(meta.key)
-    return ordered
-
-
 def _held_external_checkpoints(manifest: Manifest, store: ObjectStore) -> list[tuple[str, uuid.UUID]]:
     """The final checkpoints of ``manifest`` that its external databases hold now."""
     held = []
@@ -228,4 +150,4 @@ def _held_external_checkpoints(manifest: Manifest, store: ObjectStore) -> list[t
     return held
 
 
-__all__ = ["DestroyReport", "delete_db_objects", "destroy", "release_external_checkpoints"]
+__all__ = ["DestroyReport", "destroy"]

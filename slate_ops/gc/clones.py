@@ -9,7 +9,7 @@ already gone and finishes.
 
 from __future__ import annotations
 
-from slate_ops.admin.destroy import release_external_checkpoints
+from slate_ops.gc.destroyed import release_external_checkpoints
 from slate_ops.manifest.model import ExternalDb, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from slate_ops.admin.checkpoints import expire_checkpoints
 from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction.state import CompactionsState, CompactionsStore
 from slate_ops.errors import DbNotFoundError, GcFailedError, ObjectNotFoundError
+from slate_ops.gc.checkpoints import expire_checkpoints
 from slate_ops.gc.clones import detach, detachable
 from slate_ops.gc.compacted import plan_compacted, running_since
 from slate_ops.gc.deletion import delete_objects

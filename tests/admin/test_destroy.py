@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from slate_ops import Db, DbReader, admin
-from slate_ops.admin import delete_db_objects, release_external_checkpoints
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
@@ -19,6 +18,7 @@ from slate_ops.errors import (
     FencedError,
     InvalidDeletionError,
 )
+from slate_ops.gc.destroyed import delete_db_objects, release_external_checkpoints
 from slate_ops.manifest.model import ExternalDb, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore
