@@ -9,6 +9,8 @@ from slate_ops.admin.checkpoints import (
     refresh_checkpoint,
 )
 from slate_ops.admin.clone import create_clone
+from slate_ops.admin.collect import run_gc
+from slate_ops.admin.compact import compact
 from slate_ops.admin.db import (
     DbStatus,
     ManifestFile,
@@ -48,6 +50,7 @@ __all__ = [
     "TagPolicyReport",
     "apply_tag_policy",
     "balanced_ranges",
+    "compact",
     "create_checkpoint",
     "create_clone",
     "create_db",
@@ -65,6 +68,7 @@ __all__ = [
     "read_manifest",
     "refresh_checkpoint",
     "rollback_to_tag",
+    "run_gc",
     "shape_of",
     "split",
     "suggest_split_keys",

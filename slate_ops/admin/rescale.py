@@ -343,7 +343,7 @@ def _require_shard(
         origin = f"references {parents}" if parents else "references no other database"
         raise CloneMismatchError(
             f"a database already exists at {target!r} with key range {database_range(manifest)} that "
-            f"{origin}; it is not the shard {key_range} of a split of {source!r}. Destroy it or choose "
+            f"{origin}; it is not the shard {key_range} of a split of {source!r}: destroy it or choose "
             "another target path"
         )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
+from slate_ops.keytext import render_optional
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectStore
@@ -62,3 +64,39 @@ def shape_of(manifest_id: int, manifest: Manifest) -> LsmShape:
 def lsm_shape(path: str, store: ObjectStore) -> LsmShape:
     current = ManifestStore(store, path).read_latest_required()
     return shape_of(current.id, current.value)
+
+
+def shape_json(shape: LsmShape) -> dict[str, Any]:
+    """``shape`` as JSON, keys in the text/``hex:`` convention of :mod:`slate_ops.keytext`."""
+    return {
+        "manifest_id": shape.manifest_id,
+        "l0": [_summary(s) for s in shape.l0],
+        "sorted_runs": [_summary(r) for r in shape.sorted_runs],
+    }
+
+
+def shape_rows(shape: LsmShape) -> list[dict[str, Any]]:
+    """One row per L0 SST, then one per sorted run (newest first): the table form of a shape."""
+    rows: list[dict[str, Any]] = []
+    for sst in shape.l0:
+        rows.append({"level": "L0", "id": sst.id, "ssts": 1, **_range(sst)})
+    for run in shape.sorted_runs:
+        rows.append({"level": "SR", "id": str(run.id), "ssts": run.ssts, **_range(run)})
+    return rows
+
+
+def _summary(summary: SstSummary | RunSummary) -> dict[str, Any]:
+    return {
+        **asdict(summary),
+        "first_key": render_optional(summary.first_key),
+        "last_key": render_optional(summary.last_key),
+    }
+
+
+def _range(summary: SstSummary | RunSummary) -> dict[str, Any]:
+    return {
+        "first_key": render_optional(summary.first_key),
+        "last_key": render_optional(summary.last_key),
+        "bytes": summary.size_bytes,
+        "entries": summary.num_entries,
+    }

@@ -12,8 +12,8 @@ import dagster as dg
 from slate_ops.admin import DbStatus, LsmShape, create_db, read_manifest, shape_of
 from slate_ops.admin.clone import ensure_clone
 from slate_ops.admin.db import status_of
+from slate_ops.admin.shape import shape_rows
 from slate_ops.admin.tags import find_tags, is_tag
-from slate_ops.cli_compaction import shape_rows
 from slate_ops.errors import ConfigError
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest

@@ -24,8 +24,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from slate_ops.admin import lsm_shape, read_manifest
-from slate_ops.cli_compaction import run_compaction
+from slate_ops.admin import compact, lsm_shape, read_manifest
 from slate_ops.compaction import (
     CompactionReport,
     CompactorOptions,
@@ -145,7 +144,7 @@ def compact_step(
     before = lsm_shape(db.path, store)
     # The session starts here, only in runs that ask for Spark.
     runner: Executor = SparkExecutor(pyspark.spark_session) if executor == "spark" else LocalExecutor()
-    report = run_compaction(
+    report = compact(
         db.path, store, full=full, executor=runner, options=db.compactor_options(), clock=slate.clock()
     )
     after = lsm_shape(db.path, store)

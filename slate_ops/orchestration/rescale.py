@@ -16,8 +16,8 @@ import dagster as dg
 from pydantic import Field, model_validator
 
 from slate_ops.admin import NewDatabase, RescaleReport, describe_db, merge, split
-from slate_ops.cli_data import parse_bytes, render_bytes
 from slate_ops.errors import ConfigError
+from slate_ops.keytext import parse_bytes, render_bytes
 from slate_ops.orchestration.assets import database_asset_key, status_metadata
 from slate_ops.orchestration.config import SlateOpsConfig
 from slate_ops.orchestration.ops import DB_TAG, _target_database

@@ -128,3 +128,22 @@ def test_default_store_is_dot_slate_in_cwd(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / ".slate" / "demo" / "manifest" / "00000000000000000001.manifest").is_file()
+
+
+def test_verify_reports_every_check_and_fails_on_a_missing_sst(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "--path", "db", "put", "k", "v")[0] == 0
+    assert run(capsys, "--path", "db", "flush")[0] == 0
+    code, checks, _ = run(capsys, "--path", "db", "verify")
+    assert code == 0 and isinstance(checks, list)
+    assert {c["name"] for c in checks} >= {"ssts_exist", "sorted_runs_ordered"}
+    assert all(c["passed"] for c in checks if c["severity"] == "error")
+
+    store = open_store(store_url)
+    (sst,) = [m.key for m in store.list("db/compacted/")]
+    store.delete(sst)
+    code, out, _ = run(capsys, "--path", "db", "verify")
+    assert code == 1
+    failed = [c for c in json.loads(str(out)) if not c["passed"]]
+    assert [c["name"] for c in failed] == ["ssts_exist"] and sst in failed[0]["problems"][0]

@@ -13,8 +13,10 @@ import pytest
 
 from slate_ops import CheckpointScope, Db, DbOptions, WriteBatch
 from slate_ops.cli import main
-from slate_ops.cli_data import parse_bytes, print_json_lines, render_bytes
+from slate_ops.cli.args import parse_bytes
+from slate_ops.cli.output import print_json_lines
 from slate_ops.errors import FencedError
+from slate_ops.keytext import render_bytes
 from slate_ops.objstore import ObjectStore, open_store
 
 

@@ -1370,24 +1370,21 @@ def type_name(action: argparse.Action) -> str:
 # A valid value of each argument type, to fill in the other required arguments.
 SAMPLES = {
     "str": "x",
-    "slate_ops.cli_data.checkpoint_id_arg": "01234567-89ab-cdef-0123-456789abcdef",
-    "slate_ops.cli_data.parse_key": "k",
-    "slate_ops.cli_data.parse_bytes": "v",
-    "slate_ops.cli_data.positive_int": "2",
+    "slate_ops.cli.args.checkpoint_id": "01234567-89ab-cdef-0123-456789abcdef",
+    "slate_ops.cli.args.parse_key": "k",
+    "slate_ops.cli.args.parse_bytes": "v",
+    "slate_ops.cli.args.positive_int": "2",
 }
 # A malformed value of each argument type and what its usage error says.
 MALFORMED = {
-    "slate_ops.cli_data.checkpoint_id_arg": ("not-a-uuid", "is not a checkpoint id (a UUID"),
-    "slate_ops.cli_data.parse_key": ("hex:0", HEX_FIX),
-    "slate_ops.cli_data.parse_bytes": ("hex:zz", HEX_FIX),
-    "slate_ops.cli_data.positive_int": ("0", "is not a positive integer"),
-    "slate_ops.cli._duration": ("7 parsecs", "unknown unit"),
-    "slate_ops.cli._manifest_id": ("0", "is not a manifest id"),
-    "slate_ops.cli_gc._min_age": ("1s", "below the minimum age floor"),
-    "slate_ops.cli_gc._duration": ("soon", "cannot parse duration"),
-    "slate_ops.cli_tags._duration": ("", "empty duration"),
-    "slate_ops.cli_tags._hh_mm": ("25:00", "is not a time of day"),
-    "slate_ops.cli_tags._positive": ("-1", "is not a positive integer"),
+    "slate_ops.cli.args.checkpoint_id": ("not-a-uuid", "is not a checkpoint id (a UUID"),
+    "slate_ops.cli.args.parse_key": ("hex:0", HEX_FIX),
+    "slate_ops.cli.args.parse_bytes": ("hex:zz", HEX_FIX),
+    "slate_ops.cli.args.positive_int": ("0", "is not a positive integer"),
+    "slate_ops.cli.args.duration": ("7 parsecs", "unknown unit"),
+    "slate_ops.cli.args.manifest_id": ("0", "is not a manifest id"),
+    "slate_ops.cli.args.min_age": ("1s", "below the minimum age floor"),
+    "slate_ops.cli.args.time_of_day": ("25:00", "is not a time of day"),
 }
 
 
@@ -1470,13 +1467,14 @@ for name, sub in subcommands().items():
 CREATES_DB = {"create-db", "put", "delete"}  # documented: a writer creates the database it opens
 ON_MISSING_DB: dict[str, tuple[str, ...]] = {
     "create-checkpoint": (),
-    "refresh-checkpoint": ("-i", SAMPLES["slate_ops.cli_data.checkpoint_id_arg"]),
-    "delete-checkpoint": ("-i", SAMPLES["slate_ops.cli_data.checkpoint_id_arg"]),
+    "refresh-checkpoint": ("-i", SAMPLES["slate_ops.cli.args.checkpoint_id"]),
+    "delete-checkpoint": ("-i", SAMPLES["slate_ops.cli.args.checkpoint_id"]),
     "list-checkpoints": (),
     "expire-checkpoints": (),
     "read-manifest": (),
     "list-manifests": (),
     "describe": (),
+    "verify": (),
     "get": ("k",),
     "scan": (),
     "compact": (),

@@ -1,4 +1,4 @@
-"""Rescaling commands of the ``slate-ops`` CLI (docs/cli.md, docs/design/rescaling.md).
+"""Rescaling commands (docs/cli.md, docs/design/rescaling.md).
 
 ``split --at KEY [--at KEY ...] --into PATH [--into PATH ...]`` splits the database at ``--path``;
 ``merge --source PATH [--source PATH ...]`` merges sources into a new database at ``--path``;
@@ -13,8 +13,10 @@ import argparse
 from typing import Any
 
 from slate_ops import admin
-from slate_ops.cli_data import CommandHelper, parse_key, positive_int, render_bytes
+from slate_ops.cli.args import parse_key, positive_int
+from slate_ops.cli.command import Command, arg
 from slate_ops.engine.db import Db
+from slate_ops.keytext import render_bytes, render_optional
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore
@@ -23,10 +25,7 @@ from slate_ops.objstore import ObjectStore
 def _range(key_range: KeyRange | None) -> dict[str, str | None] | None:
     if key_range is None:
         return None
-    return {
-        "start": None if key_range.start is None else render_bytes(key_range.start),
-        "end": None if key_range.end is None else render_bytes(key_range.end),
-    }
+    return {"start": render_optional(key_range.start), "end": render_optional(key_range.end)}
 
 
 def _report(report: admin.RescaleReport) -> dict[str, Any]:
@@ -77,34 +76,45 @@ def _flush(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
     }
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], command: CommandHelper) -> None:
-    """Add ``split``, ``merge``, ``suggest-split-keys`` and ``flush`` (``commands`` is unused)."""
-    del commands
-    sub = command(
+COMMANDS = (
+    Command(
         "split",
         _split,
         "Split the database at --path into shards (metadata only: the shards reference its SSTs). "
         "Re-running it finishes an interrupted split.",
-    )
-    sub.add_argument(
-        "--at", action="append", required=True, type=parse_key, metavar="KEY", help="a split key (repeat)"
-    )
-    sub.add_argument(
-        "--into", action="append", required=True, metavar="PATH", help="a shard path, one more than --at"
-    )
-
-    sub = command(
+        (
+            arg(
+                "--at",
+                action="append",
+                required=True,
+                type=parse_key,
+                metavar="KEY",
+                help="a split key (repeat)",
+            ),
+            arg(
+                "--into",
+                action="append",
+                required=True,
+                metavar="PATH",
+                help="a shard path, one more than --at",
+            ),
+        ),
+    ),
+    Command(
         "merge",
         _merge,
         "Merge databases with disjoint key ranges into a new database at --path (metadata only).",
-    )
-    sub.add_argument("--source", action="append", required=True, metavar="PATH", help="a source (repeat)")
-
-    sub = command("suggest-split-keys", _suggest, "Propose split keys that balance the SST bytes.")
-    sub.add_argument("-n", type=positive_int, required=True, help="the number of shards (>= 1)")
-
-    command(
+        (arg("--source", action="append", required=True, metavar="PATH", help="a source (repeat)"),),
+    ),
+    Command(
+        "suggest-split-keys",
+        _suggest,
+        "Propose split keys that balance the SST bytes.",
+        (arg("-n", type=positive_int, required=True, help="the number of shards (>= 1)"),),
+    ),
+    Command(
         "flush",
         _flush,
         "Open the database as its writer (fencing the current one), move its WAL writes into L0, close.",
-    )
+    ),
+)

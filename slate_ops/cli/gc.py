@@ -1,4 +1,4 @@
-"""The ``gc`` command of the ``slate-ops`` CLI (docs/cli.md, docs/design/gc.md).
+"""The ``gc`` command (docs/cli.md, docs/design/gc.md).
 
 ``slate-ops --path P gc [--resource R ...] [--min-age 10min] [--dry-run]`` runs the garbage collector
 once and prints its report: JSON by default, a summary table with ``--format table``. A dry run
@@ -9,38 +9,19 @@ error on stderr, and exits 1.
 from __future__ import annotations
 
 import argparse
-import json
-from datetime import timedelta
 from typing import Any, get_args
 
-from slate_ops.cli_data import CommandHelper
-from slate_ops.config import format_duration, parse_duration
+from slate_ops import admin
+from slate_ops.cli.args import duration, min_age
+from slate_ops.cli.command import Command, arg, dry_run_flag
+from slate_ops.cli.output import render
+from slate_ops.config import format_duration
 from slate_ops.errors import GcFailedError
-from slate_ops.gc import ALL_RESOURCES, MIN_AGE_FLOOR, GarbageCollector, GcOptions, GcReport, Resource
+from slate_ops.gc import ALL_RESOURCES, MIN_AGE_FLOOR, GcOptions, GcReport, Resource
 from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import ObjectStore
 
 RESOURCE_CHOICES = (*get_args(Resource), "all")
-
-
-def _min_age(text: str) -> timedelta:
-    try:
-        value = parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    if value < MIN_AGE_FLOOR:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is below the minimum age floor of {format_duration(MIN_AGE_FLOOR)} "
-            "(a shorter one could delete objects a live writer or reader still needs)"
-        )
-    return value
-
-
-def _duration(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def gc_options(args: argparse.Namespace) -> GcOptions:
@@ -87,51 +68,44 @@ def report_rows(report: GcReport) -> list[dict[str, Any]]:
     return rows
 
 
-def render(report: GcReport, output_format: str) -> Any:
+def _as_output(report: GcReport, output_format: str) -> Any:
     return report_rows(report) if output_format == "table" else to_jsonable(report)
 
 
 def _gc(args: argparse.Namespace, store: ObjectStore) -> Any:
-    collector = GarbageCollector(args.path, store, gc_options(args))
-    output_format = getattr(args, "format", "json")
     try:
-        return render(collector.run_once(dry_run=args.dry_run), output_format)
+        return _as_output(admin.run_gc(args.path, store, gc_options(args), dry_run=args.dry_run), args.format)
     except GcFailedError as error:
         if isinstance(error.report, GcReport):  # the report first, then the error (exit 1)
-            from slate_ops.cli import render_table  # the CLI imports this module
-
-            result = render(error.report, output_format)
-            print(render_table(result) if output_format == "table" else json.dumps(result, indent=2))
+            print(render(_as_output(error.report, args.format), args.format))
         raise
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], command: CommandHelper) -> None:
-    """Add ``gc`` through the CLI's ``command`` helper."""
-    del commands
-    sub = command(
+COMMANDS = (
+    Command(
         "gc",
         _gc,
         "Garbage-collect the database once: expired checkpoints, old manifests and .compactions files, "
         "unreferenced WAL and compacted SSTs, detachable clones, a destroyed database past its grace.",
-    )
-    sub.add_argument(
-        "--resource",
-        action="append",
-        choices=RESOURCE_CHOICES,
-        help="run only this task (repeatable; default: all)",
-    )
-    sub.add_argument(
-        "--min-age",
-        type=_min_age,
-        help=f'minimum age of every deleted object, e.g. "10min" (default 5min, at least '
-        f"{format_duration(MIN_AGE_FLOOR)}); SSTs count it from when they stopped being referenced",
-    )
-    sub.add_argument(
-        "--db-delete-grace", type=_duration, help="grace period of a soft-destroyed database (default 1days)"
-    )
-    sub.add_argument(
-        "--dry-run",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="print exactly what would be deleted without deleting or committing anything",
-    )
+        (
+            arg(
+                "--resource",
+                action="append",
+                choices=RESOURCE_CHOICES,
+                help="run only this task (repeatable; default: all)",
+            ),
+            arg(
+                "--min-age",
+                type=min_age,
+                help=f'minimum age of every deleted object, e.g. "10min" (default 5min, at least '
+                f"{format_duration(MIN_AGE_FLOOR)}); SSTs count it from when they stopped being referenced",
+            ),
+            arg(
+                "--db-delete-grace",
+                type=duration,
+                help="grace period of a soft-destroyed database (default 1days)",
+            ),
+            dry_run_flag("would be deleted, expired and detached", default=False),
+        ),
+    ),
+)

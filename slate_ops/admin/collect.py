@@ -1,0 +1,26 @@
+"""One garbage-collection run on demand: what ``slate-ops gc`` and the Dagster GC ops run."""
+
+from __future__ import annotations
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.gc import GarbageCollector, GcOptions, GcReport
+from slate_ops.objstore.base import ObjectStore
+
+
+def run_gc(
+    path: str,
+    store: ObjectStore,
+    options: GcOptions | None = None,
+    *,
+    dry_run: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+) -> GcReport:
+    """Collect the garbage of ``path`` once (docs/design/gc.md) and return what was (or, with
+    ``dry_run``, would be) deleted, expired and detached.
+
+    Raises :class:`~slate_ops.errors.GcFailedError`, carrying the report, when a task failed.
+    """
+    return GarbageCollector(path, store, options or GcOptions(), clock=clock).run_once(dry_run=dry_run)
+
+
+__all__ = ["run_gc"]

@@ -1,0 +1,31 @@
+"""One compaction on demand: what ``slate-ops compact`` and the Dagster compaction ops run."""
+
+from __future__ import annotations
+
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.compaction import CompactionReport, Compactor, CompactorOptions, Executor
+from slate_ops.objstore.base import ObjectStore
+
+
+def compact(
+    path: str,
+    store: ObjectStore,
+    *,
+    full: bool = False,
+    executor: Executor | None = None,
+    options: CompactorOptions | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> CompactionReport | None:
+    """One compaction of ``path``: what the scheduler picks next, or everything with ``full``.
+
+    Fences any running compactor of the database (its next commit fails). Returns None when there
+    is nothing to compact. The compactor is closed afterwards.
+    """
+    compactor = Compactor(path, store, options, executor, clock=clock)
+    try:
+        return compactor.run_once(full=full)
+    finally:
+        compactor.close()
+
+
+__all__ = ["compact"]

@@ -1,0 +1,5 @@
+import sys
+
+from slate_ops.cli.main import main
+
+sys.exit(main())

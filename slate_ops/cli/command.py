@@ -1,0 +1,58 @@
+"""How a CLI command is declared: a name, a handler, a help text and its arguments.
+
+Each command-group module lists its commands in ``COMMANDS``; :mod:`slate_ops.cli.main` builds the
+parser from them, so no module registers anything by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from slate_ops.objstore import ObjectStore
+
+Handler = Callable[[argparse.Namespace, ObjectStore], Any]
+"""Runs one command: the parsed arguments (``args.path``, ``args.parser`` for usage errors found
+after parsing, ``args.format``) and the opened store. Returns what to print: a JSON-able value, or
+an iterator of rows printed as JSON lines."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One ``add_argument`` call."""
+
+    flags: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
+
+
+@dataclass(frozen=True)
+class Exit:
+    """What a handler returns to print ``value`` and exit with ``code`` (e.g. 1: a check failed)."""
+
+    value: Any
+    code: int
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    handler: Handler
+    help: str
+    args: tuple[Arg, ...] = ()
+
+
+def dry_run_flag(what: str, *, default: bool) -> Arg:
+    """The ``--dry-run/--no-dry-run`` switch of a command that deletes or discards something."""
+    return arg(
+        "--dry-run",
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help=f"print exactly what {what}, and change nothing"
+        + (" (default); --no-dry-run acts" if default else ""),
+    )

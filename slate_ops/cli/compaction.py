@@ -1,0 +1,88 @@
+"""Compaction commands: ``compact`` and ``shape`` (docs/cli.md).
+
+``compact`` runs one compaction (:func:`slate_ops.admin.compact`, which fences any running
+compactor) and prints its report with ``"compacted": true``, or ``{"compacted": false, "reason":
+...}`` with the current L0 and sorted-run counts when there is nothing to do (exit 0 either way).
+``shape`` prints the LSM tree: every L0 SST and every sorted run with its SST count, key range,
+bytes and entries, keys in the data commands' convention (pasteable into ``scan --from``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from slate_ops import admin
+from slate_ops.admin.shape import LsmShape, shape_json, shape_rows
+from slate_ops.cli.command import Command, arg
+from slate_ops.compaction import CompactorOptions, LocalExecutor
+from slate_ops.jsonable import to_jsonable
+from slate_ops.objstore import ObjectStore
+
+
+def nothing_to_compact(shape: LsmShape, *, full: bool, options: CompactorOptions) -> dict[str, Any]:
+    """What ``compact`` prints when the compactor found nothing to do in ``shape``."""
+    l0, runs = len(shape.l0), len(shape.sorted_runs)
+    if full:
+        reason = f"nothing to compact: {l0} L0 SST(s) and {runs} sorted run(s) are already fully compacted"
+    else:
+        reason = (
+            f"below the compaction thresholds: {l0} L0 SST(s) and {runs} sorted run(s) "
+            f"(min_sources {options.min_sources}; --full merges everything)"
+        )
+    return {
+        "compacted": False,
+        "reason": reason,
+        "manifest_id": shape.manifest_id,
+        "l0_ssts": l0,
+        "sorted_runs": runs,
+    }
+
+
+def _compact(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    options = CompactorOptions()
+    if args.executor == "spark":
+        # Imported here so that no other command imports pyspark or starts a JVM.
+        from slate_ops.spark import SparkExecutor, local_spark_session
+
+        session = local_spark_session()
+        try:
+            report = admin.compact(
+                args.path, store, full=args.full, executor=SparkExecutor(session), options=options
+            )
+        finally:
+            session.stop()
+    else:
+        report = admin.compact(args.path, store, full=args.full, executor=LocalExecutor(), options=options)
+    if report is None:
+        return nothing_to_compact(admin.lsm_shape(args.path, store), full=args.full, options=options)
+    return {"compacted": True, **to_jsonable(report)}
+
+
+def _shape(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any] | list[dict[str, Any]]:
+    shape = admin.lsm_shape(args.path, store)
+    return shape_rows(shape) if args.format == "table" else shape_json(shape)
+
+
+COMMANDS = (
+    Command(
+        "compact",
+        _compact,
+        "Run one compaction (what the compactor would pick next, or everything with --full) and print "
+        "its report. Fences any running compactor.",
+        (
+            arg(
+                "--executor",
+                choices=("local", "spark"),
+                default="local",
+                help="run the merge on threads in this process (default) or on a local Spark session",
+            ),
+            arg("--full", action="store_true", help="merge every L0 SST and sorted run into one run"),
+        ),
+    ),
+    Command(
+        "shape",
+        _shape,
+        "Print the LSM tree: L0 SSTs and sorted runs with key ranges and sizes (newest first).",
+    ),
+)

@@ -1,0 +1,89 @@
+"""The ``slate-ops`` operator CLI: a thin adapter over :mod:`slate_ops.admin` (docs/cli.md).
+
+Output is JSON (one object or a list; data commands stream JSON lines) unless ``--format table``.
+Usage errors exit 2; operation errors exit 1 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from slate_ops.cli import checkpoints, compaction, data, databases, gc, lifecycle, rescale, tags
+from slate_ops.cli.command import Command, Exit
+from slate_ops.cli.output import print_json_lines, render
+from slate_ops.errors import SlateOpsError
+from slate_ops.jsonable import to_jsonable
+from slate_ops.objstore import open_store
+
+STORE_ENV = "SLATE_OPS_STORE"
+
+GROUPS: tuple[tuple[Command, ...], ...] = (
+    databases.COMMANDS,
+    checkpoints.COMMANDS,
+    data.COMMANDS,
+    compaction.COMMANDS,
+    lifecycle.COMMANDS,
+    gc.COMMANDS,
+    tags.COMMANDS,
+    rescale.COMMANDS,
+)
+
+
+def default_store_url() -> str:
+    """``$SLATE_OPS_STORE``, else the embedded local store under ``./.slate``."""
+    return os.environ.get(STORE_ENV) or (Path.cwd() / ".slate").resolve().as_uri()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store", default=argparse.SUPPRESS, help=f"store URL (default: ${STORE_ENV}, else ./.slate)"
+    )
+    common.add_argument("--path", default=argparse.SUPPRESS, help="database path inside the store")
+    common.add_argument(
+        "--format", choices=("json", "table"), default=argparse.SUPPRESS, help="output format"
+    )
+    parser = argparse.ArgumentParser(
+        prog="slate-ops",
+        description="Operate slate_ops databases: data, checkpoints and manifests.",
+        parents=[common],
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        for command in group:
+            sub = subparsers.add_parser(
+                command.name, help=command.help, description=command.help, parents=[common]
+            )
+            sub.set_defaults(handler=command.handler, parser=sub)
+            for argument in command.args:
+                sub.add_argument(*argument.flags, **argument.options)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    path = getattr(args, "path", None)
+    if path is None:
+        parser.error("--path is required")
+    args.path = path
+    args.format = getattr(args, "format", "json")
+    try:
+        store = open_store(getattr(args, "store", None) or default_store_url())
+        result = args.handler(args, store)
+        if isinstance(result, Iterator):  # data commands stream JSON lines
+            print_json_lines(result)
+            return 0
+        code = 0
+        if isinstance(result, Exit):
+            result, code = result.value, result.code
+        result = to_jsonable(result)
+    except SlateOpsError as error:
+        print(f"slate-ops: error: {error}", file=sys.stderr)
+        return 1
+    print(render(result, args.format))
+    return code

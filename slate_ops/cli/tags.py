@@ -1,0 +1,145 @@
+"""Tag commands (docs/cli.md "Tags"): create, delete and list tags, roll back, apply a tag policy.
+
+``create-tag`` and ``delete-tag`` print the tag as one JSON object; ``list-tags`` prints the ``$tags``
+table as a JSON list of rows. ``rollback`` and ``apply-tag-policy`` print their report: what is (or
+with ``--dry-run`` would be) discarded, created and deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from slate_ops import admin
+from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, checked_tag_policy
+from slate_ops.cli.args import checkpoint_id, duration, positive_int, time_of_day
+from slate_ops.cli.command import Command, arg, dry_run_flag
+from slate_ops.jsonable import to_jsonable
+from slate_ops.objstore import ObjectStore
+
+
+def _create_tag(args: argparse.Namespace, store: ObjectStore) -> admin.Tag:
+    return admin.create_tag(args.path, store, args.name, checkpoint=args.source, replace=args.replace)
+
+
+def _delete_tag(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    tag = admin.delete_tag(args.path, store, args.name, dry_run=args.dry_run)
+    return {"dry_run": args.dry_run, "deleted": tag}
+
+
+def _list_tags(args: argparse.Namespace, store: ObjectStore) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = admin.list_tags(args.path, store).to_pylist()
+    return rows
+
+
+def _rollback(args: argparse.Namespace, store: ObjectStore) -> Any:
+    report = admin.rollback_to_tag(args.path, store, args.name, dry_run=args.dry_run)
+    if args.format == "table":
+        return rollback_rows(report)
+    return {
+        **to_jsonable(report),
+        "discarded_bytes": report.discarded_bytes,
+        "discarded_entries": report.discarded_entries,
+    }
+
+
+def rollback_rows(report: admin.RollbackReport) -> list[dict[str, Any]]:
+    """The table form: one row per discarded SST and WAL SST, then the new L0 SST."""
+    action = "would discard" if report.dry_run else "discarded"
+    rows = [
+        _row(action, f"sst {s.sst_id}", s.level, s.size_bytes, s.num_entries) for s in report.discarded_ssts
+    ]
+    rows += [
+        _row(action, f"wal {w.wal_id}", "wal", w.size_bytes, w.num_entries) for w in report.discarded_wal
+    ]
+    if report.flushed_sst is not None:
+        info = report.flushed_sst.info
+        wrote = "would write" if report.dry_run else "wrote"
+        rows.append(_row(wrote, f"sst {report.flushed_sst.id}", "l0", info.size_bytes, info.num_entries))
+    return rows
+
+
+def _row(action: str, name: str, where: str, size: int, entries: int) -> dict[str, Any]:
+    return {"action": action, "object": name, "where": where, "bytes": size, "entries": entries}
+
+
+def _apply_tag_policy(args: argparse.Namespace, store: ObjectStore) -> Any:
+    policy = checked_tag_policy(
+        create_time=args.create_time,
+        create_interval_days=args.interval_days,
+        name_format=args.name_format,
+        num_retained_max=args.keep,
+        expire_after=args.expire_after,
+    )
+    return admin.apply_tag_policy(args.path, store, policy, dry_run=args.dry_run)
+
+
+_NAME = "-n", "--name"
+
+COMMANDS = (
+    Command(
+        "create-tag",
+        _create_tag,
+        "Tag the current state (or a checkpoint's): a never-expiring checkpoint with a unique name.",
+        (
+            arg(*_NAME, required=True, help="the tag's name (unique; no whitespace)"),
+            arg(
+                "-s",
+                "--source",
+                metavar="CHECKPOINT",
+                type=checkpoint_id,
+                help="tag this live checkpoint's state",
+            ),
+            arg("--replace", action="store_true", help="replace an existing tag of that name"),
+        ),
+    ),
+    Command(
+        "delete-tag",
+        _delete_tag,
+        "Delete a tag (its checkpoint); GC may then release its data.",
+        (
+            arg(*_NAME, required=True, help="the tag to delete"),
+            dry_run_flag("tag would be deleted", default=False),
+        ),
+    ),
+    Command(
+        "list-tags", _list_tags, "List the tags ($tags: name, checkpoint, manifest, time, records, bytes)."
+    ),
+    Command(
+        "rollback",
+        _rollback,
+        "Make a tag's state current again: fence the writer and the compactor, discard everything "
+        "written after the tag, and print what was discarded.",
+        (
+            arg(*_NAME, required=True, help="the tag to roll back to"),
+            dry_run_flag("would be discarded", default=False),
+        ),
+    ),
+    Command(
+        "apply-tag-policy",
+        _apply_tag_policy,
+        "Create the tag of the current period if missing and delete expired or excess policy tags.",
+        (
+            arg(
+                "--create-time",
+                type=time_of_day,
+                default="00:00",
+                help="HH:MM, UTC: when periods start (default 00:00)",
+            ),
+            arg("--interval-days", type=positive_int, default=1, help="days between two periods (default 1)"),
+            arg(
+                "--name-format",
+                default=DEFAULT_NAME_FORMAT,
+                help=f"strftime format of the period start giving the tag name (default "
+                f"{DEFAULT_NAME_FORMAT.replace('%', '%%')}); only tags with names it produces are managed",
+            ),
+            arg("--keep", type=positive_int, help="keep at most N policy tags, the newest (default: all)"),
+            arg(
+                "--expire-after",
+                type=duration,
+                help='delete policy tags whose period began this long ago, e.g. "30days" (default: never)',
+            ),
+            dry_run_flag("would be created and deleted", default=False),
+        ),
+    ),
+)
