@@ -1,6 +1,6 @@
 """Compaction in Dagster: the ``compact_op``, the L0 sensor and the ``pyspark`` resource.
 
-``compact_op`` runs one compaction of one database (``Compactor(...).run_once``) on the local
+``compact_op`` runs one compaction of one database (:func:`slate_ops.admin.compact`) on the local
 executor or, when its config says ``executor: spark``, on the Spark session of the ``pyspark``
 resource (a :class:`~dagster_pyspark.LazyPySparkResource`: Spark starts only when a run asks for
 it). Its output metadata is the report and the LSM shape before and after; it also records an

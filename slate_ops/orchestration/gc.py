@@ -1,6 +1,6 @@
 """Garbage collection in Dagster: ``gc_op`` and the helpers of ``jobs/gc.py``.
 
-``gc_op`` runs :meth:`GarbageCollector.run_once` on one database (its run tag ``slate_ops/db``, or
+``gc_op`` runs :func:`slate_ops.admin.run_gc` on one database (its run tag ``slate_ops/db``, or
 the op config's ``database``) — a dry run unless the config says ``dry_run: false`` — and returns
 the report, with run metadata: totals, a Markdown summary table, one Markdown table per resource
 listing the objects deleted (would-delete), the expired checkpoints, detached clones and the
@@ -17,8 +17,9 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, ValidationError
 
+from slate_ops.admin import run_gc
 from slate_ops.errors import ConfigError, GcFailedError
-from slate_ops.gc import ALL_RESOURCES, GarbageCollector, GcOptions, GcReport, ResourceReport
+from slate_ops.gc import ALL_RESOURCES, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.ops import DB_TAG, DatabaseOpConfig, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
@@ -102,9 +103,8 @@ def gc_step(
     """One GC pass over ``name`` (shared by the ops). A pass with errors raises
     :class:`dagster.Failure` carrying the report's metadata."""
     db = slate.database(name)
-    collector = GarbageCollector(db.path, slate.open_store(name), options, clock=slate.clock())
     try:
-        report = collector.run_once(dry_run=dry_run)
+        report = run_gc(db.path, slate.open_store(name), options, dry_run=dry_run, clock=slate.clock())
     except GcFailedError as error:
         metadata = gc_metadata(name, error.report) if isinstance(error.report, GcReport) else {}
         raise dg.Failure(description=str(error), metadata=metadata) from error
