@@ -45,6 +45,8 @@ class Command:
     handler: Handler
     help: str
     args: tuple[Arg, ...] = ()
+    aliases: tuple[str, ...] = ()
+    """Other names: the operator API's name in kebab case where the command's own is shorter."""
 
 
 def dry_run_flag(what: str, *, default: bool) -> Arg:

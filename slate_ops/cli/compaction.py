@@ -84,5 +84,6 @@ COMMANDS = (
         "shape",
         _shape,
         "Print the LSM tree: L0 SSTs and sorted runs with key ranges and sizes (newest first).",
+        aliases=("lsm-shape",),
     ),
 )

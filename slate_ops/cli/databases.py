@@ -50,12 +50,13 @@ COMMANDS = (
         (arg("-i", "--id", type=manifest_id),),
     ),
     Command("list-manifests", _list_manifests, "List the stored manifest versions."),
-    Command("describe", _describe, "Summarise the current manifest."),
+    Command("describe", _describe, "Summarise the current manifest.", aliases=("describe-db",)),
     Command(
         "verify",
         _verify,
         "Check the database read-only: SSTs exist, sorted runs ordered, checkpoints readable and "
         "unexpired, L0 below its limits, GC boundaries sane (the Dagster asset checks). Exits 1 if a "
         "check of severity error fails.",
+        aliases=("verify-db",),
     ),
 )

@@ -107,5 +107,6 @@ COMMANDS = (
             ),
             dry_run_flag("would be deleted, expired and detached", default=False),
         ),
+        aliases=("run-gc",),
     ),
 )

@@ -52,6 +52,7 @@ COMMANDS = (
                 "current state)",
             ),
         ),
+        aliases=("create-clone",),
     ),
     Command(
         "destroy",

@@ -56,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     for group in GROUPS:
         for command in group:
             sub = subparsers.add_parser(
-                command.name, help=command.help, description=command.help, parents=[common]
+                command.name,
+                aliases=list(command.aliases),
+                help=command.help,
+                description=command.help,
+                parents=[common],
             )
             sub.set_defaults(handler=command.handler, parser=sub)
             for argument in command.args:

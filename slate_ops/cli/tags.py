@@ -114,6 +114,7 @@ COMMANDS = (
             arg(*_NAME, required=True, help="the tag to roll back to"),
             dry_run_flag("would be discarded", default=False),
         ),
+        aliases=("rollback-to-tag",),
     ),
     Command(
         "apply-tag-policy",

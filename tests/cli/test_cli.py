@@ -147,3 +147,12 @@ def test_verify_reports_every_check_and_fails_on_a_missing_sst(
     assert code == 1
     failed = [c for c in json.loads(str(out)) if not c["passed"]]
     assert [c["name"] for c in failed] == ["ssts_exist"] and sst in failed[0]["problems"][0]
+
+
+def test_the_operator_api_names_are_aliases(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/cli.md's naming table: each command also answers to its operator-API name."""
+    run(capsys, "--path", "db", "create-db")
+    assert run(capsys, "--path", "db", "describe-db")[1] == run(capsys, "--path", "db", "describe")[1]
+    assert run(capsys, "--path", "db", "lsm-shape")[1] == run(capsys, "--path", "db", "shape")[1]
+    code, report, _ = run(capsys, "--path", "db", "run-gc", "--dry-run")
+    assert code == 0 and isinstance(report, dict) and report["dry_run"] is True

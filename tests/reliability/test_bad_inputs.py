@@ -1349,7 +1349,8 @@ COMMON = {"help", "store", "path", "format"}
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(action.choices)
+    # Each command once, by its own name (an alias maps to the same parser).
+    return {name: sub for name, sub in action.choices.items() if sub.prog.split()[-1] == name}
 
 
 def arguments(sub: argparse.ArgumentParser) -> list[argparse.Action]:
