@@ -9,9 +9,13 @@ memtable's last WAL id, so reopening replays exactly the writes that are not in 
 
 Fencing (spec 003): ``open`` bumps the writer epoch (removing older writers' checkpoints and
 adding its own in the same commit) and then creates an empty fence object at the next WAL id.
-A fenced writer finds its next WAL id taken, or a higher epoch in the manifest, and raises
-:class:`FencedError` from its next write, flush or close. The new writer replays every WAL SST
-below its fence, so nothing the old writer acknowledged as durable is lost.
+A fenced writer finds its next WAL id taken, or a higher epoch in the manifest, the first time it
+writes the WAL or the manifest or polls the manifest (the background thread does within
+``wal_flush_interval`` of a write, and every ``manifest_poll_interval``). That failure is recorded
+where it is observed, and from then on every call — writes, reads, flushes, checkpoints, close —
+raises :class:`FencedError`. The new writer replays every WAL SST below its fence, so nothing the
+old writer acknowledged as durable is lost; what can be lost are non-durable writes it accepted
+before it observed the fence that were not yet in a WAL SST when the new writer fenced the WAL.
 """
 
 from __future__ import annotations
@@ -280,7 +284,7 @@ class Db:
 
     def get(self, key: bytes) -> bytes | None:
         key = check_key(key)
-        self._check_open()
+        self._check_usable()  # a fenced writer's memtable holds writes that are lost
         check_read(self._lsm.manifest.visible_range, key, self._manifests.location)
         # Lock-free, in this order: a freeze appends to the frozen list before replacing the
         # memtable, and an L0 flush publishes the new state before dropping the frozen memtable.
@@ -298,7 +302,7 @@ class Db:
         start, end = check_range(start, end)
         start, end = clip_scan(self._lsm.manifest.visible_range, start, end, self._manifests.location)
         with self._write_lock:
-            self._check_open()
+            self._check_usable()
             sources = [iter(list(self._memtable.scan(start, end)))]
             sources += [m.scan(start, end) for m in reversed(self._immutables)]
             merged = scan_merged(sources, self._lsm, start, end)
@@ -325,8 +329,15 @@ class Db:
             self._guard(lambda: self._flush_memtables(blocking=True))
 
     def _guard(self, work: Callable[[], None]) -> None:
-        try:
+        with self._failing_when_fenced():
             work()
+
+    @contextlib.contextmanager
+    def _failing_when_fenced(self) -> Iterator[None]:
+        """Record a FencedError where it is observed, before it propagates: from then on every call
+        raises it, and no write is accepted once any caller (or the flusher) has seen the fence."""
+        try:
+            yield
         except FencedError as error:
             self._fail(error)
             raise
@@ -351,7 +362,8 @@ class Db:
     def _write_wal_segment(self, segment: _Segment) -> None:
         wal_id = self._next_wal_id
         if not self._wal.write(wal_id, entries_to_table(segment.entries), segment.put_id):
-            self._fenced.refresh()  # raises FencedError: a newer writer bumps the epoch before fencing
+            with self._failing_when_fenced():
+                self._fenced.refresh()  # raises FencedError: a newer writer bumps the epoch before fencing
             raise SlateOpsError(
                 f"{self._wal.key(wal_id)} exists but the manifest shows no newer writer; another "
                 "process writes this database with the same epoch. Stop it and reopen."
@@ -456,7 +468,8 @@ class Db:
                 return manifest.with_changes(checkpoints=checkpoints)
 
             try:
-                committed = self._fenced.update(apply)
+                with self._failing_when_fenced():
+                    committed = self._fenced.update(apply)
             except BaseException:
                 if reestablish:
                     # The commit may have landed although it failed (a put whose response was lost
@@ -474,7 +487,8 @@ class Db:
 
     def _poll_manifest(self) -> None:
         """See the compactor's changes; re-establish the checkpoint when L0 or the runs changed."""
-        latest = self._fenced.refresh()
+        with self._failing_when_fenced():
+            latest = self._fenced.refresh()
         self._last_poll = time.monotonic()
         if sst_set(latest.value) != sst_set(self._lsm.manifest):
             self._commit(lambda manifest: manifest, reestablish=True)
@@ -501,7 +515,8 @@ class Db:
                 )
                 return manifest.with_changes(wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal))
 
-            committed = self._fenced.update(add)
+            with self._failing_when_fenced():
+                committed = self._fenced.update(add)
         created = committed.value.checkpoint(checkpoint_id)
         assert created is not None
         return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
@@ -564,11 +579,12 @@ class Db:
 
     def _release_checkpoint(self) -> None:
         ours = {self._checkpoint_id} | self._pins.removable()
-        self._fenced.update(
-            lambda current: current.value.with_changes(
-                checkpoints=tuple(c for c in current.value.checkpoints if c.id not in ours)
+        with self._failing_when_fenced():
+            self._fenced.update(
+                lambda current: current.value.with_changes(
+                    checkpoints=tuple(c for c in current.value.checkpoints if c.id not in ours)
+                )
             )
-        )
 
     def _simulate_crash(self) -> None:
         """Test hook: stop like a killed process — no flush, no manifest update, state dropped."""

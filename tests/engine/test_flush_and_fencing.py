@@ -1,21 +1,28 @@
-"""Regression: flush_memtable left writes already in L0 to be written to the WAL again.
+"""Regressions: flush_memtable left flushed writes to the WAL; a fenced writer kept working.
 
-An L0 flush could run before the last WAL segment of its memtable was written (the memtable was
-frozen — by ``flush_memtable`` or by a write filling it — while the flusher wrote the WAL). The
-manifest's ``replay_after_wal_id`` then stopped short of that segment's WAL SST, which was written
-afterwards (at the latest by ``close``): a fully flushed database looked unflushed, and reopening
-replayed writes that were already in L0.
+1. An L0 flush could run before the last WAL segment of its memtable was written (the memtable was
+   frozen — by ``flush_memtable`` or by a write filling it — while the flusher wrote the WAL). The
+   manifest's ``replay_after_wal_id`` then stopped short of that segment's WAL SST, which was
+   written afterwards (at the latest by ``close``): a fully flushed database looked unflushed, and
+   reopening replayed writes that were already in L0.
+2. Once a writer knows it is fenced, nothing it does succeeds: a ``FencedError`` from any path
+   (including ``create_checkpoint``'s manifest commit) fails the writer, and every later write,
+   read, flush or close raises it. Writes lost to a fence are only non-durable ones accepted before
+   the fence was observed; a write acknowledged as durable is always seen by the new writer.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
 
-from slate_ops import Db
+from slate_ops import Db, WriteBatch
+from slate_ops.engine import CheckpointScope
 from slate_ops.engine.wal import WalStore
+from slate_ops.errors import FencedError
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
@@ -102,3 +109,101 @@ def test_an_empty_close_writes_no_wal_sst(memory: MemoryStore) -> None:
         pass
     wal = WalStore(memory, "db")
     assert all(not list(wal.read(i)) for i in wal.list_ids(ids_after_flush[-1]))  # only the new fence
+
+
+# --- fencing --------------------------------------------------------------------------------------
+
+
+def test_after_a_fenced_flush_every_call_raises_fenced_error(memory: MemoryStore) -> None:
+    first = Db.open("db", memory, QUIET)
+    first.put(b"durable", b"1", await_durable=True)
+    second = Db.open("db", memory, QUIET)  # fences the first
+    first.put(b"lost", b"x")  # accepted: the first writer cannot know yet
+    with pytest.raises(FencedError):
+        first.flush()
+    accepted = 0
+    for i in range(1_000):
+        try:
+            first.put(b"after%04d" % i, b"x")
+            accepted += 1
+        except FencedError:
+            pass
+    assert accepted == 0
+    for call in (
+        lambda: first.put(b"k", b"v", await_durable=True),
+        lambda: first.delete(b"k"),
+        lambda: first.write(WriteBatch().put(b"k", b"v")),
+        lambda: first.get(b"durable"),  # would show writes that are lost
+        lambda: first.scan(),
+        lambda: first.flush(),
+        lambda: first.flush_memtable(),
+        lambda: first.create_checkpoint(),
+        lambda: first.close(),
+    ):
+        with pytest.raises(FencedError):
+            call()
+    assert second.get(b"durable") == b"1" and second.get(b"lost") is None
+    second.close()
+
+
+def test_a_fenced_checkpoint_commit_fails_the_writer(memory: MemoryStore) -> None:
+    """create_checkpoint(DURABLE) writes no WAL: its manifest commit is where the fence shows."""
+    first = Db.open("db", memory, QUIET)
+    first.put(b"a", b"1", await_durable=True)
+    second = Db.open("db", memory, QUIET)
+    with pytest.raises(FencedError):
+        first.create_checkpoint(CheckpointScope.DURABLE)
+    with pytest.raises(FencedError):
+        first.put(b"b", b"2")
+    with pytest.raises(FencedError):
+        first.close()
+    assert second.get(b"a") == b"1"
+    second.close()
+
+
+def test_the_background_flusher_observes_the_fence_and_no_put_is_accepted_afterwards(
+    memory: MemoryStore,
+) -> None:
+    """Writers hammer the old writer while a new one opens: every durable acknowledgement survives,
+    and no put that starts after the fence was observed (any call raised FencedError) is accepted."""
+    options = QUIET.model_copy(update={"wal_flush_interval": timedelta(milliseconds=2)})
+    first = Db.open("db", memory, options)
+    observed = threading.Event()
+    durable: list[bytes] = []
+    accepted_after: list[bytes] = []
+    started = threading.Barrier(5)
+
+    def write(thread: int, await_durable: bool) -> None:
+        started.wait()
+        for i in range(1_000_000):
+            key = b"t%d-%07d" % (thread, i)
+            known = observed.is_set()
+            try:
+                first.put(key, b"x", await_durable=await_durable)
+            except FencedError:
+                observed.set()
+                return
+            if known:
+                accepted_after.append(key)
+            if await_durable:
+                durable.append(key)
+
+    threads = [threading.Thread(target=write, args=(t, t < 2)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    deadline = time.monotonic() + 30
+    while len(durable) < 50 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    second = Db.open("db", memory, QUIET)
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive()
+    assert observed.is_set() and accepted_after == []
+    missing = [key for key in durable if second.get(key) != b"x"]
+    assert missing == []
+    with pytest.raises(FencedError):
+        first.put(b"late", b"x")
+    with pytest.raises(FencedError):
+        first.close()
+    second.close()
