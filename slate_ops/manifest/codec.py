@@ -1,24 +1,8 @@
 """The manifest file format: :class:`~slate_ops.manifest.model.Manifest` <-> bytes.
 
-File layout (every format version keeps this framing; only the payload may change)::
-
-    offset 0       u16 little-endian   FORMAT_VERSION
-    offset 2       ...                 FlatBuffers payload, root table ManifestV2 (schema/manifest.fbs)
-    offset len-4   u32 little-endian   CRC-32 (zlib.crc32, IEEE) of every byte before it
-
-Decoding checks, in order:
-
-1. the file is long enough to hold the framing, else :class:`CorruptObjectError`;
-2. the checksum, else :class:`CorruptObjectError`. It is checked *before* the version because a
-   torn or bit-flipped file cannot be trusted to report its own version: a garbage version must
-   read as "corrupt (restore it)", not as "upgrade slate_ops";
-3. the version, else :class:`UnsupportedFormatVersionError` -- the file is intact, it was just
-   written by a newer slate_ops. This is why the framing itself may never change between versions;
-4. the payload: any failure while parsing it (including a missing required field or an unknown
-   union member) is :class:`CorruptObjectError`.
-
-CRC-32 rather than CRC-32C: ``zlib.crc32`` is in the standard library and runs at memory speed,
-and for a single-object integrity check both detect every burst error up to 32 bits.
+The file's framing (format version and checksum, and the order in which decoding checks them) is
+:mod:`slate_ops.manifest.framing`; any failure while parsing an intact payload (including a missing
+required field or an unknown union member) is :class:`CorruptObjectError`.
 
 Mapping of optional model fields (see the comments in manifest.fbs): ``None`` is an *absent*
 field, never a sentinel value, so every value round-trips exactly -- ``destroyed_at_s`` and a
@@ -46,7 +30,6 @@ import dataclasses
 import gc
 import struct
 import uuid
-import zlib
 from collections.abc import Callable, Sequence
 from operator import add, itemgetter
 from typing import Any
@@ -54,7 +37,7 @@ from typing import Any
 import flatbuffers
 from ulid import ULID
 
-from slate_ops.errors import CorruptObjectError, InvalidArgumentError, UnsupportedFormatVersionError
+from slate_ops.errors import CorruptObjectError, InvalidArgumentError
 from slate_ops.manifest._generated import BytesRange as _fb_range
 from slate_ops.manifest._generated import Checkpoint as _fb_checkpoint
 from slate_ops.manifest._generated import CheckpointMetadata as _fb_metadata
@@ -67,6 +50,7 @@ from slate_ops.manifest._generated import SsTableInfo as _fb_info
 from slate_ops.manifest._generated import Ulid as _fb_ulid
 from slate_ops.manifest._generated import Uuid as _fb_uuid
 from slate_ops.manifest._generated import WriterCheckpoint as _fb_writer
+from slate_ops.manifest.framing import FORMAT_VERSION, PAYLOAD_OFFSET, SUPPORTED_VERSIONS, frame, unframe
 from slate_ops.manifest.model import (
     Checkpoint,
     CompactedSst,
@@ -80,16 +64,6 @@ from slate_ops.manifest.model import (
 )
 
 __all__ = ["FORMAT_VERSION", "SUPPORTED_VERSIONS", "decode_manifest", "encode_manifest"]
-
-FORMAT_VERSION = 1
-SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
-
-_VERSION = struct.Struct("<H")
-_CRC = struct.Struct("<I")
-_HEADER_LEN = _VERSION.size
-_TRAILER_LEN = _CRC.size
-# The smallest framing that can hold a payload: the version, the root table offset, the CRC.
-_MIN_LEN = _HEADER_LEN + 4 + _TRAILER_LEN
 
 # ULIDs and UUIDs are stored as two ulongs: high = bytes 0..7, low = bytes 8..15 (big-endian).
 _ID_HALVES = struct.Struct(">QQ")
@@ -303,8 +277,7 @@ def encode_manifest(m: Manifest) -> bytes:
         payload = _encode_payload(m)
     except (TypeError, ValueError, AttributeError, OverflowError, struct.error) as e:
         raise InvalidArgumentError(f"cannot encode manifest: {e}") from e
-    body = _VERSION.pack(FORMAT_VERSION) + payload
-    return body + _CRC.pack(zlib.crc32(body))
+    return frame(payload)
 
 
 def _offsets_vector(b: Any, start_vector: Callable[[Any, int], Any], offsets: Sequence[int]) -> int:
@@ -447,30 +420,13 @@ def decode_manifest(data: bytes, path: str) -> Manifest:
     and :class:`UnsupportedFormatVersionError` if it is intact but of a version not in
     :data:`SUPPORTED_VERSIONS`.
     """
-    data = bytes(data)
-    if len(data) < _MIN_LEN:
-        raise CorruptObjectError(
-            path, f"only {len(data)} bytes; a manifest has at least {_MIN_LEN} (truncated?)"
-        )
-    body_len = len(data) - _TRAILER_LEN
-    (stored_crc,) = _CRC.unpack_from(data, body_len)
-    actual_crc = zlib.crc32(memoryview(data)[:body_len])
-    if stored_crc != actual_crc:
-        raise CorruptObjectError(
-            path,
-            f"checksum mismatch (stored {stored_crc:#010x}, computed {actual_crc:#010x}); "
-            "the file is truncated or damaged",
-        )
-    (version,) = _VERSION.unpack_from(data, 0)
-    if version not in SUPPORTED_VERSIONS:
-        raise UnsupportedFormatVersionError(path, version, SUPPORTED_VERSIONS)
+    body = unframe(bytes(data), path)
     # Decoding allocates tens of thousands of objects but no reference cycles, so the cyclic GC
     # would only rescan the growing heap over and over (it doubled the median decode time).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        # The decoder sees only version + payload, so nothing reads into the CRC.
-        return _Decoder(data[:body_len]).manifest()
+        return _Decoder(body).manifest()
     except Exception as e:
         raise CorruptObjectError(path, f"cannot parse the manifest payload: {e}") from e
     finally:
@@ -736,7 +692,7 @@ class _Decoder:
         self.range_layouts = _LayoutCache(self._RANGE, buf)
 
     def manifest(self) -> Manifest:
-        root = _fb_manifest.ManifestV2.GetRootAs(self.buf, _HEADER_LEN)
+        root = _fb_manifest.ManifestV2.GetRootAs(self.buf, PAYLOAD_OFFSET)
         tab = root._tab
         ssts = self.ssts(_required_table_positions(tab, self._M_SSTS, "ManifestV2.ssts"))
         l0 = self.views(_required_table_positions(tab, self._M_L0, "ManifestV2.l0"))
