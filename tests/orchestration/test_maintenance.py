@@ -206,7 +206,7 @@ def test_a_failed_step_stops_the_run_and_is_not_retried(
         calls.append(path)
         raise RuntimeError("injected: executor lost")
 
-    monkeypatch.setattr(compaction_module, "run_compaction", broken)
+    monkeypatch.setattr(compaction_module, "compact", broken)
     result = run(fleet, config={"dry_run": False})
     assert not result.success
     assert calls == [ALPHA]  # compaction is not idempotent: no retry
@@ -362,7 +362,7 @@ def test_summary_of_the_latest_run_from_the_instance(
             r"  4\. garbage collection +\d+\.\d\ds  deleted [1-9]\d* object\(s\) \(\d+ bytes\); .*", lines[4]
         )
 
-        monkeypatch.setattr(compaction_module, "run_compaction", _broken_compaction)
+        monkeypatch.setattr(compaction_module, "compact", _broken_compaction)
         maintenance_job.execute_in_process(
             run_config={"dry_run": False},
             tags={"slate_ops/db": "alpha"},
