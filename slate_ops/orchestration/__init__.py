@@ -32,8 +32,9 @@ from slate_ops.orchestration.compaction import (
 )
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig, load_config
 from slate_ops.orchestration.gc import GC_JOB, gc_op
-from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, DB_TAG, expire_checkpoints_op
+from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, expire_checkpoints_op
 from slate_ops.orchestration.resources import RESOURCE_KEY, SlateDatabasesResource
+from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
 
 DATABASES_JOB = "slate_ops_databases_job"

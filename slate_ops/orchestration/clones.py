@@ -19,8 +19,8 @@ from pydantic import Field
 from slate_ops.admin import create_clone, describe_db
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key, status_metadata
-from slate_ops.orchestration.ops import DB_TAG, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.runs import DB_TAG, target_database
 
 CLONE_JOB = "clone_job"
 """Name of the job (defined in ``jobs/clone.py``) that runs :func:`clone_op`."""
@@ -65,7 +65,7 @@ class CloneResult:
 def clone_op(
     context: dg.OpExecutionContext, config: CloneConfig, slate: SlateDatabasesResource
 ) -> dg.Output[CloneResult]:
-    parent_name = _target_database(context, config.database)
+    parent_name = target_database(context, config.database)
     parent = slate.database(parent_name)
     configured = next((d for d in slate.config.databases if d.name == config.clone_name), None)
     if configured is not None and configured.parent != parent_name:

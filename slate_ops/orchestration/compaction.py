@@ -37,8 +37,8 @@ from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.assets import shape_markdown as shape_markdown  # moved; re-exported
 from slate_ops.orchestration.assets import shape_metadata as shape_metadata
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, DatabaseOpConfig, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
 from slate_ops.orchestration.sensors import describe_databases, parse_cursor
 from slate_ops.spark import LOCAL_CONFIG, SparkExecutor
 
@@ -122,7 +122,7 @@ def compact_op(
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
 ) -> dg.Output[CompactionReport | None]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     executor = slate.database(name).compaction.executor if config.executor == "database" else config.executor
     step = compact_step(context, slate, pyspark, name, executor=executor, full=config.full)
     return dg.Output(step.report, metadata=step.metadata)

@@ -21,8 +21,8 @@ from slate_ops.admin import run_gc
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import DB_TAG, DatabaseOpConfig, StepResult, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
 
 GC_JOB = "gc_job"
 """Name of the job (defined in ``jobs/gc.py``) that runs :func:`gc_op`."""
@@ -86,7 +86,7 @@ _OVERRIDABLE = (
 def gc_op(
     context: dg.OpExecutionContext, config: GcConfig, slate: SlateDatabasesResource
 ) -> dg.Output[GcReport]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     options = gc_options(config, slate.database(name))
     step = gc_step(context, slate, name, options, dry_run=config.dry_run)
     return dg.Output(step.report, metadata=step.metadata)

@@ -32,15 +32,15 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.orchestration.compaction import SPARK_POOL, compact_step
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.gc import gc_step
-from slate_ops.orchestration.ops import (
+from slate_ops.orchestration.ops import expire_step
+from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.runs import (
     DB_TAG,
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
-    _target_database,
-    expire_step,
+    target_database,
 )
-from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.tags import tag_policy_step
 
 MAINTENANCE_JOB = "maintenance_job"
@@ -106,7 +106,7 @@ def maintenance_config(config: MaintenanceConfig) -> dg.RunConfig:
 def maintenance_expire_checkpoints(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     started = time.monotonic()
     dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
     return _output(expire_step(context, slate, name, dry_run=dry_run), started)
@@ -123,7 +123,7 @@ def maintenance_compact(
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
 ) -> dg.Output[Any]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     started = time.monotonic()
     db = slate.database(name)
     executor = db.compaction.executor if config.executor == "database" else config.executor
@@ -143,7 +143,7 @@ def maintenance_compact(
 def maintenance_tag_policy(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     started = time.monotonic()
     if slate.database(name).tag_policy is None:
         summary = "skipped: the database has no tag_policy"
@@ -159,7 +159,7 @@ def maintenance_tag_policy(
 def maintenance_gc(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     started = time.monotonic()
     db = slate.database(name)
     step = gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)

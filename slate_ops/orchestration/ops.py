@@ -3,50 +3,26 @@
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
 from slate_ops.admin import CheckpointExpiryReport, expire_checkpoints
-from slate_ops.errors import ConfigError
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.resources import SlateDatabasesResource
-
-DB_TAG = "slate_ops/db"
-"""Run tag naming the database a run maintains; the per-database concurrency limit keys on it."""
+from slate_ops.orchestration.runs import (
+    DB_TAG,
+    IDEMPOTENT_RETRY,
+    DatabaseOpConfig,
+    StepResult,
+    target_database,
+)
 
 CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
 """Name of the job (defined in ``jobs/checkpoint_expiry.py``) that runs :func:`expire_checkpoints_op`."""
-
-IDEMPOTENT_RETRY = dg.RetryPolicy(max_retries=2, delay=1, backoff=dg.Backoff.EXPONENTIAL)
-"""Retries of the idempotent steps only: checkpoint expiry and tag policies converge on the same
-state however often they run (each commit is create-if-absent on the manifest). Compaction (each
-attempt fences and picks afresh) and GC (deletes; a failure carries the report) never retry."""
-
-
-R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class StepResult(Generic[R]):
-    """What one maintenance step did: its report, the report as run metadata, and one line."""
-
-    report: R
-    metadata: dict[str, dg.MetadataValue]
-    summary: str
-
-
-class DatabaseOpConfig(dg.Config):
-    """Run config shared by the per-database ops: which database the run maintains."""
-
-    database: str | None = Field(
-        default=None,
-        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
-    )
 
 
 class ExpireCheckpointsConfig(DatabaseOpConfig):
@@ -62,7 +38,7 @@ class ExpireCheckpointsConfig(DatabaseOpConfig):
 def expire_checkpoints_op(
     context: dg.OpExecutionContext, config: ExpireCheckpointsConfig, slate: SlateDatabasesResource
 ) -> dg.Output[CheckpointExpiryReport]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     step = expire_step(context, slate, name, dry_run=config.dry_run)
     return dg.Output(step.report, metadata=step.metadata)
 
@@ -124,21 +100,6 @@ def expiry_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
         run_config=expiry_run_config(db.name, db.checkpoints.expiry_dry_run),
         tags={DB_TAG: db.name},
     )
-
-
-def _target_database(context: dg.OpExecutionContext, configured: str | None) -> str:
-    tagged = context.run_tags.get(DB_TAG)
-    if configured and tagged and configured != tagged:
-        raise ConfigError(
-            f"op config names database {configured!r} but the run tag {DB_TAG} is {tagged!r}; "
-            "they must agree, or the per-database concurrency limit serialises the wrong database"
-        )
-    name = configured or tagged
-    if not name:
-        raise ConfigError(f"no database given: set the run tag {DB_TAG}=<name> (or the op config 'database')")
-    if not tagged:
-        context.log.warning(f"run has no {DB_TAG} tag: the per-database concurrency limit does not apply")
-    return name
 
 
 def _utc(seconds: int | None) -> str:

@@ -20,8 +20,8 @@ from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
 from slate_ops.orchestration.assets import database_asset_key, status_metadata
 from slate_ops.orchestration.config import SlateOpsConfig
-from slate_ops.orchestration.ops import DB_TAG, _target_database
 from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.runs import DB_TAG, target_database
 
 RESCALE_JOB = "rescale_job"
 """Name of the job (defined in ``jobs/rescale.py``) that runs :func:`rescale_op`."""
@@ -87,7 +87,7 @@ def rescale_op(
     context: dg.OpExecutionContext, config: RescaleConfig, slate: SlateDatabasesResource
 ) -> dg.Output[RescaleReport]:
     if config.operation is RescaleOperation.split:
-        sources = [_target_database(context, config.database)]
+        sources = [target_database(context, config.database)]
     else:
         sources = list(config.sources)
     store_url = slate.database(sources[0]).store_url

@@ -13,7 +13,7 @@ import sys
 import dagster as dg
 
 from slate_ops.orchestration.maintenance import MAINTENANCE_JOB, STEP_LABELS, run_summary
-from slate_ops.orchestration.ops import DB_TAG
+from slate_ops.orchestration.runs import DB_TAG
 
 
 def latest_run_summary(instance: dg.DagsterInstance, database: str) -> str:

@@ -26,14 +26,14 @@ from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.ops import (
+from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.runs import (
     DB_TAG,
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
-    _target_database,
+    target_database,
 )
-from slate_ops.orchestration.resources import SlateDatabasesResource
 
 TAG_POLICY_JOB = "tag_policy_job"
 """Name of the job (defined in ``jobs/tags.py``) that runs :func:`tag_policy_op`."""
@@ -52,7 +52,7 @@ class TagPolicyOpConfig(DatabaseOpConfig):
 def tag_policy_op(
     context: dg.OpExecutionContext, config: TagPolicyOpConfig, slate: SlateDatabasesResource
 ) -> dg.Output[TagPolicyReport]:
-    name = _target_database(context, config.database)
+    name = target_database(context, config.database)
     step = tag_policy_step(context, slate, name, dry_run=config.dry_run)
     return dg.Output(step.report, metadata=step.metadata)
 

@@ -1,0 +1,59 @@
+"""What every per-database run shares: the ``slate_ops/db`` run tag, the ``database`` op config,
+the retry policy of the idempotent steps, and :class:`StepResult`, a step's report as metadata."""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import dagster as dg
+from pydantic import Field
+
+from slate_ops.errors import ConfigError
+
+DB_TAG = "slate_ops/db"
+"""Run tag naming the database a run maintains; the per-database concurrency limit keys on it."""
+
+IDEMPOTENT_RETRY = dg.RetryPolicy(max_retries=2, delay=1, backoff=dg.Backoff.EXPONENTIAL)
+"""Retries of the idempotent steps only: checkpoint expiry and tag policies converge on the same
+state however often they run (each commit is create-if-absent on the manifest). Compaction (each
+attempt fences and picks afresh) and GC (deletes; a failure carries the report) never retry."""
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class StepResult(Generic[R]):
+    """What one maintenance step did: its report, the report as run metadata, and one line."""
+
+    report: R
+    metadata: dict[str, dg.MetadataValue]
+    summary: str
+
+
+class DatabaseOpConfig(dg.Config):
+    """Run config shared by the per-database ops: which database the run maintains."""
+
+    database: str | None = Field(
+        default=None,
+        description=f"The database; defaults to the run's {DB_TAG} tag, which must agree if both are set.",
+    )
+
+
+def target_database(context: dg.OpExecutionContext, configured: str | None) -> str:
+    """The database a run maintains: the op config's ``database``, else the run tag ``slate_ops/db``
+    (both set: they must agree); a run without the tag gets a warning."""
+    tagged = context.run_tags.get(DB_TAG)
+    if configured and tagged and configured != tagged:
+        raise ConfigError(
+            f"op config names database {configured!r} but the run tag {DB_TAG} is {tagged!r}; "
+            "they must agree, or the per-database concurrency limit serialises the wrong database"
+        )
+    name = configured or tagged
+    if not name:
+        raise ConfigError(f"no database given: set the run tag {DB_TAG}=<name> (or the op config 'database')")
+    if not tagged:
+        context.log.warning(f"run has no {DB_TAG} tag: the per-database concurrency limit does not apply")
+    return name
