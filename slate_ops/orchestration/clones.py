@@ -18,7 +18,8 @@ from pydantic import Field
 
 from slate_ops.admin import create_clone, describe_db
 from slate_ops.errors import ConfigError
-from slate_ops.orchestration.assets import database_asset_key, status_metadata
+from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.metadata import status_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, target_database
 

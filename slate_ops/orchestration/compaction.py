@@ -34,9 +34,8 @@ from slate_ops.compaction import (
     propose,
 )
 from slate_ops.orchestration.assets import database_asset_key
-from slate_ops.orchestration.assets import shape_markdown as shape_markdown  # moved; re-exported
-from slate_ops.orchestration.assets import shape_metadata as shape_metadata
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.metadata import shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
 from slate_ops.orchestration.sensors import describe_databases, parse_cursor

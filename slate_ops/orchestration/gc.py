@@ -21,6 +21,7 @@ from slate_ops.admin import run_gc
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.metadata import md_cell, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
 
@@ -158,7 +159,9 @@ def gc_metadata(database: str, report: GcReport) -> dict[str, dg.MetadataValue]:
             "\n".join(f"- `{p}`" for p in report.clones_detached)
         )
     if report.errors or report.notes:
-        lines = [f"- **error**: {_md(e)}" for e in report.errors] + [f"- {_md(n)}" for n in report.notes]
+        lines = [f"- **error**: {md_cell(e)}" for e in report.errors] + [
+            f"- {md_cell(n)}" for n in report.notes
+        ]
         metadata["messages"] = dg.MetadataValue.md("\n".join(lines))
     return metadata
 
@@ -190,15 +193,10 @@ def resource_markdown(resource: ResourceReport, dry_run: bool) -> str:
         return f"{title}."
     lines = [f"{title}:", "", "| key | bytes | last modified (UTC) |", "| --- | ---: | --- |"]
     for d in resource.deleted[:MAX_ROWS]:
-        modified = d.last_modified.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        lines.append(f"| `{_md(d.key)}` | {d.size} | {modified} |")
+        lines.append(f"| `{md_cell(d.key)}` | {d.size} | {utc_text(d.last_modified)} |")
     if resource.count > MAX_ROWS:
         lines.append(f"| … and {resource.count - MAX_ROWS} more | | |")
     return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def gc_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -12,6 +11,7 @@ from pydantic import Field
 from slate_ops.admin import CheckpointExpiryReport, expire_checkpoints
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.metadata import md_cell, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
     DB_TAG,
@@ -78,9 +78,9 @@ def checkpoints_markdown(checkpoints: tuple[Checkpoint, ...], dry_run: bool) -> 
         "| --- | --- | ---: | --- | --- |",
     ]
     for c in checkpoints:
-        name = (c.name or "").replace("|", "\\|")
         rows.append(
-            f"| {c.id} | {name} | {c.manifest_id} | {_utc(c.create_time_s)} | {_utc(c.expire_time_s)} |"
+            f"| {c.id} | {md_cell(c.name or '')} | {c.manifest_id} | {utc_text(c.create_time_s)} "
+            f"| {utc_text(c.expire_time_s)} |"
         )
     return "\n".join(rows)
 
@@ -100,9 +100,3 @@ def expiry_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
         run_config=expiry_run_config(db.name, db.checkpoints.expiry_dry_run),
         tags={DB_TAG: db.name},
     )
-
-
-def _utc(seconds: int | None) -> str:
-    if seconds is None:
-        return "never"
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -18,8 +18,9 @@ from pydantic import Field, model_validator
 from slate_ops.admin import NewDatabase, RescaleReport, describe_db, merge, split
 from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
-from slate_ops.orchestration.assets import database_asset_key, status_metadata
+from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import SlateOpsConfig
+from slate_ops.orchestration.metadata import status_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, target_database
 

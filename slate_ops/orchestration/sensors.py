@@ -3,7 +3,7 @@
 Every tick reads each configured database's current manifest (``describe_db``). The cursor is JSON
 ``{"<db name>": <last observed manifest id>}``. A database whose manifest id differs from the cursor
 gets an ``AssetObservation`` on ``slate_ops/<name>`` (the manifest summary, LSM shape, checkpoints
-and tags: :func:`~slate_ops.orchestration.assets.database_metadata`); if it also has expired
+and tags: :func:`~slate_ops.orchestration.metadata.database_metadata`); if it also has expired
 checkpoints, a run of the checkpoint expiry job is requested with run key
 ``expire-<name>-<manifest id>`` (so one manifest version never triggers two runs) and the run tag
 ``slate_ops/db=<name>``. With no change the tick is skipped. A database that is missing or fails to
@@ -22,8 +22,9 @@ import logging
 import dagster as dg
 
 from slate_ops.admin import DbStatus, describe_db, read_manifest
-from slate_ops.orchestration.assets import database_asset_key, database_metadata, status_metadata
+from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.metadata import database_metadata, status_metadata
 from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, expiry_run_request
 from slate_ops.orchestration.resources import SlateDatabasesResource
 

@@ -26,6 +26,7 @@ from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.metadata import UTC_MINUTES, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
     DB_TAG,
@@ -112,14 +113,18 @@ def tag_policy_metadata(
 def changes_markdown(report: TagPolicyReport) -> str:
     """What the run created and deleted, and the policy tags it kept."""
     verbs = ("Would create", "Would delete") if report.dry_run else ("Created", "Deleted")
-    lines = [f"Due tag `{report.due_tag}` (period from {_utc(report.due_period_start_s)}):", ""]
+    lines = [
+        f"Due tag `{report.due_tag}` (period from {utc_text(report.due_period_start_s, UTC_MINUTES)}):",
+        "",
+    ]
     lines.append(f"- {verbs[0]}: " + (f"`{report.created.name}`" if report.created else "nothing"))
     lines.append(f"- {verbs[1]}: {len(report.deleted)} tag(s)")
     lines.append("- Kept: " + (", ".join(f"`{n}`" for n in report.retained) or "none"))
     if report.deleted:
         lines += ["", "| tag | period from (UTC) | reason | checkpoint |", "| --- | --- | --- | --- |"]
         lines += [
-            f"| `{d.tag.name}` | {_utc(d.period_start_s)} | {d.reason} | {d.tag.checkpoint_id} |"
+            f"| `{d.tag.name}` | {utc_text(d.period_start_s, UTC_MINUTES)} | {d.reason} "
+            f"| {d.tag.checkpoint_id} |"
             for d in report.deleted
         ]
     return "\n".join(lines)
@@ -180,7 +185,3 @@ def _has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
         db.path, slate.open_store(db.name), db.tag_policy.to_policy(), dry_run=True, clock=slate.clock()
     )
     return report.created is not None or bool(report.deleted)
-
-
-def _utc(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%MZ")

@@ -1,0 +1,98 @@
+"""Run and asset metadata shared by the domains: a database's state (manifest summary, LSM shape,
+checkpoints and tags) and the Markdown and time helpers of the reports' tables."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from slate_ops.admin import DbStatus, LsmShape, shape_of
+from slate_ops.admin.db import status_of
+from slate_ops.admin.shape import shape_rows
+from slate_ops.admin.tags import find_tags, is_tag
+from slate_ops.manifest.store import VersionedManifest
+
+UTC_SECONDS = "%Y-%m-%dT%H:%M:%SZ"
+UTC_MINUTES = "%Y-%m-%dT%H:%MZ"
+
+
+def md_cell(value: object) -> str:
+    """``value`` as a Markdown table cell: ``|`` escaped, ``-`` for None."""
+    return "-" if value is None else str(value).replace("|", "\\|")
+
+
+def utc_text(when: float | datetime | None, fmt: str = UTC_SECONDS) -> str:
+    """``when`` (epoch seconds or a datetime) as UTC text; ``never`` for None."""
+    if when is None:
+        return "never"
+    moment = when if isinstance(when, datetime) else datetime.fromtimestamp(when, UTC)
+    return moment.astimezone(UTC).strftime(fmt)
+
+
+def status_metadata(status: DbStatus) -> dict[str, dg.MetadataValue]:
+    """The manifest summary of ``describe_db`` as asset metadata."""
+    metadata: dict[str, dg.MetadataValue] = {
+        "manifest_id": dg.MetadataValue.int(status.manifest_id),
+        "initialized": dg.MetadataValue.bool(status.initialized),
+        "writer_epoch": dg.MetadataValue.int(status.writer_epoch),
+        "compactor_epoch": dg.MetadataValue.int(status.compactor_epoch),
+        "l0_ssts": dg.MetadataValue.int(status.l0_ssts),
+        "sorted_runs": dg.MetadataValue.int(status.sorted_runs),
+        "ssts": dg.MetadataValue.int(status.ssts),
+        "sst_bytes": dg.MetadataValue.int(status.sst_bytes),
+        "checkpoints": dg.MetadataValue.int(status.checkpoints),
+        "expired_checkpoints": dg.MetadataValue.int(status.expired_checkpoints),
+        "external_dbs": dg.MetadataValue.int(status.external_dbs),
+    }
+    if status.destroyed_at_s is not None:
+        metadata["destroyed_at_s"] = dg.MetadataValue.int(status.destroyed_at_s)
+    return metadata
+
+
+def database_metadata(path: str, current: VersionedManifest, now: float) -> dict[str, dg.MetadataValue]:
+    """What an observation or materialization records of manifest ``current``: :func:`status_metadata`
+    plus ``lsm_shape`` (:func:`shape_markdown`), ``checkpoint_names`` (tags left out), ``tag_count``
+    and ``tag_names``. Built from this one manifest: no further reads."""
+    manifest = current.value
+    checkpoints = [c.name or str(c.id) for c in manifest.checkpoints if not is_tag(c)]
+    tags = [t.name for t in find_tags(manifest)]
+    return {
+        **status_metadata(status_of(path, current, now)),
+        "lsm_shape": dg.MetadataValue.md(shape_markdown(shape_of(current.id, manifest))),
+        "checkpoint_names": dg.MetadataValue.text(", ".join(checkpoints) or "-"),
+        "tag_count": dg.MetadataValue.int(len(tags)),
+        "tag_names": dg.MetadataValue.text(", ".join(tags) or "-"),
+    }
+
+
+def shape_markdown(shape: LsmShape) -> str:
+    """A Markdown table of ``shape``: one row per L0 SST and per sorted run, newest first."""
+    title = f"Manifest {shape.manifest_id}: {len(shape.l0)} L0 SST(s), {len(shape.sorted_runs)} sorted run(s)"
+    rows = shape_rows(shape)
+    if not rows:
+        return f"{title}."
+    lines = [
+        f"{title}:",
+        "",
+        "| level | id | SSTs | first key | last key | bytes | entries |",
+        "| --- | --- | ---: | --- | --- | ---: | ---: |",
+    ]
+    for row in rows:
+        cells = [row["level"], row["id"], row["ssts"], row["first_key"], row["last_key"]]
+        cells += [row["bytes"], row["entries"]]
+        lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def shape_metadata(shape: LsmShape) -> dict[str, dg.MetadataValue]:
+    """The shape as asset metadata, with the same counter names as the manifest sensor's observations."""
+    sst_bytes = sum(s.size_bytes for s in shape.l0) + sum(r.size_bytes for r in shape.sorted_runs)
+    return {
+        "manifest_id": dg.MetadataValue.int(shape.manifest_id),
+        "l0_ssts": dg.MetadataValue.int(len(shape.l0)),
+        "sorted_runs": dg.MetadataValue.int(len(shape.sorted_runs)),
+        "ssts": dg.MetadataValue.int(len(shape.l0) + sum(r.ssts for r in shape.sorted_runs)),
+        "sst_bytes": dg.MetadataValue.int(sst_bytes),
+        "lsm_shape": dg.MetadataValue.md(shape_markdown(shape)),
+    }
