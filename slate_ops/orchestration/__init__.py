@@ -23,17 +23,16 @@ from slate_ops.orchestration.assets import (
 )
 from slate_ops.orchestration.checks import build_database_checks
 from slate_ops.orchestration.clones import CLONE_JOB, clone_op
-from slate_ops.orchestration.compaction import (
-    COMPACTION_JOB,
-    PYSPARK_RESOURCE_KEY,
-    compact_op,
-    local_pyspark_resource,
-    slate_ops_compaction_sensor,
-)
+from slate_ops.orchestration.compaction import COMPACTION_JOB, compact_op, slate_ops_compaction_sensor
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig, load_config
 from slate_ops.orchestration.gc import GC_JOB, gc_op
 from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, expire_checkpoints_op
-from slate_ops.orchestration.resources import RESOURCE_KEY, SlateDatabasesResource
+from slate_ops.orchestration.resources import (
+    PYSPARK_RESOURCE_KEY,
+    RESOURCE_KEY,
+    SlateDatabasesResource,
+    local_pyspark_resource,
+)
 from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
 

@@ -1,9 +1,9 @@
-"""Compaction in Dagster: the ``compact_op``, the L0 sensor and the ``pyspark`` resource.
+"""Compaction in Dagster: the ``compact_op`` and the L0 sensor.
 
 ``compact_op`` runs one compaction of one database (:func:`slate_ops.admin.compact`) on the local
 executor or, when its config says ``executor: spark``, on the Spark session of the ``pyspark``
-resource (a :class:`~dagster_pyspark.LazyPySparkResource`: Spark starts only when a run asks for
-it). Its output metadata is the report and the LSM shape before and after; it also records an
+resource (:class:`~slate_ops.orchestration.resources.LocalPySparkResource`: Spark starts only when
+a run asks for it). Its output metadata is the report and the LSM shape before and after; it also records an
 ``AssetObservation`` of ``slate_ops/<name>`` with the shape after.
 
 ``slate_ops_compaction_sensor`` requests a ``compaction_job`` run with run key
@@ -16,8 +16,6 @@ it). Its output metadata is the report and the LSM shape before and after; it al
 # of decorated functions at runtime.
 
 import json
-import os
-import sys
 from typing import Any, Literal
 
 import dagster as dg
@@ -39,54 +37,16 @@ from slate_ops.orchestration.metadata import shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
 from slate_ops.orchestration.sensors import describe_databases, parse_cursor
-from slate_ops.spark import LOCAL_CONFIG, SparkExecutor
+from slate_ops.spark import SparkExecutor
 
 COMPACTION_JOB = "compaction_job"
 """Name of the job (defined in ``jobs/compaction.py``) that runs :func:`compact_op`."""
 
 COMPACTION_SENSOR = "slate_ops_compaction_sensor"
 
-PYSPARK_RESOURCE_KEY = "pyspark"
-
 SPARK_POOL = "slate_ops_spark"
 """Dagster concurrency pool of the ops that may start Spark (every compaction op: the executor is
 chosen per run); its limit in ``dagster.yaml`` bounds the Spark sessions running at once."""
-
-
-class LocalPySparkResource(LazyPySparkResource):
-    """A :class:`LazyPySparkResource` that exports ``PYSPARK_PYTHON`` and ``SPARK_LOCAL_IP`` first.
-
-    PySpark reads both from the environment when it starts the JVM and its Python workers (the
-    ``spark.pyspark.python`` conf does not reach the driver's ``pythonExec``), so they are set just
-    before the session is created, i.e. only in runs that use Spark.
-    """
-
-    pyspark_python: str = Field(
-        default_factory=lambda: sys.executable, description="PYSPARK_PYTHON: the workers' Python."
-    )
-    local_ip: str = Field(default="127.0.0.1", description="SPARK_LOCAL_IP: the address Spark binds to.")
-
-    def _export_environment(self) -> None:
-        os.environ["PYSPARK_PYTHON"] = self.pyspark_python
-        os.environ["SPARK_LOCAL_IP"] = self.local_ip
-
-    @property
-    def spark_session(self) -> Any:
-        self._export_environment()
-        return super().spark_session
-
-    @property
-    def spark_context(self) -> Any:
-        self._export_environment()
-        return super().spark_context
-
-
-def local_pyspark_resource() -> LocalPySparkResource:
-    """The ``pyspark`` resource: a lazily started ``local[2]`` session with ``slate_ops.spark``'s
-    small-machine settings (bound to 127.0.0.1, no UI)."""
-    return LocalPySparkResource(
-        spark_config={**LOCAL_CONFIG, "spark.master": "local[2]", "spark.app.name": "slate_ops-compaction"}
-    )
 
 
 def compactor_options(db: DatabaseConfig) -> CompactorOptions:

@@ -1,4 +1,5 @@
-"""The one Dagster resource: the configured databases, their stores and the clock.
+"""The Dagster resources: ``slate``, the configured databases, their stores and the clock; and
+``pyspark``, a lazily started local Spark session for the compactions that ask for Spark.
 
 Environments are config-driven: each environment (laptop, staging, production) has its own
 databases file, chosen with ``$SLATE_OPS_CONFIG``, so the same definitions run everywhere and only
@@ -11,18 +12,23 @@ unset, S3 stores use boto3's usual chain (``AWS_*`` variables, profiles, instanc
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from typing import Any, cast
 
 import dagster as dg
+from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine import DbReader
 from slate_ops.objstore import ObjectStore, open_store
 from slate_ops.orchestration.config import S3_CREDENTIAL_ENV, DatabaseConfig, SlateOpsConfig
+from slate_ops.spark import LOCAL_CONFIG
 
 RESOURCE_KEY = "slate"
+
+PYSPARK_RESOURCE_KEY = "pyspark"
 
 
 class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -101,3 +107,39 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             "s3_session_token": self.s3_session_token,
         }
         return clocked(config=self.config, **fields)
+
+
+class LocalPySparkResource(LazyPySparkResource):
+    """A :class:`LazyPySparkResource` that exports ``PYSPARK_PYTHON`` and ``SPARK_LOCAL_IP`` first.
+
+    PySpark reads both from the environment when it starts the JVM and its Python workers (the
+    ``spark.pyspark.python`` conf does not reach the driver's ``pythonExec``), so they are set just
+    before the session is created, i.e. only in runs that use Spark.
+    """
+
+    pyspark_python: str = Field(
+        default_factory=lambda: sys.executable, description="PYSPARK_PYTHON: the workers' Python."
+    )
+    local_ip: str = Field(default="127.0.0.1", description="SPARK_LOCAL_IP: the address Spark binds to.")
+
+    def _export_environment(self) -> None:
+        os.environ["PYSPARK_PYTHON"] = self.pyspark_python
+        os.environ["SPARK_LOCAL_IP"] = self.local_ip
+
+    @property
+    def spark_session(self) -> Any:
+        self._export_environment()
+        return super().spark_session
+
+    @property
+    def spark_context(self) -> Any:
+        self._export_environment()
+        return super().spark_context
+
+
+def local_pyspark_resource() -> LocalPySparkResource:
+    """The ``pyspark`` resource: a lazily started ``local[2]`` session with ``slate_ops.spark``'s
+    small-machine settings (bound to 127.0.0.1, no UI)."""
+    return LocalPySparkResource(
+        spark_config={**LOCAL_CONFIG, "spark.master": "local[2]", "spark.app.name": "slate_ops-compaction"}
+    )

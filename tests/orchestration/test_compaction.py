@@ -17,12 +17,8 @@ from slate_ops.admin import describe_db
 from slate_ops.compaction import CompactionReport
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
-from slate_ops.orchestration.compaction import (
-    LocalPySparkResource,
-    compact_op,
-    local_pyspark_resource,
-    slate_ops_compaction_sensor,
-)
+from slate_ops.orchestration.compaction import compact_op, slate_ops_compaction_sensor
+from slate_ops.orchestration.resources import LocalPySparkResource, local_pyspark_resource
 from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
 
 KEYS = [f"k{i:02d}".encode() for i in range(10)]
