@@ -14,7 +14,7 @@ from ulid import ULID
 
 from benchmarks.manifest_fixtures import build_large_manifest
 from slate_ops.errors import CorruptObjectError, InvalidArgumentError, UnsupportedFormatVersionError
-from slate_ops.manifest import codec
+from slate_ops.manifest import mapping
 from slate_ops.manifest.codec import FORMAT_VERSION, SUPPORTED_VERSIONS, decode_manifest, encode_manifest
 from slate_ops.manifest.model import (
     Checkpoint,
@@ -183,7 +183,7 @@ def test_missing_required_field_is_corrupt() -> None:
 
 
 def test_unknown_checkpoint_metadata_type_is_corrupt(monkeypatch: pytest.MonkeyPatch) -> None:
-    generated = codec._fb_checkpoint  # type: ignore[attr-defined]
+    generated = mapping._fb_checkpoint
     add_type = generated.CheckpointAddMetadataType
     monkeypatch.setattr(generated, "CheckpointAddMetadataType", lambda b, _: add_type(b, 7))
     m = Manifest(checkpoints=(Checkpoint(uuid.UUID(int=1), 1, 1, metadata=WriterCheckpoint(3)),))
@@ -206,7 +206,7 @@ def test_unknown_checkpoint_metadata_type_is_corrupt(monkeypatch: pytest.MonkeyP
 def test_missing_required_fields_are_corrupt(
     monkeypatch: pytest.MonkeyPatch, module: str, adder: str, message: str
 ) -> None:
-    monkeypatch.setattr(getattr(codec, module), adder, lambda *args: None)
+    monkeypatch.setattr(getattr(mapping, module), adder, lambda *args: None)
     with pytest.raises(CorruptObjectError, match=message) as info:
         decode_manifest(encode_manifest(small_manifest()), PATH)
     assert type(info.value) is CorruptObjectError

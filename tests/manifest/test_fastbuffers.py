@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ulid import ULID
 
-from slate_ops.manifest import codec
+from slate_ops.manifest import mapping
 from slate_ops.manifest._generated import CompactedSsTable as fb_sst
 from slate_ops.manifest._generated import SsTableInfo as fb_info
 from slate_ops.manifest._generated import Ulid as fb_ulid
@@ -55,7 +55,7 @@ class StockBuilder(flatbuffers.Builder):  # type: ignore[misc]
 def test_fast_builder_writes_the_same_bytes_as_the_stock_builder(m: Manifest) -> None:
     fast = encode_manifest(m)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(codec, "Builder", StockBuilder)
+        mp.setattr(mapping, "Builder", StockBuilder)
         stock = encode_manifest(m)
     assert fast == stock
 
