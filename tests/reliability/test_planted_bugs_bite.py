@@ -1,0 +1,211 @@
+"""Deterministic proof for the bugs the CI-sized simulation and sweep caught only by chance (issue 12).
+
+Each test pins one promise down with a fixed sequence of calls — no seeds, no thread timing on the
+path that decides the verdict — so the planted bug of the same name in
+``tests/reliability/mutations.py`` fails it on every run:
+
+* ``ack-before-wal-write``: a write counts as durable only once its WAL SST exists. The sweep
+  caught the planted bug at 2 of its crash points, when the flusher's timing allowed (3-4 runs in
+  5), because an ``await_durable`` caller wakes on another thread.
+* ``drop-segment-on-failed-write``: a WAL write that fails once and then succeeds leaves every
+  acknowledged write readable after a crash. Only 1 of 5 simulation seeds caught it: the sweep
+  never retries inside a process.
+* ``l0-compaction-drops-tombstones``: an L0 compaction over older sorted runs keeps the tombstones
+  that hide their values (1 of 5 seeds).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from slate_ops import Db, DbReader
+from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.errors import ObjectStoreError, SlateOpsError
+from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from tests.engine.conftest import quiet
+
+WAL = "db/wal/"
+OPTIONS = quiet(l0_max_ssts=1000)
+
+
+@pytest.fixture
+def store() -> FaultInjectingStore:
+    return FaultInjectingStore(MemoryStore())
+
+
+@pytest.fixture
+def db(store: FaultInjectingStore) -> Iterator[Db]:
+    opened = Db.open("db", store, OPTIONS)
+    yield opened
+    opened._simulate_crash()
+
+
+def recovered(store: FaultInjectingStore) -> dict[bytes, bytes]:
+    """What a writer opened after a crash reads (it replays the WAL)."""
+    with Db.open("db", store.inner, OPTIONS) as reopened:
+        return dict(reopened.scan())
+
+
+# --- ack-before-wal-write -----------------------------------------------------------------------
+
+
+def test_a_durable_write_is_not_acknowledged_while_its_wal_write_is_in_flight(
+    store: FaultInjectingStore, db: Db
+) -> None:
+    """Park the WAL put of a ``put(await_durable=True)`` and look while it is parked: the caller is
+    still waiting and the write is not counted durable. Released, the put returns and the WAL SST
+    holds the write."""
+    gate = store.gate("put", key_contains=WAL)
+    outcome: dict[str, object] = {}
+
+    def durable_put() -> None:
+        try:
+            db.put(b"k", b"v", await_durable=True)
+        except BaseException as error:
+            outcome["raised"] = error
+            return
+        # Returned: the WAL SST must exist by now (a parked put has not reached the store).
+        outcome["returned"] = sorted(m.key for m in store.inner.list(WAL))
+
+    caller = threading.Thread(target=durable_put, name="durable-put")
+    caller.start()
+    try:
+        assert gate.wait_until_reached(30), "the flusher never wrote the WAL SST"
+        # The verdict does not depend on timing: the mutation counts the write durable before the
+        # WAL put starts, so it is counted by the time the put reaches the gate.
+        assert db._durable_seq < db._last_seq, (
+            "the write was counted durable while its WAL SST write had not reached the store"
+        )
+        caller.join(1.0)  # a caller woken too early returns within this second
+        assert "returned" not in outcome, (
+            "put(await_durable=True) returned while its WAL SST write was still in flight; the WAL "
+            f"held only {outcome.get('returned')}"
+        )
+    finally:
+        gate.release()
+        caller.join(30)
+    assert not caller.is_alive() and "raised" not in outcome, outcome
+    wal_ssts = outcome["returned"]
+    assert isinstance(wal_ssts, list) and len(wal_ssts) == 2  # the writer's fence and the write
+    db._simulate_crash()
+    assert recovered(store) == {b"k": b"v"}
+
+
+def test_a_durable_write_whose_wal_write_fails_does_not_return(store: FaultInjectingStore, db: Db) -> None:
+    """Every WAL put fails: ``put(await_durable=True)`` must not return, and once the writer dies it
+    raises instead; nothing was acknowledged, so nothing may be expected back."""
+    store.fail("put", key_contains=WAL, times=None)
+    outcome: dict[str, object] = {}
+
+    def durable_put() -> None:
+        try:
+            db.put(b"k", b"v", await_durable=True)
+            outcome["returned"] = True
+        except BaseException as error:
+            outcome["raised"] = error
+
+    caller = threading.Thread(target=durable_put, name="durable-put")
+    caller.start()
+    caller.join(1.0)
+    assert "returned" not in outcome, "put(await_durable=True) returned although its WAL write failed"
+    db._simulate_crash()  # the process dies with the write still unacknowledged
+    caller.join(30)
+    assert not caller.is_alive()
+    assert isinstance(outcome.get("raised"), SlateOpsError), outcome
+    assert db._durable_seq < db._last_seq
+
+
+# --- drop-segment-on-failed-write ---------------------------------------------------------------
+
+
+def test_a_wal_write_that_fails_once_loses_nothing_when_retried(store: FaultInjectingStore, db: Db) -> None:
+    """The first WAL write fails; the next flush retries it and acknowledges everything so far."""
+    db.put(b"a", b"1")
+    db.delete(b"gone")
+    store.fail("put", key_contains=WAL, times=1)
+    with pytest.raises(ObjectStoreError, match="injected failure"):
+        db.flush()
+    db.put(b"b", b"2")
+    db.flush()  # acknowledges a and b: both must be in WAL SSTs now
+    db._simulate_crash()
+    assert recovered(store) == {b"a": b"1", b"b": b"2"}
+
+
+def test_a_wal_write_that_fails_once_under_await_durable_loses_nothing(
+    store: FaultInjectingStore, db: Db
+) -> None:
+    """The same through the flusher thread: its first attempt fails, ``flush()`` retries, and the
+    durable put waiting on the failed segment returns only with the write in a WAL SST."""
+    gate = store.gate("put", key_contains=WAL)
+    store.fail("put", key_contains=WAL, times=1)
+    outcome: dict[str, object] = {}
+
+    def durable_put() -> None:
+        try:
+            db.put(b"a", b"1", await_durable=True)
+            outcome["returned"] = True
+        except BaseException as error:
+            outcome["raised"] = error
+
+    caller = threading.Thread(target=durable_put, name="durable-put")
+    caller.start()
+    assert gate.wait_until_reached(30)
+    gate.release()  # the flusher's attempt fails (the injected failure), the data stays queued
+    db.flush()  # the retry, on this thread
+    caller.join(10)  # woken within its 50 ms poll once the retry wrote the segment
+    assert outcome == {"returned": True}
+    db._simulate_crash()
+    assert recovered(store) == {b"a": b"1"}
+
+
+# --- l0-compaction-drops-tombstones -------------------------------------------------------------
+
+KEYS = [b"k%02d" % i for i in range(12)]
+
+
+@pytest.mark.parametrize("older_runs", [1, 2])
+def test_an_l0_compaction_over_older_runs_keeps_their_deleted_keys_deleted(older_runs: int) -> None:
+    """Older sorted runs hold every key; L0 deletes some and overwrites others. The L0 compaction's
+    output is not the oldest run, so its tombstones must stay: reads equal the model, before and
+    after a full compaction (which may drop them) and after a reopen."""
+    store = MemoryStore()
+    model: dict[bytes, bytes] = {}
+    with Db.open("db", store, OPTIONS) as db:
+        compactor = Compactor("db", store, CompactorOptions(min_sources=2, max_sources=8))
+        for generation in range(older_runs):
+            for key in KEYS:
+                model[key] = b"old%d-" % generation + key
+                db.put(key, model[key])
+            db.flush_memtable()
+            db.put(b"pad", b"%d" % generation)  # a second L0 SST: L0 compactions need min_sources
+            model[b"pad"] = b"%d" % generation
+            db.flush_memtable()
+            report = compactor.run_once()
+            assert report is not None and report.kind == "l0"
+        for key in KEYS[::3]:
+            db.delete(key)
+            del model[key]
+        db.flush_memtable()
+        for key in KEYS[1::3]:
+            model[key] = b"new-" + key
+            db.put(key, model[key])
+        db.delete(KEYS[2])  # deleted in the newest L0 SST, over an older run and an older L0 SST
+        del model[KEYS[2]]
+        db.flush_memtable()
+        report = compactor.run_once()
+        assert report is not None and report.kind == "l0" and report.sorted_run_id == older_runs
+        assert_reads(store, model)
+        compactor.run_once(full=True)  # the oldest run now: the tombstones may go
+        assert_reads(store, model)
+    with Db.open("db", store, OPTIONS) as reopened:
+        assert dict(reopened.scan()) == model
+
+
+def assert_reads(store: MemoryStore, model: dict[bytes, bytes]) -> None:
+    with DbReader.open("db", store) as reader:
+        for key in KEYS:
+            assert reader.get(key) == model.get(key), f"{key!r} reads {reader.get(key)!r}"
+        assert dict(reader.scan()) == model
