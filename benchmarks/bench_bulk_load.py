@@ -1,6 +1,6 @@
 """Bulk-load throughput: ``slate_ops.spark.bulk_load`` on Spark ``local[1]`` and ``local[2]``.
 
-Run: ``.venv/bin/python benchmarks/bench_bulk_load.py [--quick] [--rows N] [--repeat N]``.
+Run: ``python -m benchmarks.bench_bulk_load [--quick] [--rows N] [--repeat N]``.
 
 Method
 ------
@@ -200,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="slate-bench-bulk-load-") as name:
         for master in args.masters:
             runs += run_master(master, Path(name), rows, repeat)
-    report = render(
-        runs, " ".join(["bench_bulk_load.py", *(argv if argv is not None else sys.argv[1:])]), rows
-    )
+    args_given = argv if argv is not None else sys.argv[1:]
+    command = " ".join(["python -m benchmarks.bench_bulk_load", *args_given])
+    report = render(runs, command, rows)
     print()
     print(report)
     output: Path | None = args.output or (None if args.quick else RESULTS)

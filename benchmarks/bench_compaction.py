@@ -1,6 +1,6 @@
 """Compaction throughput: local and Spark executors against the raw Arrow limit (docs/design/spark.md).
 
-Run: ``.venv/bin/python benchmarks/bench_compaction.py [--quick] [--no-spark]``.
+Run: ``python -m benchmarks.bench_compaction [--quick] [--no-spark]``.
 
 Targets: LocalExecutor >= 100 MB/s and >= 0.5x the raw limit; Spark ``local[2]`` >= 1.6x ``local[1]``.
 
@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     report = render_report(
         inputs,
         results,
-        " ".join(["bench_compaction.py", *(argv if argv is not None else sys.argv[1:])]),
+        " ".join(["python -m benchmarks.bench_compaction", *(argv if argv is not None else sys.argv[1:])]),
         meter,
     )
     print()

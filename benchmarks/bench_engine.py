@@ -1,6 +1,6 @@
 """slate_ops's engine side by side with SlateDB's Python binding, in one process (docs/benchmarks.md).
 
-Run: ``.venv/bin/python benchmarks/bench_engine.py [--quick]`` (``pip install -e '.[bench]'`` for the
+Run: ``python -m benchmarks.bench_engine [--quick]`` (``pip install -e '.[bench]'`` for the
 ``slatedb`` package; without it only our engine runs, and the report says so).
 
 Targets (ours / theirs): >= 5x on sequential and batched puts, >= 2x on random gets and scans.
@@ -633,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         sdb_version = version("slatedb")
     meter = Meter()
     rows = run(n, durable_n, sdb, meter, progress=lambda line: print(line, file=sys.stderr))
-    command = "python benchmarks/bench_engine.py" + (" --quick" if args.quick else "")
+    command = "python -m benchmarks.bench_engine" + (" --quick" if args.quick else "")
     report = render_report(rows, sdb_version, meter.method, command)
     print(report)
     output = args.output or (None if args.quick else RESULTS)

@@ -6,7 +6,7 @@ checkpoint that later expires, so every namespace holds garbage. Each scenario r
 that state through :class:`CountingStore`. ``list`` counts one request per call; on S3 a namespace
 of more than 1,000 keys costs one LIST per 1,000 keys.
 
-Run: ``.venv/bin/python benchmarks/bench_gc.py``
+Run: ``python -m benchmarks.bench_gc``
 """
 
 from __future__ import annotations

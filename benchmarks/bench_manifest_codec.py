@@ -5,7 +5,7 @@ L0 and 8,000 across 10 sorted runs, 20-byte keys, a few checkpoints and external
 Targets: decode < 50 ms (it is read on every open and every manifest poll), encode < 150 ms.
 Both are judged on the best of the runs; the median shows how noisy the machine was.
 
-Run: ``.venv/bin/python benchmarks/bench_manifest_codec.py [--runs N]``
+Run: ``python -m benchmarks.bench_manifest_codec [--runs N]``
 Writes ``benchmarks/results/manifest_codec.md``.
 """
 
@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from manifest_fixtures import build_large_manifest
-
+from benchmarks.manifest_fixtures import build_large_manifest
 from slate_ops.manifest.codec import decode_manifest, encode_manifest
 
 RESULTS = Path(__file__).parent / "results" / "manifest_codec.md"
@@ -106,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         describe(result),
         f"Python {platform.python_version()} on {platform.machine()}, {args.runs} runs each "
-        "(`python benchmarks/bench_manifest_codec.py`).",
+        "(`python -m benchmarks.bench_manifest_codec`).",
         "",
         render_table(result),
     ]

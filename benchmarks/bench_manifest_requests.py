@@ -4,7 +4,7 @@ Targets (issue 2): an update with no conflict costs at most 2 requests (the crea
 check); a fresh read of the latest manifest costs 1 request when the cache is current. The other
 rows' bounds are the counts measured when they were added (a regression check, not a target).
 
-Run: ``.venv/bin/python benchmarks/bench_manifest_requests.py``
+Run: ``python -m benchmarks.bench_manifest_requests``
 """
 
 from __future__ import annotations

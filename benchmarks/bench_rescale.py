@@ -1,6 +1,6 @@
 """Split and merge cost: wall time and object-store requests at two database sizes (docs/benchmarks.md).
 
-Run: ``.venv/bin/python benchmarks/bench_rescale.py [--sizes-mb 10,1024] [--repeat 21] [--store-url U]``.
+Run: ``python -m benchmarks.bench_rescale [--sizes-mb 10,1024] [--repeat 21] [--store-url U]``.
 
 Target (issue 6): the largest size within 1.5x of the smallest, in time and in requests — split and
 merge are metadata-only, so their cost follows the manifest, not the data.
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for meta in list(store.list(prefix + "/")):
                 store.delete(meta.key)
     report["command"] = " ".join(
-        ["benchmarks/bench_rescale.py", *(argv if argv is not None else sys.argv[1:])]
+        ["python -m benchmarks.bench_rescale", *(argv if argv is not None else sys.argv[1:])]
     )
     print(table(report))
     args.output.parent.mkdir(parents=True, exist_ok=True)

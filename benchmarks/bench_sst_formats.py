@@ -12,7 +12,7 @@ Per configuration: encode speed (logical bytes = keys + values + 9 B per row), f
 with no cache (every get fetches and decodes its block), and full scans as Python entries and as
 Arrow batches. Latencies are the best of several rounds (the box is shared and noisy).
 
-Run: ``.venv/bin/python benchmarks/bench_sst_formats.py [--entries N] [--quick]``
+Run: ``python -m benchmarks.bench_sst_formats [--entries N] [--quick]``
 Writes ``benchmarks/results/sst_formats.md``.
 """
 

@@ -1,4 +1,4 @@
-"""Run every benchmark and write docs/benchmarks.md: ``python -m benchmarks`` (or this file as a script).
+"""Run every benchmark and write docs/benchmarks.md: ``python -m benchmarks`` (or ``-m benchmarks.run_all``).
 
 Usage::
 
@@ -8,14 +8,15 @@ Usage::
     python -m benchmarks --render-only        # recompose the doc from the stored results and notes
     python -m benchmarks --list               # the benchmark names
 
-Each benchmark runs in its own process (``--child NAME``), so none inherits another's heap, Spark
-JVM or threads, and writes ``<results>/<name>.json`` (summary rows ``{benchmark, metric, ours,
-reference, ratio, target, met}`` plus its machine facts: date, CPU count, load average at start and
-end, versions) and ``<results>/<name>.md`` (the script's full report). The document is then
-composed from every ``<name>.json`` present, so benchmarks not rerun keep their last results (each
-section says when it was measured), followed per benchmark by the hand-written
-``benchmarks/notes/<name>.md``, included verbatim. ``--no-spark`` skips the Spark parts (the bulk
-load entirely, the SparkExecutor rows of the compaction); ``--no-slatedb`` runs our engine alone.
+Each benchmark runs in its own process (``python -m benchmarks --child NAME``), so none inherits
+another's heap, Spark JVM or threads, and writes ``<results>/<name>.json`` (summary rows
+``{benchmark, metric, ours, reference, ratio, target, met}`` plus its machine facts: date, CPU
+count, load average at start and end, versions) and ``<results>/<name>.md`` (the script's full
+report). The document is then composed from every ``<name>.json`` present, so benchmarks not rerun
+keep their last results (each section says when it was measured), followed per benchmark by the
+hand-written ``benchmarks/notes/<name>.md``, included verbatim. ``--no-spark`` skips the Spark
+parts (the bulk load entirely, the SparkExecutor rows of the compaction); ``--no-slatedb`` runs our
+engine alone.
 """
 
 from __future__ import annotations
@@ -33,12 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks import suite
+
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # the scripts import each other by bare name
-    sys.path.insert(0, str(HERE))
-
-import suite  # noqa: E402
-
 REPO = HERE.parent
 RESULTS_DIR = HERE / "results"
 NOTES_DIR = HERE / "notes"
@@ -111,7 +109,7 @@ def run_one(bench: suite.Benchmark, options: suite.Options, results_dir: Path) -
     data = {
         "benchmark": bench.name,
         "title": bench.title,
-        "script": f"benchmarks/{bench.script}",
+        "script": f"benchmarks/{bench.module}.py",
         "command": " ".join([COMMAND, "--only", bench.name, *flags(options)]),
         "mode": "quick" if options.quick else "full",
         "started": started_at,
@@ -273,7 +271,7 @@ def section(bench: suite.Benchmark, data: dict[str, Any] | None, results_dir: Pa
         start, end = _load(data["load_average_start"]), _load(data["load_average_end"])
         loads = f"load average {start} at start, {end} at end"
         lines += [
-            f"`{data['command']}` (the script alone: `python {data['script']}`) — measured "
+            f"`{data['command']}` (the script alone: `python -m benchmarks.{bench.module}`) — measured "
             f"{data['started']}, "
             f"{mode}, {data['seconds']:.0f} s, {loads}. Full report: {link}.",
             "",
@@ -366,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.list:
         for bench in suite.BENCHMARKS:
-            print(f"{bench.name:<18} {bench.title}  (benchmarks/{bench.script})")
+            print(f"{bench.name:<18} {bench.title}  (python -m benchmarks.{bench.module})")
         return 0
     options = suite.Options(quick=args.quick, spark=not args.no_spark, slatedb=not args.no_slatedb)
     results_dir: Path = args.results_dir or (QUICK_DIR / "results" if args.quick else RESULTS_DIR)
@@ -393,8 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             print(f"== {bench.name}: {bench.title}", file=sys.stderr, flush=True)
             started = time.perf_counter()
-            child = [sys.executable, str(Path(__file__).resolve()), "--child", bench.name]
-            code = subprocess.run([*child, "--results-dir", str(results_dir), *flags(options)]).returncode
+            child = [sys.executable, "-m", "benchmarks", "--child", bench.name]
+            where = ["--results-dir", str(results_dir.resolve())]
+            code = subprocess.run([*child, *where, *flags(options)], cwd=REPO).returncode
             print(
                 f"== {bench.name}: exit {code} after {time.perf_counter() - started:.0f} s", file=sys.stderr
             )

@@ -7,9 +7,8 @@ section of docs/benchmarks.md, and the full report that the script would write t
 ``benchmarks/results/<name>.md``. ``run_all.py`` runs each collector in its own process and writes
 ``benchmarks/results/<name>.json``.
 
-The scripts are imported by bare name (this directory is on ``sys.path``, as when a script runs),
-and only inside their collector, so a run of one benchmark imports neither Spark nor SlateDB unless
-it needs them.
+The benchmark modules are imported only inside their collector, so a run of one benchmark imports
+neither Spark nor SlateDB unless it needs them.
 """
 
 from __future__ import annotations
@@ -165,7 +164,7 @@ class Outcome:
 class Benchmark:
     name: str
     title: str
-    script: str
+    module: str  # in the benchmarks package: runs alone as ``python -m benchmarks.<module>``
     needs_spark: bool  # entirely: skipped by --no-spark
     collect: Callable[[Options], Outcome]
 
@@ -185,7 +184,7 @@ def package_version(name: str) -> str | None:
 
 
 def collect_manifest_requests(options: Options) -> Outcome:
-    import bench_manifest_requests as bench
+    from benchmarks import bench_manifest_requests as bench
 
     results = bench.run_all_stores()
     table = bench.render(results)
@@ -215,7 +214,7 @@ def collect_manifest_requests(options: Options) -> Outcome:
 
 
 def collect_manifest_codec(options: Options) -> Outcome:
-    import bench_manifest_codec as bench
+    from benchmarks import bench_manifest_codec as bench
 
     runs = 5 if options.quick else 20
     result = bench.run(runs)
@@ -239,7 +238,7 @@ def collect_manifest_codec(options: Options) -> Outcome:
 
 
 def collect_engine(options: Options) -> Outcome:
-    import bench_engine as bench
+    from benchmarks import bench_engine as bench
 
     n, durable_n = (10_000, 20) if options.quick else (100_000, 100)
     skipped: list[str] = []
@@ -295,7 +294,7 @@ def collect_engine(options: Options) -> Outcome:
                 note + "; reported, no target",
             )
         )
-    command = "python benchmarks/bench_engine.py" + (" --quick" if options.quick else "")
+    command = "python -m benchmarks --only engine" + (" --quick" if options.quick else "")
     report = bench.render_report(results, version, meter.method, command)
     theirs = f"SlateDB: slatedb {version} (PyPI binding)" if version else "SlateDB not run: ours only"
     setup = (
@@ -311,7 +310,7 @@ def collect_engine(options: Options) -> Outcome:
 
 
 def collect_compaction(options: Options) -> Outcome:
-    import bench_compaction as bench
+    from benchmarks import bench_compaction as bench
 
     mb, repeat = (2.0, 1) if options.quick else (48.0, 3)
     meter = bench.Meter()
@@ -406,7 +405,7 @@ def collect_compaction(options: Options) -> Outcome:
 
 
 def collect_gc(options: Options) -> Outcome:
-    import bench_gc as bench
+    from benchmarks import bench_gc as bench
 
     rounds = 60 if options.quick else bench.ROUNDS
     results = {r.scenario: r for r in bench.run_scenarios(rounds)}
@@ -451,8 +450,7 @@ def collect_gc(options: Options) -> Outcome:
 
 
 def collect_rescale(options: Options) -> Outcome:
-    import bench_rescale as bench
-
+    from benchmarks import bench_rescale as bench
     from slate_ops.objstore import LocalStore
 
     if options.quick:
@@ -509,7 +507,7 @@ def collect_rescale(options: Options) -> Outcome:
 
 
 def collect_bulk_load(options: Options) -> Outcome:
-    import bench_bulk_load as bench
+    from benchmarks import bench_bulk_load as bench
 
     rows_in, repeat = (100_000, 1) if options.quick else (bench.ROWS, 2)
     runs = []
@@ -562,7 +560,7 @@ def collect_bulk_load(options: Options) -> Outcome:
 
 
 def collect_sst_formats(options: Options) -> Outcome:
-    import bench_sst_formats as bench
+    from benchmarks import bench_sst_formats as bench
 
     entries, gets, rounds = (20_000, 2_000, 1) if options.quick else (200_000, 20_000, 3)
     results, final = bench.run(entries, gets, rounds, options.quick)
@@ -607,17 +605,17 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "manifest_requests",
         "Object-store requests per manifest operation",
-        "bench_manifest_requests.py",
+        "bench_manifest_requests",
         False,
         collect_manifest_requests,
     ),
-    Benchmark("manifest_codec", "Manifest codec", "bench_manifest_codec.py", False, collect_manifest_codec),
-    Benchmark("engine", "Engine vs SlateDB's Python binding", "bench_engine.py", False, collect_engine),
-    Benchmark("compaction", "Compaction", "bench_compaction.py", False, collect_compaction),
-    Benchmark("gc", "Garbage collection: requests per run", "bench_gc.py", False, collect_gc),
-    Benchmark("rescale", "Rescaling: split and merge", "bench_rescale.py", False, collect_rescale),
-    Benchmark("bulk_load", "Bulk load (Spark)", "bench_bulk_load.py", True, collect_bulk_load),
-    Benchmark("sst_formats", "SST format candidates", "bench_sst_formats.py", False, collect_sst_formats),
+    Benchmark("manifest_codec", "Manifest codec", "bench_manifest_codec", False, collect_manifest_codec),
+    Benchmark("engine", "Engine vs SlateDB's Python binding", "bench_engine", False, collect_engine),
+    Benchmark("compaction", "Compaction", "bench_compaction", False, collect_compaction),
+    Benchmark("gc", "Garbage collection: requests per run", "bench_gc", False, collect_gc),
+    Benchmark("rescale", "Rescaling: split and merge", "bench_rescale", False, collect_rescale),
+    Benchmark("bulk_load", "Bulk load (Spark)", "bench_bulk_load", True, collect_bulk_load),
+    Benchmark("sst_formats", "SST format candidates", "bench_sst_formats", False, collect_sst_formats),
 )
 
 

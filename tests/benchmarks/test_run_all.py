@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -101,13 +102,17 @@ def test_unknown_benchmark_is_a_usage_error() -> None:
     assert done.returncode == 2 and "unknown benchmark(s) nope" in done.stderr
 
 
-def test_the_script_form_lists_the_benchmarks() -> None:
+def test_run_all_lists_the_benchmarks_and_their_modules() -> None:
     done = subprocess.run(
-        [sys.executable, "benchmarks/run_all.py", "--list"],
+        [sys.executable, "-m", "benchmarks.run_all", "--list"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert [line.split()[0] for line in done.stdout.splitlines()] == [name for name, _ in BENCHMARKS]
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [name for name, _ in BENCHMARKS]
+    for line in lines:
+        module = line.rsplit("python -m ", 1)[1].rstrip(")")
+        assert callable(importlib.import_module(module).main), module
