@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from slate_ops.orchestration import CHECKPOINT_EXPIRY_JOB, DB_TAG, SlateDatabasesResource
+from slate_ops.orchestration.fleet import describe_databases
 from slate_ops.orchestration.ops import expire_checkpoints_op, expiry_run_request
-from slate_ops.orchestration.sensors import describe_databases
 
 
 @dg.job(
@@ -43,14 +43,10 @@ def checkpoint_expiry_schedule(
     context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     tick = context.scheduled_execution_time or datetime.now(UTC)
-    described, failed = describe_databases(slate, context.log)
+    found = describe_databases(slate, context.log)
     requests = [
         expiry_run_request(db, f"expire-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}")
-        for db, status in described
+        for db, status in found.results
         if status.expired_checkpoints
     ]
-    if requests:
-        return requests
-    return dg.SkipReason(
-        "no database has expired checkpoints" + (f"; skipped: {'; '.join(failed)}" if failed else "")
-    )
+    return found.requests_or_skip(requests, "no database has expired checkpoints")

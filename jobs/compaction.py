@@ -20,6 +20,7 @@ import dagster as dg
 
 from slate_ops.orchestration import COMPACTION_JOB, DB_TAG, SlateDatabasesResource, compact_op
 from slate_ops.orchestration.compaction import compaction_run_request, has_compaction_work
+from slate_ops.orchestration.fleet import each_database
 
 SCHEDULE_NAME = "compaction_schedule"
 
@@ -43,17 +44,10 @@ def compaction_schedule(
     context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
-    requests: list[dg.RunRequest] = []
-    failed: list[str] = []
-    for db in slate.config.databases:
-        try:
-            if has_compaction_work(slate, db):
-                requests.append(compaction_run_request(db, f"compact-{db.name}-{tick:%Y%m%dT%H%MZ}"))
-        except Exception as exc:  # one unreadable database must not stop the others
-            context.log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
-            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
-    if requests:
-        return requests
-    return dg.SkipReason(
-        "no database has anything to compact" + (f"; skipped: {'; '.join(failed)}" if failed else "")
-    )
+    found = each_database(slate.config.databases, context.log, lambda db: has_compaction_work(slate, db))
+    requests = [
+        compaction_run_request(db, f"compact-{db.name}-{tick:%Y%m%dT%H%MZ}")
+        for db, has_work in found.results
+        if has_work
+    ]
+    return found.requests_or_skip(requests, "no database has anything to compact")

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from slate_ops.admin import describe_db
 from slate_ops.orchestration import DB_TAG, SlateDatabasesResource
+from slate_ops.orchestration.fleet import describe_databases
 from slate_ops.orchestration.gc import GC_JOB, gc_op, gc_run_request
 
 SCHEDULE_NAME = "gc_schedule"
@@ -48,16 +48,7 @@ def gc_schedule(
     due = [db for db in slate.config.databases if db.gc.due(tick)]
     if not due:
         return dg.SkipReason(f"no database's gc.interval_hours is due at {tick.astimezone(UTC):%H:%M} UTC")
-    requests: list[dg.RunRequest] = []
-    failed: list[str] = []
-    for db in due:
-        try:
-            describe_db(db.path, slate.open_store(db.name), clock=slate.clock())  # it exists
-        except Exception as exc:  # one unreadable database must not stop the others
-            context.log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
-            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
-        else:
-            requests.append(gc_run_request(db, tick))
-    if requests:
-        return requests
-    return dg.SkipReason(f"no database could be read; skipped: {'; '.join(failed)}")
+    found = describe_databases(slate, context.log, due)  # the ones that exist
+    return found.requests_or_skip(
+        [gc_run_request(db, tick) for db, _ in found.results], "no database could be read"
+    )

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from slate_ops.admin import describe_db
 from slate_ops.orchestration import DB_TAG, SlateDatabasesResource
+from slate_ops.orchestration.fleet import describe_databases
 from slate_ops.orchestration.maintenance import (
     MAINTENANCE_JOB,
     maintenance_compact,
@@ -56,16 +56,6 @@ def maintenance_schedule(
     context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     tick = context.scheduled_execution_time or datetime.now(UTC)
-    requests: list[dg.RunRequest] = []
-    failed: list[str] = []
-    for db in slate.config.databases:
-        try:
-            describe_db(db.path, slate.open_store(db.name), clock=slate.clock())  # it exists
-        except Exception as exc:  # one unreadable database must not stop the others
-            context.log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
-            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
-        else:
-            requests.append(maintenance_run_request(db, tick))
-    if requests:
-        return requests
-    return dg.SkipReason(f"no database could be read; skipped: {'; '.join(failed)}")
+    found = describe_databases(slate, context.log)  # the ones that exist
+    requests = [maintenance_run_request(db, tick) for db, _ in found.results]
+    return found.requests_or_skip(requests, "no database could be read")

@@ -44,9 +44,5 @@ def tag_policy_schedule(
     context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     tick = context.scheduled_execution_time or datetime.now(UTC)
-    requests, failed = tag_policy_run_requests(slate, tick, context.log)
-    if requests:
-        return requests
-    return dg.SkipReason(
-        "no database's tag policy has anything to do" + (f"; skipped: {'; '.join(failed)}" if failed else "")
-    )
+    requests, found = tag_policy_run_requests(slate, tick, context.log)
+    return found.requests_or_skip(requests, "no database's tag policy has anything to do")

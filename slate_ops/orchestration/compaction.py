@@ -15,7 +15,6 @@ a run asks for it). Its output metadata is the report and the LSM shape before a
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-import json
 from typing import Any, Literal
 
 import dagster as dg
@@ -33,10 +32,10 @@ from slate_ops.compaction import (
 )
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.fleet import describe_databases, dump_cursor, parse_cursor
 from slate_ops.orchestration.metadata import shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
-from slate_ops.orchestration.sensors import describe_databases, parse_cursor
 from slate_ops.spark import SparkExecutor
 
 COMPACTION_JOB = "compaction_job"
@@ -207,23 +206,19 @@ def propose_compaction(
 def slate_ops_compaction_sensor(
     context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
 ) -> dg.SensorResult | dg.SkipReason:
-    requested = parse_cursor(context.cursor, context.log)
-    described, failed = describe_databases(slate, context.log)
-    cursor = {name: requested[name] for name in slate.database_names() if name in requested}
+    cursor = parse_cursor(context.cursor, context.log, slate.database_names())
+    found = describe_databases(slate, context.log)
     run_requests: list[dg.RunRequest] = []
     waiting: list[str] = []
-    for db, status in described:
+    for db, status in found.results:
         threshold = l0_threshold(db)
         if status.l0_ssts < threshold:
             waiting.append(f"{db.name} {status.l0_ssts}/{threshold}")
-        elif requested.get(db.name) == status.manifest_id:
+        elif cursor.get(db.name) == status.manifest_id:
             waiting.append(f"{db.name} already requested at manifest {status.manifest_id}")
         else:
             cursor[db.name] = status.manifest_id
             run_requests.append(compaction_run_request(db, f"compact-{db.name}-{status.manifest_id}"))
     if not run_requests:
-        if not described:
-            return dg.SkipReason(f"all {len(failed)} database(s) skipped: {'; '.join(failed)}")
-        reason = f"no database reached its L0 threshold ({', '.join(waiting)})"
-        return dg.SkipReason(reason + (f"; skipped: {'; '.join(failed)}" if failed else ""))
-    return dg.SensorResult(run_requests=run_requests, cursor=json.dumps(cursor, sort_keys=True))
+        return found.skip_all_or(f"no database reached its L0 threshold ({', '.join(waiting)})")
+    return dg.SensorResult(run_requests=run_requests, cursor=dump_cursor(cursor))

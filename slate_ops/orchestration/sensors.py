@@ -16,48 +16,19 @@ Checkpoints that expire while the manifest stays the same are left to the hourly
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-import json
 import logging
 
 import dagster as dg
 
-from slate_ops.admin import DbStatus, describe_db, read_manifest
+from slate_ops.admin import DbStatus, read_manifest
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.fleet import describe_databases, dump_cursor, parse_cursor
 from slate_ops.orchestration.metadata import database_metadata, status_metadata
 from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, expiry_run_request
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
 SENSOR_NAME = "slate_ops_manifest_sensor"
-
-
-def describe_databases(
-    slate: SlateDatabasesResource, log: logging.Logger
-) -> tuple[list[tuple[DatabaseConfig, DbStatus]], list[str]]:
-    """``describe_db`` of every configured database, and one line per database that failed."""
-    described: list[tuple[DatabaseConfig, DbStatus]] = []
-    failed: list[str] = []
-    for db in slate.config.databases:
-        try:
-            described.append((db, describe_db(db.path, slate.open_store(db.name), clock=slate.clock())))
-        except Exception as exc:  # one unreadable database must not stop the others
-            log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
-            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
-    return described, failed
-
-
-def parse_cursor(cursor: str | None, log: logging.Logger) -> dict[str, int]:
-    """The ``{db name: manifest id}`` cursor; an unreadable one counts as empty."""
-    if not cursor:
-        return {}
-    try:
-        raw = json.loads(cursor)
-        if isinstance(raw, dict) and all(isinstance(v, int) for v in raw.values()):
-            return {str(k): v for k, v in raw.items()}
-    except ValueError:
-        pass
-    log.warning(f"ignoring unreadable cursor {cursor!r}; observing every database again")
-    return {}
 
 
 def observed_metadata(
@@ -82,13 +53,12 @@ def observed_metadata(
 def slate_ops_manifest_sensor(
     context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
 ) -> dg.SensorResult | dg.SkipReason:
-    seen = parse_cursor(context.cursor, context.log)
-    described, failed = describe_databases(slate, context.log)
-    cursor = {name: seen[name] for name in slate.database_names() if name in seen}
+    cursor = parse_cursor(context.cursor, context.log, slate.database_names())
+    found = describe_databases(slate, context.log)
     observations: list[dg.AssetObservation] = []
     run_requests: list[dg.RunRequest] = []
-    for db, status in described:
-        if seen.get(db.name) == status.manifest_id:
+    for db, status in found.results:
+        if cursor.get(db.name) == status.manifest_id:
             continue
         cursor[db.name] = status.manifest_id
         observations.append(
@@ -100,10 +70,5 @@ def slate_ops_manifest_sensor(
         if status.expired_checkpoints:
             run_requests.append(expiry_run_request(db, f"expire-{db.name}-{status.manifest_id}"))
     if not observations:
-        if not described:
-            return dg.SkipReason(f"all {len(failed)} database(s) skipped: {'; '.join(failed)}")
-        reason = f"no manifest changed in {len(described)} database(s)"
-        return dg.SkipReason(reason + (f"; skipped: {'; '.join(failed)}" if failed else ""))
-    return dg.SensorResult(
-        run_requests=run_requests, asset_events=observations, cursor=json.dumps(cursor, sort_keys=True)
-    )
+        return found.skip_all_or(f"no manifest changed in {len(found.results)} database(s)")
+    return dg.SensorResult(run_requests=run_requests, asset_events=observations, cursor=dump_cursor(cursor))

@@ -26,6 +26,7 @@ from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.fleet import EachDatabase, each_database
 from slate_ops.orchestration.metadata import UTC_MINUTES, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
@@ -156,27 +157,21 @@ def tag_policy_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
 
 def tag_policy_run_requests(
     slate: SlateDatabasesResource, tick: datetime, log: logging.Logger
-) -> tuple[list[dg.RunRequest], list[str]]:
-    """A real run per database whose policy has work now, tagged with ``slate_ops/db``; and one line
-    per database that could not be read (skipped, with a warning)."""
-    requests: list[dg.RunRequest] = []
-    failed: list[str] = []
-    for db in slate.config.databases:
-        if db.tag_policy is None:
-            continue
-        try:
-            if _has_work(slate, db):
-                requests.append(
-                    dg.RunRequest(
-                        run_key=f"tag-policy-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
-                        run_config=tag_policy_run_config(db.name, dry_run=False),
-                        tags={DB_TAG: db.name},
-                    )
-                )
-        except Exception as exc:  # one unreadable database must not stop the others
-            log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
-            failed.append(f"{db.name} ({type(exc).__name__}: {exc})")
-    return requests, failed
+) -> tuple[list[dg.RunRequest], EachDatabase[bool]]:
+    """A real run per database whose policy has work now, tagged with ``slate_ops/db``; and what
+    :func:`each_database` found (the databases that could not be read are skipped, with a warning)."""
+    with_policy = [db for db in slate.config.databases if db.tag_policy is not None]
+    found = each_database(with_policy, log, lambda db: _has_work(slate, db))
+    requests = [
+        dg.RunRequest(
+            run_key=f"tag-policy-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
+            run_config=tag_policy_run_config(db.name, dry_run=False),
+            tags={DB_TAG: db.name},
+        )
+        for db, has_work in found.results
+        if has_work
+    ]
+    return requests, found
 
 
 def _has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
