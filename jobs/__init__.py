@@ -1,19 +1,22 @@
-"""The Dagster jobs of slate_ops, one module per job; ``definitions.py`` registers them.
+"""The Dagster jobs and schedules of slate_ops, by their public names; ``definitions.py`` registers
+them.
 
-Jobs are built from the ops in :mod:`slate_ops.orchestration`; that package never imports this one.
+Each lives with its op, schedule and sensor in its domain's module of :mod:`slate_ops.orchestration`
+(``checkpoints``, ``compaction``, ...); this package only names them. That package never imports
+this one.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from jobs.checkpoint_expiry import checkpoint_expiry_job, checkpoint_expiry_schedule
 from jobs.clone import clone_job
 from jobs.compaction import compaction_job, compaction_schedule
 from jobs.gc import gc_job, gc_schedule
 from jobs.maintenance import maintenance_job, maintenance_schedule
 from jobs.rescale import rescale_job
 from jobs.tags import tag_policy_job, tag_policy_schedule
+from slate_ops.orchestration.checkpoints import checkpoint_expiry_job, checkpoint_expiry_schedule
 
 ALL_JOBS: list[dg.JobDefinition] = [
     maintenance_job,

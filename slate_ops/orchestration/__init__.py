@@ -21,12 +21,16 @@ from slate_ops.orchestration.assets import (
     build_database_assets,
     database_asset_key,
 )
+from slate_ops.orchestration.checkpoints import (
+    CHECKPOINT_EXPIRY_JOB,
+    expire_checkpoints_op,
+    slate_ops_manifest_sensor,
+)
 from slate_ops.orchestration.checks import build_database_checks
 from slate_ops.orchestration.clones import CLONE_JOB, clone_op
 from slate_ops.orchestration.compaction import COMPACTION_JOB, compact_op, slate_ops_compaction_sensor
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig, load_config
 from slate_ops.orchestration.gc import GC_JOB, gc_op
-from slate_ops.orchestration.ops import CHECKPOINT_EXPIRY_JOB, expire_checkpoints_op
 from slate_ops.orchestration.resources import (
     PYSPARK_RESOURCE_KEY,
     RESOURCE_KEY,
@@ -34,7 +38,6 @@ from slate_ops.orchestration.resources import (
     local_pyspark_resource,
 )
 from slate_ops.orchestration.runs import DB_TAG
-from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
 
 DATABASES_JOB = "slate_ops_databases_job"
 """Materializes every database asset: creates missing databases and records their state."""

@@ -1,5 +1,6 @@
 """One asset per configured database: materializing it creates the database if missing and records
-its state; :mod:`~slate_ops.orchestration.sensors` records the same state as observations."""
+its state; the manifest sensor (:mod:`~slate_ops.orchestration.checkpoints`) records the same state as
+observations."""
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.

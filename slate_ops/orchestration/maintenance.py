@@ -29,10 +29,10 @@ from pydantic import Field
 from slate_ops.admin import read_manifest
 from slate_ops.compaction import Proposal, propose
 from slate_ops.manifest.model import Manifest
+from slate_ops.orchestration.checkpoints import expire_step
 from slate_ops.orchestration.compaction import SPARK_POOL, compact_step
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.gc import gc_step
-from slate_ops.orchestration.ops import expire_step
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
     DB_TAG,

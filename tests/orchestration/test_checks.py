@@ -11,7 +11,7 @@ from slate_ops import Db, admin
 from slate_ops.admin.verify import CHECKS
 from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.lsm import sst_key
+from slate_ops.layout import sst_key
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import (
     DatabaseConfig,
@@ -21,8 +21,8 @@ from slate_ops.orchestration import (
     database_asset_key,
 )
 from slate_ops.orchestration.assets import build_database_assets
+from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.checks import PROBLEMS_SHOWN, build_database_checks, problems_markdown
-from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
 from tests.engine.conftest import quiet
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
@@ -216,12 +216,12 @@ def test_an_unreadable_manifest_still_records_the_status(
     slate: SlateDatabasesResource, created: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """If the second read (the manifest described) fails, the observation keeps the summary."""
-    import slate_ops.orchestration.sensors as sensors
+    import slate_ops.orchestration.checkpoints as checkpoints
 
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("store hiccup")
 
-    monkeypatch.setattr(sensors, "read_manifest", broken)
+    monkeypatch.setattr(checkpoints, "read_manifest", broken)
     result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=None, resources={"slate": slate}))
     assert isinstance(result, dg.SensorResult)
     for event in result.asset_events:

@@ -13,7 +13,7 @@ from slate_ops.admin import CheckpointExpiryReport
 from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import SlateDatabasesResource
-from slate_ops.orchestration.ops import expire_checkpoints_op
+from slate_ops.orchestration.checkpoints import expire_checkpoints_op
 from tests.orchestration.conftest import ALPHA, add_checkpoint, op_metadata, run_op
 
 
@@ -161,7 +161,7 @@ def test_schedule_requests_a_tagged_run_per_database_with_expired_checkpoints(
 def test_sensor_run_request_executes_the_job(
     slate: SlateDatabasesResource, created: ObjectStore, checkpoints: dict[str, str], clock: ManualClock
 ) -> None:
-    from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
+    from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 
     result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=None, resources={"slate": slate}))
     assert isinstance(result, dg.SensorResult)

@@ -26,7 +26,7 @@ from slate_ops.orchestration import (
     SlateOpsConfig,
     local_pyspark_resource,
 )
-from slate_ops.orchestration import ops as ops_module
+from slate_ops.orchestration import checkpoints as checkpoints_module
 from slate_ops.orchestration.config import CheckpointPolicy, GcPolicy, TagPolicyConfig
 from slate_ops.orchestration.maintenance import STEPS, run_summary
 from slate_ops.orchestration.summary import latest_run_summary
@@ -217,7 +217,7 @@ def test_a_failed_step_stops_the_run_and_is_not_retried(
 def test_idempotent_step_is_retried_after_a_transient_error(
     fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = ops_module.expire_checkpoints
+    real = checkpoints_module.expire_checkpoints
     attempts: list[bool] = []
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -226,7 +226,7 @@ def test_idempotent_step_is_retried_after_a_transient_error(
             raise ConnectionError("injected: connection reset")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ops_module, "expire_checkpoints", flaky)
+    monkeypatch.setattr(checkpoints_module, "expire_checkpoints", flaky)
     result = run(fleet, config={"dry_run": False})
     assert result.success
     assert attempts == [False, False]

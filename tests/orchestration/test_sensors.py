@@ -11,7 +11,7 @@ from slate_ops import admin
 from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
-from slate_ops.orchestration.sensors import slate_ops_manifest_sensor
+from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 

@@ -1,0 +1,203 @@
+"""Checkpoints in Dagster: ``expire_checkpoints_op``, ``checkpoint_expiry_job``, its hourly
+schedule and the manifest sensor.
+
+``expire_checkpoints_op`` calls :func:`slate_ops.admin.expire_checkpoints` on one database (its run
+tag ``slate_ops/db``, or the op config's ``database``), so every run maintains exactly one database.
+Its output metadata is the report. Runs come from three places:
+
+- ``slate_ops_manifest_sensor``, when a new manifest has expired checkpoints;
+- ``checkpoint_expiry_schedule``, hourly, for every database that has expired checkpoints by then
+  (expiry is time-driven, so a database whose manifest does not change still gets cleaned);
+- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``.
+
+Automated runs remove for real unless the database sets ``checkpoints.expiry_dry_run: true``; a
+manually launched run is a dry run unless its op config says ``dry_run: false``.
+
+The manifest sensor reads each configured database's current manifest (``describe_db``) every
+tick. Its cursor is JSON ``{"<db name>": <last observed manifest id>}``. A database whose manifest id
+differs from the cursor gets an ``AssetObservation`` on ``slate_ops/<name>`` (the manifest summary,
+LSM shape, checkpoints and tags: :func:`~slate_ops.orchestration.metadata.database_metadata`); if it
+also has expired checkpoints, a run of the checkpoint expiry job is requested with run key
+``expire-<name>-<manifest id>`` (so one manifest version never triggers two runs) and the run tag
+``slate_ops/db=<name>``. With no change the tick is skipped. A database that is missing or fails to
+read is skipped with a warning and retried on the next tick; it never hides the others. Checkpoints
+that expire while the manifest stays the same are left to the hourly schedule.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the config and resource annotations
+# of decorated functions at runtime.
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from slate_ops.admin import CheckpointExpiryReport, DbStatus, expire_checkpoints, read_manifest
+from slate_ops.manifest.model import Checkpoint
+from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.fleet import describe_databases, dump_cursor, parse_cursor
+from slate_ops.orchestration.metadata import database_metadata, md_cell, status_metadata, utc_text
+from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.runs import (
+    DB_TAG,
+    IDEMPOTENT_RETRY,
+    DatabaseOpConfig,
+    StepResult,
+    target_database,
+)
+
+CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
+"""Name of the job that runs :func:`expire_checkpoints_op`."""
+
+SENSOR_NAME = "slate_ops_manifest_sensor"
+
+
+class ExpireCheckpointsConfig(DatabaseOpConfig):
+    """Run config of :func:`expire_checkpoints_op`."""
+
+    dry_run: bool = Field(default=True, description="Only report what would be removed (the default).")
+
+
+@dg.op(
+    description="Remove the database's expired checkpoints (dry run by default) and report them.",
+    retry_policy=IDEMPOTENT_RETRY,
+)
+def expire_checkpoints_op(
+    context: dg.OpExecutionContext, config: ExpireCheckpointsConfig, slate: SlateDatabasesResource
+) -> dg.Output[CheckpointExpiryReport]:
+    name = target_database(context, config.database)
+    step = expire_step(context, slate, name, dry_run=config.dry_run)
+    return dg.Output(step.report, metadata=step.metadata)
+
+
+def expire_step(
+    context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, *, dry_run: bool
+) -> StepResult[CheckpointExpiryReport]:
+    """Expire ``name``'s checkpoints (shared by the ops)."""
+    db = slate.database(name)
+    report = expire_checkpoints(db.path, slate.open_store(name), dry_run=dry_run, clock=slate.clock())
+    verb = "would remove" if report.dry_run else "removed"
+    summary = f"{verb} {len(report.expired)} expired checkpoint(s) at manifest {report.manifest_id}"
+    context.log.info(f"{name}: {summary}")
+    return StepResult(report, expiry_metadata(name, report), summary)
+
+
+def expiry_metadata(database: str, report: CheckpointExpiryReport) -> dict[str, dg.MetadataValue]:
+    """The report as run metadata: counts, flags and a Markdown table of the checkpoints."""
+    return {
+        "database": dg.MetadataValue.text(database),
+        "dry_run": dg.MetadataValue.bool(report.dry_run),
+        "manifest_id": dg.MetadataValue.int(report.manifest_id),
+        "expired_count": dg.MetadataValue.int(len(report.expired)),
+        "expired_checkpoints": dg.MetadataValue.md(checkpoints_markdown(report.expired, report.dry_run)),
+    }
+
+
+def checkpoints_markdown(checkpoints: tuple[Checkpoint, ...], dry_run: bool) -> str:
+    """A Markdown table of ``checkpoints`` (id, name, manifest id, created and expired at, UTC)."""
+    title = "Would remove (dry run)" if dry_run else "Removed"
+    if not checkpoints:
+        return f"{title}: no expired checkpoints."
+    rows = [
+        f"{title} {len(checkpoints)} checkpoint(s):",
+        "",
+        "| id | name | manifest_id | created at (UTC) | expired at (UTC) |",
+        "| --- | --- | ---: | --- | --- |",
+    ]
+    for c in checkpoints:
+        rows.append(
+            f"| {c.id} | {md_cell(c.name or '')} | {c.manifest_id} | {utc_text(c.create_time_s)} "
+            f"| {utc_text(c.expire_time_s)} |"
+        )
+    return "\n".join(rows)
+
+
+def expiry_run_config(database: str, dry_run: bool) -> dict[str, Any]:
+    """Run config of the checkpoint expiry job for ``database``."""
+    return {"ops": {"expire_checkpoints_op": {"config": {"database": database, "dry_run": dry_run}}}}
+
+
+def expiry_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
+    """A checkpoint expiry run of ``db``, tagged for the per-database concurrency limit.
+
+    Automated runs remove for real unless the database sets ``checkpoints.expiry_dry_run``.
+    """
+    return dg.RunRequest(
+        run_key=run_key,
+        run_config=expiry_run_config(db.name, db.checkpoints.expiry_dry_run),
+        tags={DB_TAG: db.name},
+    )
+
+
+@dg.job(
+    name=CHECKPOINT_EXPIRY_JOB,
+    description=f"Remove one database's expired checkpoints (run tag {DB_TAG}=<name>; dry run by default).",
+)
+def checkpoint_expiry_job() -> None:
+    expire_checkpoints_op()
+
+
+@dg.schedule(
+    name="checkpoint_expiry_schedule",
+    job=checkpoint_expiry_job,
+    cron_schedule="0 * * * *",
+    execution_timezone="UTC",
+    description="Hourly: expire checkpoints in every database that has expired ones.",
+)
+def checkpoint_expiry_schedule(
+    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
+) -> list[dg.RunRequest] | dg.SkipReason:
+    tick = context.scheduled_execution_time or datetime.now(UTC)
+    found = describe_databases(slate, context.log)
+    requests = [
+        expiry_run_request(db, f"expire-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}")
+        for db, status in found.results
+        if status.expired_checkpoints
+    ]
+    return found.requests_or_skip(requests, "no database has expired checkpoints")
+
+
+def observed_metadata(
+    slate: SlateDatabasesResource, db: DatabaseConfig, status: DbStatus, log: logging.Logger
+) -> dict[str, dg.MetadataValue]:
+    """:func:`database_metadata` of the manifest ``status`` described (one more GET); if that read
+    fails, the status alone."""
+    try:
+        current = read_manifest(db.path, slate.open_store(db.name), status.manifest_id)
+    except Exception as exc:  # the status is still worth recording
+        log.warning(f"observing {db.name} without its LSM shape: {type(exc).__name__}: {exc}")
+        return status_metadata(status)
+    return database_metadata(db.path, current, slate.clock().now())
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    job_name=CHECKPOINT_EXPIRY_JOB,
+    minimum_interval_seconds=30,
+    description="Observes each database's manifest; requests checkpoint expiry when checkpoints expired.",
+)
+def slate_ops_manifest_sensor(
+    context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
+) -> dg.SensorResult | dg.SkipReason:
+    cursor = parse_cursor(context.cursor, context.log, slate.database_names())
+    found = describe_databases(slate, context.log)
+    observations: list[dg.AssetObservation] = []
+    run_requests: list[dg.RunRequest] = []
+    for db, status in found.results:
+        if cursor.get(db.name) == status.manifest_id:
+            continue
+        cursor[db.name] = status.manifest_id
+        observations.append(
+            dg.AssetObservation(
+                asset_key=database_asset_key(db.name),
+                metadata=observed_metadata(slate, db, status, context.log),
+            )
+        )
+        if status.expired_checkpoints:
+            run_requests.append(expiry_run_request(db, f"expire-{db.name}-{status.manifest_id}"))
+    if not observations:
+        return found.skip_all_or(f"no manifest changed in {len(found.results)} database(s)")
+    return dg.SensorResult(run_requests=run_requests, asset_events=observations, cursor=dump_cursor(cursor))
