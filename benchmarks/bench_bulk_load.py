@@ -44,6 +44,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.reporting import markdown_table
 from slate_ops import Db
 from slate_ops.objstore import LocalStore
 from slate_ops.spark import BulkLoadReport, bulk_load, local_spark_session, read_db
@@ -167,23 +168,35 @@ def render(runs: Sequence[Run], argv: str, rows: int) -> str:
         "seconds of the whole `bulk_load` call (validation job, writer open, sampling, shuffle, sort, "
         "SST writes, commit); best of the repeats.",
         "",
-        "| master | input | run | partitions | SSTs | stored MB | seconds | row MB/s |",
-        "|---|---|---|--:|--:|--:|--:|--:|",
+        render_table(runs),
+        "",
     ]
-    for r in runs:
-        report = r.report
-        ssts = "-" if report is None else str(report.ssts)
-        stored = "-" if report is None else f"{report.bytes / 1e6:.1f}"
-        lines.append(
-            f"| {r.master} | {r.source} | {r.name} | {r.partitions} | {ssts} | {stored} | {r.seconds:.2f} "
-            f"| {r.mb_per_s:.1f} |"
-        )
+    return "\n".join(lines)
+
+
+def render_table(runs: Sequence[Run]) -> str:
+    """The table of runs, then the ``local[2]`` / ``local[1]`` ratio of each input."""
+    rows = [
+        [
+            r.master,
+            r.source,
+            r.name,
+            r.partitions,
+            "-" if r.report is None else r.report.ssts,
+            "-" if r.report is None else f"{r.report.bytes / 1e6:.1f}",
+            f"{r.seconds:.2f}",
+            f"{r.mb_per_s:.1f}",
+        ]
+        for r in runs
+    ]
+    header = ["master", "input", "run", "partitions", "SSTs", "stored MB", "seconds", "row MB/s"]
+    lines = [markdown_table(header, rows, "lllrrrrr")]
     for source in ("generated", "parquet"):
         one = _load(runs, "local[1]", source)
         two = _load(runs, "local[2]", source)
         if one is not None and two is not None:
             lines += ["", f"`local[2]` / `local[1]`, {source} input: {two.mb_per_s / one.mb_per_s:.2f}x."]
-    return "\n".join([*lines, ""])
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

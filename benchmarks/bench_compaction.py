@@ -57,8 +57,9 @@ import numpy as np
 import pyarrow as pa
 from ulid import ULID
 
+from benchmarks.reporting import markdown_table
 from slate_ops.compaction import Compactor, CompactorOptions, Executor, LocalExecutor
-from slate_ops.engine.lsm import sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, Manifest, SstView
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore
@@ -438,19 +439,24 @@ def _line(r: Result) -> str:
 
 def render_table(results: Sequence[Result]) -> str:
     raw = next(r for r in results if r.executor == "pyarrow")
-    lines = [
-        "| run | max_subcompaction_bytes | subcompactions | seconds | input MB/s | vs raw "
-        "| peak driver MiB | peak worker MiB |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    rows = [
+        [
+            r.name,
+            "-" if r.subcompaction_bytes is None else f"{r.subcompaction_bytes // MiB} MiB",
+            r.subcompactions,
+            f"{r.seconds:.2f}",
+            f"{r.mb_per_s:.1f}",
+            "1.00" if r is raw else f"{r.mb_per_s / raw.mb_per_s:.2f}",
+            _mib(r.driver_kib),
+            _mib(r.worker_kib),
+        ]
+        for r in results
     ]
-    for r in results:
-        size = "-" if r.subcompaction_bytes is None else f"{r.subcompaction_bytes // MiB} MiB"
-        ratio = "1.00" if r is raw else f"{r.mb_per_s / raw.mb_per_s:.2f}"
-        lines.append(
-            f"| {r.name} | {size} | {r.subcompactions} | {r.seconds:.2f} | {r.mb_per_s:.1f} | {ratio} "
-            f"| {_mib(r.driver_kib)} | {_mib(r.worker_kib)} |"
-        )
-    return "\n".join(lines)
+    header = [
+        "run", "max_subcompaction_bytes", "subcompactions", "seconds", "input MB/s", "vs raw",
+        "peak driver MiB", "peak worker MiB",
+    ]  # fmt: skip
+    return markdown_table(header, rows, "lrrrrrrr")
 
 
 def _find(results: Sequence[Result], name: str, size: int) -> Result | None:
@@ -459,31 +465,34 @@ def _find(results: Sequence[Result], name: str, size: int) -> Result | None:
 
 def render_targets(results: Sequence[Result]) -> str:
     raw = next(r for r in results if r.executor == "pyarrow")
-    rows = ["| target | measured | met |", "|---|--:|:-:|"]
+    rows: list[list[str]] = []
     for threads in (1, 2):
         local = _find(results, f"LocalExecutor(threads={threads})", MAIN_SUBCOMPACTION)
         if local is not None:
             rows.append(
-                f"| LocalExecutor(threads={threads}) >= {TARGET_LOCAL_MB_S:.0f} MB/s "
-                f"| {local.mb_per_s:.1f} MB/s "
-                f"| {'yes' if local.mb_per_s >= TARGET_LOCAL_MB_S else 'no'} |"
+                [
+                    f"LocalExecutor(threads={threads}) >= {TARGET_LOCAL_MB_S:.0f} MB/s",
+                    f"{local.mb_per_s:.1f} MB/s",
+                    "yes" if local.mb_per_s >= TARGET_LOCAL_MB_S else "no",
+                ]
             )
             ratio = local.mb_per_s / raw.mb_per_s
             rows.append(
-                f"| LocalExecutor(threads={threads}) / raw >= {TARGET_LOCAL_VS_RAW} | {ratio:.2f} "
-                f"| {'yes' if ratio >= TARGET_LOCAL_VS_RAW else 'no'} |"
+                [
+                    f"LocalExecutor(threads={threads}) / raw >= {TARGET_LOCAL_VS_RAW}",
+                    f"{ratio:.2f}",
+                    "yes" if ratio >= TARGET_LOCAL_VS_RAW else "no",
+                ]
             )
     one = _find(results, "SparkExecutor local[1]", MAIN_SUBCOMPACTION)
     two = _find(results, "SparkExecutor local[2]", MAIN_SUBCOMPACTION)
+    spark_target = f"Spark local[2] / local[1] >= {TARGET_SPARK_SCALING}"
     if one is not None and two is not None:
         scaling = two.mb_per_s / one.mb_per_s
-        rows.append(
-            f"| Spark local[2] / local[1] >= {TARGET_SPARK_SCALING} | {scaling:.2f} "
-            f"| {'yes' if scaling >= TARGET_SPARK_SCALING else 'no'} |"
-        )
+        rows.append([spark_target, f"{scaling:.2f}", "yes" if scaling >= TARGET_SPARK_SCALING else "no"])
     else:
-        rows.append("| Spark local[2] / local[1] >= 1.6 | not run | - |")
-    return "\n".join(rows)
+        rows.append([spark_target, "not run", "-"])
+    return markdown_table(["target", "measured", "met"], rows, "lrc")
 
 
 def render_report(inputs: Inputs, results: Sequence[Result], argv: str, meter: Meter) -> str:

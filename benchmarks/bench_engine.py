@@ -79,6 +79,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from benchmarks.reporting import markdown_table
 from slate_ops import Db, DbOptions, WriteBatch
 from slate_ops.objstore import LocalStore
 
@@ -554,24 +555,31 @@ def _mib(m: Measurement | None) -> str:
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    lines = [
-        "| phase | N | ours ops/s | SlateDB ops/s | ours/SlateDB | target | result "
-        "| ours peak RSS Δ (MiB) | SlateDB peak RSS Δ (MiB) |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|",
-    ]
+    cells = []
     for row in rows:
         target = TARGETS.get(row.phase)
         ratio = row.ratio
         result = "-" if ratio is None or target is None else ("pass" if ratio >= target else "MISS")
         if row.notes:
             result += " (" + "; ".join(row.notes) + ")"
-        lines.append(
-            f"| {row.phase} | {row.n:,} | {_rate(row.ours, row.phase)} | {_rate(row.theirs, row.phase)} "
-            f"| {'n/a' if ratio is None else f'{ratio:.2f}x'} "
-            f"| {'-' if target is None else f'>= {target:g}x'} "
-            f"| {result} | {_mib(row.ours)} | {_mib(row.theirs)} |"
+        cells.append(
+            [
+                row.phase,
+                f"{row.n:,}",
+                _rate(row.ours, row.phase),
+                _rate(row.theirs, row.phase),
+                "n/a" if ratio is None else f"{ratio:.2f}x",
+                "-" if target is None else f">= {target:g}x",
+                result,
+                _mib(row.ours),
+                _mib(row.theirs),
+            ]
         )
-    return "\n".join(lines)
+    header = [
+        "phase", "N", "ours ops/s", "SlateDB ops/s", "ours/SlateDB", "target", "result",
+        "ours peak RSS Δ (MiB)", "SlateDB peak RSS Δ (MiB)",
+    ]  # fmt: skip
+    return markdown_table(header, cells, "lrrrrrlrr")
 
 
 NOTES = """Notes:

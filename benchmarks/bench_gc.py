@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from benchmarks.reporting import markdown_table
 from slate_ops import Db, DbOptions, admin
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
@@ -116,14 +117,12 @@ def run_scenarios(rounds: int = ROUNDS) -> list[Row]:
 
 def table(rows: list[Row]) -> str:
     kinds = ("list", "get", "head", "put", "delete")
-    lines = [
-        "| scenario | objects | deleted | requests | " + " | ".join(k.upper() for k in kinds) + " |",
-        "|---|---:|---:|---:|" + "---:|" * len(kinds),
+    header = ["scenario", "objects", "deleted", "requests", *(k.upper() for k in kinds)]
+    cells = [
+        [row.scenario, row.objects, row.deleted, row.total, *(row.counts.get(k, 0) for k in kinds)]
+        for row in rows
     ]
-    for row in rows:
-        counts = " | ".join(str(row.counts.get(k, 0)) for k in kinds)
-        lines.append(f"| {row.scenario} | {row.objects} | {row.deleted} | {row.total} | {counts} |")
-    return "\n".join(lines)
+    return markdown_table(header, cells, "lrrr" + "r" * len(kinds))
 
 
 def main() -> int:

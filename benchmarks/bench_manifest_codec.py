@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.manifest_fixtures import build_large_manifest
+from benchmarks.reporting import markdown_table
 from slate_ops.manifest.codec import decode_manifest, encode_manifest
 
 RESULTS = Path(__file__).parent / "results" / "manifest_codec.md"
@@ -73,14 +74,18 @@ def run(runs: int) -> CodecResult:
 
 
 def render_table(result: CodecResult) -> str:
-    lines = ["| operation | best (ms) | median (ms) | target (ms) | result |", "|---|---:|---:|---:|---|"]
-    for name, times, target in result.rows:
-        ok = min(times) < target
-        lines.append(
-            f"| {name} | {min(times):.1f} | {statistics.median(times):.1f} | < {target:.0f} | "
-            f"{'pass' if ok else 'FAIL'} |"
-        )
-    return "\n".join(lines)
+    rows = [
+        [
+            name,
+            f"{min(times):.1f}",
+            f"{statistics.median(times):.1f}",
+            f"< {target:.0f}",
+            "pass" if min(times) < target else "FAIL",
+        ]
+        for name, times, target in result.rows
+    ]
+    header = ["operation", "best (ms)", "median (ms)", "target (ms)", "result"]
+    return markdown_table(header, rows, "lrrrl")
 
 
 def describe(result: CodecResult) -> str:

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.reporting import markdown_table
 from slate_ops import admin
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, ObjectStore
@@ -60,11 +61,17 @@ def run_all_stores() -> list[tuple[str, str, dict[str, int], int]]:
 
 
 def render(results: list[tuple[str, str, dict[str, int], int]]) -> str:
-    lines = ["| store | operation | requests | by kind | target |", "|---|---|---:|---|---:|"]
-    for label, name, counts, target in results:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        lines.append(f"| {label} | {name} | {sum(counts.values())} | {kinds} | <= {target} |")
-    return "\n".join(lines)
+    rows = [
+        [
+            label,
+            name,
+            sum(counts.values()),
+            ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+            f"<= {target}",
+        ]
+        for label, name, counts, target in results
+    ]
+    return markdown_table(["store", "operation", "requests", "by kind", "target"], rows, "llrlr")
 
 
 def main() -> int:

@@ -46,10 +46,11 @@ import numpy as np
 import pyarrow as pa
 from ulid import ULID
 
+from benchmarks.reporting import markdown_table
 from slate_ops import admin
 from slate_ops.admin import rescale
 from slate_ops.admin.split_keys import suggest_split_keys
-from slate_ops.engine.lsm import sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.codec import encode_manifest
 from slate_ops.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slate_ops.manifest.store import ManifestStore
@@ -408,29 +409,21 @@ def run(
 def table(report: dict[str, Any]) -> str:
     """The Markdown table of docs/benchmarks.md: one row per (operation, size), then the ratio."""
     kinds = (*OPS, "total")
-    lines = [
-        "| operation | database | SSTs | median ms | CPU ms | "
-        + " | ".join(k.upper() for k in kinds)
-        + " | target |",
-        "|---|---|---:|---:|---:|" + "---:|" * len(kinds) + "---|",
-    ]
+    header = ["operation", "database", "SSTs", "median ms", "CPU ms", *(k.upper() for k in kinds), "target"]
+    rows: list[list[object]] = []
     ssts = {d["label"]: d["ssts"] for d in report["databases"]}
     for name, op in report["operations"].items():
         labels = list(op["by_size"])
         for label, s in op["by_size"].items():
             ms, cpu_ms = s["seconds_median"] * 1e3, s["cpu_seconds_median"] * 1e3
             cells = [name, label, ssts[label], f"{ms:.1f}", f"{cpu_ms:.1f}"]
-            lines.append(_row([*cells, *(s["requests"][k] for k in kinds), ""]))
+            rows.append([*cells, *(s["requests"][k] for k in kinds), ""])
         ratio = f"{labels[-1]} / {labels[0]}"
         met = f"<= {TARGET_RATIO}x: {'met' if op['met'] else 'NOT met'}"
         times, requests = f"**{op['ratio_time']:.2f}x**", f"**{op['ratio_requests']:.2f}x**"
         cpu = f"{op['ratio_cpu']:.2f}x"
-        lines.append(_row([name, ratio, "", times, cpu, *[""] * len(OPS), requests, met]))
-    return "\n".join(lines)
-
-
-def _row(cells: Sequence[object]) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
+        rows.append([name, ratio, "", times, cpu, *[""] * len(OPS), requests, met])
+    return markdown_table(header, rows, "llrrr" + "r" * len(kinds) + "l")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

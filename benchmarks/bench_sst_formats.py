@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from benchmarks.reporting import markdown_table
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import SCHEMA, BlockCache, BloomFilter, SstOptions, SstReader, encode_sst
@@ -295,7 +296,7 @@ def measure(
 def final_reader_timings(
     table: pa.Table, store: LocalStore, probe_keys: list[bytes], rounds: int
 ) -> list[str]:
-    """Per-operation costs of the shipped reader with default options."""
+    """Per-operation costs of the shipped reader with default options: a row of its table."""
     data, _ = encode_sst(table)
     store.put("final.sst", data)
     cache = BlockCache(1 << 30)
@@ -322,10 +323,18 @@ def final_reader_timings(
     store.delete("final.sst")
     value_len = len(table.column("value")[0].as_py())
     return [
-        f"| {value_len} | {warm:.2f} | {1e6 / warm:,.0f} ({1e6 / warm / SLATEDB_GETS_PER_S:.0f}x) | "
-        f"{snap_us:.2f} | {absent_us:.2f} | {cold:.1f} | {mixed:.1f} | {open_ms:.2f} | "
-        f"{logical / mb / scan_warm:.0f} | {logical / mb / scan_cold:.0f} | {logical / mb / batches:.0f} | "
-        f"{logical / mb / write:.0f} |"
+        str(value_len),
+        f"{warm:.2f}",
+        f"{1e6 / warm:,.0f} ({1e6 / warm / SLATEDB_GETS_PER_S:.0f}x)",
+        f"{snap_us:.2f}",
+        f"{absent_us:.2f}",
+        f"{cold:.1f}",
+        f"{mixed:.1f}",
+        f"{open_ms:.2f}",
+        f"{logical / mb / scan_warm:.0f}",
+        f"{logical / mb / scan_cold:.0f}",
+        f"{logical / mb / batches:.0f}",
+        f"{logical / mb / write:.0f}",
     ]
 
 
@@ -346,11 +355,11 @@ QUICK_CONFIGS: list[tuple[str, int, str | None]] = [
 ]
 
 
-def run(entries: int, gets: int, rounds: int, quick: bool) -> tuple[list[Row], list[str]]:
+def run(entries: int, gets: int, rounds: int, quick: bool) -> tuple[list[Row], list[list[str]]]:
     """Every candidate at values of 100 and 400 B, then the shipped reader's timings (table rows)."""
     configs = QUICK_CONFIGS if quick else CONFIGS
     rows: list[Row] = []
-    final: list[str] = []
+    final: list[list[str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         store = LocalStore(tmp)
         for value_len in (100, 400):
@@ -365,27 +374,17 @@ def run(entries: int, gets: int, rounds: int, quick: bool) -> tuple[list[Row], l
                     f"warm {row.warm_get_us:.2f}us cold {row.cold_get_us:.1f}us",
                     file=sys.stderr,
                 )
-            final += final_reader_timings(table, store, probe_keys, rounds)
+            final.append(final_reader_timings(table, store, probe_keys, rounds))
     return rows, final
 
 
-def render_tables(rows: Sequence[Row], final: Sequence[str]) -> str:
+def render_tables(rows: Sequence[Row], final: Sequence[Sequence[str]]) -> str:
     """The two tables (candidates, shipped reader) with their explanations, without a title."""
     lines = [
         "Warm get: block decoded in the cache. Cold get: no cache, the block is fetched with one ranged "
         "GET and decoded. Scan: every entry as a Python tuple (cold, no cache); batches: `read_table`.",
         "",
-        "| candidate | value B | block | codec | file MiB | size/logical | write MB/s | open ms "
-        "| warm get µs | cold get µs | scan MB/s | batches MB/s |",
-        "|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r.candidate} | {r.value_len} | {r.block_size // 1024} KiB | {r.compression} "
-            f"| {r.file_mb:.1f} | {r.ratio:.2f} | {r.write_mbs:.0f} | {r.open_ms:.1f} | {r.warm_get_us:.2f} "
-            f"| {r.cold_get_us:.1f} | {r.scan_mbs:.0f} | {r.batches_mbs:.0f} |"
-        )
-    lines += [
+        markdown_table(CANDIDATE_COLUMNS, [_candidate_cells(r) for r in rows], "lrrlrrrrrrrr"),
         "",
         "The shipped reader (defaults: `SstOptions()`): µs per operation; cached get with and without "
         "`max_seq`; absent key (bloom / key-range rejection); cold get with no cache; 'small cache' = a "
@@ -393,13 +392,28 @@ def render_tables(rows: Sequence[Row], final: Sequence[str]) -> str:
         f"~{SLATEDB_GETS_PER_S:,} *database* gets/s; a get on one SST is an upper bound for a database get "
         "(memtables and other SSTs add to it).",
         "",
-        "| value B | cached get µs | gets/s on one SST (x SlateDB DB gets) | get max_seq µs "
-        "| absent get µs | cold get µs | small-cache get µs | open ms | scan warm MB/s | scan cold MB/s "
-        "| batches MB/s | write MB/s |",
-        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
-        *final,
+        markdown_table(READER_COLUMNS, final, "r" * len(READER_COLUMNS)),
     ]
     return "\n".join(lines)
+
+
+CANDIDATE_COLUMNS = [
+    "candidate", "value B", "block", "codec", "file MiB", "size/logical", "write MB/s", "open ms",
+    "warm get µs", "cold get µs", "scan MB/s", "batches MB/s",
+]  # fmt: skip
+READER_COLUMNS = [
+    "value B", "cached get µs", "gets/s on one SST (x SlateDB DB gets)", "get max_seq µs", "absent get µs",
+    "cold get µs", "small-cache get µs", "open ms", "scan warm MB/s", "scan cold MB/s", "batches MB/s",
+    "write MB/s",
+]  # fmt: skip
+
+
+def _candidate_cells(r: Row) -> list[object]:
+    return [
+        r.candidate, r.value_len, f"{r.block_size // 1024} KiB", r.compression, f"{r.file_mb:.1f}",
+        f"{r.ratio:.2f}", f"{r.write_mbs:.0f}", f"{r.open_ms:.1f}", f"{r.warm_get_us:.2f}",
+        f"{r.cold_get_us:.1f}", f"{r.scan_mbs:.0f}", f"{r.batches_mbs:.0f}",
+    ]  # fmt: skip
 
 
 def describe(entries: int, rounds: int) -> str:
@@ -432,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def render_report(rows: Sequence[Row], final: Sequence[str], entries: int, rounds: int) -> str:
+def render_report(rows: Sequence[Row], final: Sequence[Sequence[str]], entries: int, rounds: int) -> str:
     return "\n".join(
         ["# SST format benchmark", "", describe(entries, rounds), "", render_tables(rows, final), ""]
     )

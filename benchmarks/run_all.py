@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import suite
+from benchmarks.reporting import markdown_table
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -159,21 +160,14 @@ def load_results(results_dir: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def summary_table(results: dict[str, dict[str, Any]]) -> str:
-    lines = [
-        "| benchmark | what | ours | reference | ratio | target | met |",
-        "|---|---|--:|--:|--:|--:|:-:|",
-    ]
+    rows: list[list[str]] = []
     met = missed = 0
     for bench in suite.BENCHMARKS:
         data = results.get(bench.name)
         link = f"[{bench.name}](#{slug(bench.title)})"
         if data is None:
-            lines.append(f"| {link} | not measured yet | | | | | |")
+            rows.append([link, "not measured yet", "", "", "", "", ""])
             continue
         if data["mode"] == "quick":
             link += " (quick)"
@@ -193,13 +187,10 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
             met += r.met is True
             missed += r.met is False
             what = r.metric + (f" ({r.note})" if r.note else "")
-            lines.append(
-                "| "
-                + " | ".join(_cell(c) for c in (link, what, ours, reference, ratio, target, verdict))
-                + " |"
-            )
+            rows.append([link, what, ours, reference, ratio, target, verdict])
     head = f"{met} of {met + missed} targets met" + (f"; **{missed} missed**" if missed else "") + "."
-    return head + "\n\n" + "\n".join(lines)
+    header = ["benchmark", "what", "ours", "reference", "ratio", "target", "met"]
+    return head + "\n\n" + markdown_table(header, rows, "llrrrrc")
 
 
 _FACTS = (
@@ -229,29 +220,30 @@ def machine_section(results: dict[str, dict[str, Any]]) -> str:
             common.append(f"{value} {label}" if key == "cpus" else f"{label} {value}")
         else:
             varying.append(key)
-    lines = [
-        "Measured on: " + ", ".join(common) + ". Other processes share this machine: the load average "
-        "(1 / 5 / 15 min) at each benchmark's start and end tells how busy it was.",
-        "",
-        "| benchmark | measured | mode | wall time | load at start | load at end | commit |"
-        + "".join(f" {dict(_FACTS)[k]} |" for k in varying),
-        "|---|---|---|--:|---|---|---|" + "---|" * len(varying),
-    ]
+    header = ["benchmark", "measured", "mode", "wall time", "load at start", "load at end", "commit"]
+    rows = []
     for bench, data in ordered:
         facts = data["machine"]
         commit = str(facts.get("git_commit") or "?") + (" (modified)" if facts.get("git_dirty") else "")
-        cells = [
-            f"[{bench.name}](#{slug(bench.title)})",
-            data["started"],
-            data["mode"],
-            f"{data['seconds']:.0f} s",
-            _load(data["load_average_start"]),
-            _load(data["load_average_end"]),
-            commit,
-            *(str(facts.get(k)) for k in varying),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(
+            [
+                f"[{bench.name}](#{slug(bench.title)})",
+                data["started"],
+                data["mode"],
+                f"{data['seconds']:.0f} s",
+                _load(data["load_average_start"]),
+                _load(data["load_average_end"]),
+                commit,
+                *(str(facts.get(k)) for k in varying),
+            ]
+        )
+    table = markdown_table(
+        [*header, *(dict(_FACTS)[k] for k in varying)], rows, "lllrlll" + "l" * len(varying)
+    )
+    return (
+        "Measured on: " + ", ".join(common) + ". Other processes share this machine: the load average "
+        "(1 / 5 / 15 min) at each benchmark's start and end tells how busy it was.\n\n" + table
+    )
 
 
 def section(bench: suite.Benchmark, data: dict[str, Any] | None, results_dir: Path, doc_dir: Path) -> str:
