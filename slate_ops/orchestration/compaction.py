@@ -1,20 +1,27 @@
-"""Compaction in Dagster: the ``compact_op`` and the L0 sensor.
+"""Compaction in Dagster: ``compact_op``, ``compaction_job``, its schedule and the L0 sensor.
 
 ``compact_op`` runs one compaction of one database (:func:`slate_ops.admin.compact`) on the local
 executor or, when its config says ``executor: spark``, on the Spark session of the ``pyspark``
 resource (:class:`~slate_ops.orchestration.resources.LocalPySparkResource`: Spark starts only when
-a run asks for it). Its output metadata is the report and the LSM shape before and after; it also records an
-``AssetObservation`` of ``slate_ops/<name>`` with the shape after.
+a run asks for it). Its output metadata is the report and the LSM shape before and after; it also
+records an ``AssetObservation`` of ``slate_ops/<name>`` with the shape after. Every run compacts
+exactly one database and carries its ``slate_ops/db`` tag. Runs come from three places:
 
-``slate_ops_compaction_sensor`` requests a ``compaction_job`` run with run key
-``compact-<name>-<manifest id>`` when a database's L0 holds at least its threshold of SSTs
-(``compaction.l0_threshold``, else ``CompactorOptions().min_sources``). Its cursor is JSON
-``{"<db name>": <manifest id of the last requested compaction>}``.
+- ``slate_ops_compaction_sensor``, when a database's L0 reaches its threshold of SSTs
+  (``compaction.l0_threshold``, else ``CompactorOptions().min_sources``), with run key
+  ``compact-<name>-<manifest id>``; its cursor is JSON
+  ``{"<db name>": <manifest id of the last requested compaction>}``;
+- ``compaction_schedule``, every 30 minutes, for every database where the compactor has work (an
+  L0 compaction, or adjacent sorted runs of similar size to merge), which also catches what the
+  sensor left (sensor off, a failed run);
+- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``,
+  optionally ``executor: spark`` or ``full: true`` in the op config.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import dagster as dg
@@ -32,16 +39,18 @@ from slate_ops.compaction import (
 )
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import describe_databases, dump_cursor, parse_cursor
+from slate_ops.orchestration.fleet import describe_databases, dump_cursor, each_database, parse_cursor
 from slate_ops.orchestration.metadata import shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
 from slate_ops.spark import SparkExecutor
 
 COMPACTION_JOB = "compaction_job"
-"""Name of the job (defined in ``jobs/compaction.py``) that runs :func:`compact_op`."""
+"""Name of the job that runs :func:`compact_op`."""
 
 COMPACTION_SENSOR = "slate_ops_compaction_sensor"
+
+SCHEDULE_NAME = "compaction_schedule"
 
 SPARK_POOL = "slate_ops_spark"
 """Dagster concurrency pool of the ops that may start Spark (every compaction op: the executor is
@@ -195,6 +204,34 @@ def propose_compaction(
     """What the compactor would pick in ``db``'s current manifest (reads it; fences and writes nothing)."""
     manifest = read_manifest(db.path, slate.open_store(db.name)).value
     return propose(manifest, db.compactor_options(), full=full)
+
+
+@dg.job(
+    name=COMPACTION_JOB,
+    description=f"Run one compaction of one database (run tag {DB_TAG}=<name>) and report it.",
+)
+def compaction_job() -> None:
+    compact_op()
+
+
+@dg.schedule(
+    name=SCHEDULE_NAME,
+    job=compaction_job,
+    cron_schedule="*/30 * * * *",
+    execution_timezone="UTC",
+    description="Every 30 minutes: compact every database where the compactor has work.",
+)
+def compaction_schedule(
+    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
+) -> list[dg.RunRequest] | dg.SkipReason:
+    tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
+    found = each_database(slate.config.databases, context.log, lambda db: has_compaction_work(slate, db))
+    requests = [
+        compaction_run_request(db, f"compact-{db.name}-{tick:%Y%m%dT%H%MZ}")
+        for db, has_work in found.results
+        if has_work
+    ]
+    return found.requests_or_skip(requests, "no database has anything to compact")
 
 
 @dg.sensor(
