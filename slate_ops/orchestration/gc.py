@@ -1,4 +1,4 @@
-"""Garbage collection in Dagster: ``gc_op`` and the helpers of ``jobs/gc.py``.
+"""Garbage collection in Dagster: ``gc_op``, ``gc_job`` and ``gc_schedule``.
 
 ``gc_op`` runs :func:`slate_ops.admin.run_gc` on one database (its run tag ``slate_ops/db``, or
 the op config's ``database``) — a dry run unless the config says ``dry_run: false`` — and returns
@@ -6,6 +6,16 @@ the report, with run metadata: totals, a Markdown summary table, one Markdown ta
 listing the objects deleted (would-delete), the expired checkpoints, detached clones and the
 boundary metrics. A run whose GC records errors fails with :class:`dagster.Failure` carrying the
 same metadata, so nothing fails silently.
+
+Every run collects exactly one database and carries its ``slate_ops/db`` tag (which serialises it
+with that database's other maintenance runs). Runs come from two places:
+
+- ``gc_schedule``, hourly, one run per existing database whose ``gc.interval_hours`` divides the
+  tick's hour (counted from the epoch, UTC; the default 6 means 00, 06, 12 and 18 UTC), real unless
+  the database's ``gc.dry_run``;
+- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``: a dry
+  run unless the op config says ``dry_run: false``; the config also takes the resources to run and
+  min ages (by default the database's ``gc`` policy).
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
@@ -21,12 +31,15 @@ from slate_ops.admin import run_gc
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.fleet import describe_databases
 from slate_ops.orchestration.metadata import md_cell, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
 
 GC_JOB = "gc_job"
-"""Name of the job (defined in ``jobs/gc.py``) that runs :func:`gc_op`."""
+"""Name of the job that runs :func:`gc_op`."""
+
+SCHEDULE_NAME = "gc_schedule"
 
 MAX_ROWS = 200
 """Objects listed per resource table in the run metadata; the counts are always complete."""
@@ -210,4 +223,32 @@ def gc_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
         run_key=f"gc-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
         run_config=gc_run_config(db.name, dry_run=db.gc.dry_run),
         tags={DB_TAG: db.name},
+    )
+
+
+@dg.job(
+    name=GC_JOB,
+    description=f"Garbage-collect one database (run tag {DB_TAG}=<name>; dry run by default) and report it.",
+)
+def gc_job() -> None:
+    gc_op()
+
+
+@dg.schedule(
+    name=SCHEDULE_NAME,
+    job=gc_job,
+    cron_schedule="0 * * * *",
+    execution_timezone="UTC",
+    description="Hourly: garbage-collect every database whose gc.interval_hours is due (one run each).",
+)
+def gc_schedule(
+    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
+) -> list[dg.RunRequest] | dg.SkipReason:
+    tick = context.scheduled_execution_time or datetime.now(UTC)
+    due = [db for db in slate.config.databases if db.gc.due(tick)]
+    if not due:
+        return dg.SkipReason(f"no database's gc.interval_hours is due at {tick.astimezone(UTC):%H:%M} UTC")
+    found = describe_databases(slate, context.log, due)  # the ones that exist
+    return found.requests_or_skip(
+        [gc_run_request(db, tick) for db, _ in found.results], "no database could be read"
     )
