@@ -1,14 +1,18 @@
-"""Tag policies in Dagster: ``tag_policy_op`` and the helpers of ``jobs/tags.py``.
+"""Tag policies in Dagster: ``tag_policy_op``, ``tag_policy_job`` and ``tag_policy_schedule``.
 
 ``tag_policy_op`` applies the ``tag_policy`` of one database (its run tag ``slate_ops/db``, or the op
 config's ``database``) with :func:`slate_ops.admin.apply_tag_policy` — a dry run unless the config
 says ``dry_run: false`` — and returns the report. Its run metadata lists what was (or would be)
 created and deleted, and the ``$tags`` table after the run (``dg.MetadataValue.table``); the same
-table is recorded as an ``AssetObservation`` of ``slate_ops/<name>``.
+table is recorded as an ``AssetObservation`` of ``slate_ops/<name>``. Every run applies exactly one
+database's policy and carries its ``slate_ops/db`` tag. Runs come from two places:
 
-:func:`tag_policy_run_requests` is the schedule's decision: one real run per database whose policy
-has something to do now (its due tag is missing, or policy tags expired or exceed
-``num_retained_max``), found with a dry run, which reads one manifest and writes nothing.
+- ``tag_policy_schedule``, every 15 minutes (UTC): :func:`tag_policy_run_requests` requests one real
+  run per database whose policy has something to do now (its due tag is missing, so each period's
+  tag is created within 15 minutes of that database's ``create_time``; or policy tags expired or
+  exceed ``num_retained_max``), found with a dry run, which reads one manifest and writes nothing;
+- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``: a dry
+  run unless the op config says ``dry_run: false``.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
@@ -38,7 +42,9 @@ from slate_ops.orchestration.runs import (
 )
 
 TAG_POLICY_JOB = "tag_policy_job"
-"""Name of the job (defined in ``jobs/tags.py``) that runs :func:`tag_policy_op`."""
+"""Name of the job that runs :func:`tag_policy_op`."""
+
+SCHEDULE_NAME = "tag_policy_schedule"
 
 
 class TagPolicyOpConfig(DatabaseOpConfig):
@@ -180,3 +186,27 @@ def _has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
         db.path, slate.open_store(db.name), db.tag_policy.to_policy(), dry_run=True, clock=slate.clock()
     )
     return report.created is not None or bool(report.deleted)
+
+
+@dg.job(
+    name=TAG_POLICY_JOB,
+    description=f"Apply one database's tag policy (run tag {DB_TAG}=<name>; dry run by default); report it.",
+)
+def tag_policy_job() -> None:
+    tag_policy_op()
+
+
+@dg.schedule(
+    name=SCHEDULE_NAME,
+    job=tag_policy_job,
+    cron_schedule="*/15 * * * *",
+    execution_timezone="UTC",
+    description="Every 15 minutes: apply the tag policy of every database whose policy has work "
+    "(each period's tag once a period, at its create_time; expiry and retention).",
+)
+def tag_policy_schedule(
+    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
+) -> list[dg.RunRequest] | dg.SkipReason:
+    tick = context.scheduled_execution_time or datetime.now(UTC)
+    requests, found = tag_policy_run_requests(slate, tick, context.log)
+    return found.requests_or_skip(requests, "no database's tag policy has anything to do")
