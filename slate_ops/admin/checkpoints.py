@@ -12,9 +12,9 @@ from datetime import timedelta
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.gc.checkpoints import CheckpointExpiryReport, expire_checkpoints
+from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import (
     checkpoint_not_found,
     expiry_time,

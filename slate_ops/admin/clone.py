@@ -29,7 +29,6 @@ from datetime import timedelta
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -40,6 +39,7 @@ from slate_ops.errors import (
     DbNotInitializedError,
     InvalidArgumentError,
 )
+from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import live_checkpoint, with_new_checkpoint
 from slate_ops.manifest.model import ExternalDb, Manifest
 from slate_ops.manifest.store import (

@@ -57,9 +57,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
-from slate_ops.engine.lsm import resolve_sst_path
 from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
 from slate_ops.gc.references import own_sst_keys
+from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.model import Checkpoint, ExternalDb, Manifest
 from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore

@@ -27,7 +27,6 @@ from slate_ops.admin.clone import clone_manifest, ensure_final_checkpoints
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.batch import check_key
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -37,6 +36,7 @@ from slate_ops.errors import (
     InvalidArgumentError,
     WalNotFlushedError,
 )
+from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import live_checkpoint, with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
 from slate_ops.manifest.projection import UnionSource, database_range, project, union

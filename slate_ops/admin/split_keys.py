@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
-from slate_ops.engine.lsm import resolve_sst_path
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.checkpoints import live_checkpoint
 from slate_ops.manifest.model import KeyRange, Manifest, SstView
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ulid import ULID
 
 from slate_ops.compaction.spec import CompactionSpec, SubcompactionResult, intersect
-from slate_ops.engine.lsm import sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import KIND_VALUE, SCHEMA, SstReader, encode_sst

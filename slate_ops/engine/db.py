@@ -34,12 +34,11 @@ from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engine.batch import KIND_TOMBSTONE, KIND_VALUE, WriteBatch, check_key, check_range, check_value
 from slate_ops.engine.bounds import check_read, check_write, clip_scan
-from slate_ops.engine.lsm import LsmState, SstReaders, sst_key, sst_set
+from slate_ops.engine.lsm import LsmState, SstReaders, sst_set
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import CheckpointScope, DbOptions, seconds
 from slate_ops.engine.pins import CheckpointPins
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import (
     BackpressureTimeoutError,
     DbAlreadyExistsError,
@@ -48,6 +47,7 @@ from slate_ops.errors import (
     InvalidArgumentError,
     SlateOpsError,
 )
+from slate_ops.layout import WalStore, sst_key
 from slate_ops.manifest.checkpoints import with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, CompactedSst, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable

@@ -2,7 +2,7 @@
 
 An SST belongs to this database (``<db>/compacted/<id>.sst``) unless its physical id is listed in
 one of the manifest's ``external_dbs`` (clones, unions): then it lives under that database's path
-(spec 000 "SST Path Resolution"). Views narrow an SST to their ``visible_range``.
+(:func:`slate_ops.layout.resolve_sst_path`). Views narrow an SST to their ``visible_range``.
 """
 
 from __future__ import annotations
@@ -14,23 +14,12 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
+from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import BlockCache, SstReader
-from slate_ops.txn.paths import join
-
-COMPACTED_DIR = "compacted"
 
 Entry = tuple[bytes, int, int, bytes]
-
-
-def sst_key(db_path: str, sst_id: ULID) -> str:
-    return join(db_path, COMPACTED_DIR, f"{sst_id}.sst")
-
-
-def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str:
-    owner = manifest.owner_of(sst)
-    return sst_key(db_path if owner is None else owner.path, sst.physical_id)
 
 
 def sst_set(manifest: Manifest) -> tuple[tuple[ULID, ...], tuple[tuple[int, tuple[ULID, ...]], ...]]:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
-from slate_ops.engine.lsm import COMPACTED_DIR, sst_key
-from slate_ops.engine.wal import WAL_DIR, WalStore
+from slate_ops.layout import COMPACTED_DIR, WAL_DIR, WalStore, sst_key
 from slate_ops.objstore.base import ObjectMeta, ObjectStore
 from slate_ops.txn.paths import join
 

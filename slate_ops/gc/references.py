@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from slate_ops.engine.lsm import sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import Manifest
 
 UNBOUNDED = 2**64

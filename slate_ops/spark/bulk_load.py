@@ -50,9 +50,9 @@ from slate_ops.admin.split_keys import check_count
 from slate_ops.engine.bounds import check_write
 from slate_ops.engine.db import Db
 from slate_ops.engine.ingest import ingest_l0, reserve_ingest_seq
-from slate_ops.engine.lsm import sst_key
 from slate_ops.engine.options import DbOptions
 from slate_ops.errors import BulkLoadFailedError, BulkLoadInputError, DuplicateKeyError, OutOfRangeError
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import open_store

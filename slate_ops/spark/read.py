@@ -33,8 +33,8 @@ from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.lsm import LsmState, SstReaders
 from slate_ops.engine.memtable import Memtable
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import InvalidArgumentError, TagNotFoundError
+from slate_ops.layout import WalStore
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore, open_store

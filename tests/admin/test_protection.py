@@ -17,9 +17,9 @@ from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
 from slate_ops.engine.batch import KIND_VALUE
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import CloneMismatchError
 from slate_ops.gc import GarbageCollector, GcOptions
+from slate_ops.layout import WalStore
 from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore

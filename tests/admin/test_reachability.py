@@ -29,8 +29,8 @@ from slate_ops.admin.reachability import (
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.lsm import resolve_sst_path
 from slate_ops.gc import GarbageCollector, GcOptions
+from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.checkpoints import with_expiry
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest

@@ -13,7 +13,6 @@ from slate_ops import Db, admin
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
 from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
-from slate_ops.engine.lsm import sst_key
 from slate_ops.errors import (
     CloneMismatchError,
     DbNotInitializedError,
@@ -24,6 +23,7 @@ from slate_ops.errors import (
     WalNotFlushedError,
 )
 from slate_ops.gc import GarbageCollector, GcOptions
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import KeyRange, SortedRun, SstView
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore

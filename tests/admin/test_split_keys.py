@@ -15,8 +15,8 @@ from slate_ops.admin.split_keys import balanced_ranges, split_points, visible_bl
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.lsm import COMPACTED_DIR, sst_key
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError, InvalidArgumentError
+from slate_ops.layout import COMPACTED_DIR, sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange, SstView
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore

@@ -10,7 +10,7 @@ from slate_ops import DbReader, admin
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactionRecord, CompactionsStore, Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.lsm import sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore
 from slate_ops.objstore import MemoryStore
 from tests.gc.conftest import MIN_AGE, gc, keys, latest, write_rounds

@@ -68,8 +68,6 @@ from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import CheckpointScope, Db, DbOptions, DbReader, ReaderOptions, WriteBatch
-from slate_ops.engine.lsm import resolve_sst_path
-from slate_ops.engine.wal import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -83,6 +81,7 @@ from slate_ops.errors import (
     TagNotFoundError,
 )
 from slate_ops.gc import GarbageCollector, GcOptions, GcReport
+from slate_ops.layout import WalStore, resolve_sst_path
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore

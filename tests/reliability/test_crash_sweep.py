@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from slate_ops import Db
-from slate_ops.engine.wal import WalStore
 from slate_ops.gc import collector as gc_collector
 from slate_ops.gc import snapshot as gc_snapshot
+from slate_ops.layout import WalStore
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectMeta
 from slate_ops.objstore.wrappers import SimulatedCrash

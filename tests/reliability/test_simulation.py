@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from slate_ops.engine import Db, DbReader
-from slate_ops.engine.wal import WalStore
 from slate_ops.gc.references import Protection
+from slate_ops.layout import WalStore
 from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore

@@ -50,11 +50,11 @@ from slate_ops.admin.verify import Severity
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.lsm import resolve_sst_path
 from slate_ops.errors import TagExistsError
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.gc.listing import list_compacted, list_wal
 from slate_ops.gc.references import Protection, own_sst_keys
+from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, FaultInjectingStore, LocalStore

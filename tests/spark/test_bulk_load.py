@@ -16,7 +16,6 @@ from pyspark.sql import functions as F
 
 from slate_ops import CheckpointScope, Db, DbReader, admin
 from slate_ops.compaction import Compactor, CompactorOptions
-from slate_ops.engine.lsm import sst_key
 from slate_ops.errors import (
     BulkLoadInputError,
     DuplicateKeyError,
@@ -24,6 +23,7 @@ from slate_ops.errors import (
     InvalidArgumentError,
     OutOfRangeError,
 )
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore, S3Store

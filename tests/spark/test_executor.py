@@ -21,8 +21,8 @@ from slate_ops.compaction import (
     SourceRun,
     SourceView,
 )
-from slate_ops.engine.lsm import resolve_sst_path, sst_key
 from slate_ops.errors import InvalidArgumentError, SlateOpsError
+from slate_ops.layout import resolve_sst_path, sst_key
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, S3Store

@@ -1,8 +1,19 @@
-"""WAL SSTs: ``<db>/wal/<20-digit id>.sst``, contiguous ids, entries in seq order.
+"""Where every object of a database lives in the store: one module, as SlateDB's ``paths.rs``.
 
+A database at path ``<db>`` (``""`` is the store's root) owns these keys::
+
+    <db>/manifest/<20-digit id>.manifest        ManifestStore (slate_ops.manifest.store)
+    <db>/compactions/<20-digit id>.compactions  the compactor's state (slate_ops.compaction.state)
+    <db>/gc/<namespace>.boundary                GC boundary objects (slate_ops.txn.boundary)
+    <db>/wal/<20-digit id>.sst                  WAL SSTs and fence objects (WalStore, below)
+    <db>/compacted/<ULID>.sst                   L0 and sorted-run SSTs (sst_key)
+
+An SST listed by one of the manifest's ``external_dbs`` lives under that database's path instead
+(clones, shards, merges: :func:`resolve_sst_path`). The WAL is here too, as :class:`WalStore`:
+contiguous ids, entries in sequence order, and an empty object at an id is a fence, never data.
 A writer fences older writers by creating an empty object at the next WAL id: the fenced writer's
 create-if-absent of that id then fails, and it finds the newer epoch in the manifest
-(spec 003 "Fencing"). An empty object is therefore a fence, never data.
+(docs/design/coordination.md, "Fencing").
 """
 
 from __future__ import annotations
@@ -11,11 +22,30 @@ import re
 from collections.abc import Iterator
 
 import pyarrow as pa
+from ulid import ULID
 
 from slate_ops.errors import ObjectNotFoundError, PreconditionFailedError, PutOutcomeUnknownError
+from slate_ops.manifest.model import CompactedSst, Manifest
+from slate_ops.manifest.store import MANIFEST_DIR
 from slate_ops.objstore.base import ObjectStore, PutMode, new_put_id, resolve_put_outcome
 from slate_ops.sst import SstReader, encode_sst
-from slate_ops.txn.paths import join
+from slate_ops.txn.paths import join, normalize_db_path
+
+COMPACTED_DIR = "compacted"
+COMPACTIONS_DIR = "compactions"
+
+
+def sst_key(db_path: str, sst_id: ULID) -> str:
+    """The key of SST ``sst_id`` of the database at ``db_path``."""
+    return join(db_path, COMPACTED_DIR, f"{sst_id}.sst")
+
+
+def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str:
+    """Where ``sst`` of ``manifest`` (the database at ``db_path``) is stored: under the external
+    database that lists it, else under ``db_path`` (docs/design/clones-and-destroy.md)."""
+    owner = manifest.owner_of(sst)
+    return sst_key(db_path if owner is None else owner.path, sst.physical_id)
+
 
 WAL_DIR = "wal"
 _NAME = re.compile(r"^(\d{20})\.sst$")
@@ -90,3 +120,16 @@ class WalStore:
         if self.store.head(key).size == 0:
             return iter(())
         return SstReader.open(self.store, key).scan()
+
+
+__all__ = [
+    "COMPACTED_DIR",
+    "COMPACTIONS_DIR",
+    "MANIFEST_DIR",
+    "WAL_DIR",
+    "WalStore",
+    "join",
+    "normalize_db_path",
+    "resolve_sst_path",
+    "sst_key",
+]
