@@ -1,10 +1,14 @@
-"""Clones in Dagster: ``clone_op``, which creates (or finishes) one clone of a database.
+"""Clones in Dagster: ``clone_op`` and ``clone_job``, which create (or finish) one clone of a database.
 
 Clones declared in the databases config (``parent: <name>``) are assets downstream of their parent's
 asset; materializing one creates the clone when it is missing (see
 :mod:`~slate_ops.orchestration.assets`). ``clone_job`` creates a clone on request, configured or
 not: its run carries the parent's ``slate_ops/db`` tag, since cloning writes the parent's manifest
 (the source and final checkpoints). See docs/design/clones-and-destroy.md.
+
+``clone_job`` runs come from an operator (UI launchpad or ``dagster job execute``) with the tag
+``slate_ops/db=<parent>`` and the op config ``clone_name`` (a configured clone, or a new name with
+``clone_path``) and optionally ``checkpoint``.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
@@ -24,7 +28,7 @@ from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, target_database
 
 CLONE_JOB = "clone_job"
-"""Name of the job (defined in ``jobs/clone.py``) that runs :func:`clone_op`."""
+"""Name of the job that runs :func:`clone_op`."""
 
 
 class CloneConfig(dg.Config):
@@ -143,3 +147,11 @@ def _checkpoint_id(text: str | None) -> uuid.UUID | None:
         return uuid.UUID(text)
     except ValueError:
         raise ConfigError(f"checkpoint {text!r} is not a checkpoint id (a UUID)") from None
+
+
+@dg.job(
+    name=CLONE_JOB,
+    description=f"Create (or finish) a clone of one database (run tag {DB_TAG}=<parent>) and report it.",
+)
+def clone_job() -> None:
+    clone_op()
