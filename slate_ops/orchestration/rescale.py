@@ -1,10 +1,21 @@
-"""Rescaling in Dagster: ``rescale_op`` splits a database into shards or merges databases into one.
+"""Rescaling in Dagster: ``rescale_op`` and ``rescale_job`` split a database into shards or merge
+databases into one.
 
-Run on demand (``rescale_job``) with run config validated by :class:`RescaleConfig`. Databases
-declared in the config with ``rescaled_from: [...]`` are assets downstream of their sources; the op
-records an asset materialization for each new database, so shards appear in the asset graph below
-the database they were split from. The run carries the ``slate_ops/db`` tag of the split source (or
-of the first merge source). See docs/design/rescaling.md.
+An operator launches ``rescale_job`` (UI launchpad or ``dagster job execute``) with the tag
+``slate_ops/db=<source>`` (a merge: the first source) and op config validated by
+:class:`RescaleConfig`::
+
+    ops:
+      rescale_op:
+        config:
+          operation: split
+          database: demo
+          split_keys: ["k5000"]
+          targets: [{name: demo_low}, {name: demo_high}]
+
+Databases declared in the config with ``rescaled_from: [...]`` are assets downstream of their
+sources; the op records an asset materialization for each new database, so shards appear in the
+asset graph below the database they were split from. See docs/design/rescaling.md.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
@@ -25,7 +36,7 @@ from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG, target_database
 
 RESCALE_JOB = "rescale_job"
-"""Name of the job (defined in ``jobs/rescale.py``) that runs :func:`rescale_op`."""
+"""Name of the job that runs :func:`rescale_op`."""
 
 
 class RescaleOperation(Enum):
@@ -184,3 +195,12 @@ def rescale_run_config(
     if split_keys:
         config["split_keys"] = split_keys
     return {"ops": {"rescale_op": {"config": config}}}
+
+
+@dg.job(
+    name=RESCALE_JOB,
+    description=f"Split a database into shards or merge databases into one (run tag {DB_TAG}=<source>); "
+    "metadata only, no SST is copied.",
+)
+def rescale_job() -> None:
+    rescale_op()
