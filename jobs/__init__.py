@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from jobs.maintenance import maintenance_job, maintenance_schedule
 from slate_ops.orchestration.checkpoints import checkpoint_expiry_job, checkpoint_expiry_schedule
 from slate_ops.orchestration.clones import clone_job
 from slate_ops.orchestration.compaction import compaction_job, compaction_schedule
 from slate_ops.orchestration.gc import gc_job, gc_schedule
+from slate_ops.orchestration.maintenance import maintenance_job, maintenance_schedule
 from slate_ops.orchestration.rescale import rescale_job
 from slate_ops.orchestration.tags import tag_policy_job, tag_policy_schedule
 

@@ -1,5 +1,6 @@
-"""The maintenance job's ops: checkpoint expiry, compaction, tag policy and GC of one database, in
-that order, each a thin adapter over the same step helpers as the single-step jobs.
+"""Maintenance in Dagster: ``maintenance_job`` runs checkpoint expiry, compaction, tag policy and GC
+of one database, in that order, as four ops, each a thin adapter over the same step helpers as the
+single-step jobs; ``maintenance_schedule`` runs it daily.
 
 The job's run config is one small schema (a :class:`dagster.ConfigMapping` onto the four ops)::
 
@@ -12,6 +13,14 @@ With ``dry_run: false`` each step runs for real unless the database's policy kee
 (``checkpoints.expiry_dry_run``, ``gc.dry_run``). Every op's output metadata is its step's report
 (the single-step jobs' tables and counts) plus ``step_summary``, one line, and ``duration_s``;
 :func:`run_summary` joins the lines into the text the demo prints.
+
+Every run maintains exactly one database and carries its ``slate_ops/db`` tag; a failed step stops
+the run. Runs come from two places:
+
+- ``maintenance_schedule``, daily at 03:00 UTC, one run per existing database, for real except the
+  steps its policy keeps dry (``checkpoints.expiry_dry_run``, ``gc.dry_run``);
+- an operator (UI launchpad, ``dagster job execute``, ``.ci/demo``), with the tag
+  ``slate_ops/db=<name>``: a dry run unless the run config says ``dry_run: false``.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
@@ -32,6 +41,7 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.orchestration.checkpoints import expire_step
 from slate_ops.orchestration.compaction import SPARK_POOL, compact_step
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.fleet import describe_databases
 from slate_ops.orchestration.gc import gc_step
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
@@ -44,7 +54,9 @@ from slate_ops.orchestration.runs import (
 from slate_ops.orchestration.tags import tag_policy_step
 
 MAINTENANCE_JOB = "maintenance_job"
-"""Name of the job (defined in ``jobs/maintenance.py``) that runs the four steps below."""
+"""Name of the job that runs the four steps below."""
+
+SCHEDULE_NAME = "maintenance_schedule"
 
 STEPS = (
     "maintenance_expire_checkpoints",
@@ -237,3 +249,32 @@ def run_summary(events: Iterable[dg.DagsterEvent]) -> list[tuple[str, str, float
                 float(seconds) if isinstance(seconds, float) else 0.0,
             )
     return [(step, *found[step]) for step in STEPS if step in found]
+
+
+@dg.job(
+    name=MAINTENANCE_JOB,
+    config=maintenance_config,
+    description=f"Maintain one database (run tag {DB_TAG}=<name>; dry run by default): expire checkpoints, "
+    "compact, apply the tag policy, garbage-collect; each step's report is run metadata.",
+)
+def maintenance_job() -> None:
+    expired = maintenance_expire_checkpoints()
+    compacted = maintenance_compact(after=expired)
+    tagged = maintenance_tag_policy(after=compacted)
+    maintenance_gc(after=tagged)
+
+
+@dg.schedule(
+    name=SCHEDULE_NAME,
+    job=maintenance_job,
+    cron_schedule="0 3 * * *",
+    execution_timezone="UTC",
+    description="Daily at 03:00 UTC: one maintenance run per existing database.",
+)
+def maintenance_schedule(
+    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
+) -> list[dg.RunRequest] | dg.SkipReason:
+    tick = context.scheduled_execution_time or datetime.now(UTC)
+    found = describe_databases(slate, context.log)  # the ones that exist
+    requests = [maintenance_run_request(db, tick) for db, _ in found.results]
+    return found.requests_or_skip(requests, "no database could be read")
