@@ -30,7 +30,6 @@ Method
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -44,7 +43,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, command_line, markdown_table, output, publish
 from slate_ops import Db
 from slate_ops.objstore import LocalStore
 from slate_ops.spark import BulkLoadReport, bulk_load, local_spark_session, read_db
@@ -200,12 +199,10 @@ def render_table(runs: Sequence[Run]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="100,000 rows, one repeat, no results file")
+    parser = argument_parser(__doc__, RESULTS, quick="100,000 rows, one repeat")
     parser.add_argument("--rows", type=int, default=None, help=f"rows to load (default {ROWS:,})")
     parser.add_argument("--repeat", type=int, default=None, help="runs per master (best is kept)")
     parser.add_argument("--masters", nargs="+", default=list(MASTERS), help="Spark masters to run")
-    parser.add_argument("--output", type=Path, default=None, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
     rows = args.rows or (100_000 if args.quick else ROWS)
     repeat = args.repeat or (1 if args.quick else 2)
@@ -213,16 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="slate-bench-bulk-load-") as name:
         for master in args.masters:
             runs += run_master(master, Path(name), rows, repeat)
-    args_given = argv if argv is not None else sys.argv[1:]
-    command = " ".join(["python -m benchmarks.bench_bulk_load", *args_given])
-    report = render(runs, command, rows)
-    print()
-    print(report)
-    output: Path | None = args.output or (None if args.quick else RESULTS)
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(report)
-        print(f"wrote {output}")
+    report = render(runs, command_line("benchmarks.bench_bulk_load", argv), rows)
+    publish(report, output(args))
     return 0
 
 

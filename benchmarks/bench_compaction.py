@@ -37,7 +37,6 @@ Method
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import ctypes.util
 import gc
@@ -57,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 from ulid import ULID
 
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, command_line, markdown_table, output, publish
 from slate_ops.compaction import Compactor, CompactorOptions, Executor, LocalExecutor
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, Manifest, SstView
@@ -535,14 +534,12 @@ def _workdir() -> Iterator[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="~2 MB per SST, one repeat, no results file")
+    parser = argument_parser(__doc__, RESULTS, quick="~2 MB per SST, one repeat")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark executor")
     parser.add_argument(
         "--mb-per-sst", type=float, default=None, help="MB of rows per input SST (default 48)"
     )
     parser.add_argument("--repeat", type=int, default=None, help="runs per configuration (best is kept)")
-    parser.add_argument("--output", type=Path, default=None, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
     # 48 MB per SST (274 MB stored in all): large enough that PySpark's fixed job and task costs
     # (~0.3 s + 40-80 ms per task) do not hide the scaling; 16 MB was measured too (docs/benchmarks.md).
@@ -559,19 +556,8 @@ def main(argv: list[str] | None = None) -> int:
         results = run_local(inputs, workdir, meter, repeat)
         if not args.no_spark:
             results += run_spark(inputs, workdir, meter, repeat)
-    report = render_report(
-        inputs,
-        results,
-        " ".join(["python -m benchmarks.bench_compaction", *(argv if argv is not None else sys.argv[1:])]),
-        meter,
-    )
-    print()
-    print(report)
-    output: Path | None = args.output or (None if args.quick else RESULTS)
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(report)
-        print(f"wrote {output}")
+    report = render_report(inputs, results, command_line("benchmarks.bench_compaction", argv), meter)
+    publish(report, output(args))
     return 0
 
 

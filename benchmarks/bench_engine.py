@@ -60,7 +60,6 @@ SlateDB's binding (PyPI ``slatedb==0.17.0``, UniFFI-generated, module ``slatedb.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import ctypes
 import ctypes.util
@@ -79,7 +78,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, command_line, markdown_table, output, publish
 from slate_ops import Db, DbOptions, WriteBatch
 from slate_ops.objstore import LocalStore
 
@@ -619,12 +618,10 @@ def render_report(rows: Sequence[Row], sdb_version: str | None, meter_method: st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="slate_ops vs SlateDB's Python binding, side by side.")
-    parser.add_argument("--quick", action="store_true", help="smoke run: N=10,000, no results file")
+    parser = argument_parser(__doc__, RESULTS, quick="smoke run: N=10,000")
     parser.add_argument("--n", type=int, help="keys per phase (default 100,000; 10,000 with --quick)")
     parser.add_argument("--durable-n", type=int, help="puts in the await-durable row (default 100; 20 quick)")
     parser.add_argument("--ours-only", action="store_true", help="skip SlateDB even if installed")
-    parser.add_argument("--output", type=Path, help=f"results file (default {RESULTS}, not with --quick)")
     args = parser.parse_args(argv)
     n = args.n or (10_000 if args.quick else 100_000)
     durable_n = args.durable_n or (20 if args.quick else 100)
@@ -641,14 +638,11 @@ def main(argv: list[str] | None = None) -> int:
         sdb_version = version("slatedb")
     meter = Meter()
     rows = run(n, durable_n, sdb, meter, progress=lambda line: print(line, file=sys.stderr))
-    command = "python -m benchmarks.bench_engine" + (" --quick" if args.quick else "")
-    report = render_report(rows, sdb_version, meter.method, command)
-    print(report)
-    output = args.output or (None if args.quick else RESULTS)
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(report)
-        print(f"wrote {output}", file=sys.stderr)
+    command = command_line("benchmarks.bench_engine", argv)
+    publish(
+        render_report(rows, sdb_version, meter.method, command),
+        output(args),
+    )
     return 0
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, markdown_table, output, publish
 from slate_ops import Db, DbOptions, admin
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
@@ -125,16 +125,24 @@ def table(rows: list[Row]) -> str:
     return markdown_table(header, cells, "lrrr" + "r" * len(kinds))
 
 
-def main() -> int:
-    text = table(run_scenarios())
-    print(text)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(
-        "# GC requests per run (benchmarks/bench_gc.py)\n\n"
-        f"A database built by {ROUNDS} rounds of write / WAL flush / L0 flush, 2 s apart, with a "
-        "compaction every 8 L0 SSTs; memory store, `CountingStore`, default `GcOptions` (min_age 300 s). "
-        "LIST counts one request per call (S3: one per 1,000 keys).\n\n" + text + "\n"
+def describe(rounds: int) -> str:
+    return (
+        f"A database built by {rounds} rounds of write / WAL flush / L0 flush, 2 s apart, with a compaction "
+        "every 8 L0 SSTs; memory store, `CountingStore`, default `GcOptions` (min_age 300 s). LIST counts "
+        "one request per call (S3: one per 1,000 keys)."
     )
+
+
+def render_report(rows: list[Row], rounds: int) -> str:
+    return f"# GC requests per run (benchmarks/bench_gc.py)\n\n{describe(rounds)}\n\n{table(rows)}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser(__doc__, RESULTS)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of writes (default: %(default)s)")
+    args = parser.parse_args(argv)
+    rows = run_scenarios(args.rounds)
+    publish(table(rows), output(args), render_report(rows, args.rounds))
     return 0
 
 

@@ -11,7 +11,6 @@ Writes ``benchmarks/results/manifest_codec.md``.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.manifest_fixtures import build_large_manifest
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, command_line, markdown_table, output, publish
 from slate_ops.manifest.codec import decode_manifest, encode_manifest
 
 RESULTS = Path(__file__).parent / "results" / "manifest_codec.md"
@@ -96,8 +95,23 @@ def describe(result: CodecResult) -> str:
     )
 
 
+def render_report(result: CodecResult, command: str) -> str:
+    return "\n".join(
+        [
+            "# Manifest codec benchmark",
+            "",
+            describe(result),
+            f"Python {platform.python_version()} on {platform.machine()}, {result.runs} runs each "
+            f"(`{command}`).",
+            "",
+            render_table(result),
+            "",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argument_parser(__doc__, RESULTS)
     parser.add_argument("--runs", type=int, default=20, help="timed runs of each (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
@@ -105,22 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     except AssertionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    lines = [
-        "# Manifest codec benchmark",
-        "",
-        describe(result),
-        f"Python {platform.python_version()} on {platform.machine()}, {args.runs} runs each "
-        "(`python -m benchmarks.bench_manifest_codec`).",
-        "",
-        render_table(result),
-    ]
-    passed = all(min(times) < target for _, times, target in result.rows)
-    report = "\n".join(lines) + "\n"
-    print(report, end="")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(report)
-    print(f"\nwrote {RESULTS}")
-    return 0 if passed else 1
+    publish(render_report(result, command_line("benchmarks.bench_manifest_codec", argv)), output(args))
+    return 0 if all(min(times) < target for _, times, target in result.rows) else 1
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, markdown_table, output, publish
 from slate_ops import admin
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, ObjectStore
@@ -74,14 +74,12 @@ def render(results: list[tuple[str, str, dict[str, int], int]]) -> str:
     return markdown_table(["store", "operation", "requests", "by kind", "target"], rows, "llrlr")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser(__doc__, RESULTS)
+    args = parser.parse_args(argv)
     results = run_all_stores()
-    ok = all(sum(counts.values()) <= target for _, _, counts, target in results)
-    table = render(results)
-    print(table)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(table + "\n")
-    return 0 if ok else 1
+    publish(render(results), output(args))
+    return 0 if all(sum(counts.values()) <= target for _, _, counts, target in results) else 1
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ Method
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -46,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 from ulid import ULID
 
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, command_line, markdown_table, output, publish
 from slate_ops import admin
 from slate_ops.admin import rescale
 from slate_ops.admin.split_keys import suggest_split_keys
@@ -427,14 +426,13 @@ def table(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argument_parser(__doc__, RESULTS)
     parser.add_argument("--sizes-mb", default=",".join(f"{s:g}" for s in DEFAULT_SIZES_MB))
     parser.add_argument("--sst-mb", type=float, default=DEFAULT_SST_MB, help="sorted-run SST size (MiB)")
     parser.add_argument("--repeat", type=int, default=21)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--store-url", help="default: a local directory store in a temp dir")
-    parser.add_argument("--output", type=Path, default=RESULTS, help="JSON results file")
     args = parser.parse_args(argv)
     sizes = sorted(float(s) for s in args.sizes_mb.split(","))
 
@@ -461,12 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             for meta in list(store.list(prefix + "/")):
                 store.delete(meta.key)
-    report["command"] = " ".join(
-        ["python -m benchmarks.bench_rescale", *(argv if argv is not None else sys.argv[1:])]
-    )
-    print(table(report))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    report["command"] = command_line("benchmarks.bench_rescale", argv)
+    publish(table(report), output(args), json.dumps(report, indent=2) + "\n")
     return 0 if report["met"] else 1
 
 

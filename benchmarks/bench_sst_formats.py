@@ -18,7 +18,6 @@ Writes ``benchmarks/results/sst_formats.md``.
 
 from __future__ import annotations
 
-import argparse
 import io
 import platform
 import random
@@ -36,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import argument_parser, markdown_table, output, publish
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import SCHEMA, BlockCache, BloomFilter, SstOptions, SstReader, encode_sst
@@ -426,7 +425,7 @@ def describe(entries: int, rounds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argument_parser(__doc__, RESULTS)
     parser.add_argument("--entries", type=int, default=200_000, help="rows per SST (default: %(default)s)")
     parser.add_argument(
         "--gets", type=int, default=20_000, help="warm point gets per round (default: %(default)s)"
@@ -438,11 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only, do not write the results file")
     args = parser.parse_args(argv)
     rows, final = run(args.entries, args.gets, args.rounds, args.quick)
-    text = render_report(rows, final, args.entries, args.rounds)
-    print(text)
-    if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(text)
+    publish(render_report(rows, final, args.entries, args.rounds), None if args.no_write else output(args))
     return 0
 
 

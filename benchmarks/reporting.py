@@ -1,10 +1,13 @@
-"""What every benchmark's report is made of: Markdown tables."""
+"""What every benchmark shares at its end: Markdown tables, its command line, its report file."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
-__all__ = ["markdown_table"]
+__all__ = ["argument_parser", "command_line", "markdown_table", "output", "publish", "write_text"]
 
 _SEPARATORS = {"l": "---", "r": "--:", "c": ":-:"}
 
@@ -27,3 +30,48 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], alig
 
 def _line(cells: Sequence[object]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def argument_parser(doc: str | None, results: Path, quick: str | None = None) -> argparse.ArgumentParser:
+    """A benchmark's command line, described by the first paragraph of its module docstring, with
+    ``--output`` (its results file, by default ``results``) and, where ``quick`` says what it does,
+    ``--quick``, which writes no results file unless ``--output`` is given. See :func:`output`."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0] if doc else None)
+    if quick is not None:
+        parser.add_argument("--quick", action="store_true", help=f"{quick}; no results file")
+    unless = ", not with --quick" if quick is not None else ""
+    parser.add_argument("--output", type=Path, help=f"results file (default {results}{unless})")
+    parser.set_defaults(default_output=results)
+    return parser
+
+
+def output(args: argparse.Namespace) -> Path | None:
+    """Where the results of a run parsed by :func:`argument_parser` go (None: nowhere)."""
+    if args.output is not None:
+        return Path(args.output)
+    return None if getattr(args, "quick", False) else Path(args.default_output)
+
+
+def command_line(module: str, argv: Sequence[str] | None) -> str:
+    """How a benchmark run alone was started: ``python -m <module>`` and its arguments (``argv``,
+    else this process's)."""
+    return " ".join([f"python -m {module}", *(sys.argv[1:] if argv is None else argv)])
+
+
+def write_text(path: Path, text: str) -> None:
+    """Replace ``path`` atomically (a reader never sees half a file), creating its directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def publish(report: str, output: Path | None, file_text: str | None = None) -> None:
+    """The end of a benchmark run alone: print ``report``; unless ``output`` is None, write it (or
+    ``file_text``, e.g. the same results as JSON) to ``output`` and say so on stderr."""
+    text = report if report.endswith("\n") else report + "\n"
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if output is not None:
+        write_text(output, text if file_text is None else file_text)
+        print(f"wrote {output}", file=sys.stderr)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import suite
-from benchmarks.reporting import markdown_table
+from benchmarks.reporting import markdown_table, write_text
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -124,21 +124,13 @@ def run_one(bench: suite.Benchmark, options: suite.Options, results_dir: Path) -
         "markdown": outcome.markdown,
         "details": outcome.details,
     }
-    results_dir.mkdir(parents=True, exist_ok=True)
-    _write(
+    write_text(
         results_dir / f"{bench.name}.md",
         outcome.report if outcome.report.endswith("\n") else outcome.report + "\n",
     )
     path = results_dir / f"{bench.name}.json"
-    _write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return path
-
-
-def _write(path: Path, text: str) -> None:
-    """Replace ``path`` atomically (a reader never sees half a file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 # --- the document -----------------------------------------------------------------------------------
@@ -392,8 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if code != 0:
                 failed.append(bench.name)
         print(f"load average at end: {_load(load_average())}", file=sys.stderr)
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    _write(doc, compose(results_dir, doc))
+    write_text(doc, compose(results_dir, doc))
     print(summary_table(load_results(results_dir)))
     print(f"\nwrote {doc}", file=sys.stderr)
     if failed:

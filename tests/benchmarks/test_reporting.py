@@ -1,10 +1,17 @@
-"""The one Markdown table renderer of the benchmarks (benchmarks/reporting.py)."""
+"""What the benchmarks share (benchmarks/reporting.py): the table renderer, the end of a run alone."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from benchmarks.reporting import markdown_table
+from benchmarks import bench_gc, suite
+from benchmarks.reporting import command_line, markdown_table, publish
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_table_with_aligned_columns() -> None:
@@ -29,3 +36,50 @@ def test_no_rows_is_a_header_only_table() -> None:
 def test_a_misshapen_table_is_refused(rows: list[list[str]], align: str) -> None:
     with pytest.raises(ValueError):
         markdown_table(["a"] if len(align) == 1 else ["a", "b"], rows, align)
+
+
+def test_publish_prints_the_report_and_writes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results" / "x.md"
+    publish("# Report\n\n| a |", out)
+    printed = capsys.readouterr()
+    assert printed.out == "# Report\n\n| a |\n" == out.read_text()
+    assert printed.err == f"wrote {out}\n"
+    assert not list(out.parent.glob("*.tmp"))
+
+    publish("table", out, file_text='{"json": true}\n')
+    assert capsys.readouterr().out == "table\n" and out.read_text() == '{"json": true}\n'
+
+    publish("only printed", None)
+    printed = capsys.readouterr()
+    assert printed.out == "only printed\n" and printed.err == ""
+
+
+def test_command_line_names_the_module_and_its_arguments() -> None:
+    module = "benchmarks.bench_gc"
+    assert command_line(module, ["--rounds", "3"]) == "python -m benchmarks.bench_gc --rounds 3"
+    assert command_line(module, []) == "python -m benchmarks.bench_gc"
+
+
+@pytest.mark.parametrize("module", [b.module for b in suite.BENCHMARKS])
+def test_every_benchmark_runs_as_a_module(module: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:") and "--output" in done.stdout
+
+
+def test_a_benchmark_run_alone_prints_its_table_and_writes_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "gc.md"
+    assert bench_gc.main(["--rounds", "12", "--output", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith("| scenario | objects | deleted | requests |")
+    head = f"# GC requests per run (benchmarks/bench_gc.py)\n\n{bench_gc.describe(12)}\n\n"
+    assert out.read_text() == head + printed.out
+    assert printed.err == f"wrote {out}\n"
