@@ -1,22 +1,43 @@
-"""The Dagster jobs and schedules of slate_ops, by their public names; ``definitions.py`` registers
-them.
+"""The Dagster jobs, schedules and sensors of slate_ops by their public names, and ``DOMAINS``, the
+one :class:`dagster.Definitions` per domain that ``definitions.py`` registers.
 
-Each lives with its op, schedule and sensor in its domain's module of :mod:`slate_ops.orchestration`
-(``checkpoints``, ``compaction``, ...); this package only names them. That package never imports
-this one.
+Each job lives with its ops, schedule and sensor in its domain's module of
+:mod:`slate_ops.orchestration` (``checkpoints``, ``compaction``, ``gc``, ``tags``, ``clones``,
+``rescale``, ``maintenance``); this package only names them. That package never imports this one.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from slate_ops.orchestration.checkpoints import checkpoint_expiry_job, checkpoint_expiry_schedule
+from slate_ops.orchestration import checkpoints, clones, compaction, gc, maintenance, rescale, tags
+from slate_ops.orchestration.checkpoints import (
+    checkpoint_expiry_job,
+    checkpoint_expiry_schedule,
+    slate_ops_manifest_sensor,
+)
 from slate_ops.orchestration.clones import clone_job
-from slate_ops.orchestration.compaction import compaction_job, compaction_schedule
+from slate_ops.orchestration.compaction import (
+    compaction_job,
+    compaction_schedule,
+    slate_ops_compaction_sensor,
+)
 from slate_ops.orchestration.gc import gc_job, gc_schedule
 from slate_ops.orchestration.maintenance import maintenance_job, maintenance_schedule
 from slate_ops.orchestration.rescale import rescale_job
 from slate_ops.orchestration.tags import tag_policy_job, tag_policy_schedule
+
+DOMAINS: list[dg.Definitions] = [
+    maintenance.defs,
+    checkpoints.defs,
+    compaction.defs,
+    clones.defs,
+    gc.defs,
+    rescale.defs,
+    tags.defs,
+]
+"""One Definitions per domain: its jobs, schedules and sensors (the config-dependent assets, checks
+and resources are :func:`slate_ops.orchestration.database_definitions`)."""
 
 ALL_JOBS: list[dg.JobDefinition] = [
     maintenance_job,
@@ -34,10 +55,13 @@ ALL_SCHEDULES: list[dg.ScheduleDefinition] = [
     gc_schedule,
     tag_policy_schedule,
 ]
+ALL_SENSORS: list[dg.SensorDefinition] = [slate_ops_manifest_sensor, slate_ops_compaction_sensor]
 
 __all__ = [
     "ALL_JOBS",
     "ALL_SCHEDULES",
+    "ALL_SENSORS",
+    "DOMAINS",
     "checkpoint_expiry_job",
     "checkpoint_expiry_schedule",
     "clone_job",
@@ -48,6 +72,8 @@ __all__ = [
     "maintenance_job",
     "maintenance_schedule",
     "rescale_job",
+    "slate_ops_compaction_sensor",
+    "slate_ops_manifest_sensor",
     "tag_policy_job",
     "tag_policy_schedule",
 ]

@@ -1,25 +1,25 @@
 """Dagster definitions of slate_ops: adapters over :mod:`slate_ops.admin`, no engine logic.
 
-The jobs live in the top-level ``jobs/`` package, which builds them from the ops here; this package
-never imports it. ``definitions.py`` at the repo root joins the two::
+Code by domain: each of ``checkpoints``, ``compaction``, ``gc``, ``tags``, ``clones``, ``rescale`` and
+``maintenance`` holds its ops, job, schedule and sensor, and a ``defs`` (:class:`dagster.Definitions`)
+of them. What depends on the databases config (one asset per database with its checks,
+``slate_ops_databases_job`` and the resources) is :func:`database_definitions`. ``definitions.py``
+at the repo root merges the two::
 
-    defs = build_definitions(jobs=jobs.ALL_JOBS, schedules=jobs.ALL_SCHEDULES)
+    defs = dg.Definitions.merge(database_definitions(config), *jobs.DOMAINS)
 
-See ``docs/orchestration.md``.
+See ``docs/orchestration.md`` ("Code layout").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import dagster as dg
 
 from slate_ops.orchestration.assets import (
-    GROUP_NAME,
-    ORIGIN_TAG,
-    RESCALE_ORIGIN,
+    DATABASES_JOB,
     build_database_assets,
     database_asset_key,
+    databases_job,
 )
 from slate_ops.orchestration.checkpoints import (
     CHECKPOINT_EXPIRY_JOB,
@@ -39,40 +39,16 @@ from slate_ops.orchestration.resources import (
 )
 from slate_ops.orchestration.runs import DB_TAG
 
-DATABASES_JOB = "slate_ops_databases_job"
-"""Materializes every database asset: creates missing databases and records their state."""
 
-
-def build_definitions(
-    config: SlateOpsConfig | None = None,
-    *,
-    jobs: Sequence[dg.JobDefinition] = (),
-    schedules: Sequence[dg.ScheduleDefinition] = (),
-) -> dg.Definitions:
-    """Assets, sensors and resources for ``config`` (default: :func:`load_config`), plus ``jobs``.
-
-    ``jobs`` must include the checkpoint expiry and compaction jobs, which the sensors target.
-    """
+def database_definitions(config: SlateOpsConfig | None = None) -> dg.Definitions:
+    """What depends on ``config`` (default: :func:`load_config`): one asset per database with its
+    checks, ``slate_ops_databases_job``, and the ``slate`` and ``pyspark`` resources every domain's
+    ops, schedules and sensors use."""
     config = config if config is not None else load_config()
-    missing = [name for name in (CHECKPOINT_EXPIRY_JOB, COMPACTION_JOB) if name not in {j.name for j in jobs}]
-    if missing:
-        raise ValueError(
-            f"build_definitions needs the job(s) {', '.join(map(repr, missing))} (the sensors target them); "
-            "pass jobs=jobs.ALL_JOBS from the repository root"
-        )
-    databases_job = dg.define_asset_job(
-        DATABASES_JOB,
-        # Shards and merges are created together by rescale_job, never one asset at a time.
-        selection=dg.AssetSelection.groups(GROUP_NAME) - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN),
-        description="Create every configured database that is missing (clones included; shards and "
-        "merges come from rescale_job) and record its state.",
-    )
     return dg.Definitions(
         assets=build_database_assets(config),
         asset_checks=build_database_checks(config),
-        jobs=[databases_job, *jobs],
-        schedules=list(schedules),
-        sensors=[slate_ops_manifest_sensor, slate_ops_compaction_sensor],
+        jobs=[databases_job],
         resources={
             RESOURCE_KEY: SlateDatabasesResource.from_environment(config),
             PYSPARK_RESOURCE_KEY: local_pyspark_resource(),
@@ -91,10 +67,10 @@ __all__ = [
     "DatabaseConfig",
     "SlateDatabasesResource",
     "SlateOpsConfig",
-    "build_definitions",
     "clone_op",
     "compact_op",
     "database_asset_key",
+    "database_definitions",
     "expire_checkpoints_op",
     "gc_op",
     "load_config",

@@ -25,6 +25,9 @@ ORIGIN_TAG = "slate_ops/origin"
 """Asset tag saying how a database comes to exist: ``created``, ``clone`` or ``rescale``."""
 RESCALE_ORIGIN = "rescale"
 
+DATABASES_JOB = "slate_ops_databases_job"
+"""Materializes every database asset: creates missing databases and records their state."""
+
 
 def database_asset_key(name: str) -> dg.AssetKey:
     return dg.AssetKey([ASSET_PREFIX, name])
@@ -86,3 +89,12 @@ def redact_url(url: str) -> str:
     """``url`` without its query string, which may carry credentials."""
     parts = urlsplit(url)
     return parts._replace(query="…" if parts.query else "", fragment="").geturl()
+
+
+databases_job = dg.define_asset_job(
+    DATABASES_JOB,
+    # Shards and merges are created together by rescale_job, never one asset at a time.
+    selection=dg.AssetSelection.groups(GROUP_NAME) - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN),
+    description="Create every configured database that is missing (clones included; shards and "
+    "merges come from rescale_job) and record its state.",
+)

@@ -201,3 +201,9 @@ def slate_ops_manifest_sensor(
     if not observations:
         return found.skip_all_or(f"no manifest changed in {len(found.results)} database(s)")
     return dg.SensorResult(run_requests=run_requests, asset_events=observations, cursor=dump_cursor(cursor))
+
+
+defs = dg.Definitions(
+    jobs=[checkpoint_expiry_job], schedules=[checkpoint_expiry_schedule], sensors=[slate_ops_manifest_sensor]
+)
+"""The checkpoints domain of the code location."""

@@ -155,3 +155,7 @@ def _checkpoint_id(text: str | None) -> uuid.UUID | None:
 )
 def clone_job() -> None:
     clone_op()
+
+
+defs = dg.Definitions(jobs=[clone_job])
+"""The clones domain of the code location (configured clones are also assets, see ``assets``)."""

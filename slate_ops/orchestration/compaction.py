@@ -259,3 +259,9 @@ def slate_ops_compaction_sensor(
     if not run_requests:
         return found.skip_all_or(f"no database reached its L0 threshold ({', '.join(waiting)})")
     return dg.SensorResult(run_requests=run_requests, cursor=dump_cursor(cursor))
+
+
+defs = dg.Definitions(
+    jobs=[compaction_job], schedules=[compaction_schedule], sensors=[slate_ops_compaction_sensor]
+)
+"""The compaction domain of the code location."""

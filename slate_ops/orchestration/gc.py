@@ -252,3 +252,7 @@ def gc_schedule(
     return found.requests_or_skip(
         [gc_run_request(db, tick) for db, _ in found.results], "no database could be read"
     )
+
+
+defs = dg.Definitions(jobs=[gc_job], schedules=[gc_schedule])
+"""The garbage-collection domain of the code location."""

@@ -278,3 +278,7 @@ def maintenance_schedule(
     found = describe_databases(slate, context.log)  # the ones that exist
     requests = [maintenance_run_request(db, tick) for db, _ in found.results]
     return found.requests_or_skip(requests, "no database could be read")
+
+
+defs = dg.Definitions(jobs=[maintenance_job], schedules=[maintenance_schedule])
+"""The maintenance domain of the code location."""

@@ -204,3 +204,7 @@ def rescale_run_config(
 )
 def rescale_job() -> None:
     rescale_op()
+
+
+defs = dg.Definitions(jobs=[rescale_job])
+"""The rescaling domain of the code location."""

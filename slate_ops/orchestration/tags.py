@@ -210,3 +210,7 @@ def tag_policy_schedule(
     tick = context.scheduled_execution_time or datetime.now(UTC)
     requests, found = tag_policy_run_requests(slate, tick, context.log)
     return found.requests_or_skip(requests, "no database's tag policy has anything to do")
+
+
+defs = dg.Definitions(jobs=[tag_policy_job], schedules=[tag_policy_schedule])
+"""The tag-policy domain of the code location."""

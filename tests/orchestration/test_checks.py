@@ -17,8 +17,8 @@ from slate_ops.orchestration import (
     DatabaseConfig,
     SlateDatabasesResource,
     SlateOpsConfig,
-    build_definitions,
     database_asset_key,
+    database_definitions,
 )
 from slate_ops.orchestration.assets import build_database_assets
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
@@ -59,9 +59,7 @@ def test_every_database_gets_every_check_non_blocking(config: SlateOpsConfig) ->
     assert keys == {(database_asset_key(db.name), name) for db in config.databases for name in CHECKS}
     for checks_def in checks:
         assert all(not spec.blocking and spec.description for spec in checks_def.check_specs)
-    import jobs
-
-    defs = build_definitions(config, jobs=jobs.ALL_JOBS, schedules=jobs.ALL_SCHEDULES)
+    defs = database_definitions(config)
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     assert {(k.asset_key.path[-1], k.name) for k in graph.asset_check_keys} == {
@@ -80,9 +78,7 @@ def test_the_embedded_demo_database_has_its_checks() -> None:
 def test_materializing_runs_the_checks_and_healthy_databases_pass(
     config: SlateOpsConfig, slate: SlateDatabasesResource, store: ObjectStore, clock: ManualClock
 ) -> None:
-    import jobs
-
-    defs = build_definitions(config, jobs=jobs.ALL_JOBS, schedules=jobs.ALL_SCHEDULES)
+    defs = database_definitions(config)
     job = defs.resolve_job_def("slate_ops_databases_job")
     result = job.execute_in_process(resources={"slate": slate})
     assert result.success

@@ -13,7 +13,7 @@ import pytest
 
 from slate_ops import admin
 from slate_ops.objstore import open_store
-from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig, build_definitions
+from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
@@ -45,9 +45,60 @@ def test_databases_job_creates_every_database(defs: dg.Definitions, store_url: s
     assert admin.read_manifest("dbs/beta", store).id == 1
 
 
-def test_build_definitions_needs_the_expiry_job(config: SlateOpsConfig) -> None:
-    with pytest.raises(ValueError, match="checkpoint_expiry_job"):
-        build_definitions(config)
+def test_each_domain_keeps_its_jobs_schedules_and_sensors_together() -> None:
+    import jobs
+
+    domains = {
+        frozenset(j.name for j in d.jobs or ()): (
+            {s.name: s.job_name for s in d.schedules or ()},
+            {s.name: s.job_name for s in d.sensors or ()},
+        )
+        for d in jobs.DOMAINS
+    }
+    assert domains == {
+        frozenset({"maintenance_job"}): ({"maintenance_schedule": "maintenance_job"}, {}),
+        frozenset({"checkpoint_expiry_job"}): (
+            {"checkpoint_expiry_schedule": "checkpoint_expiry_job"},
+            {"slate_ops_manifest_sensor": "checkpoint_expiry_job"},
+        ),
+        frozenset({"compaction_job"}): (
+            {"compaction_schedule": "compaction_job"},
+            {"slate_ops_compaction_sensor": "compaction_job"},
+        ),
+        frozenset({"clone_job"}): ({}, {}),
+        frozenset({"gc_job"}): ({"gc_schedule": "gc_job"}, {}),
+        frozenset({"rescale_job"}): ({}, {}),
+        frozenset({"tag_policy_job"}): ({"tag_policy_schedule": "tag_policy_job"}, {}),
+    }
+    assert [j.name for j in jobs.ALL_JOBS] == [
+        name for d in jobs.DOMAINS for name in (j.name for j in d.jobs or ())
+    ]
+
+
+def test_the_code_location_keeps_every_name(defs: dg.Definitions) -> None:
+    repository = defs.get_repository_def()
+    assert {j.name for j in repository.get_all_jobs()} - {"__ASSET_JOB"} == {
+        "slate_ops_databases_job",
+        "maintenance_job",
+        "checkpoint_expiry_job",
+        "compaction_job",
+        "clone_job",
+        "gc_job",
+        "rescale_job",
+        "tag_policy_job",
+    }
+    assert {s.name for s in repository.schedule_defs} == {
+        "maintenance_schedule",
+        "checkpoint_expiry_schedule",
+        "compaction_schedule",
+        "gc_schedule",
+        "tag_policy_schedule",
+    }
+    assert {s.name for s in repository.sensor_defs} == {
+        "slate_ops_manifest_sensor",
+        "slate_ops_compaction_sensor",
+    }
+    assert set(repository.get_top_level_resources()) == {"slate", "pyspark"}
 
 
 def test_definitions_module_reads_slate_ops_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
