@@ -1,9 +1,8 @@
 """Fast FlatBuffers for Python: a flatter builder and a one-``unpack_from``-per-table reader.
 
-Python FlatBuffers accessors and builder calls cost several nested Python calls per field, which
-made a manifest of 10,000 SSTs take ~300 ms to encode and far longer than 50 ms to decode. This
-module knows FlatBuffers, not the manifest schema; :mod:`slate_ops.manifest.mapping` uses it with
-the generated code.
+Python FlatBuffers accessors and builder calls cost several nested Python calls per field (the
+stock builder took ~300 ms to encode a manifest of 10,000 SSTs). This module knows FlatBuffers, not
+the manifest schema; :mod:`slate_ops.manifest.mapping` uses it with the generated code.
 
 * :class:`Builder` is a ``flatbuffers.Builder`` whose hot methods are flattened; the generated
   builder functions run on it unchanged and it writes byte-identical output (tested against the
@@ -52,6 +51,7 @@ U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 _U16 = struct.Struct("<H")
 STRUCT_ID = struct.Struct("<QQ")  # a Ulid/Uuid struct as FlatBuffers lays it out
+
 
 # --- building ---------------------------------------------------------------------------------
 
