@@ -8,7 +8,7 @@ from slate_ops.admin.checkpoints import (
     list_checkpoints,
     refresh_checkpoint,
 )
-from slate_ops.admin.clone import create_clone
+from slate_ops.admin.clone import create_clone, open_from_checkpoint
 from slate_ops.admin.collect import run_gc
 from slate_ops.admin.compact import compact
 from slate_ops.admin.db import (
@@ -65,6 +65,7 @@ __all__ = [
     "list_tags",
     "lsm_shape",
     "merge",
+    "open_from_checkpoint",
     "read_manifest",
     "refresh_checkpoint",
     "rollback_to_tag",

@@ -1,7 +1,7 @@
 """Clones (spec 000 "Clones"): a new database that starts from a parent's checkpoint.
 
 A clone's manifest references the parent's SSTs in place (``external_dbs``, resolved by
-:func:`slate_ops.engine.lsm.resolve_sst_path`); only the WAL SSTs not yet in L0 are copied. New
+:func:`slate_ops.layout.resolve_sst_path`); only the WAL SSTs not yet in L0 are copied. New
 writes go to the clone only. :func:`create_clone` follows the spec's procedure step by step and is
 idempotent: every step first checks whether it already happened, so a crash at any point leaves a
 state that re-running the same call completes (docs/design/clones-and-destroy.md lists what each
@@ -29,6 +29,7 @@ from datetime import timedelta
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
+from slate_ops.engine import Db, DbOptions
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -121,6 +122,21 @@ def create_clone(
     raise CommitRetriesExhaustedError(
         f"the clone manifest of {clones.location} kept changing under the clone; retry later"
     )
+
+
+def open_from_checkpoint(
+    path: str,
+    store: ObjectStore,
+    parent_path: str,
+    parent_checkpoint: uuid.UUID | None = None,
+    options: DbOptions | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Db:
+    """Open the clone at ``path`` of ``parent_path`` as its writer, creating or finishing the clone
+    first (:func:`create_clone`); the spec's ``Db::open_from_checkpoint``."""
+    create_clone(path, parent_path, store, parent_checkpoint, clock=clock)
+    return Db.open(path, store, options, clock=clock)
 
 
 def ensure_clone(
@@ -321,4 +337,5 @@ __all__ = [
     "clone_manifest",
     "create_clone",
     "ensure_clone",
+    "open_from_checkpoint",
 ]

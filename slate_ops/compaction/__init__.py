@@ -4,7 +4,7 @@
 :mod:`slate_ops.spark`) run the same :func:`run_subcompaction` over key ranges.
 """
 
-from slate_ops.compaction.compactor import COMPACTION_CHECKPOINT, CompactionReport, Compactor
+from slate_ops.compaction.compactor import COMPACTION_CHECKPOINT, CompactionReport, Compactor, embedded
 from slate_ops.compaction.executor import Executor, LocalExecutor, combine
 from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.scheduler import Proposal, propose
@@ -35,6 +35,7 @@ __all__ = [
     "SourceView",
     "SubcompactionResult",
     "combine",
+    "embedded",
     "propose",
     "run_subcompaction",
 ]

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ulid import ULID
@@ -253,7 +254,7 @@ class Compactor:
             stop.wait(interval)
 
     def start(self) -> Compactor:
-        """Run :meth:`run` on a background thread (what ``DbOptions(compactor=...)`` does)."""
+        """Run :meth:`run` on a background thread (what a writer opened with :func:`embedded` does)."""
         self._thread = threading.Thread(
             target=self._run_quietly, name=f"slate-ops-compactor:{self.path}", daemon=True
         )
@@ -304,3 +305,17 @@ def _finished(
     manifest_id: int | None = None,
 ) -> CompactionRecord:
     return replace(record, status=status, finished_at_s=now, outputs=outputs, manifest_id=manifest_id)
+
+
+def embedded(options: CompactorOptions | None = None) -> Callable[[str, ObjectStore, Clock], Compactor]:
+    """A compactor for a writer to start beside itself in this process::
+
+        Db.open(path, store, compactor=embedded(CompactorOptions(min_sources=4)))
+
+    The writer starts it once it has opened and closes it when it closes.
+    """
+
+    def start(path: str, store: ObjectStore, clock: Clock) -> Compactor:
+        return Compactor(path, store, options, clock=clock).start()
+
+    return start

@@ -25,8 +25,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
+from typing import Protocol, Self
 
 from ulid import ULID
 
@@ -34,6 +35,7 @@ from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engine.batch import KIND_TOMBSTONE, KIND_VALUE, WriteBatch, check_key, check_range, check_value
 from slate_ops.engine.bounds import check_read, check_write, clip_scan
+from slate_ops.engine.ingest import ingest_order
 from slate_ops.engine.lsm import LsmState, SstReaders, sst_set
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
@@ -76,47 +78,37 @@ class _Segment:
         self.put_id = new_put_id()
 
 
+class BackgroundCompactor(Protocol):
+    """A compactor running beside the writer in this process; the writer closes it on close."""
+
+    def close(self) -> None: ...
+
+
+CompactorStarter = Callable[[str, ObjectStore, Clock], BackgroundCompactor]
+"""Starts a compactor for ``(path, store, clock)``: :func:`slate_ops.compaction.embedded` makes one.
+The engine does not import the compaction layer (it sits above); the caller injects it, as
+SlateDB's ``DbBuilder::with_compactor_builder`` does."""
+
+
 class Db:
-    """A writer of one database. Open it with :meth:`open`; use it as a context manager."""
+    """A writer of one database; use it as a context manager.
 
-    def __init__(self) -> None:
-        raise TypeError("use Db.open(path, store, options)")
+    ``Db(path, store, options)`` (or :meth:`open`, the same) opens the database at ``path`` for
+    writing, creating it if missing, and fences older writers. ``compactor`` starts a compactor in
+    this process too (``compactor=slate_ops.compaction.embedded(CompactorOptions(...))``); by
+    default compaction runs elsewhere (a Dagster schedule, ``slate-ops compact``).
+    """
 
-    @classmethod
-    def open(
-        cls,
+    def __init__(
+        self,
         path: str,
         store: ObjectStore,
         options: DbOptions | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
-    ) -> Db:
-        """Open (creating it if missing) the database at ``path`` for writing; fences older writers."""
-        db = cls.__new__(cls)
-        db._init(path, store, options or DbOptions(), clock)
-        return db
-
-    @classmethod
-    def open_from_checkpoint(
-        cls,
-        path: str,
-        store: ObjectStore,
-        parent_path: str,
-        parent_checkpoint: uuid.UUID | None = None,
-        options: DbOptions | None = None,
-        *,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> Db:
-        """Open the clone at ``path`` of ``parent_path``, creating or finishing it first (spec 000
-        "Clones"); see :func:`slate_ops.admin.clone.create_clone`."""
-        from slate_ops.admin.clone import create_clone  # the admin layer sits above the engine
-
-        create_clone(path, parent_path, store, parent_checkpoint, clock=clock)
-        return cls.open(path, store, options, clock=clock)
-
-    # --- opening ----------------------------------------------------------------------------------
-
-    def _init(self, path: str, store: ObjectStore, options: DbOptions, clock: Clock) -> None:
+        compactor: CompactorStarter | None = None,
+    ) -> None:
+        options = options or DbOptions()
         self.options = options
         self._store = store
         self._clock = clock
@@ -141,7 +133,7 @@ class Db:
         self._checkpoint_id = uuid.uuid4()
         self._fenced, claimed = self._manifests.claim(WRITER_EPOCH, self._establish_writer_checkpoint)
         try:
-            self._open_claimed(claimed.value, path, store, options, clock)
+            self._open_claimed(claimed.value, path, store, clock, compactor)
         except BaseException:
             # Fencing the older writer stands, but a failed open (a damaged WAL SST) leaves no
             # writer checkpoint pinning the database.
@@ -149,8 +141,26 @@ class Db:
                 self._release_checkpoint()
             raise
 
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        store: ObjectStore,
+        options: DbOptions | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        compactor: CompactorStarter | None = None,
+    ) -> Self:
+        """Open (creating it if missing) the database at ``path`` for writing; fences older writers."""
+        return cls(path, store, options, clock=clock, compactor=compactor)
+
     def _open_claimed(
-        self, manifest: Manifest, path: str, store: ObjectStore, options: DbOptions, clock: Clock
+        self,
+        manifest: Manifest,
+        path: str,
+        store: ObjectStore,
+        clock: Clock,
+        compactor: CompactorStarter | None,
     ) -> None:
         self._lsm = LsmState(manifest, self.path, self._readers)
 
@@ -165,11 +175,7 @@ class Db:
         self._durable_seq = self._last_seq
         self._last_poll = time.monotonic()
 
-        self._compactor = None
-        if options.compactor is not None:
-            from slate_ops.compaction import Compactor  # compaction sits above the engine
-
-            self._compactor = Compactor(path, store, options.compactor, clock=clock).start()
+        self._compactor = None if compactor is None else compactor(path, store, clock)
         self._thread = threading.Thread(
             target=self._background, name=f"slate-ops-flusher:{self.path}", daemon=True
         )
@@ -495,6 +501,54 @@ class Db:
         elif self._pins.removable():
             self._commit(lambda manifest: manifest, reestablish=False)
 
+    # --- ingesting SSTs written elsewhere (slate_ops.engine.ingest) -------------------------------
+
+    def reserve_ingest_seq(self) -> int:
+        """Flush every write into L0, then reserve a sequence number above all stored data.
+
+        The number is above ``last_l0_seq`` and above the ``max_seq`` of every SST the manifest lists
+        (clones and unions may bring SSTs with higher numbers). A write through this writer after
+        this call makes :meth:`ingest_l0` refuse the number.
+        """
+        self.flush_memtable()
+        with self._write_lock:
+            self._check_usable()
+            manifest = self._lsm.manifest
+            floor = max([self._last_seq, manifest.last_l0_seq, *(s.info.max_seq for s in manifest.ssts)])
+            self._last_seq = floor + 1
+            return self._last_seq
+
+    def ingest_l0(self, ssts: Sequence[CompactedSst], seq: int) -> VersionedManifest:
+        """Commit ``ssts`` (key-ordered, non-overlapping, every row at ``seq``) as the newest L0 views.
+
+        One manifest update under the writer's epoch adds the SSTs, puts one view per SST (in key
+        order) in front of L0, raises ``last_l0_seq`` to ``seq`` and re-establishes the writer's
+        checkpoint. Refused with :class:`InvalidArgumentError` before anything is written if ``seq``
+        is not the number :meth:`reserve_ingest_seq` just reserved (a write went through since), if
+        an SST holds another sequence number, or if two SSTs overlap. A fenced writer raises
+        :class:`FencedError`; the SST files are then orphans that GC deletes.
+        """
+        ordered = ingest_order(ssts, seq)
+        views = tuple(SstView(ULID(), s.id) for s in ordered)
+
+        def change(manifest: Manifest) -> Manifest:
+            return manifest.with_changes(
+                ssts=(*manifest.ssts, *ordered),
+                l0=(*views, *manifest.l0),
+                last_l0_seq=max(manifest.last_l0_seq, seq),
+            )
+
+        with self._flush_lock:
+            with self._write_lock:
+                self._check_usable()
+                if self._last_seq != seq or self._immutables or len(self._memtable):
+                    raise InvalidArgumentError(
+                        f"sequence number {seq} is not the one just reserved on the writer of "
+                        f"{self.path!r} (its last is {self._last_seq}, or writes are not yet in L0); call "
+                        "reserve_ingest_seq again and rewrite the SSTs"
+                    )
+            return self._commit(change, reestablish=True)  # a fence found here fails the writer
+
     def create_checkpoint(
         self, scope: CheckpointScope = CheckpointScope.ALL, options: CheckpointOptions | None = None
     ) -> CheckpointCreateResult:
@@ -586,16 +640,7 @@ class Db:
                 )
             )
 
-    def _simulate_crash(self) -> None:
-        """Test hook: stop like a killed process — no flush, no manifest update, state dropped."""
-        if self._compactor is not None:
-            self._compactor.close()
-        self._stopping.set()
-        self._wake.set()
-        self._thread.join()
-        self._closed = True
-
-    def __enter__(self) -> Db:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

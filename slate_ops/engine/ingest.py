@@ -7,9 +7,12 @@ number above every stored one, so sequence order agrees with that structure. The
 folds them into sorted runs like any L0 flush. Usage (``slate_ops.spark.bulk_load`` does this)::
 
     with Db.open(path, store) as db:  # fences the running writer, replays its WAL
-        seq = reserve_ingest_seq(db)  # its writes go to L0 first; seq is above all of them
+        seq = db.reserve_ingest_seq()  # its writes go to L0 first; seq is above all of them
         ...  # write key-ordered SSTs whose rows all have `seq`, under <db>/compacted/
-        ingest_l0(db, ssts, seq)  # one manifest update under the writer epoch
+        db.ingest_l0(ssts, seq)  # one manifest update under the writer epoch
+
+This module checks the SSTs (:func:`ingest_order`); the two :class:`~slate_ops.engine.Db` methods
+do the rest.
 """
 
 from __future__ import annotations
@@ -17,40 +20,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from ulid import ULID
-
-from slate_ops.engine.db import Db
-from slate_ops.errors import FencedError, InvalidArgumentError
-from slate_ops.manifest.model import CompactedSst, Manifest, SstView
-from slate_ops.manifest.store import VersionedManifest
+from slate_ops.errors import InvalidArgumentError
+from slate_ops.manifest.model import CompactedSst
 
 
-def reserve_ingest_seq(db: Db) -> int:
-    """Flush every write of ``db`` into L0, then reserve a sequence number above all stored data.
-
-    The number is above ``last_l0_seq`` and above the ``max_seq`` of every SST the manifest lists
-    (clones and unions may bring SSTs with higher numbers). Writes through ``db`` after this call
-    make :func:`ingest_l0` refuse the number.
-    """
-    db.flush_memtable()
-    with db._write_lock:
-        db._check_usable()
-        manifest = db._lsm.manifest
-        floor = max([db._last_seq, manifest.last_l0_seq, *(s.info.max_seq for s in manifest.ssts)])
-        db._last_seq = floor + 1
-        return db._last_seq
-
-
-def ingest_l0(db: Db, ssts: Sequence[CompactedSst], seq: int) -> VersionedManifest:
-    """Commit ``ssts`` (key-ordered, non-overlapping, every row at ``seq``) as the newest L0 views.
-
-    One manifest update under the writer's epoch adds the SSTs, puts one view per SST (in key
-    order) in front of L0 and raises ``last_l0_seq`` to ``seq``, and re-establishes the writer's
-    checkpoint. Refused with :class:`InvalidArgumentError` before anything is written if ``seq``
-    is not the number :func:`reserve_ingest_seq` just reserved (a write went through ``db`` since),
-    if an SST holds another sequence number, or if two SSTs overlap. A fenced writer raises
-    :class:`FencedError`; the SST files are then orphans that GC deletes.
-    """
+def ingest_order(ssts: Sequence[CompactedSst], seq: int) -> list[CompactedSst]:
+    """``ssts`` in key order, after checking that every row has ``seq`` and that none overlap
+    (:class:`InvalidArgumentError` otherwise, before anything is written)."""
     ordered = sorted(ssts, key=lambda s: s.info.first_key)
     for sst in ordered:
         if (sst.info.min_seq, sst.info.max_seq) != (seq, seq):
@@ -64,29 +40,7 @@ def ingest_l0(db: Db, ssts: Sequence[CompactedSst], seq: int) -> VersionedManife
                 f"SSTs {before.id} and {after.id} overlap (last key {before.info.last_key!r} >= first key "
                 f"{after.info.first_key!r}); ingested SSTs must form one key-ordered run"
             )
-    views = tuple(SstView(ULID(), s.id) for s in ordered)
-
-    def change(manifest: Manifest) -> Manifest:
-        return manifest.with_changes(
-            ssts=(*manifest.ssts, *ordered),
-            l0=(*views, *manifest.l0),
-            last_l0_seq=max(manifest.last_l0_seq, seq),
-        )
-
-    with db._flush_lock:
-        with db._write_lock:
-            db._check_usable()
-            if db._last_seq != seq or db._immutables or len(db._memtable):
-                raise InvalidArgumentError(
-                    f"sequence number {seq} is not the one just reserved on the writer of {db.path!r} "
-                    f"(its last is {db._last_seq}, or writes are not yet in L0); call "
-                    "reserve_ingest_seq again and rewrite the SSTs"
-                )
-        try:
-            return db._commit(change, reestablish=True)
-        except FencedError as error:
-            db._fail(error)
-            raise
+    return ordered
 
 
-__all__ = ["ingest_l0", "reserve_ingest_seq"]
+__all__ = ["ingest_order"]

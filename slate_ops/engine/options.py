@@ -1,6 +1,6 @@
 """Options of the writer (:class:`DbOptions`) and reader (:class:`ReaderOptions`).
 
-Defaults follow SlateDB's where they exist (``../shared/ANCHORS.md``).
+Defaults follow SlateDB's where SlateDB has the option (docs/design/engine.md lists them).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from slate_ops.compaction.options import CompactorOptions
 from slate_ops.config import Duration
 
 MiB = 1024 * 1024
@@ -50,8 +49,6 @@ class DbOptions(BaseModel):
     """Decoded SST blocks kept in memory."""
     wal_buffer_bytes: int = Field(default=4 * MiB, gt=0)
     """The WAL buffer is flushed early when it holds this many bytes."""
-    compactor: CompactorOptions | None = None
-    """Run a compactor with these options inside this process (None: compaction runs elsewhere)."""
 
 
 class ReaderOptions(BaseModel):

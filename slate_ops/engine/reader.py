@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from types import TracebackType
+from typing import Self
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.batch import check_key, check_range
@@ -37,31 +38,18 @@ log = logging.getLogger(__name__)
 
 
 class DbReader:
-    def __init__(self) -> None:
-        raise TypeError("use DbReader.open(path, store, checkpoint_id, options)")
+    """A read-only client of one database; never fences the writer. Use it as a context manager."""
 
-    @classmethod
-    def open(
-        cls,
+    def __init__(
+        self,
         path: str,
         store: ObjectStore,
         checkpoint_id: uuid.UUID | None = None,
         options: ReaderOptions | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
-    ) -> DbReader:
-        reader = cls.__new__(cls)
-        reader._init(path, store, checkpoint_id, options or ReaderOptions(), clock)
-        return reader
-
-    def _init(
-        self,
-        path: str,
-        store: ObjectStore,
-        checkpoint_id: uuid.UUID | None,
-        options: ReaderOptions,
-        clock: Clock,
     ) -> None:
+        options = options or ReaderOptions()
         self.options = options
         self._clock = clock
         self._manifests = ManifestStore(store, path)
@@ -103,6 +91,20 @@ class DbReader:
                 target=self._poll_loop, name=f"slate-ops-reader:{self.path}", daemon=True
             )
             self._thread.start()
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        store: ObjectStore,
+        checkpoint_id: uuid.UUID | None = None,
+        options: ReaderOptions | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> Self:
+        """Open a reader of ``path``: at ``checkpoint_id``, else at a checkpoint of its own that it
+        keeps current (the same as ``DbReader(...)``)."""
+        return cls(path, store, checkpoint_id, options, clock=clock)
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -258,7 +260,7 @@ class DbReader:
             )
         )
 
-    def __enter__(self) -> DbReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

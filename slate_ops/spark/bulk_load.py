@@ -49,7 +49,6 @@ from ulid import ULID
 from slate_ops.admin.split_keys import check_count
 from slate_ops.engine.bounds import check_write
 from slate_ops.engine.db import Db
-from slate_ops.engine.ingest import ingest_l0, reserve_ingest_seq
 from slate_ops.engine.options import DbOptions
 from slate_ops.errors import BulkLoadFailedError, BulkLoadInputError, DuplicateKeyError, OutOfRangeError
 from slate_ops.layout import sst_key
@@ -317,7 +316,7 @@ def bulk_load(
 
     db = Db.open(path, store, db_options or DbOptions())
     try:
-        seq = reserve_ingest_seq(db)
+        seq = db.reserve_ingest_seq()
         columns = (key_col, value_col)
         results = _run_job(df, columns, store_url, path, seq, target_sst_bytes, partitions, sst_options)
         duplicates = sorted(r.duplicate for r in results if r.duplicate is not None)
@@ -334,7 +333,7 @@ def bulk_load(
         if ssts and visible is not None:
             for key in (ssts[0].info.first_key, ssts[-1].info.last_key):
                 check_write(visible, [key], f"the database {path!r}")
-        committed = ingest_l0(db, ssts, seq)
+        committed = db.ingest_l0(ssts, seq)
     except BaseException:
         with contextlib.suppress(Exception):  # the error in flight says more (e.g. FencedError again)
             db.close()

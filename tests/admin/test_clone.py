@@ -98,7 +98,7 @@ def test_clone_reads_the_parent_at_the_checkpoint(engine_store: ObjectStore) -> 
         parent_entry.final_checkpoint_id
     ]
     # The writer of the clone reads the parent's SSTs through path resolution, and its WAL copy.
-    with Db.open_from_checkpoint("dbs/clone", engine_store, PARENT, checkpoint.id, quiet()) as clone:
+    with admin.open_from_checkpoint("dbs/clone", engine_store, PARENT, checkpoint.id, quiet()) as clone:
         assert dict(clone.scan()) == at_checkpoint
         lsm = LsmState(clone.manifest, clone.path, SstReaders(engine_store, None))
         assert lsm.object_keys() and all(key.startswith(PARENT + "/compacted/") for key in lsm.object_keys())

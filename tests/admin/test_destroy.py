@@ -25,7 +25,7 @@ from slate_ops.objstore import FaultInjectingStore, LocalStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from tests.conftest import snapshot
-from tests.engine.conftest import QUIET_READER, engine_store, quiet, stop_leftover_threads
+from tests.engine.conftest import QUIET_READER, engine_store, quiet, simulate_crash, stop_leftover_threads
 
 FIXTURES = (engine_store, stop_leftover_threads)  # used by name: local and S3 stores, thread cleanup
 
@@ -129,7 +129,7 @@ def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(store: LocalStore, 
     writer = Db.open(DB, store, quiet())
     with pytest.raises(InvalidDeletionError):
         admin.destroy(DB, store, soft=False, clock=clock)
-    writer._simulate_crash()
+    simulate_crash(writer)
     clock.advance(3601)  # "nightly" expired: only the crashed writer's checkpoint is left
     with pytest.raises(InvalidDeletionError, match="1 unexpired"):
         admin.destroy(DB, store, soft=False, clock=clock)
@@ -257,13 +257,13 @@ def test_a_crash_at_every_step_of_a_soft_destroy_is_finished_by_a_rerun(
         except SimulatedCrash:
             admin.destroy(path, store, clock=clock)
         else:
-            writer._simulate_crash()
+            simulate_crash(writer)
             break
         assert current(store, path).destroyed_at_s == int(NOW)
         writer.put(b"late", b"1")
         with pytest.raises(FencedError):
             writer.flush()
-        writer._simulate_crash()
+        simulate_crash(writer)
     else:
         pytest.fail("destroy never completed")
     assert n >= 5

@@ -22,7 +22,7 @@ from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import FaultInjectingStore, SimulatedCrash
 from tests.conftest import snapshot
-from tests.engine.conftest import quiet
+from tests.engine.conftest import quiet, simulate_crash
 
 DB = "tenants/acme"
 FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_bytes=1 << 20)
@@ -89,7 +89,7 @@ def tagged(store: MemoryStore, clock: ManualClock) -> Iterator[tuple[Db, dict[by
     assert content(store, clock)[b"k006"] == b"after-wal"
     yield db, expected
     if not db._closed:
-        db._simulate_crash()
+        simulate_crash(db)
 
 
 def test_rollback_restores_the_tag_and_fences_the_old_writer(
@@ -293,5 +293,5 @@ def test_rollback_on_the_local_store(tmp_path: Path, clock: ManualClock) -> None
         with pytest.raises(FencedError):
             db.put(b"c", b"zombie")
             db.flush()
-        db._simulate_crash()
+        simulate_crash(db)
     assert content(local, clock) == {b"a": b"l0", b"b": b"wal"}

@@ -12,6 +12,7 @@ from slate_ops import Db, DbReader
 from slate_ops.cli import main
 from slate_ops.objstore import ObjectStore, open_store
 from tests.conftest import snapshot
+from tests.engine.conftest import simulate_crash
 
 MODEL = {b"k%02d" % i: b"v%d" % i for i in range(40)}
 
@@ -67,7 +68,7 @@ def test_suggest_split_keys_and_flush(store: ObjectStore, capsys: pytest.Capture
     with Db.open("db", store) as db:
         db.put(b"k99", b"wal-only")
         db.flush()
-        db._simulate_crash()
+        simulate_crash(db)
     before = snapshot(store)
     code, _, err = cli(capsys, "--path", "db", "split", "--at", "k20", "--into", "a", "--into", "b")
     assert code != 0 and "flush" in err and "Traceback" not in err

@@ -17,6 +17,7 @@ from slate_ops.compaction import (
     CompactionsStore,
     Compactor,
     LocalExecutor,
+    embedded,
 )
 from slate_ops.errors import FencedError
 from slate_ops.manifest.model import ExternalDb
@@ -24,7 +25,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore, open_store
 from slate_ops.objstore.base import ObjectStore
 from tests.compaction.conftest import SMALL, fill
-from tests.engine.conftest import QUIET_READER, quiet
+from tests.engine.conftest import QUIET_READER, quiet, simulate_crash
 
 
 def contents(store: ObjectStore, path: str = "db") -> dict[bytes, bytes]:
@@ -172,9 +173,10 @@ def test_embedded_compactor_relieves_l0_backpressure(memory: MemoryStore) -> Non
         l0_max_ssts=3,
         backpressure_timeout=timedelta(seconds=30),
         manifest_poll_interval=timedelta(milliseconds=20),
-        compactor=SMALL.model_copy(update={"min_sources": 3}),
     )
-    with Db.open("db", memory, options) as db:
+    with Db.open(
+        "db", memory, options, compactor=embedded(SMALL.model_copy(update={"min_sources": 3}))
+    ) as db:
         for i in range(12):  # four times l0_max_ssts: only possible if compaction keeps up
             db.put(b"k%02d" % i, b"v%d" % i)
             db.flush_memtable()
@@ -217,7 +219,7 @@ def _compact_forever(store_url: str, stop_file: str) -> int:
 def test_writer_and_compactor_in_separate_processes(engine_store: ObjectStore, tmp_path: Path) -> None:
     store = engine_store
     stop_file = tmp_path / "stop"
-    Db.open("db", store, quiet())._simulate_crash()  # create the database
+    simulate_crash(Db.open("db", store, quiet()))  # create the database
     model: dict[bytes, bytes] = {}
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         result = pool.apply_async(_compact_forever, (store.url, str(stop_file)))

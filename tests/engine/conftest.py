@@ -43,13 +43,13 @@ def stop_leftover_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A test that fails half-way must not leave flusher or poller threads running."""
     opened: list[Db | DbReader] = []
     for cls in (Db, DbReader):
-        original = cls._init
+        original = cls.__init__
 
         def recording(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
             opened.append(self)
             _original(self, *args, **kwargs)
 
-        monkeypatch.setattr(cls, "_init", recording)
+        monkeypatch.setattr(cls, "__init__", recording)
     yield
     for instance in opened:
         stopping = getattr(instance, "_stopping", None)
@@ -59,3 +59,17 @@ def stop_leftover_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if isinstance(thread, threading.Thread) and thread.is_alive():
             getattr(instance, "_wake", stopping).set()
             thread.join(5)
+
+
+def simulate_crash(db: Db) -> None:
+    """Stop ``db`` like a killed process: no WAL flush, no manifest update, buffered state dropped.
+
+    Test-only: it stops the writer's threads through its private fields (the engine has no crash
+    hook of its own).
+    """
+    if db._compactor is not None:
+        db._compactor.close()
+    db._stopping.set()
+    db._wake.set()
+    db._thread.join()
+    db._closed = True

@@ -18,7 +18,7 @@ from slate_ops.manifest.model import Manifest, SortedRun, WriterCheckpoint
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import QUIET, QUIET_READER, quiet
+from tests.engine.conftest import QUIET, QUIET_READER, quiet, simulate_crash
 
 
 def writer_checkpoints(manifest: Manifest) -> list[tuple[object, int, int]]:
@@ -104,7 +104,7 @@ def test_flushed_writes_survive_a_crash_and_replay_stops_at_l0(engine_store: Obj
     db.flush_memtable()
     db.put(b"in-wal", b"2")
     db.put(b"durable", b"3", await_durable=True)
-    db._simulate_crash()
+    simulate_crash(db)
     reopened = Db.open("db", engine_store, QUIET)
     assert (
         reopened.get(b"in-l0") == b"1"
@@ -179,7 +179,7 @@ def test_second_writer_fences_the_first_and_keeps_its_durable_writes(engine_stor
 def test_fenced_writer_detects_it_on_memtable_flush(memory: MemoryStore) -> None:
     first = Db.open("db", memory, QUIET)
     first.put(b"a", b"1")
-    Db.open("db", memory, QUIET)._simulate_crash()
+    simulate_crash(Db.open("db", memory, QUIET))
     with pytest.raises(FencedError):
         first.flush_memtable()
     assert first.manifest.l0 == ()
@@ -258,6 +258,6 @@ def test_background_flusher_makes_writes_durable(memory: MemoryStore) -> None:
                 break
             deadline.wait(0.02)
         assert any(m.size for m in memory.list("db/wal/"))
-        db._simulate_crash()
+        simulate_crash(db)
     with Db.open("db", memory, QUIET) as db:
         assert db.get(b"a") == b"1"

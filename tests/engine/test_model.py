@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from slate_ops import Db, WriteBatch
 from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import quiet
+from tests.engine.conftest import quiet, simulate_crash
 
 # mostly a few hot keys (overwrites and deletes across memtables, SSTs and runs), sometimes any key
 KEYS = st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f\x00", b"\xff"]) | st.binary(min_size=1, max_size=3)
@@ -90,7 +90,7 @@ class WriterModel(RuleBasedStateMachine):
 
     @rule()
     def crash(self) -> None:
-        self.db._simulate_crash()
+        simulate_crash(self.db)
         self.db = Db.open("db", self.store, OPTIONS)
         recovered = dict(self.db.scan())
         assert recovered in self.since_durable, (
@@ -114,7 +114,7 @@ class WriterModel(RuleBasedStateMachine):
         assert [k for k, _ in self.db.scan()] == sorted(self.model)
 
     def teardown(self) -> None:
-        self.db._simulate_crash()
+        simulate_crash(self.db)
 
 
 class LocalWriterModel(WriterModel):

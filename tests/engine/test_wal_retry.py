@@ -16,7 +16,7 @@ from slate_ops import Db, DbReader
 from slate_ops.errors import FencedError, ObjectStoreError
 from slate_ops.layout import WalStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
-from tests.engine.conftest import QUIET_READER, quiet
+from tests.engine.conftest import QUIET_READER, quiet, simulate_crash
 
 
 def test_a_retried_wal_write_recognises_its_own_earlier_write(memory: MemoryStore) -> None:
@@ -44,4 +44,4 @@ def test_a_wal_id_taken_by_a_newer_writer_still_fences(memory: MemoryStore) -> N
         with pytest.raises(FencedError):
             old.flush()
         new.put(b"b", b"2")
-    old._simulate_crash()
+    simulate_crash(old)

@@ -88,6 +88,7 @@ from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.txn.sequenced import SequencedStore
+from tests.engine.conftest import simulate_crash
 
 MAIN = "main"
 ACTORS = ("writer", "reader", "compactor", "gc", "admin")
@@ -801,7 +802,7 @@ class Simulation:
 
     def _crash_writer(self) -> None:
         if self.db is not None:
-            self.db._simulate_crash()
+            simulate_crash(self.db)
         self.db = self.writer_store = self.writer_scan = None
         self.figures["writer_crashes"] += 1
 
@@ -834,7 +835,7 @@ class Simulation:
         outcome = self._open_writer()
         self.figures["writer_takeovers"] += 1
         if self.db is None:  # the new writer did not open (or not fully): the old one just dies
-            zombie._simulate_crash()
+            simulate_crash(zombie)
             return outcome + "; the old writer died"
         self._values += 1
         zombie.put(self._key(), b"z%07d" % self._values)  # never in the model: must never be read
@@ -846,7 +847,7 @@ class Simulation:
             outcome += "; zombie " + self._outcome(error)
         else:
             raise self.violation("a fenced writer acknowledged a flush after a newer writer opened")
-        zombie._simulate_crash()
+        simulate_crash(zombie)
         return outcome
 
     def _check_writer_checkpoints(self, db: Db, before: uuid.UUID) -> None:
@@ -1488,7 +1489,7 @@ class Simulation:
     def _drop_everything(self) -> None:
         """Every process dies (nothing is flushed or closed)."""
         if self.db is not None:
-            self.db._simulate_crash()
+            simulate_crash(self.db)
         self.db = self.writer_store = self.writer_scan = None
         self.reader = self.reader_store = self.reader_scan = None
         self.compactor = self.compactor_store = self.zombie_compactor = None

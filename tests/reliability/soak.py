@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from tests.engine.conftest import simulate_crash
 from tests.reliability.chaos_proxy import ChaosProxy, FaultRates
 
 ROLES = ("writer", "reader", "compactor", "gc")
@@ -333,7 +334,7 @@ def _writer(store: Any, config: SoakConfig, work: Path, stop: Any, counters: Cou
         if stalled or not gate.drain(config.stall_s):
             counters.op("stalls")
             counters.violation(f"writer: an operation was stuck for over {config.stall_s}s")
-            db._simulate_crash()  # frees the threads waiting for durability (DbClosedError)
+            simulate_crash(db)  # frees the threads waiting for durability (DbClosedError)
             gate.drain(config.stall_s)
         elif clean:
             try:
@@ -342,7 +343,7 @@ def _writer(store: Any, config: SoakConfig, work: Path, stop: Any, counters: Cou
             except SlateOpsError as error:
                 counters.error(error, "close")
         else:
-            db._simulate_crash()
+            simulate_crash(db)
             counters.op("crashes")
         needs_reopen.clear()
         holder[0] = open_db()
@@ -382,7 +383,7 @@ def _writer(store: Any, config: SoakConfig, work: Path, stop: Any, counters: Cou
             counters.op("stalls")
             counters.violation("writer: threads still waiting at the end")
             if holder[0] is not None:
-                holder[0]._simulate_crash()
+                simulate_crash(holder[0])
             for thread in threads:
                 thread.join(10)
         elif holder[0] is not None:

@@ -25,7 +25,7 @@ from slate_ops import Db, DbReader
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.errors import ObjectStoreError, SlateOpsError
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
-from tests.engine.conftest import quiet
+from tests.engine.conftest import quiet, simulate_crash
 
 WAL = "db/wal/"
 OPTIONS = quiet(l0_max_ssts=1000)
@@ -40,7 +40,7 @@ def store() -> FaultInjectingStore:
 def db(store: FaultInjectingStore) -> Iterator[Db]:
     opened = Db.open("db", store, OPTIONS)
     yield opened
-    opened._simulate_crash()
+    simulate_crash(opened)
 
 
 def recovered(store: FaultInjectingStore) -> dict[bytes, bytes]:
@@ -90,7 +90,7 @@ def test_a_durable_write_is_not_acknowledged_while_its_wal_write_is_in_flight(
     assert not caller.is_alive() and "raised" not in outcome, outcome
     wal_ssts = outcome["returned"]
     assert isinstance(wal_ssts, list) and len(wal_ssts) == 2  # the writer's fence and the write
-    db._simulate_crash()
+    simulate_crash(db)
     assert recovered(store) == {b"k": b"v"}
 
 
@@ -111,7 +111,7 @@ def test_a_durable_write_whose_wal_write_fails_does_not_return(store: FaultInjec
     caller.start()
     caller.join(1.0)
     assert "returned" not in outcome, "put(await_durable=True) returned although its WAL write failed"
-    db._simulate_crash()  # the process dies with the write still unacknowledged
+    simulate_crash(db)  # the process dies with the write still unacknowledged
     caller.join(30)
     assert not caller.is_alive()
     assert isinstance(outcome.get("raised"), SlateOpsError), outcome
@@ -130,7 +130,7 @@ def test_a_wal_write_that_fails_once_loses_nothing_when_retried(store: FaultInje
         db.flush()
     db.put(b"b", b"2")
     db.flush()  # acknowledges a and b: both must be in WAL SSTs now
-    db._simulate_crash()
+    simulate_crash(db)
     assert recovered(store) == {b"a": b"1", b"b": b"2"}
 
 
@@ -157,7 +157,7 @@ def test_a_wal_write_that_fails_once_under_await_durable_loses_nothing(
     db.flush()  # the retry, on this thread
     caller.join(10)  # woken within its 50 ms poll once the retry wrote the segment
     assert outcome == {"returned": True}
-    db._simulate_crash()
+    simulate_crash(db)
     assert recovered(store) == {b"a": b"1"}
 
 

@@ -60,6 +60,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, FaultInjectingStore, LocalStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import SimulatedCrash
+from tests.engine.conftest import simulate_crash
 
 MAIN = "db/main"
 CLONE = "db/clone"
@@ -300,7 +301,7 @@ class Context:
     def crash(self) -> None:
         """Drop every component's in-memory state, as a killed process would."""
         for db in self.writers:
-            db._simulate_crash()
+            simulate_crash(db)
         self.writers.clear()
         for reader in self.readers:  # stop polling; its checkpoint stays until it expires
             reader._stopping.set()
