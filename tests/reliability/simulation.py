@@ -1,12 +1,16 @@
-"""Seeded multi-actor simulation of slate_ops (issue 8, "Seeded multi-actor simulation").
+"""Seeded multi-actor simulation of slate_ops (issue 8, "Seeded multi-actor simulation"; issue 12,
+the lifecycle of a family of databases).
 
 A writer, a tailing reader, a compactor, a garbage collector and an admin actor (checkpoints, tags,
-clones) share one database. A scheduler driven by ``random.Random(seed)`` picks the next actor and
-its action; every action is one synchronous call of the public API (the writer's flusher thread and
-the reader's poll thread are replaced by explicit steps), so the only source of choice is the seed.
-Between steps the scheduler advances a :class:`~slate_ops.clock.ManualClock` that every component,
-the memory store's ``last_modified``, the sequenced stores' cache age and the ULID/UUID generators
-read, so the same seed gives the same trace, the same object names and the same store requests.
+clones) share one database; a lifecycle actor (tests/reliability/sim/lifecycle.py) operates on a
+family of databases around it: clones (of main, of clones, of shards, of merged databases), splits,
+merges, writes, tags, rollbacks, compactions, GC of every database and soft and hard destroys of any
+member. A scheduler driven by ``random.Random(seed)`` picks the next actor and its action; every
+action is one synchronous call of the public API (the writer's flusher thread and the reader's poll
+thread are replaced by explicit steps), so the only source of choice is the seed. Between steps the
+scheduler advances a :class:`~slate_ops.clock.ManualClock` that every component, the memory store's
+``last_modified``, the sequenced stores' cache age and the ULID/UUID generators read, so the same
+seed gives the same trace, the same object names and the same store requests.
 
 Faults come from one :class:`~slate_ops.objstore.FaultInjectingStore` per actor incarnation (seeded
 from the simulation seed): transient errors before a request is applied, lost responses after a put
@@ -19,27 +23,41 @@ Invariants, checked as the run goes:
 * every write acknowledged as durable is readable: a fresh reader sees the writer's history at some
   prefix between the acknowledged one and the issued one, never earlier than any state seen before;
   after a writer crash, the reopened database holds such a prefix (unacknowledged writes may be lost);
+  a write that returned from ``await_durable=True`` counts as acknowledged, with every write before it;
 * the reader's reads are monotonic and consistent: each get or scan matches the writer's history at
   a prefix no earlier than the reader has already seen;
 * the writer reads its own writes; a scan held open across steps (while compaction and GC go on)
   completes as a snapshot of the moment it started (SlateDB issue 604: GC under an in-flight read);
 * checkpoints, tags and clones read their pinned content for as long as they live;
 * GC never deletes an object that the latest manifest, a live checkpoint or a live reader or writer
-  references, nothing outside its database, and a dry run writes nothing;
+  references, nothing outside its database, no database that was not destroyed, and a dry run
+  writes nothing;
 * :func:`slate_ops.admin.verify_db` reports no error-severity problem (SSTs of the latest and every
   live checkpoint's manifest exist, runs are ordered, checkpoint manifests exist, GC boundaries
   below the latest ids), and every WAL SST those manifests need exists;
+* :func:`slate_ops.admin.reachability.check_references` over every database finds nothing (every
+  SST a live database can read exists; every external entry is pinned by its own unexpired final
+  checkpoint) — after every lifecycle step and in every full sweep;
+* every live lifecycle database reads exactly its model (a clone its parent's content, a shard its
+  source's within its range, a merge the union, plus its own writes; after a rollback the tag's), and
+  its tags read what they pinned; after a crashed writer session it holds every acknowledged write;
 * a fenced (zombie) writer or compactor never acknowledges a flush or commits;
-* an interrupted admin operation (clone, destroy, tag) completes when re-run;
-* at the end, with faults off: a reopened writer recovers, maintenance runs cleanly, and GC leaves
-  no unreferenced SST or WAL SST older than ``min_age``.
+* an interrupted admin or lifecycle operation (clone, split, merge, destroy, tag, rollback)
+  completes when re-run; a finished hard destroy leaves no object under the path;
+* at the end, with faults off: a reopened writer recovers, maintenance runs cleanly, GC leaves no
+  unreferenced SST or WAL SST older than ``min_age``, and every destroyed database GC may delete
+  (grace period over, no live checkpoint) is gone.
 
 A failed invariant (or an error no fault explains) raises :class:`InvariantViolation` naming the
 seed, the step, the command that replays it and the tail of the trace.
 
+The code: ``tests/reliability/sim/runtime.py`` (configuration, deterministic runtime, stores,
+model), ``sim/lifecycle.py`` (the lifecycle actor), ``sim/invariants.py`` (the family-wide
+invariants); this module holds the scheduler and the other actors.
+
 Not simulated: the background threads themselves (their work is done by explicit steps, so a race
 between a flusher thread and a caller is out of scope here; tests/engine/test_concurrency.py covers
-those), ``await_durable`` (it waits on the flusher thread), and real S3 (the soak test).
+those; ``await_durable`` runs the flusher's round synchronously), and real S3 (the soak test).
 """
 
 from __future__ import annotations
@@ -54,20 +72,15 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from dataclasses import replace as _replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Literal, TypeVar
-from unittest import mock
-
-import ulid
+from typing import Literal
 
 from slate_ops import admin
 from slate_ops.admin.verify import Severity
 from slate_ops.clock import ManualClock
-from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
+from slate_ops.compaction import Compactor, LocalExecutor
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine import CheckpointScope, Db, DbOptions, DbReader, ReaderOptions, WriteBatch
+from slate_ops.engine import CheckpointScope, Db, DbReader
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -85,343 +98,50 @@ from slate_ops.layout import WalStore, resolve_sst_path
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
-from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
+from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
-from slate_ops.txn.sequenced import SequencedStore
 from tests.engine.conftest import simulate_crash
-
-MAIN = "main"
-ACTORS = ("writer", "reader", "compactor", "gc", "admin")
-_R = TypeVar("_R")
-_INJECTED = "injected failure:"  # how FaultInjectingStore's errors begin
-_OVERWRITE = PutMode.overwrite()
-START_TIME = 1_700_000_000.0
-
-REPLAY = (
-    "SLATE_OPS_SIM_SEED={seed} SLATE_OPS_SIM_STEPS={steps}{store} "
-    "pytest tests/reliability/test_simulation.py -k replay -s"
+from tests.reliability.sim.invariants import check_reachable
+from tests.reliability.sim.lifecycle import Lifecycle
+from tests.reliability.sim.runtime import (
+    ACTOR_WEIGHTS,
+    ACTORS,
+    COMPACTOR_OPTIONS,
+    MAIN,
+    READER_OPTIONS,
+    START_TIME,
+    WRITER_OPTIONS,
+    InvariantViolation,
+    ManualDb,
+    ManualReader,
+    Model,
+    SimConfig,
+    SimResult,
+    SimStore,
+    SimTimeStore,
+    TraceEntry,
+    derive,
+    deterministic_runtime,
+    diff,
+    is_injected,
+    seconds,
+    short,
+    without_faults,
+    write_ops,
 )
 
-# --- configuration ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """One simulation run. The rates are per store request (errors, stalls) or per step (crashes)."""
-
-    seed: int
-    steps: int = 200
-    store: Literal["memory", "local"] = "memory"
-    root: Path | None = None  # the local store's directory
-    keys: int = 24
-    error_rate: float = 0.02  # a request fails before it is applied
-    lost_response_rate: float = 0.01  # a put is applied, then its response is lost
-    stall_rate: float = 0.01  # a request hangs: the clock moves on, another actor runs meanwhile
-    max_stall_s: float = 30.0
-    crash_rate: float = 0.03  # an actor step crashes part-way (writer, compactor, gc, admin)
-    latency_s: float = 0.0  # real sleep before every request (0 in CI)
-    check_every: int = 10  # the full invariant sweep (fresh reader, verify_db, pinned content)
-    min_age_s: float = 120.0  # GC's min_age for every namespace (the safe floor)
-    trace_tail: int = 40  # trace entries printed with a violation
-
-    def replay_command(self) -> str:
-        store = "" if self.store == "memory" else f" SLATE_OPS_SIM_STORE={self.store}"
-        return REPLAY.format(seed=self.seed, steps=self.steps, store=store)
-
-
-# The writer's and reader's timers are steps of the simulation (see _ManualDb / _ManualReader); the
-# limits that would make a call wait on a background thread are out of reach.
-WRITER_OPTIONS = DbOptions(
-    wal_flush_interval=timedelta(hours=1),
-    manifest_poll_interval=timedelta(hours=1),
-    l0_sst_size_bytes=1500,  # memtables freeze on their own now and then: more L0 SSTs
-    l0_max_ssts=1_000_000,
-    max_unflushed_bytes=1 << 40,
-    wal_buffer_bytes=1 << 30,
-)
-READER_OPTIONS = ReaderOptions(
-    manifest_poll_interval=timedelta(seconds=10),  # polled by the scheduler in simulated time
-    checkpoint_lifetime=timedelta(minutes=10),
-    max_memtable_bytes=2000,
-)
-COMPACTOR_OPTIONS = CompactorOptions(
-    min_sources=3, max_sources=6, target_sst_bytes=4096, max_subcompaction_bytes=6000
-)
-
-
-class InvariantViolation(AssertionError):
-    """An invariant failed; the message names the seed, the step, the replay command and the trace tail."""
-
-    def __init__(self, message: str, trace: list[TraceEntry]) -> None:
-        super().__init__(message)
-        self.trace = trace
-
-
-@dataclass(frozen=True)
-class TraceEntry:
-    step: int
-    actor: str
-    action: str
-    outcome: str
-
-    def __str__(self) -> str:
-        return f"{self.step:>6}  {self.actor:<9} {self.action:<34} {self.outcome}"
-
-
-@dataclass
-class SimResult:
-    """What one run did: its trace and the figures for docs/reliability.md."""
-
-    config: SimConfig
-    trace: list[TraceEntry]
-    digest: str  # sha256 of the trace and of every object left in the store (names and contents)
-    actions: Counter[str]  # "actor.action outcome-kind"
-    faults: Counter[str]  # injected faults by kind
-    checks: Counter[str]  # invariant checks performed, by invariant
-    figures: dict[str, float]
-    duration_s: float
-
-    def summary(self) -> str:
-        c = self.config
-        lines = [
-            f"seed {c.seed}: {c.steps} steps on the {c.store} store in {self.duration_s:.1f}s, "
-            f"{len(self.trace)} trace entries, digest {self.digest[:16]}",
-            "  faults: " + _counts(self.faults),
-            "  checks: " + _counts(self.checks),
-            "  figures: " + ", ".join(f"{k}={v:g}" for k, v in sorted(self.figures.items())),
-        ]
-        return "\n".join(lines)
-
-
-def _counts(counter: Counter[str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(counter.items())) or "none"
-
-
-def derive(seed: int, *parts: str) -> int:
-    """A seed for one purpose, stable across processes (no ``hash()``)."""
-    digest = hashlib.sha256("/".join((str(seed), *parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-# --- the deterministic runtime ----------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def deterministic_runtime(clock: ManualClock, seed: int) -> Iterator[None]:
-    """Route every source of ids and time that slate_ops reads through the clock and a seeded RNG.
-
-    ULIDs (SST, view and compaction ids) take their time from the clock and their randomness from
-    the RNG; ``uuid.uuid4`` (checkpoint and put ids) draws from the RNG; the sequenced stores'
-    latest-version cache ages by the clock (its 60 s TTL is a promise about GC's min_age, which is
-    measured in simulated time).
-    """
-    ids = random.Random(derive(seed, "ids"))
-    generator = ulid.ULIDGenerator(
-        clock=lambda: int(clock.now() * 1000), randomness=lambda _timestamp: ids.randbytes(10)
-    )
-
-    def uuid4() -> uuid.UUID:
-        return uuid.UUID(int=ids.getrandbits(128), version=4)
-
-    kwdefaults = SequencedStore.__init__.__kwdefaults__
-    assert kwdefaults is not None and "monotonic" in kwdefaults
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(ulid, "default_generator", generator))
-        stack.enter_context(mock.patch.object(uuid, "uuid4", uuid4))
-        stack.enter_context(mock.patch.dict(kwdefaults, {"monotonic": clock.now}))
-        yield
-
-
-class SimTimeStore:
-    """Reports ``last_modified`` in simulated time for a store that stamps real time (the local store)."""
-
-    def __init__(self, inner: ObjectStore, clock: ManualClock) -> None:
-        self.inner = inner
-        self._clock = clock
-        self._written: dict[str, float] = {}
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
-
-    def _meta(self, meta: ObjectMeta) -> ObjectMeta:
-        at = self._written.get(meta.key)
-        if at is None:
-            return meta
-        return ObjectMeta(meta.key, meta.size, datetime.fromtimestamp(at, UTC), meta.etag, meta.put_id)
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        result = self.inner.get(key, byte_range)
-        return GetResult(result.data, self._meta(result.meta))
-
-    def head(self, key: str) -> ObjectMeta:
-        return self._meta(self.inner.head(key))
-
-    def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
-        result = self.inner.put(key, data, mode, put_id)
-        self._written[key] = self._clock.now()
-        return result
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        return iter([self._meta(m) for m in self.inner.list(prefix, start_after)])
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-        self._written.pop(key, None)
-
-
-class SimStore:
-    """What an actor talks to: counts the faults its fault-injecting store raises, and gives the
-    simulation a hook before every request (stalls and interleaved steps)."""
-
-    def __init__(self, sim: Simulation, actor: str, faulty: FaultInjectingStore) -> None:
-        self.sim = sim
-        self.actor = actor
-        self.faulty = faulty
-
-    @property
-    def url(self) -> str:
-        return self.faulty.url
-
-    def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
-        self.sim.before_request(self.actor, op)
-        try:
-            return call()
-        except SimulatedCrash:
-            self.sim.faults[f"crash:{self.actor}"] += 1
-            raise
-        except Exception as error:
-            if _INJECTED in str(error):
-                kind = "lost-response" if "applied, then" in str(error) else "error"
-                self.sim.faults[f"{kind}:{op}"] += 1
-            raise
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        return self._call("get", key, lambda: self.faulty.get(key, byte_range))
-
-    def head(self, key: str) -> ObjectMeta:
-        return self._call("head", key, lambda: self.faulty.head(key))
-
-    def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
-        return self._call("put", key, lambda: self.faulty.put(key, data, mode, put_id))
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        return self._call("list", prefix, lambda: self.faulty.list(prefix, start_after))
-
-    def delete(self, key: str) -> None:
-        self._call("delete", key, lambda: self.faulty.delete(key))
-
-
-class _ManualDb(Db):
-    """The writer without its flusher thread: WAL flushes, memtable flushes and manifest polls are
-    steps of the simulation."""
-
-    def _background(self) -> None:
-        return
-
-
-class _ManualReader(DbReader):
-    """The reader without its poll thread: the scheduler polls it every ``manifest_poll_interval`` of
-    simulated time."""
-
-    def _poll_loop(self) -> None:
-        return
-
-
-# --- the model of the writer's history ------------------------------------------------------------
-
-Op = tuple[bytes, bytes | None]  # (key, value); None deletes
-
-
-class Model:
-    """Every write the simulation issued, in order: write ``i`` (1-based) is ``log[i - 1]``.
-
-    The database must always hold the state after some prefix of the log: at least ``durable``
-    writes (acknowledged by a flush, a checkpoint or a clean close), at most all of them.
-    """
-
-    SNAPSHOT_EVERY = 64
-
-    def __init__(self) -> None:
-        self.log: list[tuple[Op, ...]] = []
-        self.durable = 0
-        self.current: dict[bytes, bytes] = {}
-        self._snapshots: dict[int, dict[bytes, bytes]] = {0: {}}
-
-    @property
-    def issued(self) -> int:
-        return len(self.log)
-
-    def issue(self, ops: tuple[Op, ...]) -> None:
-        self.log.append(ops)
-        _apply(self.current, ops)
-        if self.issued % self.SNAPSHOT_EVERY == 0:
-            self._snapshots[self.issued] = dict(self.current)
-
-    def acknowledge(self) -> None:
-        self.durable = self.issued
-
-    def state(self, prefix: int) -> dict[bytes, bytes]:
-        base = max(p for p in self._snapshots if p <= prefix)
-        state = dict(self._snapshots[base])
-        for ops in self.log[base:prefix]:
-            _apply(state, ops)
-        return state
-
-    def states(self, lo: int, hi: int) -> Iterator[tuple[int, dict[bytes, bytes]]]:
-        """``(p, state after p writes)`` for p in ``[lo, hi]``; the dict is reused between items."""
-        state = self.state(lo)
-        yield lo, state
-        for p in range(lo + 1, hi + 1):
-            _apply(state, self.log[p - 1])
-            yield p, state
-
-    def first_match(self, observed: dict[bytes, bytes], lo: int, hi: int) -> int | None:
-        return next((p for p, state in self.states(lo, hi) if state == observed), None)
-
-    def last_match(self, observed: dict[bytes, bytes], lo: int, hi: int) -> int | None:
-        found = None
-        for p, state in self.states(lo, hi):
-            if state == observed:
-                found = p
-        return found
-
-    def first_key_match(self, key: bytes, value: bytes | None, lo: int, hi: int) -> int | None:
-        current = self.state(lo).get(key)
-        if current == value:
-            return lo
-        for p in range(lo + 1, hi + 1):
-            for k, v in self.log[p - 1]:
-                if k == key:
-                    current = v
-            if current == value:
-                return p
-        return None
-
-    def truncate(self, prefix: int) -> None:
-        """The writer recovered the first ``prefix`` writes; the rest are lost (never acknowledged)."""
-        del self.log[prefix:]
-        self._snapshots = {p: s for p, s in self._snapshots.items() if p <= prefix}
-        self.current = self.state(prefix)
-        self.durable = prefix
-
-
-def _apply(state: dict[bytes, bytes], ops: tuple[Op, ...]) -> None:
-    for key, value in ops:
-        if value is None:
-            state.pop(key, None)
-        else:
-            state[key] = value
-
-
-def _diff(observed: dict[bytes, bytes], expected: dict[bytes, bytes], limit: int = 6) -> str:
-    keys = sorted(k for k in observed.keys() | expected.keys() if observed.get(k) != expected.get(k))
-    shown = ", ".join(f"{k!r}: {_short(observed.get(k))} vs {_short(expected.get(k))}" for k in keys[:limit])
-    return f"{len(keys)} key(s) differ ({shown}{', ...' if len(keys) > limit else ''})"
-
-
-def _short(value: bytes | None) -> str:
-    return "absent" if value is None else repr(value[:8])
+__all__ = [
+    "WRITER_OPTIONS",
+    "InvariantViolation",
+    "SimConfig",
+    "SimResult",
+    "Simulation",
+    "TraceEntry",
+    "run_simulation",
+]
+
+DB_DELETE_GRACE = timedelta(seconds=900)
+"""GC's grace period for soft-destroyed databases in the simulation (the default is a day)."""
 
 
 @dataclass
@@ -510,6 +230,7 @@ class Simulation:
         self._clone_counter = 0
         self._tag_names = [f"t{i}" for i in range(5)]
         self._finished_checkpoint = uuid.UUID(int=0)
+        self.lifecycle = Lifecycle(self)
 
     # --- running ----------------------------------------------------------------------------------
 
@@ -555,11 +276,11 @@ class Simulation:
     def _one_step(self) -> None:
         self._stalls_this_step = 0
         self.clock.advance(self._clock_step())
-        if self.reader is not None and self.clock.now() - self.reader_last_poll >= _seconds(
+        if self.reader is not None and self.clock.now() - self.reader_last_poll >= seconds(
             READER_OPTIONS.manifest_poll_interval
         ):
             self._run_actor("reader", forced="poll")
-        actor = self.rng.choices(ACTORS, weights=(45, 22, 10, 9, 14))[0]
+        actor = self.rng.choices(ACTORS, weights=ACTOR_WEIGHTS)[0]
         self._run_actor(actor)
         if self.step % self.config.check_every == 0:
             self._full_check()
@@ -579,6 +300,7 @@ class Simulation:
             "compactor": self._compactor_step,
             "gc": self._gc_step,
             "admin": self._admin_step,
+            "lifecycle": self.lifecycle.step,
         }
         self._running.append(actor)
         try:
@@ -627,6 +349,12 @@ class Simulation:
         self._running[-1] = f"{self._running[-1].split('.', 1)[0]}.{action}"
         return action
 
+    def known_paths(self) -> list[str]:
+        """Every database that exists and is not half-created or half-destroyed: main, the admin
+        actor's live clones and the lifecycle databases."""
+        clones = [c.path for c in self.clones.values() if c.state == "live"]
+        return [MAIN, *clones, *self.lifecycle.paths()]
+
     # --- outcomes and violations ------------------------------------------------------------------
 
     def violation(self, what: str) -> InvariantViolation:
@@ -648,7 +376,7 @@ class Simulation:
             raise error
         if isinstance(error, SimulatedCrash):
             return "crashed"
-        if _is_injected(error):
+        if is_injected(error):
             return f"failed: injected {type(error).__name__}"
         if isinstance(error, expected):
             return f"refused: {type(error).__name__}"
@@ -704,34 +432,28 @@ class Simulation:
 
     def _writer_action(self, db: Db, action: str) -> str:
         model = self.model
-        if action in ("put", "delete"):
-            key = self._key()
-            value = None if action == "delete" else self._value()
-            if value is None:
-                db.delete(key)
+        if action in ("put", "delete", "batch"):
+            if action == "batch":
+                ops = tuple(
+                    (self._key(), self._value() if self.rng.random() < 0.8 else None) for _ in range(3)
+                )
             else:
-                db.put(key, value)
-            model.issue(((key, value),))
-            return f"ok {key.decode()}"
-        if action == "batch":
-            ops = tuple((self._key(), self._value() if self.rng.random() < 0.8 else None) for _ in range(3))
-            batch = WriteBatch()
-            for key, value in ops:
-                if value is None:
-                    batch.delete(key)
-                else:
-                    batch.put(key, value)
-            db.write(batch)
-            model.issue(ops)
-            return f"ok {len(ops)} ops"
+                key = self._key()
+                ops = ((key, None if action == "delete" else self._value()),)
+            await_durable = self.rng.random() < self.config.durable_write_rate
+            write_ops(db, model, ops, await_durable)
+            if await_durable:
+                self.figures["durable_writes"] += 1
+            what = f"{len(ops)} ops" if action == "batch" else ops[0][0].decode()
+            return f"ok {what}{' durable' if await_durable else ''}"
         if action == "get":
             key = self._key()
             got = db.get(key)
             self.checks["writer_reads_own_writes"] += 1
             if got != model.current.get(key):
                 raise self.violation(
-                    f"the writer reads {_short(got)} for {key!r}, its last write was "
-                    f"{_short(model.current.get(key))}"
+                    f"the writer reads {short(got)} for {key!r}, its last write was "
+                    f"{short(model.current.get(key))}"
                 )
             return "ok"
         if action == "scan_open":
@@ -746,7 +468,7 @@ class Simulation:
             self.checks["writer_reads_own_writes"] += 1
             if observed != model.current:
                 raise self.violation(
-                    f"the writer's scan differs from its writes: {_diff(observed, model.current)}"
+                    f"the writer's scan differs from its writes: {diff(observed, model.current)}"
                 )
             return f"ok {len(observed)} keys"
         if action == "crash":
@@ -782,7 +504,7 @@ class Simulation:
     def _open_writer(self) -> str:
         store = self._store_for("writer")
         try:
-            db = _ManualDb.open(MAIN, store, WRITER_OPTIONS, clock=self.clock)
+            db = ManualDb.open(MAIN, store, WRITER_OPTIONS, clock=self.clock)
         except Exception as error:
             return self._outcome(error)
         self.db, self.writer_store = db, store
@@ -813,13 +535,16 @@ class Simulation:
         model = self.model
         lo = max(model.durable, self.reader_floor, self.oracle_floor)
         self.checks["recovery_keeps_acknowledged_writes"] += 1
+        if model.durable_writes:
+            self.checks["durable_writes_survive_crash"] += 1
         prefix = model.last_match(observed, lo, model.issued)
         if prefix is None:
             raise self.violation(
                 f"after reopening, the database is not the history at any prefix in [{lo}, "
-                f"{model.issued}] (acknowledged {model.durable}, reader saw {self.reader_floor}, fresh "
+                f"{model.issued}] (acknowledged {model.durable}, by await_durable "
+                f"{model.durable_writes}, reader saw {self.reader_floor}, fresh "
                 f"readers saw {self.oracle_floor}); vs the acknowledged state: "
-                f"{_diff(observed, model.state(model.durable))}"
+                f"{diff(observed, model.state(model.durable))}"
             )
         self.figures["unacknowledged_writes_lost"] += model.issued - prefix
         model.truncate(prefix)
@@ -879,7 +604,7 @@ class Simulation:
         if self.reader is None:
             store = self._store_for("reader")
             try:
-                self.reader = _ManualReader.open(MAIN, store, options=READER_OPTIONS, clock=self.clock)
+                self.reader = ManualReader.open(MAIN, store, options=READER_OPTIONS, clock=self.clock)
             except Exception as error:
                 return "open", self._outcome(error)
             self.reader_store = store
@@ -909,7 +634,7 @@ class Simulation:
                 key = self._key()
                 value = reader.get(key)
                 self._observe_get(key, value)
-                return action, f"ok {key.decode()}={_short(value)}"
+                return action, f"ok {key.decode()}={short(value)}"
             if action == "scan":
                 self._observe_scan(reader, "scan")
                 return action, "ok"
@@ -927,7 +652,7 @@ class Simulation:
                 return action, "ok; reader process died"
         except ObjectNotFoundError as error:
             checkpoint = reader.checkpoint_id if action != "scan_finish" else self._finished_checkpoint
-            if not _is_injected(error) and self._checkpoint_live(checkpoint):
+            if not is_injected(error) and self._checkpoint_live(checkpoint):
                 raise self.violation(
                     f"the reader ({action}) lost an object while the checkpoint it reads, {checkpoint}, "
                     f"was live: {error}"
@@ -944,7 +669,7 @@ class Simulation:
         prefix = self.model.first_key_match(key, value, self.reader_floor, self.model.issued)
         if prefix is None:
             raise self.violation(
-                f"the reader read {_short(value)} for {key!r}, which is no value of that key at or after "
+                f"the reader read {short(value)} for {key!r}, which is no value of that key at or after "
                 f"prefix {self.reader_floor} it had already seen (a stale, lost or unknown value)"
             )
         self.reader_floor = prefix
@@ -956,7 +681,7 @@ class Simulation:
         if prefix is None:
             raise self.violation(
                 f"the reader's {what} is the history at no prefix in [{self.reader_floor}, "
-                f"{self.model.issued}]; vs the newest state: {_diff(observed, self.model.current)}"
+                f"{self.model.issued}]; vs the newest state: {diff(observed, self.model.current)}"
             )
         self.reader_floor = prefix
 
@@ -982,7 +707,7 @@ class Simulation:
         if prefix is None:
             raise self.violation(
                 f"the {who}'s scan opened at step {scan.step} is the history at no prefix in [{lo}, "
-                f"{scan.hi}]; vs the state at its start: {_diff(scan.seen, self.model.state(scan.hi))}"
+                f"{scan.hi}]; vs the state at its start: {diff(scan.seen, self.model.state(scan.hi))}"
             )
         if who == "reader":
             self.reader_floor = max(self.reader_floor, prefix)
@@ -1068,12 +793,20 @@ class Simulation:
         return action, outcome
 
     def _gc_options(self) -> GcOptions:
-        return GcOptions.with_min_age(timedelta(seconds=self.config.min_age_s))
+        return GcOptions.with_min_age(
+            timedelta(seconds=self.config.min_age_s), db_delete_grace=DB_DELETE_GRACE
+        )
 
-    def _collect(self, gc: GarbageCollector, path: str, *, dry_run: bool) -> str:
-        """One GC run, checked: nothing referenced, nothing outside ``path``; a dry run changes nothing."""
+    def _collect(
+        self, gc: GarbageCollector, path: str, *, dry_run: bool, store: SimStore | None = None
+    ) -> str:
+        """One GC run, checked: nothing referenced, nothing outside ``path``, no database deleted
+        that was not destroyed; a dry run changes nothing."""
+        latest = ManifestStore(self.inner, path).read_latest()
+        destroyed = latest is not None and latest.value.destroyed_at_s is not None
         referenced = self._referenced(path)
-        faulty = self.gc_store.faulty if self.gc_store is not None else None
+        store = store or self.gc_store
+        faulty = store.faulty if store is not None else None
         calls_before = len(faulty.calls) if faulty is not None else 0
         report: GcReport | None = None
         try:
@@ -1082,15 +815,18 @@ class Simulation:
         except Exception as error:
             if isinstance(error, GcFailedError) and isinstance(error.report, GcReport):
                 report = error.report
-            if path != MAIN and path not in self.clones:
+            if not self._known(path):
                 return f"failed: {type(error).__name__}; the clone was dropped meanwhile"
             outcome = self._outcome(error)
-        if path != MAIN and path not in self.clones:
+        if not self._known(path):
             return "ok; the clone was dropped meanwhile"
         if report is not None:
             deleted = report.deleted_keys()
             self.checks["gc_deletes_nothing_referenced"] += 1
-            wrong = sorted(deleted & referenced) + sorted(k for k in deleted if not k.startswith(path + "/"))
+            if report.destroyed and not destroyed:
+                raise self.violation(f"GC of {path} deleted the database, which was not destroyed")
+            kept = set() if report.destroyed else referenced  # a due destroyed database goes whole
+            wrong = sorted(deleted & kept) + sorted(k for k in deleted if not k.startswith(path + "/"))
             if wrong:
                 raise self.violation(
                     f"GC of {path}{' (dry run)' if dry_run else ''} deleted (or planned) referenced or "
@@ -1098,7 +834,13 @@ class Simulation:
                 )
             if not dry_run:
                 self.figures["gc_deleted_objects"] += len(deleted)
+                self.figures["gc_detached_external_dbs"] += len(report.clones_detached)
+                self.figures["gc_deleted_destroyed_dbs"] += report.destroyed
             outcome += f" {'would delete' if dry_run else 'deleted'} {len(deleted)}"
+            if report.clones_detached:
+                outcome += f", detached {len(report.clones_detached)}"
+            if report.destroyed:
+                outcome += ", the destroyed database"
         if dry_run and faulty is not None:
             # Its own requests: other actors may run during a stall of the dry run.
             writes = [(op, key) for op, key in faulty.calls[calls_before:] if op in ("put", "delete")]
@@ -1106,6 +848,9 @@ class Simulation:
             if writes:
                 raise self.violation(f"a GC dry run of {path} wrote to the store: {writes[:5]}")
         return outcome
+
+    def _known(self, path: str) -> bool:
+        return path == MAIN or path in self.clones or self.lifecycle.knows(path)
 
     def _referenced(self, path: str) -> set[str]:
         """Every object GC of ``path`` must keep now: the SSTs (resolved as readers resolve them) and
@@ -1323,12 +1068,12 @@ class Simulation:
         if content is not None:
             if observed != content:
                 raise self.violation(
-                    f"{what} checkpoint made from another reads differently: {_diff(observed, content)}"
+                    f"{what} checkpoint made from another reads differently: {diff(observed, content)}"
                 )
         elif self.model.first_match(observed, max(lo, 0), hi) is None:
             raise self.violation(
                 f"{what} checkpoint {checkpoint_id} holds no prefix of the history in [{lo}, {hi}]: "
-                f"vs the acknowledged state {_diff(observed, self.model.state(lo))}"
+                f"vs the acknowledged state {diff(observed, self.model.state(lo))}"
             )
         self.pinned[checkpoint_id] = Pinned(kind, checkpoint_id, observed, checkpoint.expire_time_s, name)
         self.figures[f"{kind}s_created"] += 1
@@ -1339,7 +1084,7 @@ class Simulation:
         if clone.expected is not None:
             if observed != clone.expected:
                 raise self.violation(
-                    f"{clone.path} differs from its source checkpoint: {_diff(observed, clone.expected)}"
+                    f"{clone.path} differs from its source checkpoint: {diff(observed, clone.expected)}"
                 )
         elif self.model.first_match(observed, clone.lo, clone.hi) is None:
             raise self.violation(
@@ -1353,7 +1098,7 @@ class Simulation:
 
     def _oracle_read(self, path: str, checkpoint_id: uuid.UUID | None = None) -> dict[bytes, bytes]:
         """A fresh reader on the fault-free store (it runs no step and injects nothing)."""
-        reader = _ManualReader.open(path, self.inner, checkpoint_id, READER_OPTIONS, clock=self.clock)
+        reader = ManualReader.open(path, self.inner, checkpoint_id, READER_OPTIONS, clock=self.clock)
         try:
             return dict(reader.scan())
         finally:
@@ -1368,7 +1113,8 @@ class Simulation:
         if prefix is None:
             raise self.violation(
                 f"a fresh reader sees the history at no prefix in [{lo}, {model.issued}] (acknowledged "
-                f"{model.durable}); vs the acknowledged state: {_diff(observed, model.state(model.durable))}"
+                f"{model.durable}, by await_durable {model.durable_writes}); vs the acknowledged state: "
+                f"{diff(observed, model.state(model.durable))}"
             )
         self.oracle_floor = prefix
         self._verify(MAIN)
@@ -1388,7 +1134,7 @@ class Simulation:
             if content != pinned.content:
                 raise self.violation(
                     f"the {pinned.kind} {pinned.name or pinned.checkpoint_id} reads differently than when "
-                    f"created: {_diff(content, pinned.content)}"
+                    f"created: {diff(content, pinned.content)}"
                 )
         for clone in self.clones.values():
             if clone.state != "live":
@@ -1397,7 +1143,9 @@ class Simulation:
             content = self._oracle_read(clone.path)
             self.checks["clone_content_unchanged"] += 1
             if content != clone.content:
-                raise self.violation(f"{clone.path} reads differently: {_diff(content, clone.content)}")
+                raise self.violation(f"{clone.path} reads differently: {diff(content, clone.content)}")
+        check_reachable(self)
+        self.lifecycle.check_all()
         self.trace.append(TraceEntry(self.step, "check", "invariants", f"ok prefix {prefix}/{model.issued}"))
 
     def _verify(self, path: str) -> None:
@@ -1433,9 +1181,9 @@ class Simulation:
         """Faults off: every process restarts, the writer recovers, maintenance runs cleanly, and GC
         leaves nothing unreferenced that is older than min_age."""
         self._drop_everything()
-        self.config = _without_faults(self.config)
+        self.config = without_faults(self.config)
         store = self._store_for("final")
-        self.db = _ManualDb.open(MAIN, store, WRITER_OPTIONS, clock=self.clock)
+        self.db = ManualDb.open(MAIN, store, WRITER_OPTIONS, clock=self.clock)
         self.writer_store = store
         self._check_recovery()
         self._finish_interrupted_admin(store)
@@ -1450,6 +1198,7 @@ class Simulation:
                 self.db._poll_manifest()  # drops the writer's hold on the pre-compaction state
             self._collect(gc, MAIN, dry_run=False)
         self.trace.append(TraceEntry(self.step, "final", "recover, compact, collect", "ok"))
+        self.lifecycle.finish(self._store_for("lifecycle"))
         self._full_check()
         self._check_nothing_left_behind()
 
@@ -1495,30 +1244,7 @@ class Simulation:
         self.compactor = self.compactor_store = self.zombie_compactor = None
         self.gc = self.gc_store = None
         self.admin_store = None
-
-
-def _without_faults(config: SimConfig) -> SimConfig:
-    return _replace(config, error_rate=0.0, lost_response_rate=0.0, stall_rate=0.0, crash_rate=0.0)
-
-
-def _seconds(value: timedelta) -> float:
-    return value.total_seconds()
-
-
-def _is_injected(error: BaseException) -> bool:
-    """Whether ``error`` is (or was caused by) an injected fault; for a failed GC run, every error."""
-    if isinstance(error, GcFailedError):
-        report = error.report
-        errors: tuple[str, ...] = getattr(report, "errors", ())
-        return bool(errors) and all(_INJECTED in e or "SimulatedCrash" in e for e in errors)
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, SimulatedCrash) or _INJECTED in str(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+        self.lifecycle.store = None
 
 
 def run_simulation(config: SimConfig) -> SimResult:

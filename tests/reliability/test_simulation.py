@@ -1,5 +1,6 @@
 """The seeded multi-actor simulation (tests/reliability/simulation.py): short runs in CI, a long run
-behind ``slow``, determinism, proof that the invariants can fail, regressions it found, and replay.
+behind ``slow`` that writes its figures to tests/reliability/results/simulation.json, determinism,
+proof that the invariants can fail, regressions it found, and replay.
 
 Replay a seed (prints the figures and the trace tail; a violation prints its own tail)::
 
@@ -7,24 +8,36 @@ Replay a seed (prints the figures and the trace tail; a violation prints its own
 
 ``SLATE_OPS_SIM_STORE=local`` replays on the local directory store; ``SLATE_OPS_SIM_TRACE=all`` prints
 the whole trace. The long run: ``pytest tests/reliability/test_simulation.py -m slow`` (seeds and
-steps from ``SLATE_OPS_SIM_LONG_SEEDS`` / ``SLATE_OPS_SIM_LONG_STEPS``).
+steps from ``SLATE_OPS_SIM_LONG_SEEDS`` / ``SLATE_OPS_SIM_LONG_STEPS``; the figures go to
+``SLATE_OPS_SIM_RESULTS``, default tests/reliability/results/simulation.json: per seed and summed,
+steps, checks per invariant, operations per kind and outcome, faults, figures, violations).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from slate_ops.admin import rescale
+from slate_ops.admin.clone import clone_manifest
 from slate_ops.engine import Db, DbReader
 from slate_ops.gc.references import Protection
 from slate_ops.layout import WalStore
 from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from tests.reliability import report
+from tests.reliability.sim.runtime import ManualDb
 from tests.reliability.simulation import (
     WRITER_OPTIONS,
     InvariantViolation,
@@ -33,11 +46,16 @@ from tests.reliability.simulation import (
     run_simulation,
 )
 
-CI_SEEDS = (1, 2, 3, 4)  # seed 4 catches the writer-checkpoint leak (regression below) in 200 steps
+CI_SEEDS = (1, 2, 3, 4)
 CI_STEPS = 200
+DURABLE_SEED = 1  # a crash loses a write acknowledged by await_durable within CI_STEPS
+SHARED_SEED = 9  # a split whose shards both read the source completes within CI_STEPS
 LONG_SEEDS = int(os.environ.get("SLATE_OPS_SIM_LONG_SEEDS", "20"))
 LONG_STEPS = int(os.environ.get("SLATE_OPS_SIM_LONG_STEPS", "2000"))
 ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(
+    os.environ.get("SLATE_OPS_SIM_RESULTS", str(ROOT / "tests/reliability/results/simulation.json"))
+)
 
 
 def _run(config: SimConfig) -> SimResult:
@@ -55,6 +73,11 @@ def _assert_exercised(result: SimResult) -> None:
     assert result.checks["verify_db"] > 0
     assert sum(n for kind, n in result.faults.items() if kind.startswith("error:")) > 0
     assert result.figures["writes_issued"] > 0
+    # The lifecycle part: a family of databases, checked after every lifecycle step.
+    assert result.checks["references_reachable"] >= steps // result.config.check_every
+    assert result.checks["family_reads_its_model"] > 0
+    assert result.checks["family_created_as_made"] > 0
+    assert result.figures["durable_writes"] > 0
 
 
 # --- CI: a few seeds, a few hundred steps -------------------------------------------------------
@@ -129,6 +152,27 @@ def test_a_checkpoint_that_moves_is_caught(monkeypatch: pytest.MonkeyPatch) -> N
         run_simulation(SimConfig(seed=3, steps=CI_STEPS))
 
 
+def test_durable_writes_lost_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write with await_durable that returns before its WAL SST exists: a crash loses it."""
+    monkeypatch.setattr(ManualDb, "_await_durable", lambda self, seq: None)
+    with pytest.raises(InvariantViolation, match="acknowledged") as caught:
+        run_simulation(SimConfig(seed=DURABLE_SEED, steps=CI_STEPS))
+    assert "await_durable" in str(caught.value) or "durable writes acknowledged up to" in str(caught.value)
+
+
+def test_shared_final_checkpoints_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12, defect 1 put back: the shards of a split share their final checkpoint on the source,
+    so destroying one shard unpins the other. check_references after the split reports it."""
+    shared = uuid.UUID(int=12)
+    monkeypatch.setattr(
+        rescale,
+        "clone_manifest",
+        lambda *args, **kwargs: clone_manifest(*args, **{**kwargs, "new_final_id": lambda: shared}),
+    )
+    with pytest.raises(InvariantViolation, match="shared_final_checkpoint"):
+        run_simulation(SimConfig(seed=SHARED_SEED, steps=CI_STEPS))
+
+
 # --- regressions the simulation found ----------------------------------------------------------
 
 
@@ -156,10 +200,95 @@ def test_a_failed_commit_leaves_no_writer_checkpoint_behind() -> None:
 # --- the long run and replay --------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def long_results() -> Iterator[dict[int, dict[str, Any]]]:
+    """Collects the long run's figures; written to RESULTS once the module's tests are done."""
+    runs: dict[int, dict[str, Any]] = {}
+    started = time.monotonic()
+    yield runs
+    if runs:
+        write_results(RESULTS, [runs[seed] for seed in sorted(runs)], time.monotonic() - started)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1000, 1000 + LONG_SEEDS))
-def test_simulation_long(seed: int) -> None:
-    _assert_exercised(_run(SimConfig(seed=seed, steps=LONG_STEPS)))
+def test_simulation_long(seed: int, long_results: dict[int, dict[str, Any]]) -> None:
+    config = SimConfig(seed=seed, steps=LONG_STEPS)
+    try:
+        result = _run(config)
+    except InvariantViolation as violation:
+        long_results[seed] = {
+            "seed": seed,
+            "steps": config.steps,
+            "store": config.store,
+            "violation": str(violation).splitlines()[0],
+            "details": str(violation),
+        }
+        raise
+    long_results[seed] = result.to_json()
+    _assert_exercised(result)
+
+
+def test_results_file(tmp_path: Path) -> None:
+    """The long run's JSON: per seed and summed, readable by a script that renders the docs table."""
+    result = run_simulation(SimConfig(seed=7, steps=40))
+    path = tmp_path / "simulation.json"
+    write_results(path, [result.to_json(), {"seed": 8, "steps": 40, "violation": "..."}], 1.0)
+    document = json.loads(path.read_text())
+    totals = document["totals"]
+    assert totals["seeds"] == 2 and totals["steps"] == 80 and totals["violations"] == 1
+    assert totals["invariant_checks"] == sum(result.checks.values()) > 0
+    assert totals["operations"] == dict(sorted(result.actions.items()))
+    assert sum(sum(kinds.values()) for kinds in totals["operations_by_kind"].values()) == sum(
+        result.actions.values()
+    )
+    assert document["runs"][0]["faults"] == dict(sorted(result.faults.items()))
+
+
+def write_results(path: Path, runs: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """The long run's figures as JSON, in the shape tests/reliability/report.py renders into
+    docs/reliability.md (``{stamp..., "runs": [SimResult.to_json() or {seed, steps, violation}]}``),
+    plus the sums over the seeds (``totals``) and the configuration."""
+    totals: dict[str, Any] = {"seeds": len(runs), "steps": 0, "duration_s": 0.0, "violations": 0}
+    sums: dict[str, Counter[str]] = {
+        part: Counter() for part in ("checks", "operations", "faults", "figures")
+    }
+    for run in runs:
+        totals["steps"] += run["steps"]
+        totals["duration_s"] += run.get("duration_s", 0.0)
+        totals["violations"] += "violation" in run
+        for part, counter in sums.items():
+            counter.update(run.get(part, {}))
+    totals["duration_s"] = round(totals["duration_s"], 1)
+    totals["invariant_checks"] = sum(sums["checks"].values())
+    for part, counter in sums.items():
+        totals[part] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in sorted(counter.items())}
+    totals["operations_by_kind"] = _by_kind(sums["operations"])
+    document = {
+        **report.stamp("pytest tests/reliability/test_simulation.py -m slow"),
+        "config": {
+            "seeds": [run["seed"] for run in runs],
+            "steps_per_seed": sorted({run["steps"] for run in runs}),
+            "defaults": {
+                k: v for k, v in vars(SimConfig(seed=0)).items() if k not in ("seed", "steps", "root")
+            },
+            "cpus": os.cpu_count(),
+            "wall_s": round(seconds, 1),
+        },
+        "totals": totals,
+        "runs": runs,
+    }
+    report.write_json(path, document)
+    return document
+
+
+def _by_kind(operations: Counter[str]) -> dict[str, dict[str, int]]:
+    """``{"actor.action": {"ok": n, "failed": n, ...}}`` from the ``"actor.action outcome"`` counts."""
+    kinds: dict[str, dict[str, int]] = {}
+    for name, count in sorted(operations.items()):
+        operation, _, outcome = name.rpartition(" ")
+        kinds.setdefault(operation or name, {})[outcome or "?"] = count
+    return kinds
 
 
 def test_replay(tmp_path: Path) -> None:

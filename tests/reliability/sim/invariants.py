@@ -1,0 +1,123 @@
+"""Invariants over the whole family of databases (the lifecycle part of tests/reliability/simulation.py).
+
+* **references**: :func:`slate_ops.admin.reachability.check_references` over every database the
+  simulation knows (main, the admin actor's clones, every lifecycle database not yet gone) finds
+  nothing: every SST a live database can read exists, every external entry of an initialised
+  database is pinned by an unexpired checkpoint on the external database with the entry's
+  ``final_checkpoint_id``, and no two entries share a final checkpoint;
+* **content**: every live, initialised, not destroyed lifecycle database reads exactly its model,
+  and every tag on one reads what the database held when the tag was created;
+* **verify_db**: no error-severity problem on any live lifecycle database;
+* **GC finishes destroys**: after the final maintenance, a destroyed database that GC may delete (the
+  grace period over, no live checkpoint) is gone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from slate_ops import admin
+from slate_ops.admin.reachability import (
+    MISSING_EXTERNAL_DB,
+    UNPINNED_EXTERNAL,
+    ReferenceProblem,
+    check_references,
+)
+from slate_ops.admin.verify import Severity
+from slate_ops.manifest.store import ManifestStore
+from tests.reliability.sim.runtime import diff
+
+if TYPE_CHECKING:
+    from tests.reliability.sim.lifecycle import Member
+    from tests.reliability.simulation import Simulation
+
+
+def check_reachable(sim: Simulation) -> None:
+    """``check_references`` over every database the simulation knows finds no problem (but see
+    :func:`_interrupted_detach`)."""
+    paths = sim.known_paths()
+    now = sim.clock.now()
+    found = check_references(sim.inner, paths, now=now)
+    problems = [p for p in found if not _interrupted_detach(sim, p, now)]
+    sim.checks["references_reachable"] += 1
+    sim.figures["references_tolerated_interrupted_detach"] += len(found) - len(problems)
+    if problems:
+        shown = "\n    ".join(str(p) for p in problems[:6])
+        raise sim.violation(
+            f"check_references over {len(paths)} database(s) found {len(problems)} problem(s):\n    {shown}"
+        )
+
+
+def check_member(sim: Simulation, member: Member) -> None:
+    """A live lifecycle database reads exactly its model."""
+    observed = sim._oracle_read(member.path)
+    sim.checks["family_reads_its_model"] += 1
+    if observed != member.model.current:
+        raise sim.violation(
+            f"{member.path} ({member.describe()}) does not read its model: "
+            f"{diff(observed, member.model.current)}"
+        )
+
+
+def check_tags(sim: Simulation, member: Member) -> None:
+    """Every tag of a live lifecycle database reads what the database held when it was tagged."""
+    for tag in member.tags.values():
+        observed = sim._oracle_read(member.path, tag.checkpoint_id)
+        sim.checks["family_tag_unchanged"] += 1
+        if observed != tag.content:
+            raise sim.violation(
+                f"tag {tag.name} of {member.path} reads differently than when created: "
+                f"{diff(observed, tag.content)}"
+            )
+
+
+def verify_member(sim: Simulation, member: Member) -> None:
+    results = admin.verify_db(member.path, sim.inner, l0_max_ssts=1_000_000, clock=sim.clock, max_workers=1)
+    sim.checks["verify_db"] += 1
+    errors = [p for r in results if not r.passed and r.severity is Severity.ERROR for p in r.problems]
+    if errors:
+        raise sim.violation(f"verify_db({member.path}) reports: {errors[:4]}")
+
+
+def check_destroyed_reclaimed(sim: Simulation, member: Member) -> None:
+    """After the final maintenance, a destroyed database that GC may delete is gone."""
+    latest = ManifestStore(sim.inner, member.path).read_latest()
+    sim.checks["gc_finishes_destroys"] += 1
+    if latest is None:
+        return
+    now = sim.clock.now()
+    manifest = latest.value
+    if manifest.destroyed_at_s is None:
+        raise sim.violation(f"{member.path} was destroyed, but its manifest has no destroyed_at_s")
+    live = [c for c in manifest.checkpoints if not c.is_expired(now)]
+    due = now >= manifest.destroyed_at_s + sim._gc_options().db_delete_grace.total_seconds()
+    if due and not live:
+        raise sim.violation(
+            f"{member.path} was destroyed at {manifest.destroyed_at_s}, its grace period is over and no "
+            "checkpoint is live, but GC left it in place"
+        )
+
+
+def _interrupted_detach(sim: Simulation, problem: ReferenceProblem, now: float) -> bool:
+    """An ``unpinned_external`` or ``missing_external_db`` problem of a database none of whose
+    unprotected entries (in the latest manifest and in every live checkpoint's) lists an SST: what an
+    interrupted GC detach leaves by design (it releases the final checkpoint first, then drops the
+    entry, and the next run drops it: slate_ops/gc/clones.py), also after the external database,
+    now unpinned, was hard-destroyed. Nothing is read through such an entry, so nothing is at risk."""
+    if problem.kind not in (UNPINNED_EXTERNAL, MISSING_EXTERNAL_DB):
+        return False
+    manifests = ManifestStore(sim.inner, problem.database)
+    latest = manifests.read_latest()
+    if latest is None:
+        return False
+    versions = [latest.value]
+    versions += [
+        manifests.read(c.manifest_id).value for c in latest.value.checkpoints if not c.is_expired(now)
+    ]
+    unprotected = []
+    for entry in (e for m in versions for e in m.external_dbs):
+        external = ManifestStore(sim.inner, entry.path).read_latest()
+        final = None if external is None else external.value.checkpoint(entry.final_checkpoint_id)
+        if final is None or final.is_expired(now):
+            unprotected.append(entry)
+    return bool(unprotected) and not any(e.sst_ids for e in unprotected)
