@@ -1,6 +1,9 @@
 """Crash-point sweep (issue 8): crash the workload of :mod:`tests.reliability.workload` at every
 object-store call, finish it, and check that nothing acknowledged was lost, no manifest references
-a missing object, GC leaves nothing unreferenced, and every interrupted operation completes.
+a missing object, every database's external SSTs are pinned by final checkpoints of its own
+(``admin.check_references``), GC leaves nothing unreferenced, and every interrupted operation
+completes — also across the workload's soft destroy of the source, hard destroy of a shard and GC
+past the grace period.
 
 The default run tries every ``ceil(N / 60)``-th of the N crash points with one crash, and a few
 with a second crash in the resumed run (about a minute). The full sweeps, every point with one
@@ -17,12 +20,14 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slate_ops import Db
+from slate_ops.admin import clone, rescale
 from slate_ops.gc import collector as gc_collector
 from slate_ops.gc import snapshot as gc_snapshot
 from slate_ops.layout import WalStore
@@ -204,6 +209,24 @@ def test_gc_that_keeps_garbage_is_caught(
     monkeypatch.setattr(gc_collector, "plan_compacted", lambda *args: list[ObjectMeta]())
     result = sweep_point(template, directory, 0)
     assert result.error is not None and "unreferenced SSTs survive GC" in result.error
+
+
+def test_shards_sharing_a_final_checkpoint_are_caught(
+    counted: tuple[Path, Path, CallCount], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, defect 1 planted again: both shards of a split get one final checkpoint on the
+    source. The hard destroy of one shard releases it, and the source's GC then deletes SSTs the
+    other shard reads; the reference check says so before any read fails."""
+    template, directory, _ = counted
+    original = clone.clone_manifest
+
+    def one_final_id_per_split(at_source: Manifest, parent: str, source_id: uuid.UUID) -> Manifest:
+        return original(at_source, parent, source_id, new_final_id=lambda: uuid.uuid5(source_id, "shared"))
+
+    monkeypatch.setattr(rescale, "clone_manifest", one_final_id_per_split)
+    result = sweep_point(template, directory, 0)
+    assert result.error is not None and "broken references" in result.error
+    assert "db/high: missing_sst" in result.error and "db/high: unpinned_external" in result.error
 
 
 def test_second_crashes_are_spread_over_the_resumed_run() -> None:

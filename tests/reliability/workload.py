@@ -9,19 +9,26 @@ The workload (:data:`STEPS`) runs on one store with a :class:`~slate_ops.clock.M
 * an admin checkpoint and a tag of ``db/main``; a clone ``db/clone`` (then written to);
 * a split of ``db/main`` into ``db/low`` / ``db/high`` at ``k050`` (``db/low`` then written to) and
   a merge of both into ``db/merged``;
-* garbage collection of every database, the clock past every min age.
+* garbage collection of every database, the clock past every min age;
+* then a composition of destroys (issue 12): ``db/main``, the source of the clone and both shards, is
+  soft-destroyed; ``db/low`` is written, fully compacted (it stops reading ``db/main``) and
+  hard-destroyed, which releases its final checkpoint on ``db/main``; GC of every database runs past
+  the destroy grace period. ``db/high`` and the clone must still read everything they read there.
 
 Every step is safe to run again from its beginning, so a run interrupted at any point is *finished*
 by re-running the interrupted step and the ones after it (:func:`run_workload` with ``start``):
 writes are re-issued (same keys, same values, same order), compactions and GC runs are simply run
 again, ``create_clone`` / ``split`` / ``merge`` complete an interrupted run by design, and the
-checkpoint and tag steps first check whether they already happened. Which step was interrupted is
+checkpoint and tag steps first check whether they already happened, a soft destroy keeps the first
+``destroyed_at_s`` and a hard destroy that finds no database is done. Which step was interrupted is
 known to the driver (the "operator"), never to the crashed components.
 
 :class:`Model` records what the workload's client knows: every write acknowledged as durable per
 database, and the writes issued since the last acknowledgement (which a crash may or may not have
 made durable). The checks (:func:`check_acknowledged`, :func:`check_finished`, :func:`check_gc_clean`)
-compare the store with it; :func:`sweep_point` runs one crash point end to end and
+compare the store with it, and every final check includes :func:`slate_ops.admin.check_references`
+(every SST any database reads exists and is pinned by that database's own final checkpoint);
+:func:`sweep_point` runs one crash point end to end and
 :func:`count_crash_points` counts the calls of an uninterrupted run.
 """
 
@@ -44,13 +51,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from slate_ops import Db, DbOptions, DbReader, ReaderOptions, WriteBatch, admin
+from slate_ops.admin import reachability
 from slate_ops.admin.clone import SOURCE_CHECKPOINT_PREFIX
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
 from slate_ops.admin.verify import Severity
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.config import CheckpointOptions
-from slate_ops.errors import TagExistsError
+from slate_ops.errors import DbNotFoundError, TagExistsError
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.gc.listing import list_compacted, list_wal
 from slate_ops.gc.references import Protection, own_sst_keys
@@ -87,9 +95,16 @@ GC = GcOptions()  # SlateDB's 300 s min ages: the workload's clock runs far enou
 GC_TIME = 3600.0
 """Seconds after the start at which the workload's GC step runs: past every min age and past the
 lifetime of the clone's, split's, merge's and compactions' ephemeral checkpoints."""
-FINAL_GC_TIME = 86_400.0
-"""Seconds after the start at which the checks run GC: past the readers' checkpoint lifetime too,
-but inside the lifetime of the workload's own checkpoint (:data:`CHECKPOINT_LIFETIME`)."""
+DESTROY_TIME = GC_TIME + 100
+"""When ``db/main`` is soft-destroyed; ``db/low`` is written and compacted right after."""
+HARD_DESTROY_TIME = DESTROY_TIME + 1800.0
+"""When ``db/low`` is hard-destroyed: its compaction's 15-minute checkpoint has expired."""
+DESTROY_GC_TIME = DESTROY_TIME + 86_400.0 + 600
+"""GC of every database once the destroy grace period (a day) of ``db/main`` has passed."""
+FINAL_GC_TIME = 2 * 86_400.0
+"""Seconds after the start at which the checks run GC: after every step, past the readers'
+checkpoint lifetime too, but inside the lifetime of the workload's own checkpoint
+(:data:`CHECKPOINT_LIFETIME`)."""
 CHECKPOINT_LIFETIME = timedelta(days=30)
 
 Value = bytes | None  # None: a deletion
@@ -155,6 +170,18 @@ class Model:
     """The source's contents when it was split."""
     completed: int = 0
     """Steps of :data:`STEPS` completed."""
+    soft_destroyed: set[str] = field(default_factory=set)
+    """Databases whose soft destroy has started (they may be destroyed already)."""
+    hard_destroyed: set[str] = field(default_factory=set)
+    """Databases whose hard destroy has started (they may be gone already)."""
+
+    def live(self) -> list[str]:
+        """The databases that must still exist (soft-destroyed ones included)."""
+        return [p for p in DATABASES if p in self.dbs and p not in self.hard_destroyed]
+
+    def readable(self) -> list[str]:
+        """The databases a reader can open: live and not soft-destroyed."""
+        return [p for p in self.live() if p not in self.soft_destroyed]
 
     def acknowledged_writes(self) -> int:
         return sum(len(m.acked) for m in self.dbs.values())
@@ -517,6 +544,50 @@ def gc_all(ctx: Context) -> None:
         GarbageCollector(path, ctx.store, GC, clock=ctx.clock).run_once(dry_run=False)
 
 
+def soft_destroy_main(ctx: Context) -> None:
+    """Soft-destroy the source of the clone and both shards. Its checkpoint and tag are checked first:
+    readers refuse a destroyed database, so the final checks cannot read them any more."""
+    ctx.at(DESTROY_TIME)
+    if ManifestStore(ctx.store, MAIN).read_latest_required().value.destroyed_at_s is None:
+        for name, (path, expected) in ctx.model.views.items():
+            got = read_contents(ctx.store, path, ctx.clock, name)
+            assert got == expected, f"{path} at {name}: contents differ ({_diff(got, expected)})"
+    ctx.model.soft_destroyed.add(MAIN)
+    admin.destroy(MAIN, ctx.store, clock=ctx.clock)  # a re-run keeps the first destroyed_at_s
+
+
+def write_low_b(ctx: Context) -> None:
+    """Writes to a shard of the destroyed source, then a full compaction: the shard stops reading
+    ``db/main`` (its entry there lists no SST any more)."""
+    ctx.at(DESTROY_TIME + 100)
+    db = ctx.open_writer(LOW)
+    for i in range(1, 50, 4):
+        _put(ctx, db, LOW, key(i), b"low-b-%d" % i)
+    _delete(ctx, db, LOW, key(20))
+    _flush(ctx, db, LOW)
+    db.flush_memtable()
+    ctx.close_writer(db, LOW)
+    Compactor(LOW, ctx.store, COMPACTOR, LocalExecutor(threads=1), clock=ctx.clock).run_once(full=True)
+
+
+def hard_destroy_low(ctx: Context) -> None:
+    """Hard-destroy one shard: it releases its final checkpoint on ``db/main``, which must not be the
+    other shard's protection too."""
+    ctx.at(HARD_DESTROY_TIME)
+    ctx.model.hard_destroyed.add(LOW)
+    with contextlib.suppress(DbNotFoundError):  # the interrupted run finished it
+        admin.destroy(LOW, ctx.store, soft=False, clock=ctx.clock)
+
+
+def gc_after_destroy(ctx: Context) -> None:
+    """GC of every remaining database, past the destroy grace period of ``db/main`` (which its
+    checkpoint, tag, clone and shard keep alive)."""
+    ctx.at(DESTROY_GC_TIME)
+    for path in GC_ORDER:
+        if path in ctx.model.live():
+            GarbageCollector(path, ctx.store, GC, clock=ctx.clock).run_once(dry_run=False)
+
+
 STEPS: tuple[Callable[[Context], None], ...] = (
     write_main_a,
     compact_main,
@@ -534,6 +605,10 @@ STEPS: tuple[Callable[[Context], None], ...] = (
     _compact_full(CLONE, 130),
     _compact_full(MERGED, 140),
     gc_all,
+    soft_destroy_main,
+    write_low_b,
+    hard_destroy_low,
+    gc_after_destroy,
 )
 
 
@@ -572,6 +647,8 @@ def check_acknowledged(store: ObjectStore, model: Model, clock: ManualClock) -> 
     """
     lost: list[str] = []
     for path, db in model.dbs.items():
+        if path in model.soft_destroyed | model.hard_destroyed and not _readable(store, path):
+            continue  # destroyed (or gone) by the interrupted step, as it was told to
         seen = read_contents(store, path, clock)
         for k in sorted(set(db.acked) | set(db.pending) | set(seen)):
             if seen.get(k) not in db.allowed(k):
@@ -581,23 +658,40 @@ def check_acknowledged(store: ObjectStore, model: Model, clock: ManualClock) -> 
     return lost
 
 
+def _readable(store: ObjectStore, path: str) -> bool:
+    latest = ManifestStore(store, path).read_latest()
+    return latest is not None and latest.value.destroyed_at_s is None
+
+
 def check_contents(store: ObjectStore, model: Model, clock: ManualClock) -> None:
-    """Every database, checkpoint and tag holds exactly what the finished workload wrote."""
+    """Every remaining database, checkpoint and tag holds exactly what the finished workload wrote;
+    destroyed databases are destroyed, hard-destroyed ones gone."""
+    readable = model.readable()
     for path, db in model.dbs.items():
+        latest = ManifestStore(store, path).read_latest()
+        if path in model.hard_destroyed:
+            assert latest is None, f"{path} was hard-destroyed but still has a manifest"
+            continue
+        assert latest is not None, f"{path} is gone"
+        if path in model.soft_destroyed:
+            assert latest.value.destroyed_at_s is not None, f"{path} was soft-destroyed but is not"
+            continue
         expected = db.contents()
         got = read_contents(store, path, clock)
         assert got == expected, f"{path}: contents differ from the model ({_diff(got, expected)})"
     # The shards are the source at the split restricted to their ranges (plus the shard's own
-    # writes, in the model); the merge is their union.
+    # writes, in the model; the merge's model is their union at the merge).
     at_split = model.at_split
     for shard, key_range in SHARDS:
+        if shard not in readable:
+            continue
         got = read_contents(store, shard, clock)
         assert all(key_range.contains(k) for k in got), f"{shard} holds keys outside {key_range}"
         if shard == HIGH:
             assert got == restricted(at_split, key_range), f"{HIGH} is not {MAIN} restricted to {key_range}"
-    merged = read_contents(store, MERGED, clock)
-    assert merged == read_contents(store, LOW, clock) | read_contents(store, HIGH, clock), MERGED
     for name, (path, expected) in model.views.items():
+        if path not in readable:
+            continue  # checked before its database was destroyed (soft_destroy_main)
         got = read_contents(store, path, clock, name)
         assert got == expected, f"{path} at {name}: contents differ ({_diff(got, expected)})"
 
@@ -609,7 +703,11 @@ def _diff(got: dict[bytes, bytes], expected: dict[bytes, bytes]) -> str:
 
 def check_references(store: ObjectStore, clock: ManualClock, paths: Sequence[str] = DATABASES) -> None:
     """No manifest (latest or a live checkpoint's) references a missing object; every database is
-    initialised; no operation's ephemeral checkpoint is left once the operations finished."""
+    initialised; no operation's ephemeral checkpoint is left once the operations finished; and
+    :func:`slate_ops.admin.check_references` over every database in the store finds nothing: every
+    SST any database reads exists and is protected by that database's own final checkpoint."""
+    broken = reachability.check_references(store, now=clock.now())
+    assert not broken, "broken references:\n" + "\n".join(map(str, broken))
     for path in paths:
         problems = [
             f"{r.name}: {'; '.join(r.problems)}"
@@ -682,11 +780,12 @@ def check_gc_clean(store: ObjectStore, clock: ManualClock, paths: Sequence[str] 
 def check_finished(store: ObjectStore, model: Model, clock: ManualClock, start: float) -> None:
     """The invariants of a finished workload, before and after a final GC."""
     assert model.completed == len(STEPS)
+    live = model.live()
+    check_references(store, clock, live)  # first: it says which reference broke, and why
     check_contents(store, model, clock)
-    check_references(store, clock)
     clock.set(start + FINAL_GC_TIME)
-    check_gc_clean(store, clock)
-    check_references(store, clock)
+    check_gc_clean(store, clock, live)
+    check_references(store, clock, live)
     check_contents(store, model, clock)  # GC deleted nothing that is read
 
 
