@@ -1,9 +1,9 @@
 """Stateful property test of a family of databases over their whole lifecycle (issue 12).
 
-Random compositions of writes, clones (of clones and of merged databases too), splits, merges (of
-adjacent shards, and of two clones of one parent taken at different times), soft and hard destroys,
-full compactions, tags, rollbacks and GC of every database, on a :class:`MemoryStore` whose
-``last_modified`` follows a :class:`ManualClock`. After every rule:
+Random compositions of writes, clones (of clones and of merged databases too, of the current state
+or of a tag), splits, merges (of adjacent shards, and of two clones of one parent taken at different
+times), soft and hard destroys, full compactions, tags, rollbacks and GC of every database, on a
+:class:`MemoryStore` whose ``last_modified`` follows a :class:`ManualClock`. After every rule:
 
 * :func:`slate_ops.admin.check_references` finds nothing: every SST any live database can read
   exists, every external entry is pinned by its own final checkpoint, no two entries share one;
@@ -122,14 +122,22 @@ class LifecycleModel(RuleBasedStateMachine):
             model.contents.pop(k, None)
         self.tick()
 
-    def _clone(self, parent: str) -> str | None:
+    def _clone(self, parent: str, tag: str | None = None) -> str | None:
+        """A clone of the parent's current state, or of its tag ``tag``."""
         path = self.new_path("clone")
-        if self.refused(
-            [parent], [path], lambda: admin.create_clone(path, parent, self.store, clock=self.clock)
-        ):
+        checkpoint = None
+        if tag is not None:
+            latest = ManifestStore(self.store, parent).read_latest_required().value
+            checkpoint = next(c.id for c in latest.checkpoints if c.name == TAG_PREFIX + tag)
+
+        def create() -> None:
+            admin.create_clone(path, parent, self.store, checkpoint, clock=self.clock)
+
+        if self.refused([parent], [path], create):
             return None
         source = self.dbs[parent]
-        self.dbs[path] = Model(dict(source.contents), source.key_range, unranged=source.unranged)
+        contents = source.contents if tag is None else source.tags[tag]
+        self.dbs[path] = Model(dict(contents), source.key_range, unranged=source.unranged)
         self.tick()
         return path
 
@@ -208,7 +216,10 @@ class LifecycleModel(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.usable()) and self.room())
     @rule(data=st.data())
     def clone(self, data: st.DataObject) -> None:
-        self._clone(pick(data, self.usable(), "parent"))
+        parent = pick(data, self.usable(), "parent")
+        tags = sorted(self.dbs[parent].tags)
+        from_tag = bool(tags) and data.draw(st.booleans(), label="from a tag")
+        self._clone(parent, pick(data, tags, "tag") if from_tag else None)
 
     def splittable(self) -> list[str]:
         return [p for p in self.usable() if self._split_keys(p)]
