@@ -163,6 +163,7 @@ class _Check:
         self.problems: list[ReferenceProblem] = []
         self._latest: dict[str, VersionedManifest | None] = {}
         self._read: dict[tuple[str, int], Manifest | None] = {}
+        self._protects: dict[tuple[str, int], frozenset[str]] = {}
 
     # --- reading, each object at most once ---------------------------------------------------------
 
@@ -329,7 +330,11 @@ class _Check:
                 f"{entry.path!r}",
             )
             return None
-        return _Pin(checkpoint.manifest_id, frozenset(own_sst_keys(pinned, entry.path)))
+        protects = self._protects.get((entry.path, checkpoint.manifest_id))
+        if protects is None:  # one pinned manifest often protects many databases' entries
+            protects = frozenset(own_sst_keys(pinned, entry.path))
+            self._protects[entry.path, checkpoint.manifest_id] = protects
+        return _Pin(checkpoint.manifest_id, protects)
 
     def check_ownership(self, dbs: list[_Db]) -> None:
         """No two entries, of one database or of two, name the same final checkpoint."""
