@@ -211,6 +211,7 @@ def long_results() -> Iterator[dict[int, dict[str, Any]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # one seed of 2,000 steps takes about a minute on a loaded 2-core machine
 @pytest.mark.parametrize("seed", range(1000, 1000 + LONG_SEEDS))
 def test_simulation_long(seed: int, long_results: dict[int, dict[str, Any]]) -> None:
     config = SimConfig(seed=seed, steps=LONG_STEPS)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from slate_ops import admin
@@ -25,7 +26,7 @@ from slate_ops.admin.reachability import (
 )
 from slate_ops.admin.verify import Severity
 from slate_ops.manifest.store import ManifestStore
-from tests.reliability.sim.runtime import diff
+from tests.reliability.sim.runtime import InvariantViolation, diff
 
 if TYPE_CHECKING:
     from tests.reliability.sim.lifecycle import Member
@@ -48,9 +49,22 @@ def check_reachable(sim: Simulation) -> None:
         )
 
 
+def read(
+    sim: Simulation, path: str, checkpoint_id: uuid.UUID | None = None, *, what: str
+) -> dict[bytes, bytes]:
+    """A fresh reader's scan of ``path`` (at ``checkpoint_id``); failing to read is a violation (an
+    SST or a manifest it needs is gone)."""
+    try:
+        return sim._oracle_read(path, checkpoint_id)
+    except InvariantViolation:
+        raise
+    except Exception as error:
+        raise sim.violation(f"{what} cannot be read: {type(error).__name__}: {error}") from error
+
+
 def check_member(sim: Simulation, member: Member) -> None:
     """A live lifecycle database reads exactly its model."""
-    observed = sim._oracle_read(member.path)
+    observed = read(sim, member.path, what=f"{member.path} ({member.describe()})")
     sim.checks["family_reads_its_model"] += 1
     if observed != member.model.current:
         raise sim.violation(
@@ -62,7 +76,7 @@ def check_member(sim: Simulation, member: Member) -> None:
 def check_tags(sim: Simulation, member: Member) -> None:
     """Every tag of a live lifecycle database reads what the database held when it was tagged."""
     for tag in member.tags.values():
-        observed = sim._oracle_read(member.path, tag.checkpoint_id)
+        observed = read(sim, member.path, tag.checkpoint_id, what=f"tag {tag.name} of {member.path}")
         sim.checks["family_tag_unchanged"] += 1
         if observed != tag.content:
             raise sim.violation(

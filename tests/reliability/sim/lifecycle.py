@@ -435,7 +435,7 @@ class Lifecycle:
         """Read every database the operation created: each must hold exactly what it was made from
         (from main: main's history at one prefix no earlier than what was seen when it started)."""
         sim = self.sim
-        observed = {m.path: sim._oracle_read(m.path) for m in op.members}
+        observed = {m.path: invariants.read(sim, m.path, what=f"the new {m.path}") for m in op.members}
         from_main = bool(op.sources) and op.sources[0] == MAIN and op.kind in ("clone", "split")
         if from_main:
             whole: dict[bytes, bytes] = {}
@@ -532,16 +532,22 @@ class Lifecycle:
     # --- the actions --------------------------------------------------------------------------------
 
     def _create(self, store: SimStore) -> str:
-        member = self._new_member("root", (), {}, None, set())
-        return self._start(LifeOp("create", (member,), started_at=self.sim.clock.now()))
-
-    def _clone(self, store: SimStore) -> str:
         sim = self.sim
-        # Empty databases without a range are cloned more often: a clone of one, and a clone of
-        # the same parent taken once it holds data, hold disjoint data and can be merged.
-        parents = [MAIN, *(m.path for m in self.live())]
-        weights = [1 if p == MAIN else 6 if self._empty_unranged(self.members[p]) else 2 for p in parents]
-        parent = sim.rng.choices(parents, weights=weights)[0]
+        member = self._new_member("root", (), {}, None, set())
+        outcome = self._start(LifeOp("create", (member,), started_at=sim.clock.now()))
+        if self.pending is None and len(self.live()) < sim.config.family_size and sim.rng.random() < 0.5:
+            # Fork it while it is empty: this clone and a clone taken once the root holds data hold
+            # disjoint data (each writes its own lane), so the two can be merged.
+            outcome += "; fork " + self._clone(store, member.path)
+        return outcome
+
+    def _clone(self, store: SimStore, parent: str | None = None) -> str:
+        sim = self.sim
+        if parent is None:
+            # Empty databases without a range are cloned more often (see _create).
+            parents = [MAIN, *(m.path for m in self.live())]
+            weights = [1 if p == MAIN else 6 if self._empty_unranged(self.members[p]) else 2 for p in parents]
+            parent = sim.rng.choices(parents, weights=weights)[0]
         content, data_keys, key_range, wal_only = self._source(parent)
         checkpoint = None
         if parent != MAIN and self.members[parent].tags and sim.rng.random() < 0.3:
@@ -611,7 +617,11 @@ class Lifecycle:
         weights = {"disjoint": 45, "adjacent": 40, "overlapping": 15}
         kinds = [k for k in weights if k in groups]
         chosen = sim.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
-        a, b, how = sim.rng.choice(groups[chosen])
+        candidates = groups[chosen]
+        siblings = [p for p in candidates if self._siblings((p[0].path, p[1].path))]
+        if siblings and sim.rng.random() < 0.6:  # two clones of one parent taken at different times
+            candidates = siblings
+        a, b, how = sim.rng.choice(candidates)
         for source in (a, b):
             if source.wal_only:
                 flushed = self._flush_source(store, source)
@@ -807,7 +817,7 @@ class Lifecycle:
             for _ in range(sim.rng.randint(1, 6)):
                 # Mostly its own lane: databases without a range then often hold disjoint data (two
                 # clones of one parent taken at different times can be merged).
-                stray = 0.25 if member.key_range is not None else 0.05
+                stray = 0.25 if member.key_range is not None else 0.0
                 ops = self._ops(keys if sim.rng.random() < stray else home)
                 await_durable = sim.rng.random() < sim.config.durable_write_rate
                 member.data_keys.update(k for k, _ in ops)  # before: it may fail once applied
@@ -847,7 +857,7 @@ class Lifecycle:
         acknowledged one (every write acknowledged with await_durable included); the rest is lost."""
         sim = self.sim
         model = member.model
-        observed = sim._oracle_read(member.path)
+        observed = invariants.read(sim, member.path, what=f"{member.path} after a writer crash")
         sim.checks["family_crash_keeps_acknowledged_writes"] += 1
         if model.durable_writes:
             sim.checks["durable_writes_survive_crash"] += 1
