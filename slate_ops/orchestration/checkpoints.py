@@ -46,7 +46,7 @@ from slate_ops.orchestration.runs import (
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
-    target_database,
+    run_step,
 )
 
 CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
@@ -68,9 +68,9 @@ class ExpireCheckpointsConfig(DatabaseOpConfig):
 def expire_checkpoints_op(
     context: dg.OpExecutionContext, config: ExpireCheckpointsConfig, slate: SlateDatabasesResource
 ) -> dg.Output[CheckpointExpiryReport]:
-    name = target_database(context, config.database)
-    step = expire_step(context, slate, name, dry_run=config.dry_run)
-    return dg.Output(step.report, metadata=step.metadata)
+    return run_step(
+        context, config.database, lambda name: expire_step(context, slate, name, dry_run=config.dry_run)
+    )
 
 
 def expire_step(

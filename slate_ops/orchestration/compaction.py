@@ -42,7 +42,7 @@ from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import describe_databases, dump_cursor, each_database, parse_cursor
 from slate_ops.orchestration.metadata import shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
+from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, run_step
 from slate_ops.spark import SparkExecutor
 
 COMPACTION_JOB = "compaction_job"
@@ -68,10 +68,20 @@ def l0_threshold(db: DatabaseConfig) -> int:
     return compactor_options(db).min_sources
 
 
+ExecutorChoice = Literal["database", "local", "spark"]
+"""Where a run compacts: ``local`` threads, the ``spark`` resource's session, or ``database``: the
+database's ``compaction.executor``."""
+
+
+def executor_of(db: DatabaseConfig, choice: ExecutorChoice) -> str:
+    """The executor a run with ``choice`` uses on ``db``."""
+    return db.compaction.executor if choice == "database" else choice
+
+
 class CompactConfig(DatabaseOpConfig):
     """Run config of :func:`compact_op`."""
 
-    executor: Literal["database", "local", "spark"] = Field(
+    executor: ExecutorChoice = Field(
         default="database",
         description="local: threads in the run's process; spark: the pyspark resource's session; "
         "database (the default): the database's compaction.executor.",
@@ -89,10 +99,11 @@ def compact_op(
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
 ) -> dg.Output[CompactionReport | None]:
-    name = target_database(context, config.database)
-    executor = slate.database(name).compaction.executor if config.executor == "database" else config.executor
-    step = compact_step(context, slate, pyspark, name, executor=executor, full=config.full)
-    return dg.Output(step.report, metadata=step.metadata)
+    def step(name: str) -> StepResult[CompactionReport | None]:
+        executor = executor_of(slate.database(name), config.executor)
+        return compact_step(context, slate, pyspark, name, executor=executor, full=config.full)
+
+    return run_step(context, config.database, step)
 
 
 def compact_step(

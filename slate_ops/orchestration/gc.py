@@ -34,7 +34,7 @@ from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import describe_databases
 from slate_ops.orchestration.metadata import md_cell, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, target_database
+from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, run_step
 
 GC_JOB = "gc_job"
 """Name of the job that runs :func:`gc_op`."""
@@ -100,10 +100,11 @@ _OVERRIDABLE = (
 def gc_op(
     context: dg.OpExecutionContext, config: GcConfig, slate: SlateDatabasesResource
 ) -> dg.Output[GcReport]:
-    name = target_database(context, config.database)
-    options = gc_options(config, slate.database(name))
-    step = gc_step(context, slate, name, options, dry_run=config.dry_run)
-    return dg.Output(step.report, metadata=step.metadata)
+    def step(name: str) -> StepResult[GcReport]:
+        options = gc_options(config, slate.database(name))
+        return gc_step(context, slate, name, options, dry_run=config.dry_run)
+
+    return run_step(context, config.database, step)
 
 
 def gc_step(

@@ -26,10 +26,9 @@ the run. Runs come from two places:
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
@@ -39,7 +38,7 @@ from slate_ops.admin import read_manifest
 from slate_ops.compaction import Proposal, propose
 from slate_ops.manifest.model import Manifest
 from slate_ops.orchestration.checkpoints import expire_step
-from slate_ops.orchestration.compaction import SPARK_POOL, compact_step
+from slate_ops.orchestration.compaction import SPARK_POOL, ExecutorChoice, compact_step, executor_of
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import describe_databases
 from slate_ops.orchestration.gc import gc_step
@@ -49,7 +48,7 @@ from slate_ops.orchestration.runs import (
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
-    target_database,
+    run_step,
 )
 from slate_ops.orchestration.tags import tag_policy_step
 
@@ -79,7 +78,7 @@ class MaintenanceConfig(DatabaseOpConfig):
         description="Every step only reports (the default). false: each step runs for real unless the "
         "database's policy keeps it a dry run (checkpoints.expiry_dry_run, gc.dry_run).",
     )
-    executor: Literal["database", "local", "spark"] = Field(
+    executor: ExecutorChoice = Field(
         default="database", description="Compaction executor; database: its compaction.executor."
     )
     full: bool | None = Field(
@@ -97,7 +96,7 @@ class MaintenanceStepConfig(dg.Config):
 class MaintenanceCompactConfig(MaintenanceStepConfig):
     """Op config of the compaction step."""
 
-    executor: Literal["database", "local", "spark"] = "database"
+    executor: ExecutorChoice = "database"
     full: bool | None = None
 
 
@@ -118,10 +117,11 @@ def maintenance_config(config: MaintenanceConfig) -> dg.RunConfig:
 def maintenance_expire_checkpoints(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    name = target_database(context, config.database)
-    started = time.monotonic()
-    dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
-    return _output(expire_step(context, slate, name, dry_run=dry_run), started)
+    def step(name: str) -> StepResult[Any]:
+        dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
+        return expire_step(context, slate, name, dry_run=dry_run)
+
+    return run_step(context, config.database, step, timed=True)
 
 
 @dg.op(
@@ -135,16 +135,17 @@ def maintenance_compact(
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
 ) -> dg.Output[Any]:
-    name = target_database(context, config.database)
-    started = time.monotonic()
-    db = slate.database(name)
-    executor = db.compaction.executor if config.executor == "database" else config.executor
-    full = db.compaction.full if config.full is None else config.full
-    if config.dry_run:
-        step = _proposal(slate, db, full=full)
-        context.log.info(f"{name}: {step.summary}")
-        return _output(step, started)
-    return _output(compact_step(context, slate, pyspark, name, executor=executor, full=full), started)
+    def step(name: str) -> StepResult[Any]:
+        db = slate.database(name)
+        full = db.compaction.full if config.full is None else config.full
+        if config.dry_run:
+            proposal = _proposal(slate, db, full=full)
+            context.log.info(f"{name}: {proposal.summary}")
+            return proposal
+        executor = executor_of(db, config.executor)
+        return compact_step(context, slate, pyspark, name, executor=executor, full=full)
+
+    return run_step(context, config.database, step, timed=True)
 
 
 @dg.op(
@@ -155,13 +156,14 @@ def maintenance_compact(
 def maintenance_tag_policy(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    name = target_database(context, config.database)
-    started = time.monotonic()
-    if slate.database(name).tag_policy is None:
-        summary = "skipped: the database has no tag_policy"
-        context.log.info(f"{name}: {summary}")
-        return _output(StepResult(None, {"database": dg.MetadataValue.text(name)}, summary), started)
-    return _output(tag_policy_step(context, slate, name, dry_run=config.dry_run), started)
+    def step(name: str) -> StepResult[Any]:
+        if slate.database(name).tag_policy is None:
+            summary = "skipped: the database has no tag_policy"
+            context.log.info(f"{name}: {summary}")
+            return StepResult(None, {"database": dg.MetadataValue.text(name)}, summary)
+        return tag_policy_step(context, slate, name, dry_run=config.dry_run)
+
+    return run_step(context, config.database, step, timed=True)
 
 
 @dg.op(
@@ -171,20 +173,11 @@ def maintenance_tag_policy(
 def maintenance_gc(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    name = target_database(context, config.database)
-    started = time.monotonic()
-    db = slate.database(name)
-    step = gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
-    return _output(step, started)
+    def step(name: str) -> StepResult[Any]:
+        db = slate.database(name)
+        return gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
 
-
-def _output(step: StepResult[Any], started: float) -> dg.Output[Any]:
-    metadata = {
-        **step.metadata,
-        "step_summary": dg.MetadataValue.text(step.summary),
-        "duration_s": dg.MetadataValue.float(round(time.monotonic() - started, 3)),
-    }
-    return dg.Output(step.report, metadata=metadata)
+    return run_step(context, config.database, step, timed=True)
 
 
 def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> StepResult[None]:

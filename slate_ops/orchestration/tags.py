@@ -38,7 +38,7 @@ from slate_ops.orchestration.runs import (
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
-    target_database,
+    run_step,
 )
 
 TAG_POLICY_JOB = "tag_policy_job"
@@ -60,9 +60,9 @@ class TagPolicyOpConfig(DatabaseOpConfig):
 def tag_policy_op(
     context: dg.OpExecutionContext, config: TagPolicyOpConfig, slate: SlateDatabasesResource
 ) -> dg.Output[TagPolicyReport]:
-    name = target_database(context, config.database)
-    step = tag_policy_step(context, slate, name, dry_run=config.dry_run)
-    return dg.Output(step.report, metadata=step.metadata)
+    return run_step(
+        context, config.database, lambda name: tag_policy_step(context, slate, name, dry_run=config.dry_run)
+    )
 
 
 def tag_policy_step(
