@@ -6,7 +6,8 @@ its replacement). For each one this script copies the repository into a scratch 
 the patch there, runs the CI-sized proof (:data:`PROOF`: the default, non-slow reliability, model
 and bite tests) against that copy — pytest with the copy as its working directory and
 ``PYTHONPATH``, so the copy's ``slate_ops`` is the one imported — and requires it to **fail**, on
-every one of ``--runs`` runs. The unpatched copy must **pass** every run. The result table
+every one of ``--runs`` runs; a test that also fails unpatched never counts as catching anything.
+The unpatched copy must **pass** every run (the baseline runs first). The result table
 (mutation, what it plants, caught runs / runs, the test that caught it first, seconds) goes to
 ``tests/reliability/results/mutations.json``; ``python -m tests.reliability.report`` renders it into
 docs/reliability.md.
@@ -47,7 +48,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -310,16 +311,22 @@ def imported_from(root: Path, env: dict[str, str]) -> Path:
 
 @dataclass
 class RunResult:
-    outcome: str  # passed | failed (the proof caught something) | error (pytest could not run) | timeout
+    outcome: str  # passed | failed (some test failed) | error (pytest could not run) | timeout
     seconds: float
-    failed: list[str] = field(default_factory=list)  # failing tests in the order they ran
-    first_failed_after_s: float | None = None  # test time summed up to and including the first failure
+    failures: list[tuple[str, float]] = field(default_factory=list)  # (test, test time so far), run order
     tests: int = 0
     tail: str = ""  # the end of pytest's output, for anything but a clean pass
 
     @property
-    def caught(self) -> bool:
-        return self.outcome == "failed"
+    def failed(self) -> list[str]:
+        return [node for node, _ in self.failures]
+
+    def catches(self, noise: Set[str] = frozenset()) -> list[tuple[str, float]]:
+        """The failures that count as catching a planted bug: none unless pytest ran to the end with
+        failing tests, and never a test that also failed unpatched (``noise``)."""
+        if self.outcome != "failed":
+            return []
+        return [(node, at) for node, at in self.failures if node not in noise]
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -328,8 +335,8 @@ class RunResult:
             "tests": self.tests,
             "failed": self.failed,
         }
-        if self.first_failed_after_s is not None:
-            data["first_failed_after_s"] = round(self.first_failed_after_s, 1)
+        if self.failures:
+            data["first_failed_after_s"] = round(self.failures[0][1], 1)
         if self.outcome not in ("passed", "failed"):
             data["tail"] = self.tail
         return data
@@ -345,11 +352,11 @@ def _node_id(root: Path, classname: str, name: str) -> str:
     return f"{classname}::{name}"
 
 
-def parse_junit(path: Path, root: Path) -> tuple[int, list[str], float | None]:
-    """(tests run, failing node ids in run order, summed test time up to the first failure)."""
+def parse_junit(path: Path, root: Path) -> tuple[int, list[tuple[str, float]]]:
+    """(tests run, [(failing node id, test time summed up to and including it)] in run order)."""
     if not path.is_file():
-        return 0, [], None
-    tests, failed, elapsed, first = 0, [], 0.0, None
+        return 0, []
+    tests, failures, elapsed = 0, list[tuple[str, float]](), 0.0
     for case in ElementTree.parse(path).getroot().iter("testcase"):
         elapsed += float(case.get("time") or 0.0)
         if case.find("skipped") is not None:
@@ -357,11 +364,9 @@ def parse_junit(path: Path, root: Path) -> tuple[int, list[str], float | None]:
         tests += 1
         if case.find("failure") is not None or case.find("error") is not None:
             node = _node_id(root, case.get("classname", ""), case.get("name", ""))
-            if node not in failed:
-                failed.append(node)
-            if first is None:
-                first = elapsed
-    return tests, failed, first
+            if node not in (n for n, _ in failures):
+                failures.append((node, elapsed))
+    return tests, failures
 
 
 def run_proof(
@@ -393,17 +398,17 @@ def run_proof(
         output, _ = process.communicate()
         timed_out = True
     seconds = time.monotonic() - started
-    tests, failed, first = parse_junit(junit, root)
+    tests, failures = parse_junit(junit, root)
     tail = "\n".join(output.splitlines()[-25:])
     if timed_out:
         outcome = "timeout"
     elif process.returncode == 0:
         outcome = "passed"
-    elif process.returncode == 1 and failed:
+    elif process.returncode == 1 and failures:
         outcome = "failed"
     else:  # 2 interrupted or collection error, 3 internal error, 4 usage, 5 nothing collected
         outcome = "error"
-    return RunResult(outcome, seconds, failed, first, tests, "" if outcome == "passed" else tail)
+    return RunResult(outcome, seconds, failures, tests, "" if outcome == "passed" else tail)
 
 
 # --- the whole check --------------------------------------------------------------------------------
@@ -416,10 +421,11 @@ class Verdict:
     files: list[str]
     runs: list[RunResult]
     expect_caught: bool
+    noise: Set[str] = frozenset()  # tests that failed unpatched: they catch nothing
 
     @property
     def caught(self) -> int:
-        return sum(r.caught for r in self.runs)
+        return sum(1 for r in self.runs if r.catches(self.noise))
 
     @property
     def ok(self) -> bool:
@@ -428,12 +434,13 @@ class Verdict:
         return all(r.outcome == "passed" for r in self.runs)
 
     def first_caught_by(self) -> str | None:
-        firsts = Counter(r.failed[0] for r in self.runs if r.caught)
+        """The test that failed first, over the runs (ties: the first such test in run order)."""
+        firsts = Counter(r.catches(self.noise)[0][0] for r in self.runs if r.catches(self.noise))
         return firsts.most_common(1)[0][0] if firsts else None
 
     def to_json(self) -> dict[str, Any]:
-        caught_by = Counter(node for r in self.runs if r.caught for node in r.failed)
-        catches = [r.first_failed_after_s for r in self.runs if r.first_failed_after_s is not None]
+        caught_by = Counter(node for r in self.runs for node, _ in r.catches(self.noise))
+        catches = [r.catches(self.noise)[0][1] for r in self.runs if r.catches(self.noise)]
         return {
             "name": self.name,
             "plants": self.plants,
@@ -446,6 +453,7 @@ class Verdict:
             "caught_by": dict(sorted(caught_by.items(), key=lambda item: (-item[1], item[0]))),
             "seconds_per_run": round(sum(r.seconds for r in self.runs) / max(1, len(self.runs)), 1),
             "seconds_to_first_failure": round(max(catches), 1) if catches else None,
+            "ignored": sorted({n for r in self.runs for n in r.failed if n in self.noise}),
             "details": [r.to_json() for r in self.runs],
         }
 
@@ -492,6 +500,7 @@ def run_all(
             plan.append(("baseline", "nothing: the unpatched copy", None))
         plan += [(m.name, m.plants, m) for m in mutations]
         verdicts: list[Verdict] = []
+        noise: set[str] = set()  # tests that fail unpatched
         for name, plants, mutation in plan:
             results: list[RunResult] = []
             for attempt in range(1, runs + 1):
@@ -507,18 +516,21 @@ def run_all(
                     test_timeout=test_timeout,
                 )
                 results.append(result)
-                verdict = "CAUGHT" if result.caught else result.outcome.upper()
-                first = f" first by {result.failed[0]}" if result.failed else ""
+                if mutation is None:
+                    noise.update(result.failed)
+                    verdict = result.outcome.upper()
+                    first = f": {', '.join(result.failed)}" if result.failed else ""
+                else:
+                    catches = result.catches(noise)
+                    verdict = "CAUGHT" if catches else "MISSED" if result.outcome != "error" else "ERROR"
+                    first = f" first by {catches[0][0]}" if catches else ""
                 progress(f"  {name} run {attempt}/{runs}: {verdict} in {result.seconds:.0f}s{first}")
                 if result.outcome in ("error", "timeout"):
                     progress("    " + result.tail.replace("\n", "\n    "))
                 if not keep:
                     shutil.rmtree(copy, ignore_errors=True)
-            verdicts.append(
-                Verdict(
-                    name, plants, [] if mutation is None else mutation.files, results, mutation is not None
-                )
-            )
+            files = [] if mutation is None else mutation.files
+            verdicts.append(Verdict(name, plants, files, results, mutation is not None, frozenset(noise)))
     finally:
         if keep:
             progress(f"kept the copies in {scratch}")
@@ -552,6 +564,7 @@ def table(result: dict[str, Any]) -> str:
         lines.append(
             f"baseline (unpatched): passed {base['passed']}/{base['runs']}, "
             f"{base['seconds_per_run']:.0f}s per run"
+            + (f"; failing unpatched: {', '.join(base['ignored'])}" if base["ignored"] else "")
         )
     for m in result["mutations"]:
         first = m["first_caught_by"] or "-"
@@ -569,6 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="a mutation to plant (repeatable)")
     parser.add_argument("--rev", help="copy this commit (git archive) instead of the working tree")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unpatched runs")
+    parser.add_argument("--baseline-only", action="store_true", help="only the unpatched runs")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"the result file (default {RESULTS})")
     parser.add_argument("--no-output", action="store_true", help="write no result file")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds one proof run may take")
@@ -603,7 +617,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown mutation(s) {', '.join(unknown)}; --list names them")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    chosen = [] if args.baseline_only else [m for m in MUTATIONS if not args.only or m.name in args.only]
+    if args.baseline_only and args.no_baseline:
+        parser.error("--baseline-only and --no-baseline leave nothing to run")
     result = run_all(
         chosen,
         runs=args.runs,

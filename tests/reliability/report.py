@@ -386,17 +386,19 @@ def mutations_section(result: dict[str, Any] | None) -> str:
     if result is None:
         return _not_recorded("the mutation check", "python -m tests.reliability.mutations")
     lines = [
-        "| planted bug | what it plants | caught | first caught by | caught after | s per run |",
-        "|---|---|--:|---|--:|--:|",
+        "| planted bug | what it plants | caught | first caught by | tests that caught it | caught after "
+        "| s per run |",
+        "|---|---|--:|---|--:|--:|--:|",
     ]
     for m in result["mutations"]:
-        caught = (
-            f"{m['caught']}/{m['runs']}" if m["caught"] == m["runs"] else f"**{m['caught']}/{m['runs']}**"
-        )
+        caught = f"{m['caught']}/{m['runs']}"
+        if m["caught"] != m["runs"]:
+            caught = f"**{caught}**"
         first = _test_name(m["first_caught_by"]) if m["first_caught_by"] else "—"
         after = "—" if m["seconds_to_first_failure"] is None else _s(m["seconds_to_first_failure"])
         lines.append(
-            f"| `{m['name']}` | {m['plants']} | {caught} | {first} | {after} | {_s(m['seconds_per_run'])} |"
+            f"| `{m['name']}` | {m['plants']} | {caught} | {first} | {len(m['caught_by'])} | {after} "
+            f"| {_s(m['seconds_per_run'])} |"
         )
     base = result.get("baseline")
     baseline = (
@@ -405,6 +407,12 @@ def mutations_section(result: dict[str, Any] | None) -> str:
         else f"the unpatched copy passed {base['passed']} of {base['runs']} runs "
         f"({_s(base['seconds_per_run'])} each)"
     )
+    if base is not None and base.get("ignored"):
+        baseline += (
+            " (**failing unpatched**, so catching nothing: "
+            + ", ".join(map(_test_name, base["ignored"]))
+            + ")"
+        )
     machine = result.get("machine", {})
     load = machine.get("load_average_start") or []
     lines += [
@@ -413,7 +421,7 @@ def mutations_section(result: dict[str, Any] | None) -> str:
         f"{_s(result['seconds'])} in all"
         + (f", load average {load[0]:.1f} at the start" if load else "")
         + ". Proof run on each copy: "
-        + ", ".join(f"`{Path(p).name}`" for p in result["proof"])
+        + ", ".join(f"`{p}`" for p in result["proof"])
         + ".",
     ]
     return "\n".join(lines)
@@ -479,9 +487,11 @@ def summary_section(
         planted = mutations["mutations"]
         every = sum(1 for m in planted if m["caught"] == m["runs"])
         runs_each = mutations["runs_per_mutation"]
+        base = mutations.get("baseline") or {}
+        void = "" if base.get("passed") == base.get("runs") else "; **the unpatched proof failed: void**"
         lines.append(
             f"| planted bugs (mutation check) | {every} of {len(planted)} caught by the CI proof in every "
-            f"one of {runs_each} runs | — | — |"
+            f"one of {runs_each} runs{void} | — | — |"
         )
     return "\n".join(lines)
 
