@@ -37,12 +37,9 @@ Method
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import os
 import platform
-import re
 import shutil
 import sys
 import tempfile
@@ -56,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 from ulid import ULID
 
+from benchmarks.memory import clear_refs, malloc_trim, status_kib
 from benchmarks.reporting import argument_parser, command_line, markdown_table, output, publish
 from slate_ops.compaction import Compactor, CompactorOptions, Executor, LocalExecutor
 from slate_ops.layout import sst_key
@@ -199,31 +197,6 @@ def fresh_copy(inputs: Inputs, workdir: Path) -> LocalStore:
 # --- memory -----------------------------------------------------------------------------------------
 
 
-def _status_kib(pid: int | str, field: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            match = re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.MULTILINE)
-    except OSError:
-        return 0
-    return int(match.group(1)) if match else 0
-
-
-def _clear_refs(pid: int | str) -> bool:
-    try:
-        with open(f"/proc/{pid}/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return False
-    return True
-
-
-def _malloc_trim() -> None:
-    name = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    if trim is not None:
-        trim(0)
-
-
 def spark_worker_pids() -> list[int]:
     """Descendants of this process whose command line runs ``pyspark.daemon`` (PySpark's workers)."""
     children: dict[int, list[int]] = {}
@@ -255,27 +228,27 @@ class Meter:
     """Peak RSS growth of this process and of each Spark Python worker during one run."""
 
     def __init__(self) -> None:
-        self.available = _clear_refs("self")
+        self.available = clear_refs("self")
         self._driver_base = 0
 
     def reset(self) -> None:
         """Return freed memory to the OS (Python, Arrow's pool, glibc), then reset the peak counters."""
         gc.collect()
         pa.default_memory_pool().release_unused()
-        _malloc_trim()
+        malloc_trim()
         if not self.available:
             return
-        _clear_refs("self")
-        self._driver_base = _status_kib("self", "VmRSS")
+        clear_refs("self")
+        self._driver_base = status_kib("self", "VmRSS")
         for pid in spark_worker_pids():
-            _clear_refs(pid)
+            clear_refs(pid)
 
     def read(self) -> tuple[int | None, int | None]:
         """(this process's peak growth KiB, largest absolute peak RSS KiB of a Spark worker or None)."""
         if not self.available:
             return None, None
-        driver = max(0, _status_kib("self", "VmHWM") - self._driver_base)
-        peaks = [_status_kib(pid, "VmHWM") for pid in spark_worker_pids()]
+        driver = max(0, status_kib("self", "VmHWM") - self._driver_base)
+        peaks = [status_kib(pid, "VmHWM") for pid in spark_worker_pids()]
         return driver, max(peaks) if peaks else None
 
 

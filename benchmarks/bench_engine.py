@@ -61,13 +61,10 @@ SlateDB's binding (PyPI ``slatedb==0.17.0``, UniFFI-generated, module ``slatedb.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import gc
 import importlib
 import platform
 import random
-import re
 import resource
 import sys
 import tempfile
@@ -78,6 +75,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from benchmarks.memory import clear_refs, malloc_trim, status_kib
 from benchmarks.reporting import argument_parser, command_line, markdown_table, output, publish
 from slate_ops import Db, DbOptions, WriteBatch
 from slate_ops.objstore import LocalStore
@@ -142,23 +140,8 @@ class Meter:
     """Per-phase peak RSS: reset the kernel's high-water mark, read it back after."""
 
     def __init__(self) -> None:
-        self.method = "clear_refs"
-        try:
-            self._clear_refs()
-        except OSError:
-            self.method = "ru_maxrss"
+        self.method = "clear_refs" if clear_refs("self") else "ru_maxrss"
         self._baseline_kib = 0
-
-    @staticmethod
-    def _clear_refs() -> None:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-
-    @staticmethod
-    def _status_kib(field_name: str) -> int:
-        with open("/proc/self/status") as f:
-            match = re.search(rf"^{field_name}:\s+(\d+) kB", f.read(), re.MULTILINE)
-        return int(match.group(1)) if match else 0
 
     @staticmethod
     def _ru_maxrss_kib() -> int:
@@ -167,27 +150,17 @@ class Meter:
     def reset(self) -> None:
         """Start a phase: collect garbage, return free heap to the OS, reset the peak-RSS counter."""
         gc.collect()
-        _malloc_trim()
+        malloc_trim()
         if self.method == "clear_refs":
-            self._clear_refs()
-            self._baseline_kib = self._status_kib("VmRSS")
+            clear_refs("self")
+            self._baseline_kib = status_kib("self", "VmRSS")
         else:
             self._baseline_kib = self._ru_maxrss_kib()
 
     def peak_delta_kib(self) -> int:
         """Peak RSS growth since the last :meth:`reset`, in KiB."""
-        peak = self._status_kib("VmHWM") if self.method == "clear_refs" else self._ru_maxrss_kib()
+        peak = status_kib("self", "VmHWM") if self.method == "clear_refs" else self._ru_maxrss_kib()
         return max(0, peak - self._baseline_kib)
-
-
-def _malloc_trim() -> None:
-    """glibc's ``malloc_trim(0)``, so memory freed by earlier phases is not reused unseen."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
 
 
 @dataclass(frozen=True)
