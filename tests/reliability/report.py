@@ -143,6 +143,7 @@ def sweep_section(sweep: dict[str, Any] | None) -> str:
     any_run = next(iter(runs.values()))
     calls: dict[str, int] = any_run["calls"]
     lines = [
+        f"The workload has {len(any_run['per_step'])} steps. "
         f"One uninterrupted run makes **{_n(sum(calls.values()))} store calls** ("
         + ", ".join(f"{op} {_n(n)}" for op, n in calls.items())
         + f"), i.e. **{_n(any_run['crash_points'])} crash points**.",
@@ -711,15 +712,15 @@ def _run_simulation(which: str, results: Path) -> int:
     from tests.reliability.simulation import InvariantViolation, SimConfig, run_simulation
 
     logging.disable(logging.CRITICAL)
-    if which == "simulation-ci":  # the seeds test_simulation.py runs in CI
-        configs = [SimConfig(seed=s, steps=test_simulation.CI_STEPS) for s in test_simulation.CI_SEEDS]
-        local = tempfile.TemporaryDirectory(prefix="slate-ops-sim-")
-        configs.append(SimConfig(seed=5, steps=150, store="local", root=Path(local.name) / "store"))
-        file = "simulation_ci.json"
-    else:
-        seeds = range(1000, 1000 + test_simulation.LONG_SEEDS)
-        configs = [SimConfig(seed=s, steps=test_simulation.LONG_STEPS) for s in seeds]
-        file = "simulation.json"
+    if which == "simulation":  # the slow test writes simulation.json itself
+        env = {**os.environ, "SLATE_OPS_SIM_RESULTS": str(results / "simulation.json")}
+        command = [sys.executable, "-m", "pytest", "-m", "slow", "-p", "no:cacheprovider", "-q"]
+        command += ["tests/reliability/test_simulation.py", "-k", "test_simulation_long"]
+        return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
+    # the seeds test_simulation.py runs in CI, then its run on the local store
+    configs = [SimConfig(seed=s, steps=test_simulation.CI_STEPS) for s in test_simulation.CI_SEEDS]
+    local = tempfile.TemporaryDirectory(prefix="slate-ops-sim-")
+    configs.append(SimConfig(seed=5, steps=150, store="local", root=Path(local.name) / "store"))
     runs = []
     for config in configs:
         started = time.monotonic()
@@ -739,7 +740,8 @@ def _run_simulation(which: str, results: Path) -> int:
             continue
         runs.append(sim_json(result))
         print(result.summary().splitlines()[0], flush=True)
-    record_simulation(file, runs, f"{COMMAND} record {which}", results)
+    local.cleanup()
+    record_simulation("simulation_ci.json", runs, f"{COMMAND} record {which}", results)
     return 1 if any("violation" in r for r in runs) else 0
 
 
