@@ -309,7 +309,7 @@ class Simulation:
             self._running.pop()
         label = action if during is None else f"{action} (during {during})"
         self.trace.append(TraceEntry(self.step, actor, label, outcome))
-        self.actions[f"{actor}.{action} {outcome.split(' ', 1)[0].rstrip(':')}"] += 1
+        self.actions[f"{actor}.{action} {outcome.split(' ', 1)[0].rstrip(':;')}"] += 1
 
     def before_request(self, actor: str, op: str) -> None:
         """A stall: the request hangs for a while; another actor may run a step meanwhile."""
