@@ -28,7 +28,6 @@ that expire while the manifest stays the same are left to the hourly schedule.
 # of decorated functions at runtime.
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -38,14 +37,22 @@ from slate_ops.admin import CheckpointExpiryReport, DbStatus, expire_checkpoints
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import describe_databases, dump_cursor, parse_cursor
-from slate_ops.orchestration.metadata import database_metadata, md_cell, status_metadata, utc_text
+from slate_ops.orchestration.fleet import ManifestTick, database_schedule, describe, manifest_sensor
+from slate_ops.orchestration.metadata import (
+    database_metadata,
+    md_cell,
+    metadata_of,
+    status_metadata,
+    utc_text,
+)
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
     DB_TAG,
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
+    one_op_job,
+    run_key,
     run_step,
 )
 
@@ -87,13 +94,13 @@ def expire_step(
 
 def expiry_metadata(database: str, report: CheckpointExpiryReport) -> dict[str, dg.MetadataValue]:
     """The report as run metadata: counts, flags and a Markdown table of the checkpoints."""
-    return {
-        "database": dg.MetadataValue.text(database),
-        "dry_run": dg.MetadataValue.bool(report.dry_run),
-        "manifest_id": dg.MetadataValue.int(report.manifest_id),
-        "expired_count": dg.MetadataValue.int(len(report.expired)),
-        "expired_checkpoints": dg.MetadataValue.md(checkpoints_markdown(report.expired, report.dry_run)),
-    }
+    return metadata_of(
+        database=database,
+        dry_run=report.dry_run,
+        manifest_id=report.manifest_id,
+        expired_count=len(report.expired),
+        expired_checkpoints=dg.MetadataValue.md(checkpoints_markdown(report.expired, report.dry_run)),
+    )
 
 
 def checkpoints_markdown(checkpoints: tuple[Checkpoint, ...], dry_run: bool) -> str:
@@ -132,32 +139,22 @@ def expiry_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
     )
 
 
-@dg.job(
+checkpoint_expiry_job = one_op_job(
+    expire_checkpoints_op,
     name=CHECKPOINT_EXPIRY_JOB,
     description=f"Remove one database's expired checkpoints (run tag {DB_TAG}=<name>; dry run by default).",
 )
-def checkpoint_expiry_job() -> None:
-    expire_checkpoints_op()
 
 
-@dg.schedule(
-    name="checkpoint_expiry_schedule",
-    job=checkpoint_expiry_job,
-    cron_schedule="0 * * * *",
-    execution_timezone="UTC",
-    description="Hourly: expire checkpoints in every database that has expired ones.",
+checkpoint_expiry_schedule = database_schedule(
+    "checkpoint_expiry_schedule",
+    checkpoint_expiry_job,
+    "0 * * * *",
+    "Hourly: expire checkpoints in every database that has expired ones.",
+    wants_run=lambda slate, db: describe(slate, db).expired_checkpoints > 0,
+    run_request=lambda db, tick: expiry_run_request(db, run_key("expire", db.name, tick)),
+    nothing_to_do="no database has expired checkpoints",
 )
-def checkpoint_expiry_schedule(
-    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
-) -> list[dg.RunRequest] | dg.SkipReason:
-    tick = context.scheduled_execution_time or datetime.now(UTC)
-    found = describe_databases(slate, context.log)
-    requests = [
-        expiry_run_request(db, f"expire-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}")
-        for db, status in found.results
-        if status.expired_checkpoints
-    ]
-    return found.requests_or_skip(requests, "no database has expired checkpoints")
 
 
 def observed_metadata(
@@ -173,34 +170,29 @@ def observed_metadata(
     return database_metadata(db.path, current, slate.clock().now())
 
 
-@dg.sensor(
+@manifest_sensor(
     name=SENSOR_NAME,
     job_name=CHECKPOINT_EXPIRY_JOB,
-    minimum_interval_seconds=30,
     description="Observes each database's manifest; requests checkpoint expiry when checkpoints expired.",
 )
 def slate_ops_manifest_sensor(
-    context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
+    tick: ManifestTick, slate: SlateDatabasesResource, log: logging.Logger
 ) -> dg.SensorResult | dg.SkipReason:
-    cursor = parse_cursor(context.cursor, context.log, slate.database_names())
-    found = describe_databases(slate, context.log)
-    observations: list[dg.AssetObservation] = []
-    run_requests: list[dg.RunRequest] = []
-    for db, status in found.results:
-        if cursor.get(db.name) == status.manifest_id:
-            continue
-        cursor[db.name] = status.manifest_id
-        observations.append(
-            dg.AssetObservation(
-                asset_key=database_asset_key(db.name),
-                metadata=observed_metadata(slate, db, status, context.log),
-            )
+    changed = list(tick.changed())
+    observations = [
+        dg.AssetObservation(
+            asset_key=database_asset_key(db.name), metadata=observed_metadata(slate, db, status, log)
         )
-        if status.expired_checkpoints:
-            run_requests.append(expiry_run_request(db, f"expire-{db.name}-{status.manifest_id}"))
-    if not observations:
-        return found.skip_all_or(f"no manifest changed in {len(found.results)} database(s)")
-    return dg.SensorResult(run_requests=run_requests, asset_events=observations, cursor=dump_cursor(cursor))
+        for db, status in changed
+    ]
+    run_requests = [
+        expiry_run_request(db, f"expire-{db.name}-{status.manifest_id}")
+        for db, status in changed
+        if status.expired_checkpoints
+    ]
+    return tick.result(
+        f"no manifest changed in {len(tick.found.results)} database(s)", run_requests, observations
+    )
 
 
 defs = dg.Definitions(

@@ -14,6 +14,7 @@ not: its run carries the parent's ``slate_ops/db`` tag, since cloning writes the
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 
@@ -23,9 +24,9 @@ from pydantic import Field
 from slate_ops.admin import create_clone, describe_db
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key
-from slate_ops.orchestration.metadata import status_metadata
+from slate_ops.orchestration.metadata import metadata_of, status_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, target_database
+from slate_ops.orchestration.runs import DB_TAG, one_op_job, target_database
 
 CLONE_JOB = "clone_job"
 """Name of the job that runs :func:`clone_op`."""
@@ -115,17 +116,10 @@ def clone_op(
 
 
 def clone_metadata(result: CloneResult) -> dict[str, dg.MetadataValue]:
-    """The clone as run metadata."""
-    return {
-        "parent": dg.MetadataValue.text(result.parent),
-        "clone_name": dg.MetadataValue.text(result.clone_name),
-        "clone_path": dg.MetadataValue.text(result.clone_path),
-        "manifest_id": dg.MetadataValue.int(result.manifest_id),
-        "initialized": dg.MetadataValue.bool(result.initialized),
-        "source_checkpoint_id": dg.MetadataValue.text(str(result.source_checkpoint_id)),
-        "final_checkpoint_id": dg.MetadataValue.text(str(result.final_checkpoint_id)),
-        "external_dbs": dg.MetadataValue.text(", ".join(result.external_dbs)),
-    }
+    """The clone as run metadata: every field of :class:`CloneResult`, the external databases as one
+    text."""
+    values = {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
+    return metadata_of(**{**values, "external_dbs": ", ".join(result.external_dbs)})
 
 
 def clone_run_config(
@@ -149,12 +143,11 @@ def _checkpoint_id(text: str | None) -> uuid.UUID | None:
         raise ConfigError(f"checkpoint {text!r} is not a checkpoint id (a UUID)") from None
 
 
-@dg.job(
+clone_job = one_op_job(
+    clone_op,
     name=CLONE_JOB,
     description=f"Create (or finish) a clone of one database (run tag {DB_TAG}=<parent>) and report it.",
 )
-def clone_job() -> None:
-    clone_op()
 
 
 defs = dg.Definitions(jobs=[clone_job])

@@ -21,7 +21,7 @@ exactly one database and carries its ``slate_ops/db`` tag. Runs come from three 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from datetime import UTC, datetime
+import logging
 from typing import Any, Literal
 
 import dagster as dg
@@ -39,10 +39,17 @@ from slate_ops.compaction import (
 )
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import describe_databases, dump_cursor, each_database, parse_cursor
-from slate_ops.orchestration.metadata import shape_markdown, shape_metadata
+from slate_ops.orchestration.fleet import ManifestTick, database_schedule, manifest_sensor
+from slate_ops.orchestration.metadata import metadata_of, shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, run_step
+from slate_ops.orchestration.runs import (
+    DB_TAG,
+    DatabaseOpConfig,
+    StepResult,
+    one_op_job,
+    run_key,
+    run_step,
+)
 from slate_ops.spark import SparkExecutor
 
 COMPACTION_JOB = "compaction_job"
@@ -153,31 +160,26 @@ def compaction_metadata(
     database: str, report: CompactionReport | None, full: bool
 ) -> dict[str, dg.MetadataValue]:
     """The report as run metadata: counts, bytes, duration, executor and a table of inputs/outputs."""
-    metadata: dict[str, dg.MetadataValue] = {
-        "database": dg.MetadataValue.text(database),
-        "full": dg.MetadataValue.bool(full),
-        "compacted": dg.MetadataValue.bool(report is not None),
-    }
+    metadata = metadata_of(database=database, full=full, compacted=report is not None)
     if report is None:
         return metadata
-    return {
-        **metadata,
-        "compaction_id": dg.MetadataValue.text(str(report.id)),
-        "kind": dg.MetadataValue.text(report.kind),
-        "executor": dg.MetadataValue.text(report.executor),
-        "manifest_id": dg.MetadataValue.int(report.manifest_id),
-        "sorted_run_id": dg.MetadataValue.int(report.sorted_run_id),
-        "sources": dg.MetadataValue.int(len(report.sources)),
-        "input_ssts": dg.MetadataValue.int(len(report.input_ssts)),
-        "output_ssts": dg.MetadataValue.int(len(report.output_ssts)),
-        "subcompactions": dg.MetadataValue.int(report.subcompactions),
-        "bytes_read": dg.MetadataValue.int(report.bytes_read),
-        "bytes_written": dg.MetadataValue.int(report.bytes_written),
-        "rows_in": dg.MetadataValue.int(report.rows_in),
-        "rows_out": dg.MetadataValue.int(report.rows_out),
-        "duration_s": dg.MetadataValue.float(report.duration_s),
-        "inputs_outputs": dg.MetadataValue.md(inputs_outputs_markdown(report)),
-    }
+    return metadata | metadata_of(
+        compaction_id=str(report.id),
+        kind=report.kind,
+        executor=report.executor,
+        manifest_id=report.manifest_id,
+        sorted_run_id=report.sorted_run_id,
+        sources=len(report.sources),
+        input_ssts=len(report.input_ssts),
+        output_ssts=len(report.output_ssts),
+        subcompactions=report.subcompactions,
+        bytes_read=report.bytes_read,
+        bytes_written=report.bytes_written,
+        rows_in=report.rows_in,
+        rows_out=report.rows_out,
+        duration_s=dg.MetadataValue.float(report.duration_s),
+        inputs_outputs=dg.MetadataValue.md(inputs_outputs_markdown(report)),
+    )
 
 
 def inputs_outputs_markdown(report: CompactionReport) -> str:
@@ -217,59 +219,44 @@ def propose_compaction(
     return propose(manifest, db.compactor_options(), full=full)
 
 
-@dg.job(
+compaction_job = one_op_job(
+    compact_op,
     name=COMPACTION_JOB,
     description=f"Run one compaction of one database (run tag {DB_TAG}=<name>) and report it.",
 )
-def compaction_job() -> None:
-    compact_op()
 
 
-@dg.schedule(
-    name=SCHEDULE_NAME,
-    job=compaction_job,
-    cron_schedule="*/30 * * * *",
-    execution_timezone="UTC",
-    description="Every 30 minutes: compact every database where the compactor has work.",
+compaction_schedule = database_schedule(
+    SCHEDULE_NAME,
+    compaction_job,
+    "*/30 * * * *",
+    "Every 30 minutes: compact every database where the compactor has work.",
+    wants_run=has_compaction_work,
+    run_request=lambda db, tick: compaction_run_request(db, run_key("compact", db.name, tick)),
+    nothing_to_do="no database has anything to compact",
 )
-def compaction_schedule(
-    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
-) -> list[dg.RunRequest] | dg.SkipReason:
-    tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
-    found = each_database(slate.config.databases, context.log, lambda db: has_compaction_work(slate, db))
-    requests = [
-        compaction_run_request(db, f"compact-{db.name}-{tick:%Y%m%dT%H%MZ}")
-        for db, has_work in found.results
-        if has_work
-    ]
-    return found.requests_or_skip(requests, "no database has anything to compact")
 
 
-@dg.sensor(
+@manifest_sensor(
     name=COMPACTION_SENSOR,
     job_name=COMPACTION_JOB,
-    minimum_interval_seconds=30,
     description="Requests a compaction of each database whose L0 reaches its threshold of SSTs.",
 )
 def slate_ops_compaction_sensor(
-    context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
+    tick: ManifestTick, slate: SlateDatabasesResource, log: logging.Logger
 ) -> dg.SensorResult | dg.SkipReason:
-    cursor = parse_cursor(context.cursor, context.log, slate.database_names())
-    found = describe_databases(slate, context.log)
     run_requests: list[dg.RunRequest] = []
     waiting: list[str] = []
-    for db, status in found.results:
+    for db, status in tick.found.results:
         threshold = l0_threshold(db)
         if status.l0_ssts < threshold:
             waiting.append(f"{db.name} {status.l0_ssts}/{threshold}")
-        elif cursor.get(db.name) == status.manifest_id:
+        elif tick.seen(db, status):
             waiting.append(f"{db.name} already requested at manifest {status.manifest_id}")
         else:
-            cursor[db.name] = status.manifest_id
+            tick.mark(db, status)
             run_requests.append(compaction_run_request(db, f"compact-{db.name}-{status.manifest_id}"))
-    if not run_requests:
-        return found.skip_all_or(f"no database reached its L0 threshold ({', '.join(waiting)})")
-    return dg.SensorResult(run_requests=run_requests, cursor=dump_cursor(cursor))
+    return tick.result(f"no database reached its L0 threshold ({', '.join(waiting)})", run_requests)
 
 
 defs = dg.Definitions(

@@ -21,7 +21,7 @@ with that database's other maintenance runs). Runs come from two places:
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import dagster as dg
@@ -31,10 +31,17 @@ from slate_ops.admin import run_gc
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import describe_databases
-from slate_ops.orchestration.metadata import md_cell, utc_text
+from slate_ops.orchestration.fleet import database_exists, database_schedule
+from slate_ops.orchestration.metadata import md_cell, metadata_of, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, DatabaseOpConfig, StepResult, run_step
+from slate_ops.orchestration.runs import (
+    DB_TAG,
+    DatabaseOpConfig,
+    StepResult,
+    one_op_job,
+    run_key,
+    run_step,
+)
 
 GC_JOB = "gc_job"
 """Name of the job that runs :func:`gc_op`."""
@@ -43,6 +50,11 @@ SCHEDULE_NAME = "gc_schedule"
 
 MAX_ROWS = 200
 """Objects listed per resource table in the run metadata; the counts are always complete."""
+
+
+def _policy_override(description: str) -> Any:
+    """A :class:`GcConfig` field that overrides the database's ``gc`` policy when set."""
+    return Field(default=None, description=f"{description}; default: gc policy.")
 
 
 class GcConfig(DatabaseOpConfig):
@@ -55,24 +67,12 @@ class GcConfig(DatabaseOpConfig):
         description="Tasks to run: database, checkpoints, manifest, compactions, wal, compacted, clones; "
         "or all.",
     )
-    manifest_min_age: str | None = Field(
-        default=None, description=".manifest files must be this old (>= 2min); default: gc policy."
-    )
-    compactions_min_age: str | None = Field(
-        default=None, description=".compactions files must be this old; default: gc policy."
-    )
-    wal_min_age: str | None = Field(
-        default=None, description="WAL SSTs must have been unreferenced this long; default: gc policy."
-    )
-    compacted_min_age: str | None = Field(
-        default=None, description="SSTs must have been unreferenced this long; default: gc policy."
-    )
-    db_delete_grace: str | None = Field(
-        default=None, description="Grace period of a soft-destroyed database; default: gc policy."
-    )
-    delete_wal_fences: bool | None = Field(
-        default=None, description="Also delete empty WAL fence objects; default: gc policy."
-    )
+    manifest_min_age: str | None = _policy_override(".manifest files must be this old (>= 2min)")
+    compactions_min_age: str | None = _policy_override(".compactions files must be this old")
+    wal_min_age: str | None = _policy_override("WAL SSTs must have been unreferenced this long")
+    compacted_min_age: str | None = _policy_override("SSTs must have been unreferenced this long")
+    db_delete_grace: str | None = _policy_override("Grace period of a soft-destroyed database")
+    delete_wal_fences: bool | None = _policy_override("Also delete empty WAL fence objects")
 
 
 def gc_options(config: GcConfig, db: DatabaseConfig) -> GcOptions:
@@ -145,17 +145,17 @@ def deleted_bytes(report: GcReport) -> int:
 
 def gc_metadata(database: str, report: GcReport) -> dict[str, dg.MetadataValue]:
     """The report as run metadata: totals, a summary table and one table per resource."""
-    metadata: dict[str, dg.MetadataValue] = {
-        "database": dg.MetadataValue.text(database),
-        "dry_run": dg.MetadataValue.bool(report.dry_run),
-        "deleted_objects": dg.MetadataValue.int(len(report.deleted_keys())),
-        "deleted_bytes": dg.MetadataValue.int(deleted_bytes(report)),
-        "checkpoints_expired": dg.MetadataValue.int(len(report.checkpoints_expired)),
-        "destroyed": dg.MetadataValue.bool(report.destroyed),
-        "errors": dg.MetadataValue.int(len(report.errors)),
-        "summary": dg.MetadataValue.md(summary_markdown(report)),
-        "boundary_metrics": dg.MetadataValue.json(dict(report.metrics)),
-    }
+    metadata = metadata_of(
+        database=database,
+        dry_run=report.dry_run,
+        deleted_objects=len(report.deleted_keys()),
+        deleted_bytes=deleted_bytes(report),
+        checkpoints_expired=len(report.checkpoints_expired),
+        destroyed=report.destroyed,
+        errors=len(report.errors),
+        summary=dg.MetadataValue.md(summary_markdown(report)),
+        boundary_metrics=dg.MetadataValue.json(dict(report.metrics)),
+    )
     if report.manifest_id is not None:
         metadata["manifest_id"] = dg.MetadataValue.int(report.manifest_id)
     for resource in report.resources:
@@ -221,38 +221,30 @@ def gc_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
 def gc_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
     """A GC run of ``db`` (real unless its ``gc.dry_run``), tagged for the per-database concurrency limit."""
     return dg.RunRequest(
-        run_key=f"gc-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
+        run_key=run_key("gc", db.name, tick),
         run_config=gc_run_config(db.name, dry_run=db.gc.dry_run),
         tags={DB_TAG: db.name},
     )
 
 
-@dg.job(
+gc_job = one_op_job(
+    gc_op,
     name=GC_JOB,
     description=f"Garbage-collect one database (run tag {DB_TAG}=<name>; dry run by default) and report it.",
 )
-def gc_job() -> None:
-    gc_op()
 
 
-@dg.schedule(
-    name=SCHEDULE_NAME,
-    job=gc_job,
-    cron_schedule="0 * * * *",
-    execution_timezone="UTC",
-    description="Hourly: garbage-collect every database whose gc.interval_hours is due (one run each).",
+gc_schedule = database_schedule(
+    SCHEDULE_NAME,
+    gc_job,
+    "0 * * * *",
+    "Hourly: garbage-collect every database whose gc.interval_hours is due (one run each).",
+    due=lambda db, tick: db.gc.due(tick),
+    none_due="no database's gc.interval_hours is due at {tick:%H:%M} UTC",
+    wants_run=database_exists,
+    run_request=gc_run_request,
+    nothing_to_do="no database could be read",
 )
-def gc_schedule(
-    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
-) -> list[dg.RunRequest] | dg.SkipReason:
-    tick = context.scheduled_execution_time or datetime.now(UTC)
-    due = [db for db in slate.config.databases if db.gc.due(tick)]
-    if not due:
-        return dg.SkipReason(f"no database's gc.interval_hours is due at {tick.astimezone(UTC):%H:%M} UTC")
-    found = describe_databases(slate, context.log, due)  # the ones that exist
-    return found.requests_or_skip(
-        [gc_run_request(db, tick) for db, _ in found.results], "no database could be read"
-    )
 
 
 defs = dg.Definitions(jobs=[gc_job], schedules=[gc_schedule])

@@ -27,7 +27,7 @@ the run. Runs come from two places:
 # of decorated functions at runtime.
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import dagster as dg
@@ -40,14 +40,16 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.orchestration.checkpoints import expire_step
 from slate_ops.orchestration.compaction import SPARK_POOL, ExecutorChoice, compact_step, executor_of
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import describe_databases
+from slate_ops.orchestration.fleet import database_exists, database_schedule
 from slate_ops.orchestration.gc import gc_step
+from slate_ops.orchestration.metadata import metadata_of
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
     DB_TAG,
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
+    run_key,
     run_step,
 )
 from slate_ops.orchestration.tags import tag_policy_step
@@ -160,7 +162,7 @@ def maintenance_tag_policy(
         if slate.database(name).tag_policy is None:
             summary = "skipped: the database has no tag_policy"
             context.log.info(f"{name}: {summary}")
-            return StepResult(None, {"database": dg.MetadataValue.text(name)}, summary)
+            return StepResult(None, metadata_of(database=name), summary)
         return tag_policy_step(context, slate, name, dry_run=config.dry_run)
 
     return run_step(context, config.database, step, timed=True)
@@ -184,23 +186,23 @@ def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) 
     """What the compactor would pick now (reads the manifest; fences and writes nothing)."""
     current = read_manifest(db.path, slate.open_store(db.name))
     proposal = propose(current.value, db.compactor_options(), full=full)
-    metadata: dict[str, dg.MetadataValue] = {
-        "database": dg.MetadataValue.text(db.name),
-        "dry_run": dg.MetadataValue.bool(True),
-        "full": dg.MetadataValue.bool(full),
-        "manifest_id": dg.MetadataValue.int(current.id),
-        "compacted": dg.MetadataValue.bool(False),
-    }
+    metadata = metadata_of(
+        database=db.name,
+        dry_run=True,
+        full=full,
+        manifest_id=current.id,
+        compacted=False,
+    )
     if proposal is None:
         return StepResult(None, metadata, f"would compact nothing at manifest {current.id}")
     ssts, size = _inputs(current.value, proposal)
     metadata.update(
-        {
-            "kind": dg.MetadataValue.text(proposal.kind),
-            "sources": dg.MetadataValue.int(len(proposal.l0_views) + len(proposal.run_ids)),
-            "input_ssts": dg.MetadataValue.int(len(ssts)),
-            "bytes_to_read": dg.MetadataValue.int(size),
-        }
+        metadata_of(
+            kind=proposal.kind,
+            sources=len(proposal.l0_views) + len(proposal.run_ids),
+            input_ssts=len(ssts),
+            bytes_to_read=size,
+        )
     )
     summary = (
         f"would run a {proposal.kind} compaction of {len(ssts)} SST(s) ({size} bytes) "
@@ -221,7 +223,7 @@ def maintenance_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest
     """A maintenance run of ``db`` (real, within its policy's dry runs), tagged for the concurrency
     limit, with run key ``maintenance-<name>-<YYYYmmddTHHMMZ>``."""
     return dg.RunRequest(
-        run_key=f"maintenance-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
+        run_key=run_key("maintenance", db.name, tick),
         run_config={"database": db.name, "dry_run": False},
         tags={DB_TAG: db.name},
     )
@@ -257,20 +259,15 @@ def maintenance_job() -> None:
     maintenance_gc(after=tagged)
 
 
-@dg.schedule(
-    name=SCHEDULE_NAME,
-    job=maintenance_job,
-    cron_schedule="0 3 * * *",
-    execution_timezone="UTC",
-    description="Daily at 03:00 UTC: one maintenance run per existing database.",
+maintenance_schedule = database_schedule(
+    SCHEDULE_NAME,
+    maintenance_job,
+    "0 3 * * *",
+    "Daily at 03:00 UTC: one maintenance run per existing database.",
+    wants_run=database_exists,
+    run_request=maintenance_run_request,
+    nothing_to_do="no database could be read",
 )
-def maintenance_schedule(
-    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
-) -> list[dg.RunRequest] | dg.SkipReason:
-    tick = context.scheduled_execution_time or datetime.now(UTC)
-    found = describe_databases(slate, context.log)  # the ones that exist
-    requests = [maintenance_run_request(db, tick) for db, _ in found.results]
-    return found.requests_or_skip(requests, "no database could be read")
 
 
 defs = dg.Definitions(jobs=[maintenance_job], schedules=[maintenance_schedule])

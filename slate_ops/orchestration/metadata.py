@@ -3,6 +3,8 @@ checkpoints and tags) and the Markdown and time helpers of the reports' tables."
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -13,8 +15,29 @@ from slate_ops.admin.shape import shape_rows
 from slate_ops.admin.tags import find_tags, is_tag
 from slate_ops.manifest.store import VersionedManifest
 
+MetadataInput = dg.MetadataValue | str | bool | int | float | uuid.UUID
+"""What :func:`metadata_of` takes: a metadata value, or a plain value it converts."""
+
 UTC_SECONDS = "%Y-%m-%dT%H:%M:%SZ"
 UTC_MINUTES = "%Y-%m-%dT%H:%MZ"
+
+
+def metadata_of(**values: MetadataInput) -> dict[str, dg.MetadataValue]:
+    """``values`` as run or asset metadata: a bool, int or float as that type, a text or UUID as text;
+    a metadata value (Markdown, JSON, a table) as it is."""
+    return {key: _metadata_value(value) for key, value in values.items()}
+
+
+def _metadata_value(value: MetadataInput) -> dg.MetadataValue:
+    if isinstance(value, dg.MetadataValue):
+        return value
+    if isinstance(value, bool):  # before int: a bool is an int
+        return dg.MetadataValue.bool(value)
+    if isinstance(value, int):
+        return dg.MetadataValue.int(value)
+    if isinstance(value, float):
+        return dg.MetadataValue.float(value)
+    return dg.MetadataValue.text(str(value))
 
 
 def md_cell(value: object) -> str:
@@ -31,20 +54,10 @@ def utc_text(when: float | datetime | None, fmt: str = UTC_SECONDS) -> str:
 
 
 def status_metadata(status: DbStatus) -> dict[str, dg.MetadataValue]:
-    """The manifest summary of ``describe_db`` as asset metadata."""
-    metadata: dict[str, dg.MetadataValue] = {
-        "manifest_id": dg.MetadataValue.int(status.manifest_id),
-        "initialized": dg.MetadataValue.bool(status.initialized),
-        "writer_epoch": dg.MetadataValue.int(status.writer_epoch),
-        "compactor_epoch": dg.MetadataValue.int(status.compactor_epoch),
-        "l0_ssts": dg.MetadataValue.int(status.l0_ssts),
-        "sorted_runs": dg.MetadataValue.int(status.sorted_runs),
-        "ssts": dg.MetadataValue.int(status.ssts),
-        "sst_bytes": dg.MetadataValue.int(status.sst_bytes),
-        "checkpoints": dg.MetadataValue.int(status.checkpoints),
-        "expired_checkpoints": dg.MetadataValue.int(status.expired_checkpoints),
-        "external_dbs": dg.MetadataValue.int(status.external_dbs),
-    }
+    """The manifest summary of ``describe_db`` as asset metadata: every field of :class:`DbStatus`
+    but the path, ``destroyed_at_s`` last and only once destroyed."""
+    counters = [f.name for f in dataclasses.fields(status) if f.name not in ("path", "destroyed_at_s")]
+    metadata = metadata_of(**{name: getattr(status, name) for name in counters})
     if status.destroyed_at_s is not None:
         metadata["destroyed_at_s"] = dg.MetadataValue.int(status.destroyed_at_s)
     return metadata
@@ -59,10 +72,12 @@ def database_metadata(path: str, current: VersionedManifest, now: float) -> dict
     tags = [t.name for t in find_tags(manifest)]
     return {
         **status_metadata(status_of(path, current, now)),
-        "lsm_shape": dg.MetadataValue.md(shape_markdown(shape_of(current.id, manifest))),
-        "checkpoint_names": dg.MetadataValue.text(", ".join(checkpoints) or "-"),
-        "tag_count": dg.MetadataValue.int(len(tags)),
-        "tag_names": dg.MetadataValue.text(", ".join(tags) or "-"),
+        **metadata_of(
+            lsm_shape=dg.MetadataValue.md(shape_markdown(shape_of(current.id, manifest))),
+            checkpoint_names=", ".join(checkpoints) or "-",
+            tag_count=len(tags),
+            tag_names=", ".join(tags) or "-",
+        ),
     }
 
 
@@ -88,11 +103,11 @@ def shape_markdown(shape: LsmShape) -> str:
 def shape_metadata(shape: LsmShape) -> dict[str, dg.MetadataValue]:
     """The shape as asset metadata, with the same counter names as the manifest sensor's observations."""
     sst_bytes = sum(s.size_bytes for s in shape.l0) + sum(r.size_bytes for r in shape.sorted_runs)
-    return {
-        "manifest_id": dg.MetadataValue.int(shape.manifest_id),
-        "l0_ssts": dg.MetadataValue.int(len(shape.l0)),
-        "sorted_runs": dg.MetadataValue.int(len(shape.sorted_runs)),
-        "ssts": dg.MetadataValue.int(len(shape.l0) + sum(r.ssts for r in shape.sorted_runs)),
-        "sst_bytes": dg.MetadataValue.int(sst_bytes),
-        "lsm_shape": dg.MetadataValue.md(shape_markdown(shape)),
-    }
+    return metadata_of(
+        manifest_id=shape.manifest_id,
+        l0_ssts=len(shape.l0),
+        sorted_runs=len(shape.sorted_runs),
+        ssts=len(shape.l0) + sum(r.ssts for r in shape.sorted_runs),
+        sst_bytes=sst_bytes,
+        lsm_shape=dg.MetadataValue.md(shape_markdown(shape)),
+    )

@@ -31,9 +31,9 @@ from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import SlateOpsConfig
-from slate_ops.orchestration.metadata import status_metadata
+from slate_ops.orchestration.metadata import metadata_of, status_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, target_database
+from slate_ops.orchestration.runs import DB_TAG, one_op_job, target_database
 
 RESCALE_JOB = "rescale_job"
 """Name of the job that runs :func:`rescale_op`."""
@@ -168,14 +168,14 @@ def rescale_metadata(sources: list[str], report: RescaleReport) -> dict[str, dg.
         f"| {d.bytes} |"
         for d in report.databases
     ]
-    return {
-        "operation": dg.MetadataValue.text(report.operation),
-        "sources": dg.MetadataValue.text(", ".join(sources)),
-        "created": dg.MetadataValue.bool(report.created),
-        "sst_bytes_copied": dg.MetadataValue.int(report.sst_bytes_copied),
-        "seconds": dg.MetadataValue.float(report.seconds),
-        "databases": dg.MetadataValue.md("\n".join(rows)),
-    }
+    return metadata_of(
+        operation=report.operation,
+        sources=", ".join(sources),
+        created=report.created,
+        sst_bytes_copied=report.sst_bytes_copied,
+        seconds=dg.MetadataValue.float(report.seconds),
+        databases=dg.MetadataValue.md("\n".join(rows)),
+    )
 
 
 def rescale_run_config(
@@ -197,13 +197,12 @@ def rescale_run_config(
     return {"ops": {"rescale_op": {"config": config}}}
 
 
-@dg.job(
+rescale_job = one_op_job(
+    rescale_op,
     name=RESCALE_JOB,
     description=f"Split a database into shards or merge databases into one (run tag {DB_TAG}=<source>); "
     "metadata only, no SST is copied.",
 )
-def rescale_job() -> None:
-    rescale_op()
 
 
 defs = dg.Definitions(jobs=[rescale_job])

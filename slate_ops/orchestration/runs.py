@@ -1,12 +1,11 @@
 """What every per-database run shares: the ``slate_ops/db`` run tag, the ``database`` op config,
 the retry policy of the idempotent steps, :class:`StepResult` (a step's report as metadata) and
-:func:`run_step`, which runs one on the run's database; and how the single-step jobs and the
-per-database schedules are built (:func:`one_op_job`, :func:`database_schedule`, :func:`run_key`)."""
+:func:`run_step`, which runs one on the run's database; the single-step jobs (:func:`one_op_job`)
+and the schedules' run keys (:func:`run_key`)."""
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ import dagster as dg
 from pydantic import Field
 
 from slate_ops.errors import ConfigError
-from slate_ops.orchestration.resources import SlateDatabasesResource
 
 DB_TAG = "slate_ops/db"
 """Run tag naming the database a run maintains; the per-database concurrency limit keys on it."""
@@ -97,35 +95,6 @@ def one_op_job(op: dg.OpDefinition, *, name: str, description: str) -> dg.JobDef
         op()
 
     return _job
-
-
-Decide = Callable[[SlateDatabasesResource, datetime, logging.Logger], list[dg.RunRequest] | dg.SkipReason]
-"""A per-database schedule's decision at a tick: its run requests, or why it skips."""
-
-
-def database_schedule(
-    *, name: str, job: dg.JobDefinition, cron_schedule: str, description: str
-) -> Callable[[Decide], dg.ScheduleDefinition]:
-    """Decorator: the UTC schedule ``name`` of ``job`` whose ticks ``decide`` with the ``slate``
-    resource at the tick's time (its scheduled execution time, else now)."""
-
-    def build(decide: Decide) -> dg.ScheduleDefinition:
-        @dg.schedule(
-            name=name,
-            job=job,
-            cron_schedule=cron_schedule,
-            execution_timezone="UTC",
-            description=description,
-        )
-        def _schedule(
-            context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
-        ) -> list[dg.RunRequest] | dg.SkipReason:
-            tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
-            return decide(slate, tick, context.log)
-
-        return _schedule
-
-    return build
 
 
 def run_key(prefix: str, database: str, tick: datetime) -> str:

@@ -7,8 +7,8 @@ created and deleted, and the ``$tags`` table after the run (``dg.MetadataValue.t
 table is recorded as an ``AssetObservation`` of ``slate_ops/<name>``. Every run applies exactly one
 database's policy and carries its ``slate_ops/db`` tag. Runs come from two places:
 
-- ``tag_policy_schedule``, every 15 minutes (UTC): :func:`tag_policy_run_requests` requests one real
-  run per database whose policy has something to do now (its due tag is missing, so each period's
+- ``tag_policy_schedule``, every 15 minutes (UTC): :func:`tag_policy_has_work` picks, and it requests one
+  real run per database whose policy has something to do now (its due tag is missing, so each period's
   tag is created within 15 minutes of that database's ``create_time``; or policy tags expired or
   exceed ``num_retained_max``), found with a dry run, which reads one manifest and writes nothing;
 - an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``: a dry
@@ -18,7 +18,6 @@ database's policy and carries its ``slate_ops/db`` tag. Runs come from two place
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,14 +29,16 @@ from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import EachDatabase, each_database
-from slate_ops.orchestration.metadata import UTC_MINUTES, utc_text
+from slate_ops.orchestration.fleet import database_schedule
+from slate_ops.orchestration.metadata import UTC_MINUTES, metadata_of, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import (
     DB_TAG,
     IDEMPOTENT_RETRY,
     DatabaseOpConfig,
     StepResult,
+    one_op_job,
+    run_key,
     run_step,
 )
 
@@ -105,16 +106,16 @@ def tag_policy_metadata(
     database: str, report: TagPolicyReport, tags: pa.Table
 ) -> dict[str, dg.MetadataValue]:
     """The report as run metadata, with the ``$tags`` table after the run."""
-    return {
-        "database": dg.MetadataValue.text(database),
-        "dry_run": dg.MetadataValue.bool(report.dry_run),
-        "manifest_id": dg.MetadataValue.int(report.manifest_id),
-        "due_tag": dg.MetadataValue.text(report.due_tag),
-        "created": dg.MetadataValue.text(report.created.name if report.created else ""),
-        "deleted_count": dg.MetadataValue.int(len(report.deleted)),
-        "changes": dg.MetadataValue.md(changes_markdown(report)),
-        "tags": tags_table(tags),
-    }
+    return metadata_of(
+        database=database,
+        dry_run=report.dry_run,
+        manifest_id=report.manifest_id,
+        due_tag=report.due_tag,
+        created=report.created.name if report.created else "",
+        deleted_count=len(report.deleted),
+        changes=dg.MetadataValue.md(changes_markdown(report)),
+        tags=tags_table(tags),
+    )
 
 
 def changes_markdown(report: TagPolicyReport) -> str:
@@ -161,55 +162,43 @@ def tag_policy_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
     return {"ops": {"tag_policy_op": {"config": {"database": database, "dry_run": dry_run}}}}
 
 
-def tag_policy_run_requests(
-    slate: SlateDatabasesResource, tick: datetime, log: logging.Logger
-) -> tuple[list[dg.RunRequest], EachDatabase[bool]]:
-    """A real run per database whose policy has work now, tagged with ``slate_ops/db``; and what
-    :func:`each_database` found (the databases that could not be read are skipped, with a warning)."""
-    with_policy = [db for db in slate.config.databases if db.tag_policy is not None]
-    found = each_database(with_policy, log, lambda db: _has_work(slate, db))
-    requests = [
-        dg.RunRequest(
-            run_key=f"tag-policy-{db.name}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}",
-            run_config=tag_policy_run_config(db.name, dry_run=False),
-            tags={DB_TAG: db.name},
-        )
-        for db, has_work in found.results
-        if has_work
-    ]
-    return requests, found
+def tag_policy_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
+    """A real run of ``db``'s tag policy, tagged with ``slate_ops/db``."""
+    return dg.RunRequest(
+        run_key=run_key("tag-policy", db.name, tick),
+        run_config=tag_policy_run_config(db.name, dry_run=False),
+        tags={DB_TAG: db.name},
+    )
 
 
-def _has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
-    assert db.tag_policy is not None
+def tag_policy_has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
+    """Whether ``db`` has a tag policy with something to do now: a dry run (reads one manifest,
+    writes nothing)."""
+    if db.tag_policy is None:
+        return False
     report = apply_tag_policy(
         db.path, slate.open_store(db.name), db.tag_policy.to_policy(), dry_run=True, clock=slate.clock()
     )
     return report.created is not None or bool(report.deleted)
 
 
-@dg.job(
+tag_policy_job = one_op_job(
+    tag_policy_op,
     name=TAG_POLICY_JOB,
     description=f"Apply one database's tag policy (run tag {DB_TAG}=<name>; dry run by default); report it.",
 )
-def tag_policy_job() -> None:
-    tag_policy_op()
 
 
-@dg.schedule(
-    name=SCHEDULE_NAME,
-    job=tag_policy_job,
-    cron_schedule="*/15 * * * *",
-    execution_timezone="UTC",
-    description="Every 15 minutes: apply the tag policy of every database whose policy has work "
+tag_policy_schedule = database_schedule(
+    SCHEDULE_NAME,
+    tag_policy_job,
+    "*/15 * * * *",
+    "Every 15 minutes: apply the tag policy of every database whose policy has work "
     "(each period's tag once a period, at its create_time; expiry and retention).",
+    wants_run=tag_policy_has_work,
+    run_request=tag_policy_run_request,
+    nothing_to_do="no database's tag policy has anything to do",
 )
-def tag_policy_schedule(
-    context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
-) -> list[dg.RunRequest] | dg.SkipReason:
-    tick = context.scheduled_execution_time or datetime.now(UTC)
-    requests, found = tag_policy_run_requests(slate, tick, context.log)
-    return found.requests_or_skip(requests, "no database's tag policy has anything to do")
 
 
 defs = dg.Definitions(jobs=[tag_policy_job], schedules=[tag_policy_schedule])
