@@ -260,7 +260,9 @@ def _ensure_final_checkpoint(ed: ExternalDb, store: ObjectStore, clone_path: str
     def add(current: VersionedManifest) -> Manifest | None:
         if current.value.checkpoint(ed.final_checkpoint_id) is not None:
             return None  # created by an earlier, interrupted run
-        return with_new_checkpoint(current, options, ed.final_checkpoint_id, clock.now(), external.location)
+        return with_new_checkpoint(
+            current, options, ed.final_checkpoint_id, clock.now(), external.location, on_destroyed=True
+        )
 
     try:
         external.update(add)

@@ -24,17 +24,23 @@ def with_new_checkpoint(
     now: float,
     location: str,
     metadata: WriterCheckpoint | None = None,
+    *,
+    on_destroyed: bool = False,
 ) -> Manifest:
     """``current`` plus a new checkpoint, by the two procedures of spec 000 "Creating a Checkpoint".
 
-    Shared by the admin API and the writer, which commits it with its own changes.
+    Shared by the admin API and the writer, which commits it with its own changes. A destroyed
+    database refuses new checkpoints, except, with ``on_destroyed``, one made from a live source
+    checkpoint: a final checkpoint for a database that reads it through a clone, shard or merge.
+    That pins nothing the source does not pin already, and the database's GC waits for both.
     """
     manifest = current.value
     if options.source is None:
         require_usable(manifest, location)
         manifest_id = current.id + 1
     else:
-        require_not_destroyed(manifest, location)
+        if not on_destroyed:
+            require_not_destroyed(manifest, location)
         manifest_id = live_checkpoint(manifest, options.source, now, location).manifest_id
     checkpoint = Checkpoint(
         id=checkpoint_id,

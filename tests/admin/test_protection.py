@@ -14,6 +14,7 @@ import pytest
 
 from slate_ops import Db, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
+from slate_ops.admin.reachability import check_references
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
 from slate_ops.engine.batch import KIND_VALUE
@@ -255,3 +256,31 @@ def test_a_wal_sst_newer_than_l0_is_still_refused(store: MemoryStore, clock: Man
     with pytest.raises(Exception, match="writes only in its WAL"):
         admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
     assert snapshot(store) == before
+
+
+# --- databases that read a soft-destroyed one --------------------------------------------------------
+
+
+def test_clones_splits_and_merges_of_shards_of_a_soft_destroyed_source(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """The new database needs a final checkpoint on the soft-destroyed source its source reads:
+    made from the shard's own live final checkpoint there, not refused half-way."""
+    model = build_source(store, clock=clock)
+    admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
+    admin.destroy(SOURCE, store, soft=True, dry_run=False, clock=clock)
+
+    admin.create_clone("dbs/a-clone", "dbs/a", store, clock=clock)
+    admin.split("dbs/b", store, [b"k070"], ["dbs/b0", "dbs/b1"], clock=clock)
+    admin.merge(["dbs/a", "dbs/b"], store, "dbs/ab", clock=clock)
+    everything = [SOURCE, "dbs/a", "dbs/b", "dbs/a-clone", "dbs/b0", "dbs/b1", "dbs/ab"]
+    assert check_references(store, everything, now=clock.now()) == []
+
+    for path in ("dbs/a", "dbs/b"):
+        admin.destroy(path, store, soft=True, dry_run=False, clock=clock)
+    collect_everything(store, everything, clock)
+    assert check_references(store, now=clock.now()) == []
+    assert contents(store, "dbs/a-clone") == restricted(model, KeyRange(None, b"k050"))
+    assert contents(store, "dbs/b0") == restricted(model, KeyRange(b"k050", b"k070"))
+    assert contents(store, "dbs/b1") == restricted(model, KeyRange(b"k070", None))
+    assert contents(store, "dbs/ab") == model
