@@ -35,6 +35,7 @@ from pydantic import Field
 
 from slate_ops.admin import CheckpointExpiryReport, DbStatus, expire_checkpoints, read_manifest
 from slate_ops.manifest.model import Checkpoint
+from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import ManifestTick, database_schedule, describe, manifest_sensor
@@ -46,15 +47,7 @@ from slate_ops.orchestration.metadata import (
     utc_text,
 )
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import (
-    DB_TAG,
-    IDEMPOTENT_RETRY,
-    DatabaseOpConfig,
-    StepResult,
-    one_op_job,
-    run_key,
-    run_step,
-)
+from slate_ops.orchestration.runs import DB_TAG
 
 CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
 """Name of the job that runs :func:`expire_checkpoints_op`."""
@@ -62,7 +55,7 @@ CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
 SENSOR_NAME = "slate_ops_manifest_sensor"
 
 
-class ExpireCheckpointsConfig(DatabaseOpConfig):
+class ExpireCheckpointsConfig(runs.DatabaseOpConfig):
     """Run config of :func:`expire_checkpoints_op`."""
 
     dry_run: bool = Field(default=True, description="Only report what would be removed (the default).")
@@ -70,26 +63,26 @@ class ExpireCheckpointsConfig(DatabaseOpConfig):
 
 @dg.op(
     description="Remove the database's expired checkpoints (dry run by default) and report them.",
-    retry_policy=IDEMPOTENT_RETRY,
+    retry_policy=runs.IDEMPOTENT_RETRY,
 )
 def expire_checkpoints_op(
     context: dg.OpExecutionContext, config: ExpireCheckpointsConfig, slate: SlateDatabasesResource
 ) -> dg.Output[CheckpointExpiryReport]:
-    return run_step(
+    return runs.run_step(
         context, config.database, lambda name: expire_step(context, slate, name, dry_run=config.dry_run)
     )
 
 
 def expire_step(
     context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, *, dry_run: bool
-) -> StepResult[CheckpointExpiryReport]:
+) -> runs.StepResult[CheckpointExpiryReport]:
     """Expire ``name``'s checkpoints (shared by the ops)."""
     db = slate.database(name)
     report = expire_checkpoints(db.path, slate.open_store(name), dry_run=dry_run, clock=slate.clock())
     verb = "would remove" if report.dry_run else "removed"
     summary = f"{verb} {len(report.expired)} expired checkpoint(s) at manifest {report.manifest_id}"
     context.log.info(f"{name}: {summary}")
-    return StepResult(report, expiry_metadata(name, report), summary)
+    return runs.StepResult(report, expiry_metadata(name, report), summary)
 
 
 def expiry_metadata(database: str, report: CheckpointExpiryReport) -> dict[str, dg.MetadataValue]:
@@ -124,22 +117,18 @@ def checkpoints_markdown(checkpoints: tuple[Checkpoint, ...], dry_run: bool) -> 
 
 def expiry_run_config(database: str, dry_run: bool) -> dict[str, Any]:
     """Run config of the checkpoint expiry job for ``database``."""
-    return {"ops": {"expire_checkpoints_op": {"config": {"database": database, "dry_run": dry_run}}}}
+    return runs.op_run_config("expire_checkpoints_op", database=database, dry_run=dry_run)
 
 
-def expiry_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
+def expiry_run_request(db: DatabaseConfig, key: str) -> dg.RunRequest:
     """A checkpoint expiry run of ``db``, tagged for the per-database concurrency limit.
 
     Automated runs remove for real unless the database sets ``checkpoints.expiry_dry_run``.
     """
-    return dg.RunRequest(
-        run_key=run_key,
-        run_config=expiry_run_config(db.name, db.checkpoints.expiry_dry_run),
-        tags={DB_TAG: db.name},
-    )
+    return runs.database_run_request(db, key, expiry_run_config(db.name, db.checkpoints.expiry_dry_run))
 
 
-checkpoint_expiry_job = one_op_job(
+checkpoint_expiry_job = runs.one_op_job(
     expire_checkpoints_op,
     name=CHECKPOINT_EXPIRY_JOB,
     description=f"Remove one database's expired checkpoints (run tag {DB_TAG}=<name>; dry run by default).",
@@ -152,7 +141,7 @@ checkpoint_expiry_schedule = database_schedule(
     "0 * * * *",
     "Hourly: expire checkpoints in every database that has expired ones.",
     wants_run=lambda slate, db: describe(slate, db).expired_checkpoints > 0,
-    run_request=lambda db, tick: expiry_run_request(db, run_key("expire", db.name, tick)),
+    run_request=lambda db, tick: expiry_run_request(db, runs.run_key("expire", db.name, tick)),
     nothing_to_do="no database has expired checkpoints",
 )
 

@@ -23,10 +23,11 @@ from pydantic import Field
 
 from slate_ops.admin import create_clone, describe_db
 from slate_ops.errors import ConfigError
+from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.metadata import metadata_of, status_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, one_op_job, target_database
+from slate_ops.orchestration.runs import DB_TAG
 
 CLONE_JOB = "clone_job"
 """Name of the job that runs :func:`clone_op`."""
@@ -71,7 +72,7 @@ class CloneResult:
 def clone_op(
     context: dg.OpExecutionContext, config: CloneConfig, slate: SlateDatabasesResource
 ) -> dg.Output[CloneResult]:
-    parent_name = target_database(context, config.database)
+    parent_name = runs.target_database(context, config.database)
     parent = slate.database(parent_name)
     configured = next((d for d in slate.config.databases if d.name == config.clone_name), None)
     if configured is not None and configured.parent != parent_name:
@@ -131,7 +132,7 @@ def clone_run_config(
         config["clone_path"] = clone_path
     if checkpoint is not None:
         config["checkpoint"] = checkpoint
-    return {"ops": {"clone_op": {"config": config}}}
+    return runs.op_run_config("clone_op", **config)
 
 
 def _checkpoint_id(text: str | None) -> uuid.UUID | None:
@@ -143,7 +144,7 @@ def _checkpoint_id(text: str | None) -> uuid.UUID | None:
         raise ConfigError(f"checkpoint {text!r} is not a checkpoint id (a UUID)") from None
 
 
-clone_job = one_op_job(
+clone_job = runs.one_op_job(
     clone_op,
     name=CLONE_JOB,
     description=f"Create (or finish) a clone of one database (run tag {DB_TAG}=<parent>) and report it.",

@@ -37,19 +37,13 @@ from slate_ops.compaction import (
     Proposal,
     propose,
 )
+from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import ManifestTick, database_schedule, manifest_sensor
 from slate_ops.orchestration.metadata import metadata_of, shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import (
-    DB_TAG,
-    DatabaseOpConfig,
-    StepResult,
-    one_op_job,
-    run_key,
-    run_step,
-)
+from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.spark import SparkExecutor
 
 COMPACTION_JOB = "compaction_job"
@@ -85,7 +79,7 @@ def executor_of(db: DatabaseConfig, choice: ExecutorChoice) -> str:
     return db.compaction.executor if choice == "database" else choice
 
 
-class CompactConfig(DatabaseOpConfig):
+class CompactConfig(runs.DatabaseOpConfig):
     """Run config of :func:`compact_op`."""
 
     executor: ExecutorChoice = Field(
@@ -106,11 +100,11 @@ def compact_op(
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
 ) -> dg.Output[CompactionReport | None]:
-    def step(name: str) -> StepResult[CompactionReport | None]:
+    def step(name: str) -> runs.StepResult[CompactionReport | None]:
         executor = executor_of(slate.database(name), config.executor)
         return compact_step(context, slate, pyspark, name, executor=executor, full=config.full)
 
-    return run_step(context, config.database, step)
+    return runs.run_step(context, config.database, step)
 
 
 def compact_step(
@@ -121,7 +115,7 @@ def compact_step(
     *,
     executor: str,
     full: bool,
-) -> StepResult[CompactionReport | None]:
+) -> runs.StepResult[CompactionReport | None]:
     """One compaction of ``name``, with the shape before and after in the metadata (shared by the
     ops). Records an ``AssetObservation`` of the shape after."""
     db = slate.database(name)
@@ -141,7 +135,7 @@ def compact_step(
         "lsm_shape_before": dg.MetadataValue.md(shape_markdown(before)),
         "lsm_shape_after": dg.MetadataValue.md(shape_markdown(after)),
     }
-    return StepResult(report, metadata, summary)
+    return runs.StepResult(report, metadata, summary)
 
 
 def compaction_summary(report: CompactionReport | None, manifest_id: int) -> str:
@@ -193,17 +187,13 @@ def inputs_outputs_markdown(report: CompactionReport) -> str:
 
 def compaction_run_config(database: str, *, executor: str = "local", full: bool = False) -> dict[str, Any]:
     """Run config of the compaction job for ``database``."""
-    return {"ops": {"compact_op": {"config": {"database": database, "executor": executor, "full": full}}}}
+    return runs.op_run_config("compact_op", database=database, executor=executor, full=full)
 
 
-def compaction_run_request(db: DatabaseConfig, run_key: str) -> dg.RunRequest:
+def compaction_run_request(db: DatabaseConfig, key: str) -> dg.RunRequest:
     """A compaction run of ``db`` (what the compactor picks next) on its ``compaction.executor``,
     tagged for the concurrency limit."""
-    return dg.RunRequest(
-        run_key=run_key,
-        run_config=compaction_run_config(db.name, executor=db.compaction.executor),
-        tags={DB_TAG: db.name},
-    )
+    return runs.database_run_request(db, key, compaction_run_config(db.name, executor=db.compaction.executor))
 
 
 def has_compaction_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
@@ -219,7 +209,7 @@ def propose_compaction(
     return propose(manifest, db.compactor_options(), full=full)
 
 
-compaction_job = one_op_job(
+compaction_job = runs.one_op_job(
     compact_op,
     name=COMPACTION_JOB,
     description=f"Run one compaction of one database (run tag {DB_TAG}=<name>) and report it.",
@@ -232,7 +222,7 @@ compaction_schedule = database_schedule(
     "*/30 * * * *",
     "Every 30 minutes: compact every database where the compactor has work.",
     wants_run=has_compaction_work,
-    run_request=lambda db, tick: compaction_run_request(db, run_key("compact", db.name, tick)),
+    run_request=lambda db, tick: compaction_run_request(db, runs.run_key("compact", db.name, tick)),
     nothing_to_do="no database has anything to compact",
 )
 

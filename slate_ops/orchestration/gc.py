@@ -30,18 +30,12 @@ from pydantic import Field, ValidationError
 from slate_ops.admin import run_gc
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GcOptions, GcReport, ResourceReport
+from slate_ops.orchestration import runs
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import database_exists, database_schedule
 from slate_ops.orchestration.metadata import md_cell, metadata_of, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import (
-    DB_TAG,
-    DatabaseOpConfig,
-    StepResult,
-    one_op_job,
-    run_key,
-    run_step,
-)
+from slate_ops.orchestration.runs import DB_TAG
 
 GC_JOB = "gc_job"
 """Name of the job that runs :func:`gc_op`."""
@@ -57,7 +51,7 @@ def _policy_override(description: str) -> Any:
     return Field(default=None, description=f"{description}; default: gc policy.")
 
 
-class GcConfig(DatabaseOpConfig):
+class GcConfig(runs.DatabaseOpConfig):
     """Run config of :func:`gc_op`. Durations are written like ``"5min"`` or ``"7days 30min"``; unset
     ones come from the database's ``gc`` policy."""
 
@@ -100,11 +94,11 @@ _OVERRIDABLE = (
 def gc_op(
     context: dg.OpExecutionContext, config: GcConfig, slate: SlateDatabasesResource
 ) -> dg.Output[GcReport]:
-    def step(name: str) -> StepResult[GcReport]:
+    def step(name: str) -> runs.StepResult[GcReport]:
         options = gc_options(config, slate.database(name))
         return gc_step(context, slate, name, options, dry_run=config.dry_run)
 
-    return run_step(context, config.database, step)
+    return runs.run_step(context, config.database, step)
 
 
 def gc_step(
@@ -114,7 +108,7 @@ def gc_step(
     options: GcOptions,
     *,
     dry_run: bool,
-) -> StepResult[GcReport]:
+) -> runs.StepResult[GcReport]:
     """One GC pass over ``name`` (shared by the ops). A pass with errors raises
     :class:`dagster.Failure` carrying the report's metadata."""
     db = slate.database(name)
@@ -125,7 +119,7 @@ def gc_step(
         raise dg.Failure(description=str(error), metadata=metadata) from error
     summary = gc_summary(report)
     context.log.info(f"{name}: {summary}")
-    return StepResult(report, gc_metadata(name, report), summary)
+    return runs.StepResult(report, gc_metadata(name, report), summary)
 
 
 def gc_summary(report: GcReport) -> str:
@@ -215,19 +209,17 @@ def resource_markdown(resource: ResourceReport, dry_run: bool) -> str:
 
 def gc_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
     """Run config of the GC job for ``database``."""
-    return {"ops": {"gc_op": {"config": {"database": database, "dry_run": dry_run}}}}
+    return runs.op_run_config("gc_op", database=database, dry_run=dry_run)
 
 
 def gc_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
     """A GC run of ``db`` (real unless its ``gc.dry_run``), tagged for the per-database concurrency limit."""
-    return dg.RunRequest(
-        run_key=run_key("gc", db.name, tick),
-        run_config=gc_run_config(db.name, dry_run=db.gc.dry_run),
-        tags={DB_TAG: db.name},
+    return runs.database_run_request(
+        db, runs.run_key("gc", db.name, tick), gc_run_config(db.name, dry_run=db.gc.dry_run)
     )
 
 
-gc_job = one_op_job(
+gc_job = runs.one_op_job(
     gc_op,
     name=GC_JOB,
     description=f"Garbage-collect one database (run tag {DB_TAG}=<name>; dry run by default) and report it.",

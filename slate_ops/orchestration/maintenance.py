@@ -37,6 +37,7 @@ from pydantic import Field
 from slate_ops.admin import read_manifest
 from slate_ops.compaction import Proposal, propose
 from slate_ops.manifest.model import Manifest
+from slate_ops.orchestration import runs
 from slate_ops.orchestration.checkpoints import expire_step
 from slate_ops.orchestration.compaction import SPARK_POOL, ExecutorChoice, compact_step, executor_of
 from slate_ops.orchestration.config import DatabaseConfig
@@ -44,14 +45,7 @@ from slate_ops.orchestration.fleet import database_exists, database_schedule
 from slate_ops.orchestration.gc import gc_step
 from slate_ops.orchestration.metadata import metadata_of
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import (
-    DB_TAG,
-    IDEMPOTENT_RETRY,
-    DatabaseOpConfig,
-    StepResult,
-    run_key,
-    run_step,
-)
+from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.orchestration.tags import tag_policy_step
 
 MAINTENANCE_JOB = "maintenance_job"
@@ -72,7 +66,7 @@ STEP_LABELS = dict(
 )
 
 
-class MaintenanceConfig(DatabaseOpConfig):
+class MaintenanceConfig(runs.DatabaseOpConfig):
     """Run config of the maintenance job (mapped onto its four ops)."""
 
     dry_run: bool = Field(
@@ -114,16 +108,16 @@ def maintenance_config(config: MaintenanceConfig) -> dg.RunConfig:
 
 @dg.op(
     description="Step 1: remove the database's expired checkpoints (or report them).",
-    retry_policy=IDEMPOTENT_RETRY,
+    retry_policy=runs.IDEMPOTENT_RETRY,
 )
 def maintenance_expire_checkpoints(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    def step(name: str) -> StepResult[Any]:
+    def step(name: str) -> runs.StepResult[Any]:
         dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
         return expire_step(context, slate, name, dry_run=dry_run)
 
-    return run_step(context, config.database, step, timed=True)
+    return runs.run_step(context, config.database, step, timed=True)
 
 
 @dg.op(
@@ -137,7 +131,7 @@ def maintenance_compact(
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
 ) -> dg.Output[Any]:
-    def step(name: str) -> StepResult[Any]:
+    def step(name: str) -> runs.StepResult[Any]:
         db = slate.database(name)
         full = db.compaction.full if config.full is None else config.full
         if config.dry_run:
@@ -147,25 +141,25 @@ def maintenance_compact(
         executor = executor_of(db, config.executor)
         return compact_step(context, slate, pyspark, name, executor=executor, full=full)
 
-    return run_step(context, config.database, step, timed=True)
+    return runs.run_step(context, config.database, step, timed=True)
 
 
 @dg.op(
     ins={"after": dg.In(dg.Nothing)},
     description="Step 3: apply the database's tag policy (skipped without one).",
-    retry_policy=IDEMPOTENT_RETRY,
+    retry_policy=runs.IDEMPOTENT_RETRY,
 )
 def maintenance_tag_policy(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    def step(name: str) -> StepResult[Any]:
+    def step(name: str) -> runs.StepResult[Any]:
         if slate.database(name).tag_policy is None:
             summary = "skipped: the database has no tag_policy"
             context.log.info(f"{name}: {summary}")
-            return StepResult(None, metadata_of(database=name), summary)
+            return runs.StepResult(None, metadata_of(database=name), summary)
         return tag_policy_step(context, slate, name, dry_run=config.dry_run)
 
-    return run_step(context, config.database, step, timed=True)
+    return runs.run_step(context, config.database, step, timed=True)
 
 
 @dg.op(
@@ -175,14 +169,14 @@ def maintenance_tag_policy(
 def maintenance_gc(
     context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
 ) -> dg.Output[Any]:
-    def step(name: str) -> StepResult[Any]:
+    def step(name: str) -> runs.StepResult[Any]:
         db = slate.database(name)
         return gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
 
-    return run_step(context, config.database, step, timed=True)
+    return runs.run_step(context, config.database, step, timed=True)
 
 
-def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> StepResult[None]:
+def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> runs.StepResult[None]:
     """What the compactor would pick now (reads the manifest; fences and writes nothing)."""
     current = read_manifest(db.path, slate.open_store(db.name))
     proposal = propose(current.value, db.compactor_options(), full=full)
@@ -194,7 +188,7 @@ def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) 
         compacted=False,
     )
     if proposal is None:
-        return StepResult(None, metadata, f"would compact nothing at manifest {current.id}")
+        return runs.StepResult(None, metadata, f"would compact nothing at manifest {current.id}")
     ssts, size = _inputs(current.value, proposal)
     metadata.update(
         metadata_of(
@@ -208,7 +202,7 @@ def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) 
         f"would run a {proposal.kind} compaction of {len(ssts)} SST(s) ({size} bytes) "
         f"at manifest {current.id}"
     )
-    return StepResult(None, metadata, summary)
+    return runs.StepResult(None, metadata, summary)
 
 
 def _inputs(manifest: Manifest, proposal: Proposal) -> tuple[list[str], int]:
@@ -222,10 +216,8 @@ def _inputs(manifest: Manifest, proposal: Proposal) -> tuple[list[str], int]:
 def maintenance_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
     """A maintenance run of ``db`` (real, within its policy's dry runs), tagged for the concurrency
     limit, with run key ``maintenance-<name>-<YYYYmmddTHHMMZ>``."""
-    return dg.RunRequest(
-        run_key=run_key("maintenance", db.name, tick),
-        run_config={"database": db.name, "dry_run": False},
-        tags={DB_TAG: db.name},
+    return runs.database_run_request(
+        db, runs.run_key("maintenance", db.name, tick), {"database": db.name, "dry_run": False}
     )
 
 

@@ -29,11 +29,12 @@ from pydantic import Field, model_validator
 from slate_ops.admin import NewDatabase, RescaleReport, describe_db, merge, split
 from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
+from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import SlateOpsConfig
 from slate_ops.orchestration.metadata import metadata_of, status_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import DB_TAG, one_op_job, target_database
+from slate_ops.orchestration.runs import DB_TAG
 
 RESCALE_JOB = "rescale_job"
 """Name of the job that runs :func:`rescale_op`."""
@@ -99,7 +100,7 @@ def rescale_op(
     context: dg.OpExecutionContext, config: RescaleConfig, slate: SlateDatabasesResource
 ) -> dg.Output[RescaleReport]:
     if config.operation is RescaleOperation.split:
-        sources = [target_database(context, config.database)]
+        sources = [runs.target_database(context, config.database)]
     else:
         sources = list(config.sources)
     store_url = slate.database(sources[0]).store_url
@@ -194,10 +195,10 @@ def rescale_run_config(
         config["sources"] = sources
     if split_keys:
         config["split_keys"] = split_keys
-    return {"ops": {"rescale_op": {"config": config}}}
+    return runs.op_run_config("rescale_op", **config)
 
 
-rescale_job = one_op_job(
+rescale_job = runs.one_op_job(
     rescale_op,
     name=RESCALE_JOB,
     description=f"Split a database into shards or merge databases into one (run tag {DB_TAG}=<source>); "

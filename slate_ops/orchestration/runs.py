@@ -1,7 +1,8 @@
 """What every per-database run shares: the ``slate_ops/db`` run tag, the ``database`` op config,
 the retry policy of the idempotent steps, :class:`StepResult` (a step's report as metadata) and
 :func:`run_step`, which runs one on the run's database; the single-step jobs (:func:`one_op_job`)
-and the schedules' run keys (:func:`run_key`)."""
+and what the sensors and schedules request (:func:`database_run_request`, :func:`op_run_config`,
+:func:`run_key`)."""
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
@@ -10,12 +11,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import dagster as dg
 from pydantic import Field
 
 from slate_ops.errors import ConfigError
+from slate_ops.orchestration.config import DatabaseConfig
 
 DB_TAG = "slate_ops/db"
 """Run tag naming the database a run maintains; the per-database concurrency limit keys on it."""
@@ -100,3 +102,13 @@ def one_op_job(op: dg.OpDefinition, *, name: str, description: str) -> dg.JobDef
 def run_key(prefix: str, database: str, tick: datetime) -> str:
     """``<prefix>-<database>-<YYYYmmddTHHMMZ>``: one run per database and schedule tick."""
     return f"{prefix}-{database}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}"
+
+
+def database_run_request(db: DatabaseConfig, run_key: str, run_config: dict[str, Any]) -> dg.RunRequest:
+    """A run of ``db``, tagged ``slate_ops/db=<name>`` for the per-database concurrency limit."""
+    return dg.RunRequest(run_key=run_key, run_config=run_config, tags={DB_TAG: db.name})
+
+
+def op_run_config(op: str, **config: Any) -> dict[str, Any]:
+    """The run config of a job whose op ``op`` takes ``config``."""
+    return {"ops": {op: {"config": config}}}

@@ -27,20 +27,13 @@ from pydantic import Field
 
 from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.errors import ConfigError
+from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import database_schedule
 from slate_ops.orchestration.metadata import UTC_MINUTES, metadata_of, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.orchestration.runs import (
-    DB_TAG,
-    IDEMPOTENT_RETRY,
-    DatabaseOpConfig,
-    StepResult,
-    one_op_job,
-    run_key,
-    run_step,
-)
+from slate_ops.orchestration.runs import DB_TAG
 
 TAG_POLICY_JOB = "tag_policy_job"
 """Name of the job that runs :func:`tag_policy_op`."""
@@ -48,7 +41,7 @@ TAG_POLICY_JOB = "tag_policy_job"
 SCHEDULE_NAME = "tag_policy_schedule"
 
 
-class TagPolicyOpConfig(DatabaseOpConfig):
+class TagPolicyOpConfig(runs.DatabaseOpConfig):
     """Run config of :func:`tag_policy_op`; the policy itself is the database's ``tag_policy``."""
 
     dry_run: bool = Field(default=True, description="Only report what would change (the default).")
@@ -56,19 +49,19 @@ class TagPolicyOpConfig(DatabaseOpConfig):
 
 @dg.op(
     description="Apply the database's tag policy (dry run by default): create the due tag, delete old.",
-    retry_policy=IDEMPOTENT_RETRY,
+    retry_policy=runs.IDEMPOTENT_RETRY,
 )
 def tag_policy_op(
     context: dg.OpExecutionContext, config: TagPolicyOpConfig, slate: SlateDatabasesResource
 ) -> dg.Output[TagPolicyReport]:
-    return run_step(
+    return runs.run_step(
         context, config.database, lambda name: tag_policy_step(context, slate, name, dry_run=config.dry_run)
     )
 
 
 def tag_policy_step(
     context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, *, dry_run: bool
-) -> StepResult[TagPolicyReport]:
+) -> runs.StepResult[TagPolicyReport]:
     """Apply ``name``'s tag policy (shared by the ops; :class:`ConfigError` if it has none). Records
     the ``$tags`` table after the run as an ``AssetObservation``."""
     db = slate.database(name)
@@ -88,7 +81,7 @@ def tag_policy_step(
             metadata={"tags": tags_table(tags), "tag_count": dg.MetadataValue.int(tags.num_rows)},
         )
     )
-    return StepResult(report, tag_policy_metadata(name, report, tags), summary)
+    return runs.StepResult(report, tag_policy_metadata(name, report, tags), summary)
 
 
 def tag_policy_summary(report: TagPolicyReport, tag_count: int) -> str:
@@ -159,15 +152,13 @@ def tags_table(tags: pa.Table) -> dg.MetadataValue:
 
 def tag_policy_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
     """Run config of the tag policy job for ``database``."""
-    return {"ops": {"tag_policy_op": {"config": {"database": database, "dry_run": dry_run}}}}
+    return runs.op_run_config("tag_policy_op", database=database, dry_run=dry_run)
 
 
 def tag_policy_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
     """A real run of ``db``'s tag policy, tagged with ``slate_ops/db``."""
-    return dg.RunRequest(
-        run_key=run_key("tag-policy", db.name, tick),
-        run_config=tag_policy_run_config(db.name, dry_run=False),
-        tags={DB_TAG: db.name},
+    return runs.database_run_request(
+        db, runs.run_key("tag-policy", db.name, tick), tag_policy_run_config(db.name, dry_run=False)
     )
 
 
@@ -182,7 +173,7 @@ def tag_policy_has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bo
     return report.created is not None or bool(report.deleted)
 
 
-tag_policy_job = one_op_job(
+tag_policy_job = runs.one_op_job(
     tag_policy_op,
     name=TAG_POLICY_JOB,
     description=f"Apply one database's tag policy (run tag {DB_TAG}=<name>; dry run by default); report it.",
