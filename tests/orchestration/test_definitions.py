@@ -6,6 +6,7 @@ import importlib
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import dagster as dg
@@ -73,6 +74,14 @@ def test_each_domain_keeps_its_jobs_schedules_and_sensors_together() -> None:
     assert [j.name for j in jobs.ALL_JOBS] == [
         name for d in jobs.DOMAINS for name in (j.name for j in d.jobs or ())
     ]
+
+
+def test_the_wheel_holds_the_code_location() -> None:
+    """An installed slate_ops loads the code location (``dagster definitions validate -m
+    definitions``): the wheel packages ``jobs`` and the ``definitions`` module beside slate_ops."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "definitions" in setuptools["py-modules"]
+    assert "jobs" in setuptools["packages"]["find"]["include"]
 
 
 def test_the_code_location_keeps_every_name(defs: dg.Definitions) -> None:
