@@ -26,7 +26,7 @@ the run. Runs come from two places:
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -106,18 +106,53 @@ def maintenance_config(config: MaintenanceConfig) -> dg.RunConfig:
     return dg.RunConfig(ops={name: compact if name == "maintenance_compact" else step for name in STEPS})
 
 
-@dg.op(
-    description="Step 1: remove the database's expired checkpoints (or report them).",
+StepFn = Callable[
+    [dg.OpExecutionContext, MaintenanceStepConfig, SlateDatabasesResource, str], runs.StepResult[Any]
+]
+"""One maintenance step on the named database (the steps that need only the ``slate`` resource)."""
+
+
+def _step_op(
+    name: str,
+    description: str,
+    step: StepFn,
+    *,
+    first: bool = False,
+    retry_policy: dg.RetryPolicy | None = None,
+) -> dg.OpDefinition:
+    """The op ``name`` that runs ``step`` on the run's database, timed (:func:`runs.run_step`), after
+    the previous step unless it is the ``first``."""
+
+    @dg.op(
+        name=name,
+        ins=None if first else {"after": dg.In(dg.Nothing)},
+        description=description,
+        retry_policy=retry_policy,
+    )
+    def _op(
+        context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
+    ) -> dg.Output[Any]:
+        return runs.run_step(
+            context, config.database, lambda db: step(context, config, slate, db), timed=True
+        )
+
+    return _op
+
+
+def _expire_checkpoints(
+    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource, name: str
+) -> runs.StepResult[Any]:
+    dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
+    return expire_step(context, slate, name, dry_run=dry_run)
+
+
+maintenance_expire_checkpoints = _step_op(
+    "maintenance_expire_checkpoints",
+    "Step 1: remove the database's expired checkpoints (or report them).",
+    _expire_checkpoints,
+    first=True,
     retry_policy=runs.IDEMPOTENT_RETRY,
 )
-def maintenance_expire_checkpoints(
-    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
-) -> dg.Output[Any]:
-    def step(name: str) -> runs.StepResult[Any]:
-        dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
-        return expire_step(context, slate, name, dry_run=dry_run)
-
-    return runs.run_step(context, config.database, step, timed=True)
 
 
 @dg.op(
@@ -144,36 +179,36 @@ def maintenance_compact(
     return runs.run_step(context, config.database, step, timed=True)
 
 
-@dg.op(
-    ins={"after": dg.In(dg.Nothing)},
-    description="Step 3: apply the database's tag policy (skipped without one).",
+def _tag_policy(
+    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource, name: str
+) -> runs.StepResult[Any]:
+    if slate.database(name).tag_policy is None:
+        summary = "skipped: the database has no tag_policy"
+        context.log.info(f"{name}: {summary}")
+        return runs.StepResult(None, metadata_of(database=name), summary)
+    return tag_policy_step(context, slate, name, dry_run=config.dry_run)
+
+
+maintenance_tag_policy = _step_op(
+    "maintenance_tag_policy",
+    "Step 3: apply the database's tag policy (skipped without one).",
+    _tag_policy,
     retry_policy=runs.IDEMPOTENT_RETRY,
 )
-def maintenance_tag_policy(
-    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
-) -> dg.Output[Any]:
-    def step(name: str) -> runs.StepResult[Any]:
-        if slate.database(name).tag_policy is None:
-            summary = "skipped: the database has no tag_policy"
-            context.log.info(f"{name}: {summary}")
-            return runs.StepResult(None, metadata_of(database=name), summary)
-        return tag_policy_step(context, slate, name, dry_run=config.dry_run)
-
-    return runs.run_step(context, config.database, step, timed=True)
 
 
-@dg.op(
-    ins={"after": dg.In(dg.Nothing)},
-    description="Step 4: garbage-collect the database with its gc policy (a failure carries the report).",
+def _gc(
+    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource, name: str
+) -> runs.StepResult[Any]:
+    db = slate.database(name)
+    return gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
+
+
+maintenance_gc = _step_op(
+    "maintenance_gc",
+    "Step 4: garbage-collect the database with its gc policy (a failure carries the report).",
+    _gc,
 )
-def maintenance_gc(
-    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
-) -> dg.Output[Any]:
-    def step(name: str) -> runs.StepResult[Any]:
-        db = slate.database(name)
-        return gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
-
-    return runs.run_step(context, config.database, step, timed=True)
 
 
 def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> runs.StepResult[None]:
