@@ -46,7 +46,6 @@ from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
     CompactionConflictError,
-    DbDestroyedError,
     DbNotFoundError,
     InvalidDeletionError,
     OverlappingSourcesError,
@@ -256,11 +255,6 @@ class Lifecycle:
         expired = isinstance(error, CheckpointExpiredError | CheckpointNotFoundError)
         if op is not None and expired and self._source_gone(op, error):
             return self._abandon(op, error)
-        if op is not None and isinstance(error, DbDestroyedError) and self._reads_destroyed(op):
-            # The new database needs a final checkpoint on a soft-destroyed database its source reads,
-            # which refuses new checkpoints; the refusal comes after its manifest was written.
-            self.sim.figures["family_refused_destroyed_external"] += 1
-            return self._abandon(op, error)
         if (
             op is not None
             and op.kind == "destroy"
@@ -382,26 +376,6 @@ class Lifecycle:
             return now - op.started_at >= CLONE_SOURCE_LIFETIME_S
         if op.kind in ("split", "merge"):
             return now - op.started_at >= RESCALE_SOURCE_LIFETIME_S
-        return False
-
-    def _reads_destroyed(self, op: LifeOp) -> bool:
-        """Whether a source of a clone, split or merge reads SSTs of a destroyed database."""
-        if op.kind not in ("clone", "split", "merge"):
-            return False
-        now = self.sim.clock.now()
-        for source in op.sources:
-            manifests = ManifestStore(self.sim.inner, source)
-            latest = manifests.read_latest()
-            if latest is None:
-                continue
-            versions = [latest.value]
-            versions += [
-                manifests.read(c.manifest_id).value for c in latest.value.checkpoints if not c.is_expired(now)
-            ]
-            for external in {e.path for m in versions for e in m.external_dbs}:
-                current = ManifestStore(self.sim.inner, external).read_latest()
-                if current is not None and current.value.destroyed_at_s is not None:
-                    return True
         return False
 
     def _abandon(self, op: LifeOp, error: Exception) -> str:
