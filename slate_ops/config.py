@@ -93,7 +93,7 @@ Duration = Annotated[
 
 
 class CheckpointOptions(BaseModel):
-    """Options of a new checkpoint (spec 000 "Public API").
+    """Options of a new checkpoint (docs/design/engine.md, "Public API").
 
     ``lifetime`` None means the checkpoint never expires; ``source`` takes the new checkpoint from an
     existing one instead of from the current manifest; ``name`` labels it for listing.

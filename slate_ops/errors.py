@@ -120,7 +120,8 @@ class CommitRetriesExhaustedError(SlateOpsError):
 
 
 class BoundaryViolationError(SlateOpsError):
-    """A sequenced object was created at an id the GC boundary already covers (spec 002).
+    """A sequenced object was created at an id the GC boundary already covers (SlateDB's GC boundary-file
+    design (docs/design/gc.md)).
 
     The write is not committed: a newer version superseded it and GC may have deleted it.
     """

@@ -1,4 +1,5 @@
-"""Rollback to a tag (spec 004 ``rollback``): make a tagged state the current state again.
+"""Rollback to a tag (Paimon's tag design (docs/design/tags.md) ``rollback``): make a tagged state the current
+state again.
 
 A real run does, in order (docs/design/tags.md "Rollback"):
 

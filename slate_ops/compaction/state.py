@@ -1,4 +1,5 @@
-"""The compactor's persisted state: ``<db>/compactions/<id>.compactions`` (spec 002 namespace).
+"""The compactor's persisted state: ``<db>/compactions/<id>.compactions`` (SlateDB's GC boundary-file design
+(docs/design/gc.md) namespace).
 
 Written with the sequenced-commit primitive and protected by ``gc/compactions.boundary``. It holds
 the compactor epoch (fencing, like the manifest's) and the recent compactions with their status and

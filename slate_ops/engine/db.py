@@ -1,4 +1,5 @@
-"""The writer: WAL, memtables, L0 flushes, fencing and the writer checkpoint (spec 000 "Writers").
+"""The writer: WAL, memtables, L0 flushes, fencing and the writer checkpoint (docs/design/engine.md,
+"Writers").
 
 Write path: a write takes the next sequence number, goes into the mutable memtable and the current
 WAL segment. The flusher (a background thread, and any explicit ``flush``) writes sealed WAL
@@ -7,15 +8,15 @@ with its WAL segment, so no WAL SST ever mixes two memtables, and flushed to an 
 WAL SSTs are durable. The L0 flush commits the manifest with ``replay_after_wal_id`` set to the
 memtable's last WAL id, so reopening replays exactly the writes that are not in L0.
 
-Fencing (spec 003): ``open`` bumps the writer epoch (removing older writers' checkpoints and
-adding its own in the same commit) and then creates an empty fence object at the next WAL id.
-A fenced writer finds its next WAL id taken, or a higher epoch in the manifest, the first time it
-writes the WAL or the manifest or polls the manifest (the background thread does within
-``wal_flush_interval`` of a write, and every ``manifest_poll_interval``). That failure is recorded
-where it is observed, and from then on every call — writes, reads, flushes, checkpoints, close —
-raises :class:`FencedError`. The new writer replays every WAL SST below its fence, so nothing the
-old writer acknowledged as durable is lost; what can be lost are non-durable writes it accepted
-before it observed the fence that were not yet in a WAL SST when the new writer fenced the WAL.
+Fencing (SlateDB's manifest design (docs/design/coordination.md)): ``open`` bumps the writer epoch (removing
+older writers' checkpoints and adding its own in the same commit) and then creates an empty fence object at
+the next WAL id. A fenced writer finds its next WAL id taken, or a higher epoch in the manifest, the first
+time it writes the WAL or the manifest or polls the manifest (the background thread does within
+``wal_flush_interval`` of a write, and every ``manifest_poll_interval``). That failure is recorded where it is
+observed, and from then on every call — writes, reads, flushes, checkpoints, close — raises
+:class:`FencedError`. The new writer replays every WAL SST below its fence, so nothing the old writer
+acknowledged as durable is lost; what can be lost are non-durable writes it accepted before it observed the
+fence that were not yet in a WAL SST when the new writer fenced the WAL.
 """
 
 from __future__ import annotations
@@ -182,7 +183,8 @@ class Db:
         self._thread.start()
 
     def _establish_writer_checkpoint(self, current: VersionedManifest, epoch: int) -> Manifest:
-        """Spec 000 "Establishing Initial Checkpoint": drop older writers' checkpoints, add ours."""
+        """docs/design/engine.md, "Establishing Initial Checkpoint": drop older writers' checkpoints, add
+        ours."""
         require_usable(current.value, self._manifests.location)
         kept = tuple(c for c in current.value.checkpoints if not isinstance(c.metadata, WriterCheckpoint))
         ours = self._writer_checkpoint(self._checkpoint_id, current, epoch)
@@ -191,7 +193,7 @@ class Db:
     def _writer_checkpoint(
         self, checkpoint_id: uuid.UUID, current: VersionedManifest, epoch: int
     ) -> Checkpoint:
-        """The writer's checkpoint, pinning the version being written (spec 000 "Writers")."""
+        """The writer's checkpoint, pinning the version being written (docs/design/engine.md, "Writers")."""
         return Checkpoint(
             id=checkpoint_id,
             manifest_id=current.id + 1,
@@ -552,7 +554,7 @@ class Db:
     def create_checkpoint(
         self, scope: CheckpointScope = CheckpointScope.ALL, options: CheckpointOptions | None = None
     ) -> CheckpointCreateResult:
-        """A checkpoint of this database (spec 000 "Public API", ``CheckpointScope``)."""
+        """A checkpoint of this database (docs/design/engine.md, "Public API", ``CheckpointScope``)."""
         options = options or CheckpointOptions()
         self._check_usable()
         with self._flush_lock:

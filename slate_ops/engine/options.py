@@ -17,7 +17,7 @@ MiB = 1024 * 1024
 
 
 class CheckpointScope(enum.Enum):
-    """What a checkpoint taken by :meth:`Db.create_checkpoint` includes (spec 000 "Public API").
+    """What a checkpoint taken by :meth:`Db.create_checkpoint` includes (docs/design/engine.md, "Public API").
 
     ``ALL``: every write issued before the call (the WAL is flushed and memtables are flushed to L0
     on a best-effort basis, without waiting on backpressure). ``DURABLE``: only writes already
@@ -52,7 +52,7 @@ class DbOptions(BaseModel):
 
 
 class ReaderOptions(BaseModel):
-    """Options of :class:`DbReader` (spec 000 "DbReaderOptions")."""
+    """Options of :class:`DbReader` (docs/design/engine.md, "DbReaderOptions")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,4 +1,5 @@
-"""The garbage collector (spec 000 "Garbage Collector", spec 002 boundary files; docs/design/gc.md).
+"""The garbage collector (docs/design/gc.md, "Garbage Collector", SlateDB's GC boundary-file design
+(docs/design/gc.md) boundary files; docs/design/gc.md).
 
 ``GarbageCollector(path, store, GcOptions(...)).run_once(dry_run=False) -> GcReport`` runs every
 task once; ``run(stop_event)`` repeats it every ``interval`` until the database is gone.

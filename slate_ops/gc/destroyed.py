@@ -1,4 +1,4 @@
-"""GC of a soft-destroyed database (spec 000 "Garbage Collector" step 2, "Deleting a Database").
+"""GC of a soft-destroyed database (docs/design/gc.md, "Garbage Collector" step 2, "Deleting a Database").
 
 Once ``destroyed_at_s + db_delete_grace`` has passed and no checkpoint is live, GC first removes the
 final checkpoints this database (a clone) holds on its parents, then deletes every object under the

@@ -1,4 +1,5 @@
-"""Options of the garbage collector (spec 000 "Garbage Collector", spec 002, ANCHORS.md defaults).
+"""Options of the garbage collector (docs/design/gc.md, "Garbage Collector", SlateDB's GC boundary-file design
+(docs/design/gc.md), ANCHORS.md defaults).
 
 Every ``*_min_age`` defaults to SlateDB's 300 s and may not be set below :data:`MIN_AGE_FLOOR`
 (120 s) unless ``allow_unsafe_min_age=True``.
@@ -38,9 +39,11 @@ class GcOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     manifest_min_age: Duration = DEFAULT_MIN_AGE
-    """A ``.manifest`` file must be this old (by ``last_modified``) to be deleted (spec 002)."""
+    """A ``.manifest`` file must be this old (by ``last_modified``) to be deleted (SlateDB's GC boundary-file
+    design (docs/design/gc.md))."""
     compactions_min_age: Duration = DEFAULT_MIN_AGE
-    """A ``.compactions`` file must be this old (by ``last_modified``) to be deleted (spec 002)."""
+    """A ``.compactions`` file must be this old (by ``last_modified``) to be deleted (SlateDB's GC
+    boundary-file design (docs/design/gc.md))."""
     wal_min_age: Duration = DEFAULT_MIN_AGE
     """A WAL SST must have been unreferenced this long (not merely written this long ago)."""
     compacted_min_age: Duration = DEFAULT_MIN_AGE

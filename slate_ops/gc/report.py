@@ -64,7 +64,7 @@ class GcReport:
 
     ``destroyed`` is True when the database was (dry run: would be) deleted whole; its objects are
     then in ``destroyed_objects`` and the per-resource reports are empty. ``metrics`` are the
-    process-wide boundary counters (spec 002 "Observability") at the end of the run.
+    process-wide boundary counters (docs/design/gc.md, "Observability") at the end of the run.
     """
 
     path: str

@@ -1,6 +1,6 @@
 """GC of the two sequenced namespaces, ``.manifest`` and ``.compactions``, with boundary files.
 
-Spec 002 "Advancing Boundaries": the desired boundary is the highest id among the namespace's files
+docs/design/gc.md, "Advancing Boundaries": the desired boundary is the highest id among the namespace's files
 other than the latest whose ``last_modified`` is older than ``min_age``; GC advances the durable
 boundary to it *before* deleting anything, then deletes only files at or behind the durable
 boundary that are older than ``min_age``, are not the latest, and (manifests) are not kept by a
@@ -42,7 +42,8 @@ class SequencedPlan:
 
 
 def plan_sequenced(resource: str, files: list[SequencedFile], cutoff: float, keep: set[int]) -> SequencedPlan:
-    """What spec 002 allows deleting from ``files`` (id order) at ``cutoff`` = now - min_age."""
+    """What SlateDB's GC boundary-file design (docs/design/gc.md) allows deleting from ``files`` (id order) at
+    ``cutoff`` = now - min_age."""
     old = [f for f in files[:-1] if timestamp(f) <= cutoff]  # files[-1] is the latest: always kept
     desired = max((f.id for f in old), default=None)
     return SequencedPlan(resource, len(files), desired, tuple(f for f in old if f.id not in keep))
@@ -68,6 +69,7 @@ def execute_sequenced(
         return ResourceReport.build(
             plan.resource, [], listed=plan.listed, errors=[message + f"{type(error).__name__}: {error}"]
         )
-    behind = [f.meta for f in plan.candidates if f.id <= boundary]  # invariant 1 of spec 002
+    # Invariant 1 of SlateDB's GC boundary-file design (docs/design/gc.md).
+    behind = [f.meta for f in plan.candidates if f.id <= boundary]
     deleted, errors = delete_objects(store, behind, plan.resource)
     return ResourceReport.build(plan.resource, deleted, listed=plan.listed, boundary=boundary, errors=errors)

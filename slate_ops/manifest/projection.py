@@ -1,4 +1,5 @@
-"""Manifest projection and union (spec 000 "Manifest Projection and Union"), as pure functions.
+"""Manifest projection and union (docs/design/rescaling.md, "Manifest Projection and Union"), as pure
+functions.
 
 :func:`project` restricts a manifest to a key range by narrowing SST views (``visible_range``);
 :func:`union` combines manifests with disjoint key ranges into one. Neither touches a store:
@@ -71,7 +72,7 @@ def data_range(manifest: Manifest) -> KeyRange | None:
 
 
 def project(manifest: Manifest, key_range: KeyRange) -> Manifest:
-    """``manifest`` restricted to ``key_range`` (spec 000 "Projection").
+    """``manifest`` restricted to ``key_range`` (docs/design/rescaling.md, "Projection").
 
     Each L0 view is narrowed on its own; a sorted-run view is first bounded by the next view's start
     (``[current_start, next_start)``). Views left empty are dropped, then runs left empty (the
@@ -215,7 +216,8 @@ def union(
     new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
     new_ulid: Callable[[], ULID] = ULID,
 ) -> Manifest:
-    """One uninitialised manifest holding every source's L0 and sorted runs (spec 000 "Union").
+    """One uninitialised manifest holding every source's L0 and sorted runs (docs/design/rescaling.md,
+    "Union").
 
     A source with an assigned ``key_range`` is first projected onto it. Every external entry gets
     its own newly generated final checkpoint id (``new_final_id``; the new database's checkpoint on
@@ -261,7 +263,8 @@ def union(
 
 def _join_adjacent(views: list[SstView]) -> tuple[SstView, ...]:
     """A run's views with neighbouring views of one SST over adjacent ranges joined into one view
-    (spec 000 "Merging SST": allowed within a sorted run), so split-then-merge restores the run."""
+    (docs/design/rescaling.md, "Merging SST": allowed within a sorted run), so split-then-merge restores the
+    run."""
     out: list[SstView] = []
     for view in views:
         last = out[-1] if out else None

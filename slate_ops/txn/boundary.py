@@ -1,10 +1,11 @@
-"""GC boundary objects (spec 002): ``<db>/gc/<namespace>.boundary``, an ASCII u64, inclusive.
+"""GC boundary objects (SlateDB's GC boundary-file design (docs/design/gc.md)):
+``<db>/gc/<namespace>.boundary``, an ASCII u64, inclusive.
 
 A boundary ``B`` means ids ``<= B`` of the namespace may already be deleted, so a writer that just
 created such an id must not report success. GC advances the boundary before deleting; it never
 moves backward and is never deleted.
 
-Observability (spec 002 "Observability"): every boundary object counts its checks (and their
+Observability (docs/design/gc.md, "Observability"): every boundary object counts its checks (and their
 latency), rejected stale writes, advance attempts, conflicts and failures in ``metrics``; the same
 counts are summed process-wide in :data:`METRICS`. Each rejected stale write and each failed advance
 logs a warning.

@@ -1,9 +1,9 @@
-"""Epoch fencing on top of a sequenced store (spec 003 "Fencing").
+"""Epoch fencing on top of a sequenced store (docs/design/coordination.md, "Fencing").
 
 A writer or compactor bumps its epoch exactly once when it opens; every later update first checks
 that the stored epoch still equals its own. A higher stored epoch means a newer instance took over:
 the update is refused with :class:`FencedError`, raised to the caller — never logged and dropped,
-which is the data-loss flaw spec 003's NOTE describes.
+which is the data-loss flaw SlateDB's manifest design (docs/design/coordination.md)'s NOTE describes.
 """
 
 from __future__ import annotations
