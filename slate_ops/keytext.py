@@ -1,7 +1,8 @@
 """Keys and values as text, one convention everywhere (CLI, Dagster config, reports).
 
-Bytes that are UTF-8 text are written as that text; anything else, and text that itself starts with
-``hex:``, as ``hex:<lowercase hex>``. :func:`parse_bytes` reads both forms back, so any rendered
+Bytes that are printable UTF-8 text are written as that text; anything else (invalid UTF-8, text with
+control or other non-printable characters, such as a newline or NUL) and text that itself starts
+with ``hex:``, as ``hex:<lowercase hex>``. :func:`parse_bytes` reads both forms back, so any rendered
 key can be pasted back as input.
 """
 
@@ -30,12 +31,18 @@ def parse_bytes(text: str) -> bytes:
 
 
 def render_bytes(data: bytes) -> str:
-    """The inverse of :func:`parse_bytes`: UTF-8 text when that round-trips, else ``hex:<hex>``."""
+    """The inverse of :func:`parse_bytes`: printable UTF-8 text as it is, else ``hex:<hex>``.
+
+    Printable is :meth:`str.isprintable` (spaces and non-ASCII letters are; tabs, newlines, NUL and
+    other control characters are not), so a rendered key never breaks a line, a table or a message.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return HEX_PREFIX + data.hex()
-    return HEX_PREFIX + data.hex() if text.startswith(HEX_PREFIX) else text
+    if text.startswith(HEX_PREFIX) or not text.isprintable():
+        return HEX_PREFIX + data.hex()
+    return text
 
 
 def render_optional(data: bytes | None) -> str | None:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.errors import DbAlreadyExistsError, ObjectNotFoundError
-from slate_ops.manifest.model import Manifest
+from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
 
@@ -82,6 +82,8 @@ class DbStatus:
 
 
 def describe_db(path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> DbStatus:
+    """The summary of the current manifest. Its counters (the Dagster asset metadata's names) count
+    ``l0_ssts`` as L0 views and ``ssts`` as SST objects; :func:`describe_db_detail` tells the two apart."""
     manifests = ManifestStore(store, path)
     current = manifests.read_latest_required()
     return status_of(manifests.path, current, clock.now())
@@ -103,4 +105,62 @@ def status_of(path: str, current: VersionedManifest, now: float) -> DbStatus:
         checkpoints=len(m.checkpoints),
         expired_checkpoints=sum(1 for c in m.checkpoints if c.is_expired(now)),
         external_dbs=len(m.external_dbs),
+    )
+
+
+@dataclass(frozen=True)
+class SstCounts:
+    """The SSTs a manifest reads, counted as views and as objects.
+
+    A *view* is an entry of L0 or of a sorted run: it reads one SST object, possibly narrowed to a key
+    range. After a split or a merge one SST object can back several views (each shard's range of
+    it), so views and objects differ: a merged database may have 4 L0 views over 2 SST objects. An
+    SST object is *own* when its file lives under this database's path, *external* when it lives
+    under another database's (a clone's parent, a split's source, a merge's sources).
+    """
+
+    l0_views: int
+    sorted_runs: int
+    sorted_run_views: int
+    sst_objects: int
+    own_ssts: int
+    external_ssts: int
+    own_sst_bytes: int
+    external_sst_bytes: int
+
+
+def sst_counts(manifest: Manifest) -> SstCounts:
+    """:class:`SstCounts` of ``manifest``; pure."""
+    external = [s for s in manifest.ssts if manifest.owner_of(s) is not None]
+    external_bytes = sum(s.info.size_bytes for s in external)
+    return SstCounts(
+        l0_views=len(manifest.l0),
+        sorted_runs=len(manifest.compacted),
+        sorted_run_views=sum(len(run.views) for run in manifest.compacted),
+        sst_objects=len(manifest.ssts),
+        own_ssts=len(manifest.ssts) - len(external),
+        external_ssts=len(external),
+        own_sst_bytes=sum(s.info.size_bytes for s in manifest.ssts) - external_bytes,
+        external_sst_bytes=external_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class DbDetail:
+    """What ``slate-ops describe`` prints: the :class:`DbStatus` and the :class:`SstCounts` of one
+    manifest, and the key range the database may hold (None: every key)."""
+
+    status: DbStatus
+    ssts: SstCounts
+    visible_range: KeyRange | None
+
+
+def describe_db_detail(path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> DbDetail:
+    """:func:`describe_db` with views and SST objects told apart, from one read of the current manifest."""
+    manifests = ManifestStore(store, path)
+    current = manifests.read_latest_required()
+    return DbDetail(
+        status_of(manifests.path, current, clock.now()),
+        sst_counts(current.value),
+        current.value.visible_range,
     )

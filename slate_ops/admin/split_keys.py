@@ -12,9 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.keytext import render_bytes
 from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.checkpoints import live_checkpoint
 from slate_ops.manifest.model import KeyRange, Manifest, SstView
@@ -161,15 +163,70 @@ def suggest_split_keys(
     ``n < 1`` raises :class:`InvalidArgumentError`; a missing or expired checkpoint raises
     :class:`CheckpointNotFoundError` / :class:`CheckpointExpiredError`.
     """
+    return explain_split_keys(path, store, n, checkpoint=checkpoint, clock=clock).keys
+
+
+@dataclass(frozen=True)
+class SplitSuggestion:
+    """:func:`suggest_split_keys`'s keys, and ``reason``: why there are none (None when there are)."""
+
+    keys: list[bytes]
+    reason: str | None
+
+
+def explain_split_keys(
+    path: str,
+    store: ObjectStore,
+    n: int,
+    *,
+    checkpoint: uuid.UUID | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> SplitSuggestion:
+    """:func:`suggest_split_keys`, with the reason of an empty answer (:func:`empty_reason`)."""
     n = check_count(n)
     manifest = manifest_at(path, store, checkpoint, clock=clock).value
-    ranges = balanced_ranges(manifest_blocks(path, store, manifest), n, bounds=manifest.visible_range)
-    return [r.start for r in ranges[1:] if r.start is not None]
+    blocks = manifest_blocks(path, store, manifest)
+    ranges = balanced_ranges(blocks, n, bounds=manifest.visible_range)
+    keys = [r.start for r in ranges[1:] if r.start is not None]
+    return SplitSuggestion(keys, None if keys else empty_reason(manifest, blocks, n))
+
+
+def empty_reason(manifest: Manifest, blocks: Sequence[BlockWeight], n: int) -> str:
+    """Why no split key cuts ``blocks`` (the visible block weights of ``manifest``) into ``n`` parts."""
+    if n == 1:
+        return "n is 1: a single shard needs no split key"
+    views = [*manifest.l0, *(v for run in manifest.compacted for v in run.views)]
+    if not views:
+        return (
+            "the database holds no SSTs, so there is nothing to weigh (writes still only in the WAL "
+            "are not weighed: run `flush` first)"
+        )
+    if not blocks:
+        return "none of the database's SST blocks lies inside its key range; nothing to split by size"
+    infos = {s.id: s.info for s in manifest.ssts}
+    entries = sum(infos[v.sst_id].num_entries for v in views if v.sst_id in infos)
+    total = sum(size for _, size in blocks)
+    starts = {key for key, _ in blocks}
+    if len(starts) == 1:
+        return (
+            f"the database holds {entries} entries in one block ({total} bytes); a split key can only "
+            "fall on a block boundary, so there is nothing to split by size (split at keys of your "
+            "choice with `split --at`)"
+        )
+    first, heaviest = max(blocks, key=lambda block: block[1])
+    return (
+        f"no block boundary balances the {total} bytes of {len(starts)} blocks ({entries} entries) "
+        f"into {n} parts: the block at {render_bytes(first)} alone holds {heaviest} bytes; split at "
+        "keys of your choice with `split --at`"
+    )
 
 
 __all__ = [
     "BlockWeight",
+    "SplitSuggestion",
     "balanced_ranges",
+    "empty_reason",
+    "explain_split_keys",
     "manifest_at",
     "manifest_blocks",
     "split_points",

@@ -15,8 +15,8 @@ from typing import Any
 from slate_ops import admin
 from slate_ops.admin.shape import LsmShape, shape_json, shape_rows
 from slate_ops.cli.command import Command, arg
+from slate_ops.cli.output import jsonable
 from slate_ops.compaction import CompactorOptions, LocalExecutor
-from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import ObjectStore
 
 
@@ -56,7 +56,7 @@ def _compact(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
         report = admin.compact(args.path, store, full=args.full, executor=LocalExecutor(), options=options)
     if report is None:
         return nothing_to_compact(admin.lsm_shape(args.path, store), full=args.full, options=options)
-    return {"compacted": True, **to_jsonable(report)}
+    return {"compacted": True, **jsonable(report)}
 
 
 def _shape(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any] | list[dict[str, Any]]:

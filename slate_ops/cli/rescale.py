@@ -60,8 +60,16 @@ def _merge(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
 
 
 def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    keys = admin.suggest_split_keys(args.path, store, args.n)
-    return {"path": args.path, "n": args.n, "split_keys": [render_bytes(k) for k in keys]}
+    """The split keys; when there are none, ``reason`` says why (one block, no SSTs, ``-n 1``)."""
+    suggestion = admin.explain_split_keys(args.path, store, args.n)
+    out: dict[str, Any] = {
+        "path": args.path,
+        "n": args.n,
+        "split_keys": [render_bytes(k) for k in suggestion.keys],
+    }
+    if suggestion.reason is not None:
+        out["reason"] = suggestion.reason
+    return out
 
 
 def _flush(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:

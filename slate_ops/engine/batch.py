@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.keytext import render_bytes
 
 KIND_VALUE = 0
 KIND_TOMBSTONE = 1
@@ -41,7 +42,8 @@ def check_range(start: object, end: object) -> tuple[bytes | None, bytes | None]
     last = None if end is None else check_key(end)
     if first is not None and last is not None and first > last:
         raise InvalidArgumentError(
-            f"scan start {first!r} is after its end {last!r}; the range is [start, end): swap them"
+            f"scan start {render_bytes(first)} is after its end {render_bytes(last)}; the range is "
+            "[start, end): swap them"
         )
     return first, last
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from slate_ops.errors import OutOfRangeError
+from slate_ops.keytext import render_bytes
 from slate_ops.manifest.model import KeyRange
 
 
@@ -19,16 +20,16 @@ def check_write(visible: KeyRange | None, keys: Iterable[bytes], location: str) 
     for key in keys:
         if not visible.contains(key):
             raise OutOfRangeError(
-                f"key {key!r} is outside {location}'s key range {visible}; nothing was written. Write it "
-                "to the shard whose range holds it"
+                f"key {render_bytes(key)} is outside {location}'s key range {visible}; nothing was "
+                "written. Write it to the shard whose range holds it"
             )
 
 
 def check_read(visible: KeyRange | None, key: bytes, location: str) -> None:
     if visible is not None and not visible.contains(key):
         raise OutOfRangeError(
-            f"key {key!r} is outside {location}'s key range {visible}; read it from the shard whose "
-            "range holds it"
+            f"key {render_bytes(key)} is outside {location}'s key range {visible}; read it from the "
+            "shard whose range holds it"
         )
 
 

@@ -21,6 +21,7 @@ import itertools
 from collections.abc import Sequence
 
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.keytext import render_bytes
 from slate_ops.manifest.model import CompactedSst
 
 
@@ -37,8 +38,9 @@ def ingest_order(ssts: Sequence[CompactedSst], seq: int) -> list[CompactedSst]:
     for before, after in itertools.pairwise(ordered):
         if before.info.last_key >= after.info.first_key:
             raise InvalidArgumentError(
-                f"SSTs {before.id} and {after.id} overlap (last key {before.info.last_key!r} >= first key "
-                f"{after.info.first_key!r}); ingested SSTs must form one key-ordered run"
+                f"SSTs {before.id} and {after.id} overlap (last key {render_bytes(before.info.last_key)} "
+                f">= first key {render_bytes(after.info.first_key)}); ingested SSTs must form one "
+                "key-ordered run"
             )
     return ordered
 

@@ -15,7 +15,7 @@ case(
     with_open_db,
     lambda env: list(db(env).scan(b"k07", b"k02")),
     InvalidArgumentError,
-    "b'k07'",
+    "scan start k07 is after its end k02",  # keys as the CLI prints them (text, or hex:)
     SWAP,
 )
 case(
@@ -24,7 +24,7 @@ case(
     with_open_reader,
     lambda env: list(reader(env).scan(b"z", b"a")),
     InvalidArgumentError,
-    "b'z'",
+    "scan start z is after its end a",
     SWAP,
 )
 case(

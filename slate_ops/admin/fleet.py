@@ -1,0 +1,105 @@
+"""The databases in a store: which exist under a prefix, and their state (``slate-ops list-dbs``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from slate_ops.admin.db import sst_counts
+from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
+from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.txn.paths import normalize_db_path
+
+_MANIFEST_KEY = re.compile(rf"^(?:(.*)/)?{MANIFEST_DIR}/(\d{{20}})\.{MANIFEST_SUFFIX}$")
+
+LIVE = "live"
+UNINITIALIZED = "uninitialized"
+DESTROYED = "destroyed"
+UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True)
+class DbListing:
+    """One database found in a store.
+
+    ``state`` is ``live``, ``uninitialized`` (a clone, split or merge that has not finished: re-run
+    it), ``destroyed`` (soft-destroyed; GC deletes it after its grace period) or ``unreadable`` (its
+    latest manifest could not be decoded: ``error`` says why, and the counters are 0). ``sst_bytes``
+    and ``ssts`` count the SST objects the latest manifest references whose files live under this
+    database's path (not those it reads from a parent or a source); ``last_write`` is when the latest
+    manifest was written, i.e. the database's last commit.
+    """
+
+    path: str
+    state: str
+    manifest_id: int
+    initialized: bool
+    destroyed_at_s: int | None
+    ssts: int
+    sst_bytes: int
+    external_dbs: int
+    last_write: datetime
+    error: str | None = None
+
+
+def list_dbs(prefix: str, store: ObjectStore) -> list[DbListing]:
+    """Every database whose path starts with ``prefix`` (a store prefix: ``""`` is the whole store,
+    ``"team/"`` the databases under ``team``, ``"demo"`` also ``demo_clone``), in path order.
+
+    One LIST of every object under the prefix (a database is a path holding ``manifest/<id>.manifest``
+    objects) and one GET of each database's latest manifest. A hard-destroyed database has no objects
+    left and is not listed.
+    """
+    normalized = normalize_db_path(prefix)  # refuses '.' and '..'
+    listed = normalized + "/" if normalized and prefix.endswith("/") else normalized
+    latest: dict[str, tuple[int, datetime]] = {}
+    for meta in store.list(listed):
+        match = _MANIFEST_KEY.match(meta.key)
+        if match is None:
+            continue
+        path, manifest_id = match.group(1) or "", int(match.group(2))
+        if path not in latest or manifest_id > latest[path][0]:
+            latest[path] = (manifest_id, meta.last_modified)
+    listings = []
+    for path in sorted(latest):
+        manifest_id, written = latest[path]
+        listing = _listing(store, path, manifest_id, written)
+        if listing is not None:
+            listings.append(listing)
+    return listings
+
+
+def _listing(store: ObjectStore, path: str, manifest_id: int, written: datetime) -> DbListing | None:
+    manifests = ManifestStore(store, path)
+    try:
+        manifest = manifests.read(manifest_id).value
+    except ObjectNotFoundError:
+        current = manifests.read_latest()  # superseded and deleted since the LIST; or hard-destroyed
+        if current is None:
+            return None
+        manifest_id, manifest = current.id, current.value
+    except CorruptObjectError as error:
+        return DbListing(path, UNREADABLE, manifest_id, False, None, 0, 0, 0, written, str(error))
+    counts = sst_counts(manifest)
+    if manifest.destroyed_at_s is not None:
+        state = DESTROYED
+    elif not manifest.initialized:
+        state = UNINITIALIZED
+    else:
+        state = LIVE
+    return DbListing(
+        path=path,
+        state=state,
+        manifest_id=manifest_id,
+        initialized=manifest.initialized,
+        destroyed_at_s=manifest.destroyed_at_s,
+        ssts=counts.own_ssts,
+        sst_bytes=counts.own_sst_bytes,
+        external_dbs=len(manifest.external_dbs),
+        last_write=written,
+    )
+
+
+__all__ = ["DESTROYED", "LIVE", "UNINITIALIZED", "UNREADABLE", "DbListing", "list_dbs"]
