@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from ulid import ULID
 
+from slate_ops.keytext import render_bytes
+
 
 @dataclass(frozen=True)
 class KeyRange:
@@ -45,8 +47,8 @@ class KeyRange:
         return other.is_empty() or self.intersect(other) == other
 
     def __str__(self) -> str:
-        start = "-inf" if self.start is None else repr(self.start)
-        end = "+inf" if self.end is None else repr(self.end)
+        start = "-inf" if self.start is None else render_bytes(self.start)
+        end = "+inf" if self.end is None else render_bytes(self.end)
         return f"[{start}, {end})"
 
 
