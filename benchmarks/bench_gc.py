@@ -104,14 +104,25 @@ def run_scenarios(rounds: int = ROUNDS) -> list[Row]:
         return state, clock
 
     state, now = at(0)  # the last 150 rounds are younger than min_age (300 s)
-    rows.append(measure("dry run, writer active in the last 5 min", state, now, lambda gc: gc.run_once(True)))
+    rows.append(
+        measure(
+            "dry run, writer active in the last 5 min",
+            state,
+            now,
+            lambda gc: gc.run_once(dry_run=True),
+        )
+    )
     state, now = at(0)
-    rows.append(measure("real run, writer active in the last 5 min", state, now, lambda gc: gc.run_once()))
+    rows.append(
+        measure(
+            "real run, writer active in the last 5 min", state, now, lambda gc: gc.run_once(dry_run=False)
+        )
+    )
     state, now = at(86_400)
-    rows.append(measure("dry run, all garbage a day old", state, now, lambda gc: gc.run_once(True)))
+    rows.append(measure("dry run, all garbage a day old", state, now, lambda gc: gc.run_once(dry_run=True)))
     state, now = at(86_400)
-    rows.append(measure("real run, all garbage a day old", state, now, lambda gc: gc.run_once()))
-    rows.append(measure("real run again (steady state)", state, now, lambda gc: gc.run_once()))
+    rows.append(measure("real run, all garbage a day old", state, now, lambda gc: gc.run_once(dry_run=False)))
+    rows.append(measure("real run again (steady state)", state, now, lambda gc: gc.run_once(dry_run=False)))
     return rows
 
 

@@ -285,7 +285,7 @@ def one_repetition(
     after = ManifestStore(store.inner, db.path).read_latest_required().value.checkpoints
     for checkpoint in after:
         if checkpoint.id not in before:
-            admin.delete_checkpoint(db.path, store.inner, checkpoint.id)
+            admin.delete_checkpoint(db.path, store.inner, checkpoint.id, dry_run=False)
     assert isinstance(split_report, rescale.RescaleReport)
     return split, merge, [d.ssts for d in split_report.databases]
 

@@ -1,4 +1,4 @@
-"""Checkpoints through the admin API (spec 000 "Creating a Checkpoint" and "Public API").
+"""Checkpoints through the admin API (docs/design/engine.md, "Creating a Checkpoint" and "Public API").
 
 Each call reads the current manifest, applies one change and commits the next version with the
 sequenced-commit primitive, re-applying the change on a lost race. A refused call commits nothing.
@@ -65,11 +65,11 @@ TAG_PREFIX = "tag:"
 def checkpoint_adder(
     manifests: ManifestStore, options: CheckpointOptions, checkpoint_id: uuid.UUID, clock: Clock
 ) -> Callable[[VersionedManifest], Manifest]:
-    """The manifest change that adds a checkpoint (spec 000 "Creating a Checkpoint").
+    """The manifest change that adds a checkpoint (docs/design/engine.md, "Creating a Checkpoint").
 
     From the current manifest, the checkpoint also covers writes durable only in the WAL so far:
-    readers of it replay the WAL up to ``wal_id_last_seen`` (spec 000 "Readers"), so that is raised
-    to the newest WAL id (one LIST, before the commit loop).
+    readers of it replay the WAL up to ``wal_id_last_seen`` (docs/design/engine.md, "Readers"), so that is
+    raised to the newest WAL id (one LIST, before the commit loop).
     """
     wal_ids = WalStore(manifests.store, manifests.path).list_ids() if options.source is None else []
     last_wal = wal_ids[-1] if wal_ids else 0
@@ -115,9 +115,20 @@ def refresh_checkpoint(
     return refreshed
 
 
-def delete_checkpoint(path: str, store: ObjectStore, checkpoint_id: uuid.UUID) -> Checkpoint:
-    """Remove the checkpoint from the manifest and return it; a missing id is refused."""
+def delete_checkpoint(
+    path: str, store: ObjectStore, checkpoint_id: uuid.UUID, *, dry_run: bool = True
+) -> Checkpoint:
+    """Remove the checkpoint from the manifest and return it; a missing id is refused.
+
+    A dry run (the default: deleting a checkpoint removes protection) returns the checkpoint that
+    would be removed and writes nothing.
+    """
     manifests = ManifestStore(store, path)
+    if dry_run:
+        found = manifests.read_latest_required().value.checkpoint(checkpoint_id)
+        if found is None:
+            raise checkpoint_not_found(checkpoint_id, manifests.location)
+        return found
     removed: list[Checkpoint] = []
 
     def delete(current: VersionedManifest) -> Manifest:

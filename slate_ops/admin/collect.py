@@ -12,11 +12,11 @@ def run_gc(
     store: ObjectStore,
     options: GcOptions | None = None,
     *,
-    dry_run: bool = False,
+    dry_run: bool = True,
     clock: Clock = SYSTEM_CLOCK,
 ) -> GcReport:
-    """Collect the garbage of ``path`` once (docs/design/gc.md) and return what was (or, with
-    ``dry_run``, would be) deleted, expired and detached.
+    """Collect the garbage of ``path`` once (docs/design/gc.md) and return what was (or, in the
+    default dry run, would be) deleted, expired and detached; ``dry_run=False`` acts.
 
     Raises :class:`~slate_ops.errors.GcFailedError`, carrying the report, when a task failed.
     """

@@ -1,4 +1,5 @@
-"""Destroying a database (spec 000 "Deleting a Database" and ``destroy`` in "Public API").
+"""Destroying a database (docs/design/clones-and-destroy.md, "Deleting a Database" and ``destroy`` in "Public
+API").
 
 Soft: fence any writer (bump the writer epoch and fence the WAL), remove the writer's checkpoint and
 set ``destroyed_at_s``; the garbage collector deletes the data once the grace period has passed and
@@ -43,14 +44,15 @@ def destroy(
     store: ObjectStore,
     *,
     soft: bool = True,
-    dry_run: bool = False,
+    dry_run: bool = True,
     clock: Clock = SYSTEM_CLOCK,
 ) -> DestroyReport:
     """Destroy the database at ``path``, softly (the default) or hard; see the module docstring.
 
     A hard destroy raises :class:`InvalidDeletionError` while unexpired checkpoints exist (a live
-    writer's, a reader's, a clone's final checkpoint) and then changes nothing. ``dry_run`` reports
-    exactly what a real run would delete and change, and changes nothing.
+    writer's, a reader's, a clone's final checkpoint) and then changes nothing. The default dry run
+    reports exactly what a real run would delete and change, and changes nothing; ``dry_run=False``
+    acts.
     """
     manifests = ManifestStore(store, path)
     current = manifests.read_latest_required()

@@ -239,8 +239,11 @@ class _Check:
         needs: list[_Need] = []
         unprotected: set[str] = set()  # reported once per key, not per manifest reading it
         if initialised:
+            # An entry that lists no SST protects nothing: GC detaching it releases the checkpoint
+            # first and drops the entry after, so an interrupted detach leaves exactly that.
             for entry in latest.external_dbs:
-                pins[_pin_key(entry)] = self.pin(db.path, entry)
+                if entry.sst_ids:
+                    pins[_pin_key(entry)] = self.pin(db.path, entry)
         for label, manifest in db.manifests.items():
             for entry in manifest.external_dbs:
                 if initialised and entry.sst_ids and _pin_key(entry) not in pins:

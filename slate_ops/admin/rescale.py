@@ -3,9 +3,9 @@
 :func:`split` creates one projected clone per key range and :func:`merge` one union of several
 databases (:mod:`slate_ops.manifest.projection`). Both are metadata-only: the new manifests
 reference the sources' SSTs in place, pinned by final checkpoints on the sources, exactly like a
-clone (spec 000 "Clones"): each new manifest is written uninitialised, then the final checkpoints
-are created, then it is marked initialised. Every step first checks whether it already happened,
-so re-running the same call after a crash finishes it.
+clone (docs/design/clones-and-destroy.md, "Clones"): each new manifest is written uninitialised, then the
+final checkpoints are created, then it is marked initialised. Every step first checks whether it already
+happened, so re-running the same call after a crash finishes it.
 
 The sources are read at an ephemeral checkpoint named after the operation (``slate_ops/split:`` or
 ``slate_ops/merge:`` plus the new paths) that a re-run finds and reuses, so all shards of one split
@@ -36,6 +36,7 @@ from slate_ops.errors import (
     InvalidArgumentError,
     WalNotFlushedError,
 )
+from slate_ops.keytext import render_bytes
 from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import live_checkpoint, with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
@@ -107,15 +108,18 @@ def split(
     ranges = _shard_ranges(database_range(latest.value), keys, sources.location)
     name = SPLIT_CHECKPOINT_PREFIX + ",".join(targets)
     existing = [ManifestStore(store, t).read_latest() for t in targets]
+    # Existing shards are compared with the state the split started from: the operation's
+    # checkpoint while it is unfinished (the source may have changed since), else the latest.
+    started_from = _split_state(sources, latest.value, name, clock)
     if all(e is not None and e.value.initialized for e in existing):
         for target, current, key_range in zip(targets, existing, ranges, strict=True):
             assert current is not None
-            _require_shard(current.value, target, sources.path, key_range, latest.value)
+            _require_shard(current.value, target, sources.path, key_range, started_from)
         _drop_named_checkpoint(sources, name)
         return _report("split", [sources.path], {}, targets, ranges, existing, False, started)
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
         if current is not None:  # validate every existing target before writing anything
-            _require_shard(current.value, target, sources.path, key_range, latest.value)
+            _require_shard(current.value, target, sources.path, key_range, started_from)
     _require_flushed(store, sources.path, latest.value, sources.location)
     fresh = all(e is None for e in existing)
     checkpoint, at_source = _source_checkpoint(sources, name, store, clock, fresh=fresh)
@@ -223,20 +227,26 @@ def _usable_source(sources: ManifestStore) -> VersionedManifest:
     return current
 
 
+def _split_state(sources: ManifestStore, latest: Manifest, name: str, clock: Clock) -> Manifest:
+    """The manifest the unfinished split ``name`` pinned on the source, else ``latest``."""
+    found = next((c for c in latest.checkpoints if c.name == name and not c.is_expired(clock.now())), None)
+    return latest if found is None else sources.read(found.manifest_id).value
+
+
 def _shard_ranges(whole: KeyRange, keys: list[bytes], location: str) -> list[KeyRange]:
     if not keys:
         raise InvalidArgumentError("a split needs at least one split key")
     for before, after in itertools.pairwise(keys):
         if before >= after:
             raise InvalidArgumentError(
-                f"split keys must be strictly increasing: {before!r} >= {after!r} in the split of "
-                f"{location}; nothing was written. Sort the keys and remove duplicates"
+                f"split keys must be strictly increasing: {render_bytes(before)} >= {render_bytes(after)} "
+                f"in the split of {location}; nothing was written. Sort the keys and remove duplicates"
             )
     for key in keys:
         if not whole.contains(key) or key == whole.start:
             raise InvalidArgumentError(
-                f"split key {key!r} is not strictly inside {location}'s key range {whole}; every shard "
-                "must get a non-empty range"
+                f"split key {render_bytes(key)} is not strictly inside {location}'s key range {whole}; "
+                "every shard must get a non-empty range"
             )
     bounds: list[bytes | None] = [whole.start, *keys, whole.end]
     return [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
@@ -296,8 +306,8 @@ def _source_checkpoint(
 
 
 def _fresh_wal(manifest: Manifest) -> Manifest:
-    """A new database's WAL starts empty (spec 000 "Union": WAL fields reset; the source's WAL was
-    checked to be fully in L0)."""
+    """A new database's WAL starts empty (docs/design/rescaling.md, "Union": WAL fields reset; the source's
+    WAL was checked to be fully in L0)."""
     return manifest.with_changes(replay_after_wal_id=0, wal_id_last_seen=0, next_wal_sst_id=1)
 
 

@@ -1,4 +1,5 @@
-"""Tags (spec 004): named, never-expiring checkpoints with unique names (docs/design/tags.md).
+"""Tags (Paimon's tag design (docs/design/tags.md)): named, never-expiring checkpoints with unique names
+(docs/design/tags.md).
 
 A tag is stored as an ordinary checkpoint named ``tag:<name>`` (:data:`TAG_PREFIX`) whose
 ``expire_time_s`` is None, so ``list_checkpoints`` shows it, ``expire_checkpoints`` never removes
@@ -128,10 +129,10 @@ def create_tag(
     return tag_of(created)
 
 
-def delete_tag(path: str, store: ObjectStore, name: str, *, dry_run: bool = False) -> Tag:
+def delete_tag(path: str, store: ObjectStore, name: str, *, dry_run: bool = True) -> Tag:
     """Remove the tag (its checkpoint) and return it; a missing tag raises :class:`TagNotFoundError`.
 
-    With ``dry_run`` the tag is returned and nothing is written.
+    In the default dry run the tag is returned and nothing is written; ``dry_run=False`` deletes it.
     """
     manifests = ManifestStore(store, path)
     removed: list[Tag] = []

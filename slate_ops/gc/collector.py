@@ -1,4 +1,5 @@
-"""The garbage collector of one database (spec 000 "Garbage Collector", spec 002).
+"""The garbage collector of one database (docs/design/gc.md, "Garbage Collector", SlateDB's GC boundary-file
+design (docs/design/gc.md)).
 
 One run (:meth:`GarbageCollector.run_once`):
 
@@ -72,7 +73,7 @@ class GarbageCollector:
 
     # --- one run ----------------------------------------------------------------------------------
 
-    def run_once(self, dry_run: bool = False) -> GcReport:
+    def run_once(self, *, dry_run: bool) -> GcReport:
         """One GC run; raises :class:`DbNotFoundError` if there is no database and
         :class:`GcFailedError` (with the report) if any task failed."""
         run = _Run(self, dry_run)
@@ -106,7 +107,7 @@ class GarbageCollector:
         interval = self.options.interval.total_seconds()
         while not stop.is_set():
             try:
-                report = self.run_once()
+                report = self.run_once(dry_run=False)  # the long-running service acts
                 self.last_error = None
             except DbNotFoundError as error:
                 log.info("GC of %s stops: %s", self._manifests.location, error)

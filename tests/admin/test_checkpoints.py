@@ -124,12 +124,12 @@ def test_delete_and_list_by_name(store: MemoryStore, clock: ManualClock) -> None
     b = admin.create_checkpoint(DB, store, CheckpointOptions(name="daily"), clock=clock)
     admin.create_checkpoint(DB, store, CheckpointOptions(name="other"), clock=clock)
     assert {c.id for c in admin.list_checkpoints(DB, store, "daily")} == {a.id, b.id}
-    deleted = admin.delete_checkpoint(DB, store, a.id)
+    deleted = admin.delete_checkpoint(DB, store, a.id, dry_run=False)
     assert deleted.id == a.id
     assert {c.id for c in admin.list_checkpoints(DB, store, "daily")} == {b.id}
     before = snapshot(store)
     with pytest.raises(CheckpointNotFoundError):
-        admin.delete_checkpoint(DB, store, a.id)
+        admin.delete_checkpoint(DB, store, a.id, dry_run=False)
     assert snapshot(store) == before
 
 

@@ -316,7 +316,7 @@ def test_an_expired_ephemeral_checkpoint_stops_an_unfinished_clone(store: LocalS
     with pytest.raises(CheckpointExpiredError, match="destroy the clone"):
         admin.create_clone("dbs/clone", PARENT, store, clock=clock)
     # The way out the message names: destroy the unfinished clone and clone again.
-    admin.destroy("dbs/clone", store, soft=False, clock=clock)
+    admin.destroy("dbs/clone", store, soft=False, clock=clock, dry_run=False)
     admin.create_clone("dbs/clone", PARENT, store, clock=clock)
     assert contents(store, "dbs/clone") == model
 
@@ -345,7 +345,7 @@ def test_parent_must_exist_be_initialized_and_not_destroyed(store: MemoryStore |
     with pytest.raises(DbNotInitializedError):
         admin.create_clone("dbs/clone", "dbs/unfinished", store)
     admin.create_db(PARENT, store)
-    admin.destroy(PARENT, store)
+    admin.destroy(PARENT, store, dry_run=False)
     with pytest.raises(DbDestroyedError):
         admin.create_clone("dbs/clone", PARENT, store)
     assert ManifestStore(store, "dbs/clone").read_latest() is None

@@ -72,7 +72,7 @@ def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
     (writer_checkpoint,) = [c.id for c in current(engine_store).checkpoints if c.metadata is not None]
     before = len(keys_under(engine_store, DB))
 
-    report = admin.destroy(DB, engine_store, clock=clock)
+    report = admin.destroy(DB, engine_store, clock=clock, dry_run=False)
     assert (report.soft, report.dry_run, report.destroyed_at_s) == (True, False, int(NOW))
     assert report.removed_writer_checkpoints == (writer_checkpoint,)
     assert report.deleted == () and report.released_parent_checkpoints == ()
@@ -108,9 +108,9 @@ def test_soft_destroy_again_keeps_the_first_time_and_a_dry_run_changes_nothing(
     dry = admin.destroy(DB, store, dry_run=True, clock=clock)
     assert snapshot(store) == before
     assert (dry.dry_run, dry.destroyed_at_s, dry.deleted) == (True, int(NOW), ())
-    admin.destroy(DB, store, clock=clock)
+    admin.destroy(DB, store, clock=clock, dry_run=False)
     clock.advance(100)
-    again = admin.destroy(DB, store, clock=clock)
+    again = admin.destroy(DB, store, clock=clock, dry_run=False)
     assert again.destroyed_at_s == int(NOW)  # the grace period is not restarted
     assert current(store).destroyed_at_s == int(NOW)
 
@@ -128,13 +128,13 @@ def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(store: LocalStore, 
     # A live writer holds a checkpoint too; a crashed one leaves it: soft destroy removes it.
     writer = Db.open(DB, store, quiet())
     with pytest.raises(InvalidDeletionError):
-        admin.destroy(DB, store, soft=False, clock=clock)
+        admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
     simulate_crash(writer)
     clock.advance(3601)  # "nightly" expired: only the crashed writer's checkpoint is left
     with pytest.raises(InvalidDeletionError, match="1 unexpired"):
-        admin.destroy(DB, store, soft=False, clock=clock)
-    admin.destroy(DB, store, clock=clock)
-    report = admin.destroy(DB, store, soft=False, clock=clock)
+        admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
+    admin.destroy(DB, store, clock=clock, dry_run=False)
+    report = admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
     assert report.destroyed_at_s == int(NOW) + 3601  # kept from the soft destroy
     assert keys_under(store, DB) == []
 
@@ -148,10 +148,12 @@ def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
     final = current(engine_store).external_dbs[0].final_checkpoint_id
     assert [c.id for c in current(engine_store, "dbs/parent").checkpoints if c.name] == [final]
     with pytest.raises(InvalidDeletionError, match=FINAL_CHECKPOINT_PREFIX + DB):
-        admin.destroy("dbs/parent", engine_store, soft=False, clock=clock)  # the clone needs it
+        admin.destroy(
+            "dbs/parent", engine_store, soft=False, clock=clock, dry_run=False
+        )  # the clone needs it
     parent_objects = snapshot(engine_store, "dbs/parent/compacted/")
 
-    report = admin.destroy(DB, engine_store, soft=False, clock=clock)
+    report = admin.destroy(DB, engine_store, soft=False, clock=clock, dry_run=False)
     assert report.released_parent_checkpoints == (("dbs/parent", final),)
     assert report.deleted[-1].endswith(".manifest") and len(report.deleted) == len(set(report.deleted))
     assert keys_under(engine_store, DB) == []
@@ -160,8 +162,8 @@ def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
     with DbReader.open("dbs/parent", engine_store, options=QUIET_READER) as reader:
         assert reader.get(b"wal-only") == b"w"
     with pytest.raises(DbNotFoundError):
-        admin.destroy(DB, engine_store, soft=False, clock=clock)  # nothing left to destroy
-    admin.destroy("dbs/parent", engine_store, soft=False, clock=clock)  # now nothing holds it
+        admin.destroy(DB, engine_store, soft=False, clock=clock, dry_run=False)  # nothing left to destroy
+    admin.destroy("dbs/parent", engine_store, soft=False, clock=clock, dry_run=False)  # now nothing holds it
     assert keys_under(engine_store, "dbs/parent") == []
 
 
@@ -173,11 +175,11 @@ def test_hard_dry_run_reports_exactly_what_a_real_run_deletes(
     admin.create_clone(DB, "dbs/parent", store, clock=clock)
     fill(store, DB, rounds=1)
     if already_soft:
-        admin.destroy(DB, store, clock=clock)
+        admin.destroy(DB, store, clock=clock, dry_run=False)
     before = snapshot(store)
     dry = admin.destroy(DB, store, soft=False, dry_run=True, clock=clock)
     assert snapshot(store) == before
-    real = admin.destroy(DB, store, soft=False, clock=clock)
+    real = admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
     assert dry.deleted == real.deleted and real.deleted
     existing = {k for k in before if k.startswith(DB + "/")}
     assert existing <= set(real.deleted) and set(real.deleted) - existing <= {real.deleted[-1]}
@@ -197,10 +199,10 @@ def test_a_crash_at_every_step_of_a_hard_destroy_is_finished_by_a_rerun(
         faulty = FaultInjectingStore(store)
         faulty.crash_after(n)
         try:
-            admin.destroy(clone, faulty, soft=False, clock=clock)
+            admin.destroy(clone, faulty, soft=False, clock=clock, dry_run=False)
         except SimulatedCrash:
             assert ManifestStore(store, clone).read_latest() is not None  # the manifest goes last
-            admin.destroy(clone, store, soft=False, clock=clock)
+            admin.destroy(clone, store, soft=False, clock=clock, dry_run=False)
         else:
             break
         assert keys_under(store, clone) == []
@@ -222,7 +224,7 @@ def test_release_external_checkpoints_is_idempotent_and_tolerates_missing_parent
     final = clone.external_dbs[0].final_checkpoint_id
     assert release_external_checkpoints(manifest, store) == [("dbs/parent", final)]
     assert release_external_checkpoints(manifest, store) == []
-    admin.destroy("dbs/parent", store, clock=clock)  # a destroyed parent is fine too
+    admin.destroy("dbs/parent", store, clock=clock, dry_run=False)  # a destroyed parent is fine too
     assert release_external_checkpoints(manifest, store) == []
 
 
@@ -253,9 +255,9 @@ def test_a_crash_at_every_step_of_a_soft_destroy_is_finished_by_a_rerun(
         faulty = FaultInjectingStore(store)
         faulty.crash_after(n)
         try:
-            admin.destroy(path, faulty, clock=clock)
+            admin.destroy(path, faulty, clock=clock, dry_run=False)
         except SimulatedCrash:
-            admin.destroy(path, store, clock=clock)
+            admin.destroy(path, store, clock=clock, dry_run=False)
         else:
             simulate_crash(writer)
             break

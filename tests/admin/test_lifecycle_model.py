@@ -264,7 +264,7 @@ class LifecycleModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def soft_destroy(self, data: st.DataObject) -> None:
         path = pick(data, self.usable(), "database")
-        admin.destroy(path, self.store, clock=self.clock)
+        admin.destroy(path, self.store, clock=self.clock, dry_run=False)
         self.dbs[path].destroyed = True
         self.tick()
 
@@ -273,7 +273,7 @@ class LifecycleModel(RuleBasedStateMachine):
     def hard_destroy(self, data: st.DataObject) -> None:
         path = pick(data, sorted(self.dbs), "database")
         try:
-            admin.destroy(path, self.store, soft=False, clock=self.clock)
+            admin.destroy(path, self.store, soft=False, clock=self.clock, dry_run=False)
         except InvalidDeletionError:
             pass  # checkpoints still need it (tags, clones' final checkpoints, a compaction's)
         else:
@@ -300,7 +300,7 @@ class LifecycleModel(RuleBasedStateMachine):
     def delete_tag(self, data: st.DataObject) -> None:
         path = pick(data, self.tagged(usable_only=False), "database")
         name = pick(data, sorted(self.dbs[path].tags), "tag")
-        admin.delete_tag(path, self.store, name)
+        admin.delete_tag(path, self.store, name, dry_run=False)
         del self.dbs[path].tags[name]
         self.tick()
 

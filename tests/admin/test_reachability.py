@@ -82,9 +82,9 @@ class Family:
         """GC of every database, the clock past every min age; dependents first."""
         self.clock.advance(DAY)
         for path in sorted(discover_databases(self.store), key=lambda p: -p.count("/")):
-            GarbageCollector(path, self.store, GcOptions(), clock=self.clock).run_once()
+            GarbageCollector(path, self.store, GcOptions(), clock=self.clock).run_once(dry_run=False)
         for path in discover_databases(self.store):
-            GarbageCollector(path, self.store, GcOptions(), clock=self.clock).run_once()
+            GarbageCollector(path, self.store, GcOptions(), clock=self.clock).run_once(dry_run=False)
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_an_sst_only_a_live_checkpoint_reads_must_exist() -> None:
     assert kinds(problems) == {(MAIN, MISSING_SST)}
     assert f"manifest {checkpoint.manifest_id}" in problems[0].detail
     # Once the checkpoint is gone (and the compaction's own short one expired) nothing reads it.
-    admin.delete_checkpoint(MAIN, fam.store, checkpoint.id)
+    admin.delete_checkpoint(MAIN, fam.store, checkpoint.id, dry_run=False)
     fam.clock.advance(DAY)
     assert fam.check(MAIN) == []
 
@@ -221,7 +221,7 @@ def test_a_final_checkpoint_whose_manifest_is_missing_is_reported(fam: Family) -
 
 def test_a_deleted_final_checkpoint_leaves_the_clone_unpinned(fam: Family) -> None:
     final = fam.manifest(CLONE).external_dbs[-1].final_checkpoint_id
-    admin.delete_checkpoint(MAIN, fam.store, final)
+    admin.delete_checkpoint(MAIN, fam.store, final, dry_run=False)
     problems = fam.check()
     assert kinds(problems) == {(CLONE, UNPINNED_EXTERNAL)}
     assert str(final) in problems[0].detail and "holds no checkpoint" in problems[0].detail
@@ -264,7 +264,7 @@ def test_two_databases_sharing_a_final_checkpoint_are_both_reported(fam: Family)
     detail = next(p.detail for p in problems if p.database == CLONE)
     assert str(shared) in detail and "'fam/clone2'" in detail
     # Releasing it for one of them (a hard destroy) leaves the other unpinned.
-    admin.destroy("fam/clone2", fam.store, soft=False, clock=fam.clock)
+    admin.destroy("fam/clone2", fam.store, soft=False, clock=fam.clock, dry_run=False)
     assert kinds(fam.check()) == {(CLONE, UNPINNED_EXTERNAL)}
 
 
@@ -348,15 +348,17 @@ def test_an_interrupted_clone_is_only_checked_while_its_source_is_live(fam: Fami
 
 
 def test_a_destroyed_database_without_live_checkpoints_is_not_checked(fam: Family) -> None:
-    admin.destroy(CLONE, fam.store, clock=fam.clock)
+    admin.destroy(CLONE, fam.store, clock=fam.clock, dry_run=False)
     for meta in list(fam.store.list(CLONE + "/wal/")):
         fam.store.delete(meta.key)  # its deletion is under way
-    admin.delete_checkpoint(MAIN, fam.store, fam.manifest(CLONE).external_dbs[-1].final_checkpoint_id)
+    admin.delete_checkpoint(
+        MAIN, fam.store, fam.manifest(CLONE).external_dbs[-1].final_checkpoint_id, dry_run=False
+    )
     assert fam.check() == []
 
 
 def test_a_soft_destroyed_parent_keeps_protecting_its_clone(fam: Family) -> None:
-    admin.destroy(MAIN, fam.store, clock=fam.clock)
+    admin.destroy(MAIN, fam.store, clock=fam.clock, dry_run=False)
     fam.gc_all()
     assert fam.check() == []
     fam.store.delete(own_sst_key(fam, MAIN))  # it is still checked: its clone's checkpoint is live
@@ -367,3 +369,14 @@ def test_a_random_final_checkpoint_id_is_reported_as_unpinned(fam: Family) -> No
     entry = fam.manifest(CLONE).external_dbs[-1]
     fam.update(CLONE, external_dbs=(replace(entry, final_checkpoint_id=uuid.uuid4()),))
     assert kinds(fam.check()) == {(CLONE, UNPINNED_EXTERNAL)}
+
+
+def test_an_interrupted_detach_is_not_a_problem(fam: Family) -> None:
+    """GC detaching an entry that lists no SST releases its checkpoint first and drops the entry
+    after; a crash in between leaves an unpinned empty entry, which protects nothing."""
+    (entry,) = fam.manifest(CLONE).external_dbs
+    fam.update(CLONE, external_dbs=(replace(entry, sst_ids=()),), ssts=(), l0=(), compacted=())
+    admin.delete_checkpoint(MAIN, fam.store, entry.final_checkpoint_id, dry_run=False)
+    assert fam.check() == []
+    admin.destroy(MAIN, fam.store, soft=False, dry_run=False, clock=fam.clock)
+    assert fam.check() == []

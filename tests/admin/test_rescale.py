@@ -244,7 +244,7 @@ def test_overlapping_sources_are_refused_naming_both(tmp_path: Path) -> None:
     build_source(store, "dbs/y", range(50, 100))
     before = snapshot(store)
     with pytest.raises(
-        OverlappingSourcesError, match=r"'dbs/x'.*'dbs/y'.*overlap in \[b'k050', b'k059\\x00'\)"
+        OverlappingSourcesError, match=r"'dbs/x'.*'dbs/y'.*overlap in \[k050, hex:6b30353900\)"
     ):
         admin.merge(["dbs/y", "dbs/x"], store, "dbs/z")
     assert snapshot(store) == before

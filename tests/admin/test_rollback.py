@@ -211,7 +211,7 @@ def test_unknown_tag_and_destroyed_database_are_refused_and_write_nothing(
         with pytest.raises(TagNotFoundError, match=r"no tag 'nope'.*list-tags"):
             admin.rollback_to_tag(DB, store, "nope", dry_run=dry_run, clock=clock)
     assert snapshot(store) == before
-    admin.destroy(DB, store, clock=clock)
+    admin.destroy(DB, store, clock=clock, dry_run=False)
     before = snapshot(store)
     for dry_run in (True, False):
         with pytest.raises(DbDestroyedError):
@@ -262,7 +262,7 @@ def test_gc_after_rollback_keeps_the_tag_and_drops_the_discarded_state(
     report = admin.rollback_to_tag(DB, store, "t", dry_run=False, clock=clock)
     clock.advance(3600)
     options = GcOptions.with_min_age(timedelta(seconds=1), allow_unsafe_min_age=True)
-    GarbageCollector(DB, store, options, clock=clock).run_once()
+    GarbageCollector(DB, store, options, clock=clock).run_once(dry_run=False)
     keys = set(snapshot(store))
     assert sst_key(DB, report.discarded_ssts[0].sst_id) not in keys
     wal = WalStore(store, DB)

@@ -164,7 +164,7 @@ def test_the_created_tag_covers_writes_only_in_the_wal(store: MemoryStore, clock
 
 
 def test_destroyed_database_is_refused_and_nothing_is_written(store: MemoryStore, clock: ManualClock) -> None:
-    admin.destroy(DB, store, clock=clock)
+    admin.destroy(DB, store, clock=clock, dry_run=False)
     before = snapshot(store)
     for dry_run in (True, False):
         with pytest.raises(DbDestroyedError):

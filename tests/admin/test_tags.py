@@ -132,7 +132,7 @@ def test_delete_and_missing_delete(store: MemoryStore, clock: ManualClock) -> No
     before = snapshot(store)
     assert admin.delete_tag(DB, store, "gone", dry_run=True) == tag
     assert snapshot(store) == before
-    assert admin.delete_tag(DB, store, "gone") == tag
+    assert admin.delete_tag(DB, store, "gone", dry_run=False) == tag
     assert [c.id for c in admin.list_checkpoints(DB, store)] == [keep.id]
     before = snapshot(store)
     for dry_run in (False, True):
@@ -185,7 +185,7 @@ def test_tag_survives_expiry_compaction_and_gc(store: MemoryStore, clock: Manual
     clock.advance(3600)
     options = GcOptions.with_min_age(timedelta(seconds=1), allow_unsafe_min_age=True)  # 0 is refused
     before = snapshot(store, DB + "/compacted/")
-    GarbageCollector(DB, store, options, clock=clock).run_once()
+    GarbageCollector(DB, store, options, clock=clock).run_once(dry_run=False)
     after = snapshot(store, DB + "/compacted/")
     assert set(after) < set(before)  # GC did delete SSTs: the overwritten, untagged ones
 
@@ -207,10 +207,10 @@ def test_tag_survives_expiry_compaction_and_gc(store: MemoryStore, clock: Manual
         s.id for s in ManifestStore(store, DB).read_latest_required().value.ssts
     }
     assert only_tagged and all(DB + f"/compacted/{i}.sst" in after for i in only_tagged)
-    admin.delete_tag(DB, store, "keep")
+    admin.delete_tag(DB, store, "keep", dry_run=False)
     for _ in range(2):  # the first run sees them unreferenced, the next one past min_age deletes them
         clock.advance(3600)
-        GarbageCollector(DB, store, options, clock=clock).run_once()
+        GarbageCollector(DB, store, options, clock=clock).run_once(dry_run=False)
     remaining = snapshot(store, DB + "/compacted/")
     assert not any(DB + f"/compacted/{i}.sst" in remaining for i in only_tagged)
     with DbReader.open(DB, store, clock=clock) as reader:

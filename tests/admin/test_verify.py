@@ -146,7 +146,7 @@ def test_a_destroyed_database_is_not_checked_and_a_missing_one_is_an_error(
     with pytest.raises(DbNotFoundError):
         verify_db(DB, store, clock=clock)
     build(store, clock)
-    admin.destroy(DB, store, clock=clock)
+    admin.destroy(DB, store, clock=clock, dry_run=False)
     for key in [m.key for m in store.list(f"{DB}/compacted/")]:
         store.delete(key)
     checked = verify_db(DB, store, clock=clock)

@@ -60,8 +60,9 @@ def test_dry_run_prints_what_the_real_run_then_deletes(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = files(root)
-    code, out, _ = run(root, capsys, "--dry-run")
+    code, out, err = run(root, capsys)  # a dry run by default
     assert code == 0 and files(root) == before
+    assert "nothing was changed" in err and "--no-dry-run" in err
     dry: dict[str, Any] = json.loads(out)
     assert dry["dry_run"] is True and dry["errors"] == []
     would = {d["key"] for r in dry["resources"] for d in r["deleted"]}
@@ -72,7 +73,7 @@ def test_dry_run_prints_what_the_real_run_then_deletes(
         "compacted",
     }
 
-    code, out, _ = run(root, capsys)
+    code, out, _ = run(root, capsys, "--no-dry-run")
     assert code == 0
     real = json.loads(out)
     assert real["dry_run"] is False
@@ -122,7 +123,7 @@ def test_failure_prints_the_report_then_the_error_and_exits_1(
         real_delete(self, key)
 
     monkeypatch.setattr(LocalStore, "delete", failing_delete)
-    code, out, err = run(root, capsys)
+    code, out, err = run(root, capsys, "--no-dry-run")
     assert code == 1
     report = json.loads(out)
     assert report["errors"] and all("wal: deleting" in e for e in report["errors"])

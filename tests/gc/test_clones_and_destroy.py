@@ -38,7 +38,9 @@ def test_clone_is_detached_once_its_compaction_rewrote_every_parent_sst(
         db.put(b"clone-only", b"x")
         db.flush_memtable()
     clock.advance(10_000)
-    assert gc(store, clock, path="clone").run_once().clones_detached == ()  # still reads parent SSTs
+    assert (
+        gc(store, clock, path="clone").run_once(dry_run=False).clones_detached == ()
+    )  # still reads parent SSTs
 
     full_compaction(store, "clone", clock)  # rewrites every parent SST into the clone's own run
     assert latest(store, "clone")[1].external_dbs[0].sst_ids == ()
@@ -46,7 +48,7 @@ def test_clone_is_detached_once_its_compaction_rewrote_every_parent_sst(
     dry = gc(store, clock, path="clone").run_once(dry_run=True)
     assert dry.clones_detached == ("parent",)
     assert external.final_checkpoint_id in {c.id for c in list_checkpoints("parent", store)}
-    report = gc(store, clock, path="clone").run_once()
+    report = gc(store, clock, path="clone").run_once(dry_run=False)
     assert report.clones_detached == ("parent",)
     assert latest(store, "clone")[1].external_dbs == ()
     assert external.final_checkpoint_id not in {c.id for c in list_checkpoints("parent", store)}
@@ -54,7 +56,7 @@ def test_clone_is_detached_once_its_compaction_rewrote_every_parent_sst(
     parent_ssts = keys(store, "parent/compacted/")
     full_compaction(store, "parent", clock)  # now nothing pins the parent's old SSTs ...
     clock.advance(MIN_AGE + 2)
-    gc(store, clock, path="parent").run_once()
+    gc(store, clock, path="parent").run_once(dry_run=False)
     assert not parent_ssts & keys(store, "parent/compacted/")  # ... and the parent's GC reclaims them
     with DbReader.open("clone", store, clock=clock) as reader:
         assert dict(reader.scan()) == {**model, b"clone-only": b"x"}
@@ -66,10 +68,10 @@ def test_soft_destroyed_database_is_deleted_after_the_grace_period(
     write_rounds(store, clock, 2)
     write_rounds(store, clock, 1, path="neighbour")
     neighbour = snapshot(store, "neighbour/")
-    destroy("db", store, soft=True, clock=clock)
+    destroy("db", store, soft=True, clock=clock, dry_run=False)
     options = GcOptions(db_delete_grace=timedelta(hours=1))
     clock.advance(3599)
-    early = GarbageCollector("db", store, options, clock=clock).run_once()
+    early = GarbageCollector("db", store, options, clock=clock).run_once(dry_run=False)
     assert not early.destroyed and any("destroyed at" in note for note in early.notes)
     assert any(k.startswith("db/manifest/") for k in keys(store))
 
@@ -77,7 +79,7 @@ def test_soft_destroyed_database_is_deleted_after_the_grace_period(
     everything = keys(store)
     dry = GarbageCollector("db", store, options, clock=clock).run_once(dry_run=True)
     assert dry.destroyed and keys(store) == everything
-    report = GarbageCollector("db", store, options, clock=clock).run_once()
+    report = GarbageCollector("db", store, options, clock=clock).run_once(dry_run=False)
     assert report.destroyed and report.resources == ()
     assert report.deleted_keys() == dry.deleted_keys() == everything
     assert report.destroyed_objects[-1].key.startswith("db/manifest/")  # the current manifest last
@@ -88,11 +90,11 @@ def test_soft_destroyed_database_is_deleted_after_the_grace_period(
 def test_destroyed_database_with_a_live_checkpoint_waits(store: MemoryStore, clock: ManualClock) -> None:
     write_rounds(store, clock, 1)
     create_clone("clone", "db", store, clock=clock)  # holds a final checkpoint on db
-    destroy("db", store, soft=True, clock=clock)
+    destroy("db", store, soft=True, clock=clock, dry_run=False)
     clock.advance(10 * 86_400)
     report = GarbageCollector(
         "db", store, GcOptions(db_delete_grace=timedelta(days=1)), clock=clock
-    ).run_once()
+    ).run_once(dry_run=False)
     assert not report.destroyed
     assert keys(store, "db/")
     with DbReader.open("clone", store, clock=clock) as reader:
@@ -105,7 +107,7 @@ def test_destroyed_clone_releases_its_parent_checkpoint_first_and_the_loop_ends(
     write_rounds(store, clock, 1, path="parent")
     create_clone("clone", "parent", store, clock=clock)
     (external,) = latest(store, "clone")[1].external_dbs
-    destroy("clone", store, soft=True, clock=clock)
+    destroy("clone", store, soft=True, clock=clock, dry_run=False)
     clock.advance(2 * 86_400)
     collector = GarbageCollector("clone", store, GcOptions(interval=timedelta(hours=1)), clock=clock)
     done = threading.Event()

@@ -51,7 +51,7 @@ def test_dry_run_reports_exactly_what_a_real_run_deletes(
     before = snapshot(store)
     dry = gc(store, clock).run_once(dry_run=True)
     assert snapshot(store) == before  # a dry run writes and deletes nothing
-    real = gc(store, clock).run_once()
+    real = gc(store, clock).run_once(dry_run=False)
     assert dry.dry_run and not real.dry_run
     assert dry.deleted_keys() == real.deleted_keys()
     assert [c.id for c in dry.checkpoints_expired] == [c.id for c in real.checkpoints_expired]
@@ -65,7 +65,7 @@ def test_dry_run_reports_exactly_what_a_real_run_deletes(
 def test_report_is_plain_json_with_counts_bytes_and_metrics(store: MemoryStore, clock: ManualClock) -> None:
     busy_database(store, clock)
     clock.advance(10_000)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     data = json.loads(json.dumps(to_jsonable(report)))
     assert data["path"] == "db" and data["dry_run"] is False and data["errors"] == []
     assert [r["resource"] for r in data["resources"]] == ["manifest", "compactions", "wal", "compacted"]
@@ -81,7 +81,7 @@ def test_report_is_plain_json_with_counts_bytes_and_metrics(store: MemoryStore, 
 def test_only_the_chosen_resources_run(store: MemoryStore, clock: ManualClock) -> None:
     busy_database(store, clock)
     clock.advance(10_000)
-    report = gc(store, clock, resources=["wal"]).run_once()
+    report = gc(store, clock, resources=["wal"]).run_once(dry_run=False)
     assert [r.resource for r in report.resources] == ["wal"]
     assert report.checkpoints_expired == () and report.resource("wal").count > 0  # type: ignore[union-attr]
 
@@ -96,7 +96,7 @@ def test_a_failed_delete_is_reported_raised_and_does_not_stop_the_others(
     faulty = FaultInjectingStore(store)
     faulty.fail("delete", key_contains=victim, times=None)
     with pytest.raises(GcFailedError, match=f"deleting {victim} failed") as raised:
-        gc(faulty, clock).run_once()
+        gc(faulty, clock).run_once(dry_run=False)
     report = raised.value.report
     assert isinstance(report, GcReport) and not report.ok
     wal = report.resource("wal")
@@ -113,14 +113,14 @@ def test_an_unreadable_manifest_listing_is_reported_and_raised(
     faulty.fail("list", key_contains="db/manifest/")
     before = snapshot(store)
     with pytest.raises(GcFailedError, match="reading the manifests") as raised:
-        gc(faulty, clock).run_once()
+        gc(faulty, clock).run_once(dry_run=False)
     assert raised.value.report.manifest_id is None  # type: ignore[attr-defined]
     assert snapshot(store) == before
 
 
 def test_missing_database_is_an_error(store: MemoryStore, clock: ManualClock) -> None:
     with pytest.raises(DbNotFoundError, match="no database"):
-        gc(store, clock).run_once()
+        gc(store, clock).run_once(dry_run=False)
 
 
 def test_a_checkpoint_revived_during_the_run_keeps_what_it_pins(
@@ -146,7 +146,7 @@ def test_a_checkpoint_revived_during_the_run_keeps_what_it_pins(
         return real_expire(*args, **kwargs)
 
     monkeypatch.setattr(collector_module, "expire_checkpoints", refresh_then_expire)
-    real = gc(store, clock).run_once()
+    real = gc(store, clock).run_once(dry_run=False)
     assert stale.id not in {c.id for c in real.checkpoints_expired}
     assert pinned_manifest not in real.deleted_keys() and pinned_manifest in keys(store)
     assert real.resource("compacted").count == 0  # type: ignore[union-attr]
@@ -162,9 +162,9 @@ def test_run_loop_retries_failures_and_stops_on_request(store: MemoryStore, cloc
     runs: list[GcReport] = []
     real_run_once = collector.run_once
 
-    def counting_run_once(dry_run: bool = False) -> GcReport:
+    def counting_run_once(*, dry_run: bool) -> GcReport:
         try:
-            report = real_run_once(dry_run)
+            report = real_run_once(dry_run=dry_run)
         except GcFailedError as error:
             runs.append(error.report)  # type: ignore[arg-type]
             raise

@@ -43,13 +43,13 @@ def test_sst_written_long_ago_and_dereferenced_now_survives_min_age(
     clock.advance(10_000)
     compact(store, clock)  # dereferences all 4 inputs at T; its checkpoint pins them until T + 1
     clock.advance(2)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert report.resource("compacted").count == 0  # type: ignore[union-attr]
     assert inputs <= ssts(store)
     clock.advance(MIN_AGE - 2)  # T + min_age: the last reference ended only min_age - 1 s ago
-    assert gc(store, clock).run_once().resource("compacted").count == 0  # type: ignore[union-attr]
+    assert gc(store, clock).run_once(dry_run=False).resource("compacted").count == 0  # type: ignore[union-attr]
     clock.advance(1)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == inputs  # type: ignore[union-attr]
     assert ssts(store) == referenced(store)
 
@@ -60,14 +60,14 @@ def test_checkpointed_ssts_are_kept_until_the_checkpoint_goes(store: MemoryStore
     inputs = ssts(store)
     compact(store, clock)
     clock.advance(10_000)
-    gc(store, clock).run_once()
+    gc(store, clock).run_once(dry_run=False)
     assert inputs <= ssts(store)
     with DbReader.open("db", store, checkpoint.id, clock=clock) as reader:
         assert dict(reader.scan()) == model
-    admin.delete_checkpoint("db", store, checkpoint.id)
-    assert gc(store, clock).run_once().resource("compacted").count == 0  # type: ignore[union-attr]
+    admin.delete_checkpoint("db", store, checkpoint.id, dry_run=False)
+    assert gc(store, clock).run_once(dry_run=False).resource("compacted").count == 0  # type: ignore[union-attr]
     clock.advance(MIN_AGE)  # min_age counts from the checkpoint's removal
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == inputs  # type: ignore[union-attr]
 
 
@@ -91,12 +91,12 @@ def test_orphans_are_deleted_once_old_but_outputs_of_a_running_compaction_are_ke
     clock.advance(60)
     output = put_orphan(store)
     clock.advance(3600)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == {old_orphan}  # type: ignore[union-attr]
     assert output in ssts(store)
 
     state.record(CompactionRecord("c1", fenced.epoch, "l0", "failed", (), started_at_s=running.started_at_s))
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == {output}  # type: ignore[union-attr]
 
 
@@ -111,7 +111,7 @@ def test_a_running_record_of_a_fenced_compactor_protects_nothing(
     output = put_orphan(store)
     ManifestStore(store, "db").claim(COMPACTOR_EPOCH)  # a newer compactor fenced it (state not yet claimed)
     clock.advance(10_000)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == {output}  # type: ignore[union-attr]
 
 
@@ -119,5 +119,5 @@ def test_referenced_ssts_are_never_deleted(store: MemoryStore, clock: ManualCloc
     write_rounds(store, clock, 5)
     compact(store, clock)
     clock.advance(100_000)
-    gc(store, clock).run_once()
+    gc(store, clock).run_once(dry_run=False)
     assert ssts(store) == referenced(store) and referenced(store)

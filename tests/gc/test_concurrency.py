@@ -150,7 +150,7 @@ def gc_thread_loop(store: ObjectStore, reports: list[GcReport]) -> Callable[[thr
     def loop(stop: threading.Event) -> None:
         while not stop.wait(0.1):
             try:
-                reports.append(collector.run_once())
+                reports.append(collector.run_once(dry_run=False))
             except GcFailedError as error:
                 raise AssertionError(f"GC failed: {error}") from error
             check_references(store)

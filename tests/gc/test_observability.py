@@ -77,7 +77,7 @@ def test_second_boundary_advance_works_on_the_local_store(tmp_path: Path) -> Non
         for _ in range(3):
             manifests.update(lambda current: current.value)
         age(tmp_path / "store", 3600)
-        report = GarbageCollector("db", store).run_once()
+        report = GarbageCollector("db", store).run_once(dry_run=False)
         boundaries.append(report.resource("manifest").boundary)  # type: ignore[union-attr]
         assert [f.id for f in manifests.list()] == [report.manifest_id]
     assert boundaries == [3, 6, 9]

@@ -52,19 +52,19 @@ def deleted(report: GcReport, resource: str) -> set[str]:
 def test_latest_manifest_is_never_deleted(store: MemoryStore, clock: ManualClock) -> None:
     commit_manifests(store, clock, 5)
     clock.advance(10_000)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert manifest_ids(store) == [5]
     assert deleted(report, "manifest") == {MANIFEST.format(i) for i in range(1, 5)}
     assert report.resource("manifest").boundary == 4  # type: ignore[union-attr]
     assert BoundaryObject(store, "db", "manifest").read()[0] == 4
-    again = gc(store, clock).run_once()  # a lone latest manifest stays, however old
+    again = gc(store, clock).run_once(dry_run=False)  # a lone latest manifest stays, however old
     assert deleted(again, "manifest") == set() and manifest_ids(store) == [5]
 
 
 def test_only_manifests_older_than_min_age_are_deleted(store: MemoryStore, clock: ManualClock) -> None:
     commit_manifests(store, clock, 10, step=60)  # manifest i written at (i - 1) * 60 s; now = 540 s
     # manifest 5 is exactly MIN_AGE old, manifest 6 is 240 s old
-    report = gc(store, clock, resources=["manifest"]).run_once()
+    report = gc(store, clock, resources=["manifest"]).run_once(dry_run=False)
     assert deleted(report, "manifest") == {MANIFEST.format(i) for i in range(1, 5)}
     assert report.resource("manifest").boundary == 5  # type: ignore[union-attr]
     assert manifest_ids(store) == [5, 6, 7, 8, 9, 10]  # 5 is the issue-204 edge: kept
@@ -78,7 +78,7 @@ def test_manifest_of_a_live_checkpoint_is_kept_and_of_an_expired_one_deleted(
     short = admin.create_checkpoint("db", store, CheckpointOptions(lifetime="1min"), clock=clock)
     commit_manifests_more(store, clock, 3)
     clock.advance(3600)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert [c.id for c in report.checkpoints_expired] == [short.id]
     remaining = manifest_ids(store)
     assert live.manifest_id in remaining
@@ -101,7 +101,7 @@ def test_boundary_is_advanced_before_any_file_is_deleted(
     commit_compactions(store, clock, 6)
     clock.advance(10_000)
     faulty = FaultInjectingStore(store)
-    gc(faulty, clock, resources=[namespace]).run_once()
+    gc(faulty, clock, resources=[namespace]).run_once(dry_run=False)
     calls = [(op, key) for op, key in faulty.calls if op in ("put", "delete")]
     boundary_put = calls.index(("put", f"db/gc/{namespace}.boundary"))
     deletes = [i for i, (op, key) in enumerate(calls) if op == "delete" and f"/{namespace}/" in key]
@@ -113,11 +113,11 @@ def test_compactions_files_follow_the_same_rules(store: MemoryStore, clock: Manu
     admin.create_db("db", store)
     commit_compactions(store, clock, 8, step=60)  # file i written at (i - 1) * 60 s; now = 420 s
     clock.advance(540 - 420)  # file 5 is exactly MIN_AGE old
-    report = gc(store, clock, resources=["compactions"]).run_once()
+    report = gc(store, clock, resources=["compactions"]).run_once(dry_run=False)
     assert deleted(report, "compactions") == {COMPACTIONS.format(i) for i in range(1, 6)}
     assert report.resource("compactions").boundary == 5  # type: ignore[union-attr]
     clock.advance(10_000)
-    gc(store, clock, resources=["compactions"]).run_once()
+    gc(store, clock, resources=["compactions"]).run_once(dry_run=False)
     assert {k for k in keys(store) if "/compactions/" in k} == {COMPACTIONS.format(8)}  # the latest
     assert CompactionsStore(store, "db").read().compactor_epoch == 1
 
@@ -127,7 +127,7 @@ def test_boundary_files_are_never_deleted(store: MemoryStore, clock: ManualClock
     commit_compactions(store, clock, 4)
     for _ in range(3):
         clock.advance(10_000)
-        report = gc(store, clock).run_once()
+        report = gc(store, clock).run_once(dry_run=False)
         assert not any("/gc/" in key for key in report.deleted_keys())
         commit_manifests_more(store, clock, 2)
     assert {"db/gc/manifest.boundary", "db/gc/compactions.boundary"} <= keys(store)
@@ -143,7 +143,7 @@ def test_failed_boundary_advance_deletes_nothing_and_is_reported_and_raised(
     faulty.fail("put", key_contains="manifest.boundary", times=None)
     failures_before = METRICS.snapshot()["advance_failures"]
     with caplog.at_level(logging.WARNING), pytest.raises(GcFailedError) as raised:
-        gc(faulty, clock).run_once()
+        gc(faulty, clock).run_once(dry_run=False)
     report = raised.value.report
     assert isinstance(report, GcReport) and not report.ok
     manifest = report.resource("manifest")
@@ -160,14 +160,14 @@ def test_a_stale_file_behind_the_boundary_is_deleted_once_old(store: MemoryStore
     """A stalled writer's create behind the boundary leaves a young file; GC removes it later."""
     commit_manifests(store, clock, 5)
     clock.advance(10_000)
-    gc(store, clock).run_once()
+    gc(store, clock).run_once(dry_run=False)
     stale = ManifestStore(store, "db").sequence
     with pytest.raises(Exception, match="GC boundary 4"):
         stale.create(2, ManifestStore(store, "db").read(5).value)
     assert manifest_ids(store) == [2, 5]
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert deleted(report, "manifest") == set()  # young: kept for min_age
     clock.advance(MIN_AGE)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert deleted(report, "manifest") == {MANIFEST.format(2)}
     assert manifest_ids(store) == [5]

@@ -102,7 +102,7 @@ def test_stalled_writer_cannot_commit_behind_the_gc_boundary(
         others.update(lambda current: namespace.other(current.value))
     clock.advance(MIN_AGE + 1)
     rejected_before = METRICS.snapshot()["stale_writes_rejected"]
-    report = gc(store, clock, resources=[namespace.name]).run_once()  # step 4: GC deletes N+1
+    report = gc(store, clock, resources=[namespace.name]).run_once(dry_run=False)  # step 4: GC deletes N+1
     resource = report.resource(namespace.name)
     assert resource is not None and resource.boundary == n + 2
     assert f"{n + 1:020d}.{namespace.name}" in " ".join(d.key for d in resource.deleted)
@@ -129,6 +129,6 @@ def test_stalled_writer_cannot_commit_behind_the_gc_boundary(
     assert namespace.seen_other(current.value) == 5  # no other writer's update was lost
 
     clock.advance(MIN_AGE + 1)  # the stale file is collected like any old file behind the boundary
-    gc(store, clock, resources=[namespace.name]).run_once()
+    gc(store, clock, resources=[namespace.name]).run_once(dry_run=False)
     assert n + 1 not in [f.id for f in others.list()]
     assert namespace.open(store).read_latest() == current

@@ -31,7 +31,7 @@ def test_referenced_wal_ranges_and_fences_are_kept(store: MemoryStore, clock: Ma
     assert latest(store)[1].replay_after_wal_id == 4
     assert wal_ids(store) == [1, 2, 3, 4, 5]
     clock.advance(10_000)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     wal = report.resource("wal")
     assert wal is not None and {d.key for d in wal.deleted} == {WAL.format(2), WAL.format(4)}
     assert wal.listed == 5 and wal.count == 2 and wal.bytes == sum(d.size for d in wal.deleted)
@@ -51,9 +51,9 @@ def test_fences_are_deleted_only_when_allowed(store: MemoryStore, clock: ManualC
     fences = [k for k in keys(store, "db/wal/") if store.head(k).size == 0]
     assert len(fences) == 3
     clock.advance(10_000)
-    gc(store, clock).run_once()
+    gc(store, clock).run_once(dry_run=False)
     assert set(fences) <= keys(store, "db/wal/")
-    report = gc(store, clock, delete_wal_fences=True).run_once()
+    report = gc(store, clock, delete_wal_fences=True).run_once(dry_run=False)
     assert {d.key for d in report.resource("wal").deleted} == set(fences)  # type: ignore[union-attr]
 
 
@@ -65,13 +65,13 @@ def test_min_age_counts_from_the_dereference_not_the_write(store: MemoryStore, c
     clock.advance(10_000)
     db.flush_memtable()  # replay_after_wal_id moves past WAL 2 only now
     db.close()
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert report.resource("wal").count == 0  # type: ignore[union-attr]
     assert WAL.format(2) in keys(store)
     clock.advance(MIN_AGE - 1)
-    assert gc(store, clock).run_once().resource("wal").count == 0  # type: ignore[union-attr]
+    assert gc(store, clock).run_once(dry_run=False).resource("wal").count == 0  # type: ignore[union-attr]
     clock.advance(1)
-    report = gc(store, clock).run_once()
+    report = gc(store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("wal").deleted} == {WAL.format(2)}  # type: ignore[union-attr]
 
 
@@ -83,4 +83,4 @@ def test_a_young_wal_sst_is_kept_even_if_unreferenced(store: MemoryStore, clock:
         db.flush_memtable()
     clock.advance(MIN_AGE)
     store.put(WAL.format(2), store.get(WAL.format(2)).data)  # ... but WAL 2 was rewritten just now
-    assert gc(store, clock).run_once().resource("wal").count == 0  # type: ignore[union-attr]
+    assert gc(store, clock).run_once(dry_run=False).resource("wal").count == 0  # type: ignore[union-attr]

@@ -951,7 +951,7 @@ class Simulation:
                 return "skipped: no live checkpoint"
             target = self.rng.choice(live)
             del self.pinned[target.checkpoint_id]  # whatever happens next, it is no longer relied on
-            admin.delete_checkpoint(MAIN, store, target.checkpoint_id)
+            admin.delete_checkpoint(MAIN, store, target.checkpoint_id, dry_run=False)
             return "ok"
         if action == "tag":
             # An interrupted create is re-run with replace: it must then complete.
@@ -973,7 +973,7 @@ class Simulation:
             name = self._tag_name = self.rng.choice(self._tag_names)
             before = self._tag_expected = self.tag_state.get(name, "absent")
             self._forget_tag(name, "unknown")
-            admin.delete_tag(MAIN, store, name)
+            admin.delete_tag(MAIN, store, name, dry_run=False)
             if before == "absent":
                 raise self.violation(f"delete_tag({name!r}) succeeded although no such tag exists")
             self.tag_state[name] = "absent"
@@ -1000,7 +1000,7 @@ class Simulation:
             clone = pending or self.rng.choice([c for c in self.clones.values() if c.state == "live"])
             clone.state = "dropping"
             try:
-                admin.destroy(clone.path, store, soft=False, clock=self.clock)
+                admin.destroy(clone.path, store, soft=False, clock=self.clock, dry_run=False)
             except DbNotFoundError:
                 if pending is None:
                     raise

@@ -533,7 +533,7 @@ def _gc(store: Any, config: SoakConfig, work: Path, stop: Any, counters: Counter
     while not stop.wait(config.gc_interval_s):
         tick()
         try:
-            tally(collector.run_once())
+            tally(collector.run_once(dry_run=False))
             counters.op("runs")
         except GcFailedError as error:
             counters.error(error, "run_once")
@@ -813,7 +813,7 @@ def run_soak(
     final_gc: dict[str, int] = {}
     options = GcOptions.with_min_age(timedelta(seconds=config.gc_min_age_s), allow_unsafe_min_age=True)
     try:
-        report = GarbageCollector(config.db_path, direct, options).run_once()
+        report = GarbageCollector(config.db_path, direct, options).run_once(dry_run=False)
     except GcFailedError as error:
         problems.append(f"the final GC run (no faults) failed: {error}")
         report = error.report  # type: ignore[assignment]

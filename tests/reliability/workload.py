@@ -553,7 +553,7 @@ def soft_destroy_main(ctx: Context) -> None:
             got = read_contents(ctx.store, path, ctx.clock, name)
             assert got == expected, f"{path} at {name}: contents differ ({_diff(got, expected)})"
     ctx.model.soft_destroyed.add(MAIN)
-    admin.destroy(MAIN, ctx.store, clock=ctx.clock)  # a re-run keeps the first destroyed_at_s
+    admin.destroy(MAIN, ctx.store, clock=ctx.clock, dry_run=False)  # a re-run keeps the first destroyed_at_s
 
 
 def write_low_b(ctx: Context) -> None:
@@ -576,7 +576,7 @@ def hard_destroy_low(ctx: Context) -> None:
     ctx.at(HARD_DESTROY_TIME)
     ctx.model.hard_destroyed.add(LOW)
     with contextlib.suppress(DbNotFoundError):  # the interrupted run finished it
-        admin.destroy(LOW, ctx.store, soft=False, clock=ctx.clock)
+        admin.destroy(LOW, ctx.store, soft=False, clock=ctx.clock, dry_run=False)
 
 
 def gc_after_destroy(ctx: Context) -> None:

@@ -118,7 +118,7 @@ case(
     group,
     "delete an unknown checkpoint",
     with_checkpoints,
-    lambda env: admin.delete_checkpoint("db", env.store, uuid.UUID(env.vars["unknown"])),
+    lambda env: admin.delete_checkpoint("db", env.store, uuid.UUID(env.vars["unknown"]), dry_run=False),
     CheckpointNotFoundError,
     "{unknown}",
     UNKNOWN_FIX,

@@ -84,14 +84,17 @@ def command_line(
 
 
 for name, sub in subcommands().items():
-    case(
-        "CLI usage",
-        f"{name}: no --path",
-        nothing,
-        Cli(tuple(command_line(name, sub))),
-        2,
-        "--path is required",
-    )
+    if sub.get_default("needs_path") is False:  # list-dbs: without --path it lists the whole store
+        case("CLI usage", f"{name}: no --path", nothing, Cli(tuple(command_line(name, sub))), 0)
+    else:
+        case(
+            "CLI usage",
+            f"{name}: no --path",
+            nothing,
+            Cli(tuple(command_line(name, sub))),
+            2,
+            "--path is required",
+        )
     for action in arguments(sub):
         if action.required:
             argv = command_line(name, sub, leave_out=action)

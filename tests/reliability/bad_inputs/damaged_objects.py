@@ -47,7 +47,9 @@ for label, manifest_damage, sst_damage, error, fix in DAMAGES:
     case(group, f"{label} latest manifest: Db.open", broken, open_writer, error, "{damaged}", fix)
     case(group, f"{label} latest manifest: DbReader", broken, read_all(), error, "{damaged}", fix)
     case(group, f"{label} latest manifest: Compactor", broken, compact_full, error, "{damaged}", fix)
-    case(group, f"{label} latest manifest: GC", broken, run_gc(), GcFailedError, "{damaged}", fix)
+    case(
+        group, f"{label} latest manifest: GC", broken, run_gc(dry_run=False), GcFailedError, "{damaged}", fix
+    )
     case(
         group,
         f"{label} latest manifest: GC dry run",
@@ -211,7 +213,7 @@ case(
     group,
     "checkpoint's manifest byte-flipped: GC",
     _pinned_manifest_damaged,
-    run_gc(),
+    run_gc(dry_run=False),
     GcFailedError,
     "{damaged}",
     RESTORE,
@@ -310,7 +312,7 @@ COMPACTIONS_GARBAGE: list[tuple[str, bytes, type[SlateOpsError], str]] = [
 for label, content, error, fix in COMPACTIONS_GARBAGE:
     setup = with_compactions(content)
     case(group, f".compactions {label}: Compactor", setup, compact_full, error, "{damaged}", fix)
-    case(group, f".compactions {label}: GC", setup, run_gc(), GcFailedError, "{damaged}", fix)
+    case(group, f".compactions {label}: GC", setup, run_gc(dry_run=False), GcFailedError, "{damaged}", fix)
 for label, content, _, fix in COMPACTIONS_GARBAGE[:2]:
     setup = with_compactions(content)
     case(
@@ -344,7 +346,7 @@ for label, content in [("garbage", b"abc"), ("empty", b""), ("negative", b"-1"),
         group,
         f"manifest.boundary {label}: GC that would delete manifests",
         manifest_boundary,
-        run_gc(only="manifest"),
+        run_gc(only="manifest", dry_run=False),
         GcFailedError,
         "{boundary}",
         BOUNDARY_FIX,
@@ -396,7 +398,7 @@ case(
     group,
     "compactions.boundary garbage: GC that would delete .compactions",
     _compacted_then_boundary,
-    run_gc(only="compactions"),
+    run_gc(only="compactions", dry_run=False),
     GcFailedError,
     "{boundary}",
     BOUNDARY_FIX,

@@ -1,5 +1,6 @@
 """Group 8, every command on a missing database (except those that create it): exit 1, naming the
-path. ``test_catalogue_covers_every_command`` checks that :data:`ON_MISSING_DB` lists them all."""
+path; ``list-dbs``, which lists a store prefix, lists none (exit 0).
+``test_catalogue_covers_every_command`` checks that :data:`ON_MISSING_DB` lists them all."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from tests.reliability.bad_inputs.cli_usage import SAMPLES
 from tests.reliability.bad_inputs.states import build
 
 CREATES_DB = {"create-db", "put", "delete"}  # documented: a writer creates the database it opens
+LISTS_PREFIX = {"list-dbs"}  # --path is a store prefix: one without databases is an empty list
 ON_MISSING_DB: dict[str, tuple[str, ...]] = {
     "create-checkpoint": (),
     "refresh-checkpoint": ("-i", SAMPLES["slate_ops.cli.args.checkpoint_id"]),
@@ -16,6 +18,8 @@ ON_MISSING_DB: dict[str, tuple[str, ...]] = {
     "expire-checkpoints": (),
     "read-manifest": (),
     "list-manifests": (),
+    "history": (),
+    "list-dbs": (),
     "describe": (),
     "verify": (),
     "get": ("k",),
@@ -36,6 +40,10 @@ ON_MISSING_DB: dict[str, tuple[str, ...]] = {
     "flush": (),
 }
 for name, extra in ON_MISSING_DB.items():
+    if name in LISTS_PREFIX:
+        case("missing database", f"CLI {name} on a prefix without databases", build,
+             cli("--path", "nope", name, *extra), 0)  # fmt: skip
+        continue
     missing = "nope2" if name in ("clone", "merge") else "nope"
     case(
         "missing database",

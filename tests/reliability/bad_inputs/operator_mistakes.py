@@ -71,7 +71,7 @@ case(
     group,
     "destroy --hard with a live checkpoint",
     _live_checkpoint,
-    lambda env: admin.destroy("db", env.store, soft=False),
+    lambda env: admin.destroy("db", env.store, soft=False, dry_run=False),
     InvalidDeletionError,
     "{live}",
 )

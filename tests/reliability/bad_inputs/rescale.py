@@ -31,7 +31,7 @@ case(
     nested_db,
     split([b"k05", b"k02"], ["a", "b", "c"]),
     InvalidArgumentError,
-    "b'k05' >= b'k02'",
+    "k05 >= k02",
     "{location}",
     ORDER_FIX,
 )
@@ -50,7 +50,7 @@ case(
     with_shards,
     split([b"k07"], ["a", "b"], "s0"),
     InvalidArgumentError,
-    "b'k07'",
+    "split key k07 ",
     "s0",
     "non-empty range",
 )
@@ -60,7 +60,7 @@ case(
     with_shards,
     split([b"k05"], ["a", "b"], "s1"),
     InvalidArgumentError,
-    "b'k05'",
+    "split key k05 ",
     "s1",
     "non-empty range",
 )

@@ -321,7 +321,7 @@ class Lifecycle:
         member = op.members[0]
         if op.kind == "destroy":
             try:
-                report = admin.destroy(member.path, store, soft=op.soft, clock=clock)
+                report = admin.destroy(member.path, store, soft=op.soft, clock=clock, dry_run=False)
             except DbNotFoundError:
                 if op.soft or op.attempts == 1:
                     raise
@@ -349,7 +349,7 @@ class Lifecycle:
         if op.kind == "delete_tag":
             assert op.tag is not None
             try:
-                admin.delete_tag(member.path, store, op.tag)
+                admin.delete_tag(member.path, store, op.tag, dry_run=False)
                 outcome = f"ok {op.tag}"
             except TagNotFoundError:
                 outcome = f"ok {op.tag} (already gone)"
@@ -386,7 +386,7 @@ class Lifecycle:
 
     def _hard_destroy_path(self, store: SimStore, member: Member) -> None:
         with contextlib.suppress(DbNotFoundError):
-            admin.destroy(member.path, store, soft=False, clock=self.sim.clock)
+            admin.destroy(member.path, store, soft=False, clock=self.sim.clock, dry_run=False)
         self._forget_member(member)
         self._check_nothing_under(member.path)
 
