@@ -16,7 +16,13 @@ from typing import Any, Generic, TypeVar
 import dagster as dg
 from pydantic import Field
 
-from slate_ops.errors import ConfigError
+from slate_ops.errors import (
+    ConfigError,
+    ObjectNotFoundError,
+    ObjectStoreCredentialsError,
+    ObjectStoreError,
+    SequenceConflictError,
+)
 from slate_ops.orchestration.config import DatabaseConfig
 
 DB_TAG = "slate_ops/db"
@@ -25,7 +31,18 @@ DB_TAG = "slate_ops/db"
 IDEMPOTENT_RETRY = dg.RetryPolicy(max_retries=2, delay=1, backoff=dg.Backoff.EXPONENTIAL)
 """Retries of the idempotent steps only: checkpoint expiry and tag policies converge on the same
 state however often they run (each commit is create-if-absent on the manifest). Compaction (each
-attempt fences and picks afresh) and GC (deletes; a failure carries the report) never retry."""
+attempt fences and picks afresh) and GC (deletes; a failure carries the report) never retry. Even
+there only a :func:`transient` error is retried: :func:`run_step` turns any other into a
+:class:`dagster.Failure` that does not retry."""
+
+
+def transient(error: BaseException) -> bool:
+    """Whether a retry of the step can succeed: a network or object-store error (not a missing
+    object or refused credentials) or a lost commit race. A config error, a missing database and
+    every other error fail the same way again."""
+    if isinstance(error, ObjectNotFoundError | ObjectStoreCredentialsError):
+        return False
+    return isinstance(error, ConnectionError | TimeoutError | ObjectStoreError | SequenceConflictError)
 
 
 R = TypeVar("R")
@@ -50,20 +67,43 @@ class DatabaseOpConfig(dg.Config):
 
 
 def target_database(context: dg.OpExecutionContext, configured: str | None) -> str:
-    """The database a run maintains: the op config's ``database``, else the run tag ``slate_ops/db``
-    (both set: they must agree); a run without the tag gets a warning."""
+    """The database a run maintains: the run's partition key (the partitioned jobs), else the op
+    config's ``database``, else the run tag ``slate_ops/db``; those that are set must agree. None
+    set: a :class:`dagster.Failure` that is never retried."""
+    partition = context.partition_key if context.has_partition_key else None
     tagged = context.run_tags.get(DB_TAG)
-    if configured and tagged and configured != tagged:
-        raise ConfigError(
-            f"op config names database {configured!r} but the run tag {DB_TAG} is {tagged!r}; "
-            "they must agree, or the per-database concurrency limit serialises the wrong database"
+    given = {
+        source: value
+        for source, value in (
+            ("partition key", partition),
+            ("op config 'database'", configured),
+            (f"run tag {DB_TAG}", tagged),
         )
-    name = configured or tagged
-    if not name:
-        raise ConfigError(f"no database given: set the run tag {DB_TAG}=<name> (or the op config 'database')")
-    if not tagged:
-        context.log.warning(f"run has no {DB_TAG} tag: the per-database concurrency limit does not apply")
-    return name
+        if value
+    }
+    if len(set(given.values())) > 1:
+        raise _no_retry(
+            ConfigError(
+                "the run names different databases: "
+                + ", ".join(f"{source} {value!r}" for source, value in given.items())
+                + "; they must agree, or the per-database concurrency limit serialises the wrong database"
+            )
+        )
+    if not given:
+        raise _no_retry(
+            ConfigError(
+                "no database given: launch a partition of the job (the partition key is the database), "
+                f"or set the run tag {DB_TAG}=<name> or the op config 'database'"
+            )
+        )
+    return next(iter(given.values()))
+
+
+def _no_retry(error: Exception) -> dg.Failure:
+    """``error`` as a step failure that Dagster does not retry, with its message as the description."""
+    failure = dg.Failure(description=f"{type(error).__name__}: {error}", allow_retries=False)
+    failure.__cause__ = error
+    return failure
 
 
 def run_step(
@@ -75,10 +115,18 @@ def run_step(
 ) -> dg.Output[R]:
     """``step`` on the run's database (:func:`target_database` of the op config's ``database``), as
     the op's output: its report, with its metadata; ``timed`` adds ``step_summary`` and
-    ``duration_s`` (the maintenance job's steps)."""
+    ``duration_s`` (the maintenance job's steps). An error a retry cannot fix (not :func:`transient`)
+    fails the step at once, without retries."""
     name = target_database(context, database)
     started = time.monotonic()
-    result = step(name)
+    try:
+        result = step(name)
+    except dg.Failure:
+        raise
+    except Exception as error:
+        if transient(error):
+            raise  # the op's retry policy, if any, applies
+        raise _no_retry(error) from error
     metadata = result.metadata
     if timed:
         metadata = {

@@ -234,6 +234,46 @@ def test_idempotent_step_is_retried_after_a_transient_error(
     assert [e.step_key for e in retried] == ["maintenance_expire_checkpoints"]
 
 
+@pytest.mark.parametrize(
+    ("tags", "config", "message"),
+    [
+        ({}, None, "no database given"),
+        ({}, {"database": "nope"}, "no database named 'nope' is configured"),
+    ],
+)
+def test_a_run_without_a_database_fails_at_once_without_retries(
+    fleet: SlateDatabasesResource, tags: dict[str, str], config: dict[str, Any] | None, message: str
+) -> None:
+    result = maintenance_job.execute_in_process(
+        run_config=config, tags=tags, resources=resources(fleet), raise_on_error=False
+    )
+    assert not result.success
+    events = [e.event_type for e in result.all_events]
+    assert dg.DagsterEventType.STEP_UP_FOR_RETRY not in events
+    assert started_steps(result) == ["maintenance_expire_checkpoints"]  # one attempt, then the run stops
+    (failure,) = [e for e in result.all_node_events if e.is_step_failure]
+    error = failure.step_failure_data.error
+    assert error is not None and message in error.message
+    assert "max_retries" not in error.message
+
+
+def test_only_transient_errors_are_retried(
+    fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts: list[bool] = []
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(kwargs["dry_run"])
+        raise ValueError("injected: a bug that fails every time")
+
+    monkeypatch.setattr(checkpoints_module, "expire_checkpoints", broken)
+    result = run(fleet, config={"dry_run": False})
+    assert not result.success
+    assert attempts == [False]  # not retried: it cannot succeed on retry
+    (failure,) = [e for e in result.all_node_events if e.is_step_failure]
+    assert "ValueError: injected" in str(failure.step_failure_data.error)
+
+
 def test_retry_policies_only_on_idempotent_steps() -> None:
     policies = {node.name: node.definition.retry_policy for node in maintenance_job.graph.nodes}  # type: ignore[attr-defined]
     assert {name for name, policy in policies.items() if policy is not None} == {
