@@ -95,6 +95,7 @@ databases_job = dg.define_asset_job(
     DATABASES_JOB,
     # Shards and merges are created together by rescale_job, never one asset at a time.
     selection=dg.AssetSelection.groups(GROUP_NAME) - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN),
+    executor_def=dg.in_process_executor,  # short steps: one process per run, not one per step
     description="Create every configured database that is missing (clones included; shards and "
     "merges come from rescale_job) and record its state.",
 )

@@ -137,10 +137,23 @@ def run_step(
     return dg.Output(result.report, metadata=metadata)
 
 
-def one_op_job(op: dg.OpDefinition, *, name: str, description: str) -> dg.JobDefinition:
-    """The job ``name`` that runs ``op`` alone (the single-step jobs)."""
+IN_PROCESS = dg.in_process_executor
+"""The executor of every job whose steps are short object-store calls: one process per run, instead
+of one per step (each of which imports Dagster and slate_ops anew, seconds per step)."""
 
-    @dg.job(name=name, description=description)
+
+def one_op_job(
+    op: dg.OpDefinition,
+    *,
+    name: str,
+    description: str,
+    executor_def: dg.ExecutorDefinition = IN_PROCESS,
+    partitions_def: dg.PartitionsDefinition[str] | None = None,
+) -> dg.JobDefinition:
+    """The job ``name`` that runs ``op`` alone (the single-step jobs), in process unless
+    ``executor_def`` says otherwise, partitioned by ``partitions_def`` if given."""
+
+    @dg.job(name=name, description=description, executor_def=executor_def, partitions_def=partitions_def)
     def _job() -> None:
         op()
 
