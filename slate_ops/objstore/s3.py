@@ -11,6 +11,9 @@ own write. So a 412/409 seen after botocore retried is treated as an unknown out
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -72,6 +75,10 @@ _SET_CREDENTIALS = (
     "SLATE_OPS_S3_SECRET_ACCESS_KEY"
 )
 
+# Connections in each client's pool: the most requests one process sends at once to one endpoint
+# (WAL replay fetches 16 segments at a time; Spark tasks and the flusher add a few more).
+MAX_POOL_CONNECTIONS = 32
+
 
 def make_s3_client(
     *,
@@ -99,15 +106,79 @@ def make_s3_client(
         read_timeout=60,
         # botocore's "max_attempts" counts retries only; "total_max_attempts" includes the first.
         retries={"mode": "standard", "total_max_attempts": max_attempts},
-        max_pool_connections=32,
+        max_pool_connections=MAX_POOL_CONNECTIONS,
         tcp_keepalive=True,
         s3={"addressing_style": "path"} if endpoint_url else None,
     )
     return session.client("s3", endpoint_url=endpoint_url, config=config)
 
 
+# The AWS_* variables that steer boto3's default chain (credentials, region, endpoint, profiles):
+# a shared client is reused only while they are unchanged, so a changed environment gets its own.
+_CHAIN_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CA_BUNDLE",
+)
+_shared_clients: dict[str, Any] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_s3_client(
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+) -> Any:
+    """The process's one client for this endpoint, region and credentials (built on first use).
+
+    Building a client costs ~0.3 s (botocore parses its JSON service models), and each client has
+    its own connection pool; boto3 clients are thread-safe, so every :class:`S3Store` and every
+    thread with the same settings shares one. The key also holds the process id (a forked child
+    builds its own: pooled sockets must not be shared across processes) and the AWS_* variables of
+    boto3's chain; secrets enter it only as a hash. Hooks must not be registered on a shared client:
+    tests that need them build their own with :func:`make_s3_client`.
+    """
+    parts = (
+        str(os.getpid()),
+        endpoint_url,
+        region,
+        access_key_id,
+        secret_access_key,
+        session_token,
+        *(os.environ.get(name) for name in _CHAIN_VARIABLES),
+    )
+    key = hashlib.sha256(repr(parts).encode()).hexdigest()
+    with _shared_lock:  # one build per key, even when many threads open stores at once
+        client = _shared_clients.get(key)
+        if client is None:
+            client = _shared_clients[key] = make_s3_client(
+                endpoint_url=endpoint_url,
+                region=region,
+                access_key_id=access_key_id,
+                secret_access_key=secret_access_key,
+                session_token=session_token,
+            )
+        return client
+
+
 class S3Store:
-    """Objects under ``prefix`` in ``bucket``. ``list`` reports no put ids (S3 listings omit metadata)."""
+    """Objects under ``prefix`` in ``bucket``. ``list`` reports no put ids (S3 listings omit metadata).
+
+    Without ``client`` it uses the process's shared client for its endpoint, region and
+    credentials (:func:`shared_s3_client`), so opening a store costs no client build after the first.
+    """
 
     def __init__(
         self,
@@ -139,7 +210,7 @@ class S3Store:
         self._bucket = bucket
         self._prefix = prefix
         self._key_prefix = f"{prefix}/" if prefix else ""
-        self._client = client or make_s3_client(
+        self._client = client or shared_s3_client(
             endpoint_url=endpoint_url,
             region=region,
             access_key_id=access_key_id,
