@@ -47,6 +47,8 @@ class Command:
     args: tuple[Arg, ...] = ()
     aliases: tuple[str, ...] = ()
     """Other names: the operator API's name in kebab case where the command's own is shorter."""
+    needs_path: bool = True
+    """False for a command that may run without ``--path`` (``list-dbs``: it then lists the store)."""
 
 
 def dry_run_flag(what: str, *, default: bool) -> Arg:

@@ -14,11 +14,10 @@ from typing import Any, get_args
 from slate_ops import admin
 from slate_ops.cli.args import duration, min_age
 from slate_ops.cli.command import Command, arg, dry_run_flag
-from slate_ops.cli.output import render
+from slate_ops.cli.output import jsonable, print_value, render
 from slate_ops.config import format_duration
 from slate_ops.errors import GcFailedError
 from slate_ops.gc import ALL_RESOURCES, MIN_AGE_FLOOR, GcOptions, GcReport, Resource
-from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import ObjectStore
 
 RESOURCE_CHOICES = (*get_args(Resource), "all")
@@ -69,7 +68,7 @@ def report_rows(report: GcReport) -> list[dict[str, Any]]:
 
 
 def _as_output(report: GcReport, output_format: str) -> Any:
-    return report_rows(report) if output_format == "table" else to_jsonable(report)
+    return jsonable(report_rows(report) if output_format == "table" else report)
 
 
 def _gc(args: argparse.Namespace, store: ObjectStore) -> Any:
@@ -77,7 +76,7 @@ def _gc(args: argparse.Namespace, store: ObjectStore) -> Any:
         return _as_output(admin.run_gc(args.path, store, gc_options(args), dry_run=args.dry_run), args.format)
     except GcFailedError as error:
         if isinstance(error.report, GcReport):  # the report first, then the error (exit 1)
-            print(render(_as_output(error.report, args.format), args.format))
+            print_value(render(_as_output(error.report, args.format), args.format))
         raise
 
 

@@ -1,12 +1,15 @@
 """The ``slate-ops`` operator CLI: a thin adapter over :mod:`slate_ops.admin` (docs/cli.md).
 
-Output is JSON (one object or a list; data commands stream JSON lines) unless ``--format table``.
-Usage errors exit 2; operation errors exit 1 with one line on stderr.
+Output is JSON (one object or a list; data commands stream JSON lines) unless ``--format table``,
+in one language (:mod:`slate_ops.cli.output`: keys as text or ``hex:``, times in ISO 8601 UTC).
+Usage errors exit 2; operation errors exit 1 with one line on stderr, in the CLI's words
+(:mod:`slate_ops.cli.hints`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -14,9 +17,9 @@ from pathlib import Path
 
 from slate_ops.cli import checkpoints, compaction, data, databases, gc, lifecycle, rescale, tags
 from slate_ops.cli.command import Command, Exit
-from slate_ops.cli.output import print_json_lines, render
+from slate_ops.cli.hints import cli_message
+from slate_ops.cli.output import jsonable, print_json_lines, print_value, render
 from slate_ops.errors import SlateOpsError
-from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import open_store
 
 STORE_ENV = "SLATE_OPS_STORE"
@@ -38,6 +41,14 @@ def default_store_url() -> str:
     return os.environ.get(STORE_ENV) or (Path.cwd() / ".slate").resolve().as_uri()
 
 
+def package_version() -> str:
+    """The installed slate_ops distribution's version (``importlib.metadata``)."""
+    try:
+        return importlib.metadata.version("slate_ops")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -52,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Operate slate_ops databases: data, checkpoints and manifests.",
         parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"slate-ops {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         for command in group:
@@ -62,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                 description=command.help,
                 parents=[common],
             )
-            sub.set_defaults(handler=command.handler, parser=sub)
+            sub.set_defaults(handler=command.handler, parser=sub, needs_path=command.needs_path)
             for argument in command.args:
                 sub.add_argument(*argument.flags, **argument.options)
     return parser
@@ -73,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     path = getattr(args, "path", None)
     if path is None:
-        parser.error("--path is required")
+        if args.needs_path:
+            parser.error("--path is required")
+        path = ""  # list-dbs: the whole store
     args.path = path
     args.format = getattr(args, "format", "json")
     try:
@@ -85,9 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 0
         if isinstance(result, Exit):
             result, code = result.value, result.code
-        result = to_jsonable(result)
+        result = jsonable(result)
     except SlateOpsError as error:
-        print(f"slate-ops: error: {error}", file=sys.stderr)
+        print(f"slate-ops: error: {cli_message(str(error), args.path)}", file=sys.stderr)
         return 1
-    print(render(result, args.format))
+    print_value(render(result, args.format))
     return code

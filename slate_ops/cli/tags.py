@@ -14,7 +14,7 @@ from slate_ops import admin
 from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, checked_tag_policy
 from slate_ops.cli.args import checkpoint_id, duration, positive_int, time_of_day
 from slate_ops.cli.command import Command, arg, dry_run_flag
-from slate_ops.jsonable import to_jsonable
+from slate_ops.cli.output import jsonable
 from slate_ops.objstore import ObjectStore
 
 
@@ -28,8 +28,18 @@ def _delete_tag(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
 
 
 def _list_tags(args: argparse.Namespace, store: ObjectStore) -> list[dict[str, Any]]:
+    """The ``$tags`` rows, with ``create_time_s`` (Unix seconds) beside ``create_time`` as in every
+    other output."""
     rows: list[dict[str, Any]] = admin.list_tags(args.path, store).to_pylist()
-    return rows
+    out = []
+    for row in rows:
+        with_seconds: dict[str, Any] = {}
+        for key, value in row.items():
+            if key == "create_time":
+                with_seconds["create_time_s"] = int(value.timestamp())
+            with_seconds[key] = value
+        out.append(with_seconds)
+    return out
 
 
 def _rollback(args: argparse.Namespace, store: ObjectStore) -> Any:
@@ -37,7 +47,7 @@ def _rollback(args: argparse.Namespace, store: ObjectStore) -> Any:
     if args.format == "table":
         return rollback_rows(report)
     return {
-        **to_jsonable(report),
+        **jsonable(report),
         "discarded_bytes": report.discarded_bytes,
         "discarded_entries": report.discarded_entries,
     }

@@ -50,10 +50,14 @@ def test_create_list_and_delete(store: ObjectStore, capsys: pytest.CaptureFixtur
         "tag_name",
         "checkpoint_id",
         "manifest_id",
+        "create_time_s",
         "create_time",
         "record_count",
         "bytes",
     }
+    # One time language: Unix seconds beside ISO 8601 UTC, as create-tag prints them.
+    assert rows[0]["create_time_s"] == tag["create_time_s"]
+    assert rows[0]["create_time"] == tag["create_time"] and tag["create_time"].endswith("Z")
 
     code, text, _ = cli(capsys, "list-tags", "--format", "table")
     assert code == 0 and text.splitlines()[0].split() == [
