@@ -2,7 +2,8 @@
 
 ``compact`` runs one compaction (:func:`slate_ops.admin.compact`, which fences any running
 compactor) and prints its report with ``"compacted": true``, or ``{"compacted": false, "reason":
-...}`` with the current L0 and sorted-run counts when there is nothing to do (exit 0 either way).
+...}`` with the current counts of L0 views and sorted runs (``l0_views``, ``sorted_runs``, as
+``describe`` names them) when there is nothing to do (exit 0 either way).
 ``shape`` prints the LSM tree: every L0 SST and every sorted run with its SST count, key range,
 bytes and entries, keys in the data commands' convention (pasteable into ``scan --from``).
 """
@@ -24,17 +25,17 @@ def nothing_to_compact(shape: LsmShape, *, full: bool, options: CompactorOptions
     """What ``compact`` prints when the compactor found nothing to do in ``shape``."""
     l0, runs = len(shape.l0), len(shape.sorted_runs)
     if full:
-        reason = f"nothing to compact: {l0} L0 SST(s) and {runs} sorted run(s) are already fully compacted"
+        reason = f"nothing to compact: {l0} L0 view(s) and {runs} sorted run(s) are already fully compacted"
     else:
         reason = (
-            f"below the compaction thresholds: {l0} L0 SST(s) and {runs} sorted run(s) "
+            f"below the compaction thresholds: {l0} L0 view(s) and {runs} sorted run(s) "
             f"(min_sources {options.min_sources}; --full merges everything)"
         )
     return {
         "compacted": False,
         "reason": reason,
         "manifest_id": shape.manifest_id,
-        "l0_ssts": l0,
+        "l0_views": l0,
         "sorted_runs": runs,
     }
 

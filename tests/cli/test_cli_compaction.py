@@ -103,10 +103,10 @@ def test_nothing_to_compact_then_full(store: ObjectStore, capsys: pytest.Capture
     assert code == 0
     assert idle == {
         "compacted": False,
-        "reason": "below the compaction thresholds: 2 L0 SST(s) and 1 sorted run(s) "
+        "reason": "below the compaction thresholds: 2 L0 view(s) and 1 sorted run(s) "
         "(min_sources 4; --full merges everything)",
         "manifest_id": idle["manifest_id"],
-        "l0_ssts": 2,
+        "l0_views": 2,
         "sorted_runs": 1,
     }
 
@@ -125,7 +125,7 @@ def test_nothing_to_compact_then_full(store: ObjectStore, capsys: pytest.Capture
 
     code, again, _ = cli(capsys, "compact", "--full")
     assert code == 0 and again["compacted"] is False
-    assert again["reason"].startswith("nothing to compact: 0 L0 SST(s) and 1 sorted run(s)")
+    assert again["reason"].startswith("nothing to compact: 0 L0 view(s) and 1 sorted run(s)")
 
 
 def test_empty_database(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,7 +135,7 @@ def test_empty_database(store_url: str, capsys: pytest.CaptureFixture[str]) -> N
     assert cli(capsys, "shape", "--format", "table")[1] == "(none)\n"
     for argv in (["compact"], ["compact", "--full"]):
         code, result, _ = cli(capsys, *argv)
-        assert code == 0 and result["compacted"] is False and result["l0_ssts"] == 0
+        assert code == 0 and result["compacted"] is False and result["l0_views"] == 0
 
 
 def test_shape_table_has_a_row_per_l0_sst_and_sorted_run(
