@@ -4,6 +4,7 @@ times in ISO 8601 UTC, sizes and durations for people in tables, errors in the C
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +167,6 @@ def test_every_unix_time_gets_an_iso_twin_and_durations_do_not() -> None:
 
 
 def test_render_time_is_iso_8601_utc() -> None:
-    from datetime import datetime, timedelta, timezone
-
     assert render_time(0.0) == "1970-01-01T00:00:00Z"
     east = datetime(2026, 11, 21, 16, 47, 50, 123456, tzinfo=timezone(timedelta(hours=2)))
     assert render_time(east) == "2026-11-21T14:47:50Z"
