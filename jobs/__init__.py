@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import dagster as dg
 
-from slate_ops.orchestration import checkpoints, clones, compaction, gc, maintenance, rescale, tags
+from slate_ops.orchestration import (
+    checkpoints,
+    clones,
+    compaction,
+    gc,
+    maintenance,
+    partitions,
+    rescale,
+    tags,
+)
 from slate_ops.orchestration.checkpoints import (
     checkpoint_expiry_job,
     checkpoint_expiry_schedule,
@@ -24,6 +33,7 @@ from slate_ops.orchestration.compaction import (
 )
 from slate_ops.orchestration.gc import gc_job, gc_schedule
 from slate_ops.orchestration.maintenance import maintenance_job, maintenance_schedule
+from slate_ops.orchestration.partitions import slate_ops_partitions_sensor
 from slate_ops.orchestration.rescale import rescale_job
 from slate_ops.orchestration.tags import tag_policy_job, tag_policy_schedule
 
@@ -35,6 +45,7 @@ DOMAINS: list[dg.Definitions] = [
     gc.defs,
     rescale.defs,
     tags.defs,
+    partitions.defs,
 ]
 """One Definitions per domain: its jobs, schedules and sensors (the config-dependent assets, checks
 and resources are :func:`slate_ops.orchestration.database_definitions`)."""
@@ -55,7 +66,11 @@ ALL_SCHEDULES: list[dg.ScheduleDefinition] = [
     gc_schedule,
     tag_policy_schedule,
 ]
-ALL_SENSORS: list[dg.SensorDefinition] = [slate_ops_manifest_sensor, slate_ops_compaction_sensor]
+ALL_SENSORS: list[dg.SensorDefinition] = [
+    slate_ops_manifest_sensor,
+    slate_ops_compaction_sensor,
+    slate_ops_partitions_sensor,
+]
 
 __all__ = [
     "ALL_JOBS",
@@ -74,6 +89,7 @@ __all__ = [
     "rescale_job",
     "slate_ops_compaction_sensor",
     "slate_ops_manifest_sensor",
+    "slate_ops_partitions_sensor",
     "tag_policy_job",
     "tag_policy_schedule",
 ]

@@ -130,6 +130,7 @@ def expiry_run_request(db: DatabaseConfig, key: str) -> dg.RunRequest:
 
 checkpoint_expiry_job = runs.one_op_job(
     expire_checkpoints_op,
+    partitions_def=runs.DATABASES,
     name=CHECKPOINT_EXPIRY_JOB,
     description=f"Remove one database's expired checkpoints (run tag {DB_TAG}=<name>; dry run by default).",
 )
@@ -173,6 +174,7 @@ def slate_ops_manifest_sensor(
             asset_key=database_asset_key(db.name), metadata=observed_metadata(slate, db, status, log)
         )
         for db, status in changed
+        if slate.configured(db.name)  # a discovered database has no asset
     ]
     run_requests = [
         expiry_run_request(db, f"expire-{db.name}-{status.manifest_id}")

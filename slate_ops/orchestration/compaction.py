@@ -211,6 +211,7 @@ def propose_compaction(
 
 compaction_job = runs.one_op_job(
     compact_op,
+    partitions_def=runs.DATABASES,
     executor_def=dg.multiprocess_executor,  # a Spark compaction starts Spark in the step's own process
     name=COMPACTION_JOB,
     description=f"Run one compaction of one database (run tag {DB_TAG}=<name>) and report it.",

@@ -56,7 +56,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import dagster as dg
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, TagPolicy, checked_tag_policy
 from slate_ops.compaction import CompactorOptions
@@ -307,12 +307,52 @@ _FLAT_FIELDS = (
 _CREDENTIAL_OPTIONS = ("access_key_id", "secret_access_key", "session_token")
 
 
-class SlateOpsConfig(dg.Config):
-    """Every configured database; names are unique."""
+class DiscoverConfig(dg.Config):
+    """Where more databases are found by listing: every path under ``prefix`` in ``store_url`` that
+    holds a ``manifest/`` (:func:`slate_ops.admin.reachability.discover_databases`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    databases: list[DatabaseConfig] = Field(min_length=1)
+    store_url: str = Field(min_length=1, description="The store to list (no secrets); default: as databases.")
+    prefix: str = Field(default="", description="List under this path; empty: the whole store.")
+
+    @field_validator("store_url")
+    @classmethod
+    def _no_credentials(cls, url: str) -> str:
+        return DatabaseConfig._no_credentials(url)
+
+
+def discovered_name(path: str, prefix: str) -> str | None:
+    """The name of the database discovered at ``path`` under ``prefix``: the rest of the path, every
+    character but letters, digits and ``_`` made ``_``, and ``_`` first if it starts with a digit
+    (``fleet/db-007`` under ``fleet`` is ``db_007``); None for the prefix itself."""
+    rest = path.strip("/")
+    root = prefix.strip("/")
+    if root and (rest == root or rest.startswith(root + "/")):
+        rest = rest[len(root) :].strip("/")
+    if not rest:
+        return None
+    name = re.sub(r"[^A-Za-z0-9_]", "_", rest)
+    return "_" + name if name[0].isdigit() else name
+
+
+class SlateOpsConfig(dg.Config):
+    """Every configured database (names are unique), and where more are discovered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    discover: DiscoverConfig | None = Field(
+        default=None,
+        description="List this store and prefix for more databases, which get the default policies.",
+    )
+    databases: list[DatabaseConfig] = Field(default_factory=list)
+
+    @field_validator("databases")
+    @classmethod
+    def _some_database(cls, databases: list[DatabaseConfig], info: ValidationInfo) -> list[DatabaseConfig]:
+        if not databases and info.data.get("discover") is None:
+            raise ValueError("list at least 1 database, or set discover")
+        return databases
 
     @field_validator("databases")
     @classmethod
@@ -422,7 +462,12 @@ def parse_config(text: str, source: str = "<string>") -> SlateOpsConfig:
     raw = _expand(raw, source, ())
     # Dagster's Config turns a missing field into None ("Input should be a valid string"), so
     # required fields are checked here to report them as missing.
-    missing = _missing_fields(raw, SlateOpsConfig, ())
+    missing = [] if isinstance(raw.get("discover"), dict) else _missing_fields(raw, SlateOpsConfig, ())
+    if "databases" not in raw and not isinstance(raw.get("discover"), dict):
+        missing.append("databases")
+    discover = raw.get("discover")
+    if isinstance(discover, dict) and discover.get("store_url") is None:
+        discover["store_url"] = default_store_url()
     databases = raw.get("databases")
     if isinstance(databases, list):
         for i, entry in enumerate(databases):

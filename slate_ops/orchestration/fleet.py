@@ -80,12 +80,22 @@ def database_exists(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
     return True
 
 
+def fleet_of(slate: SlateDatabasesResource, log: logging.Logger) -> list[DatabaseConfig]:
+    """The fleet (configured, then discovered databases); if discovery fails, the configured ones
+    with a warning (a store that cannot be listed must not stop the configured databases' runs)."""
+    try:
+        return slate.fleet()
+    except Exception as exc:
+        log.warning(f"discovery failed, using the configured databases only: {type(exc).__name__}: {exc}")
+        return list(slate.config.databases)
+
+
 def describe_databases(
     slate: SlateDatabasesResource, log: logging.Logger, databases: Sequence[DatabaseConfig] | None = None
 ) -> EachDatabase[DbStatus]:
-    """:func:`describe` of ``databases`` (default: every configured one) that exist and can be read."""
+    """:func:`describe` of ``databases`` (default: the fleet, :func:`fleet_of`) that exist and can be read."""
     return each_database(
-        slate.config.databases if databases is None else databases, log, lambda db: describe(slate, db)
+        fleet_of(slate, log) if databases is None else databases, log, lambda db: describe(slate, db)
     )
 
 
@@ -114,7 +124,7 @@ def database_schedule(
         context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
     ) -> list[dg.RunRequest] | dg.SkipReason:
         tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
-        databases = [db for db in slate.config.databases if due is None or due(db, tick)]
+        databases = [db for db in fleet_of(slate, context.log) if due is None or due(db, tick)]
         if due is not None and not databases:
             return dg.SkipReason(none_due.format(tick=tick))
         found = each_database(databases, context.log, lambda db: wants_run(slate, db))
@@ -129,8 +139,9 @@ class ManifestTick:
     (:attr:`found`) and the cursor, ``{db name: manifest id}`` of what the sensor already handled."""
 
     def __init__(self, context: dg.SensorEvaluationContext, slate: SlateDatabasesResource) -> None:
-        self.cursor = _parse_cursor(context.cursor, context.log, slate.database_names())
-        self.found = describe_databases(slate, context.log)
+        fleet = fleet_of(slate, context.log)
+        self.cursor = _parse_cursor(context.cursor, context.log, [db.name for db in fleet])
+        self.found = describe_databases(slate, context.log, fleet)
 
     def seen(self, db: DatabaseConfig, status: DbStatus) -> bool:
         """Whether the sensor handled ``db`` at this manifest already."""

@@ -221,6 +221,7 @@ def gc_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
 
 gc_job = runs.one_op_job(
     gc_op,
+    partitions_def=runs.DATABASES,
     name=GC_JOB,
     description=f"Garbage-collect one database (run tag {DB_TAG}=<name>; dry run by default) and report it.",
 )

@@ -252,7 +252,10 @@ def maintenance_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest
     """A maintenance run of ``db`` (real, within its policy's dry runs), tagged for the concurrency
     limit, with run key ``maintenance-<name>-<YYYYmmddTHHMMZ>``."""
     return runs.database_run_request(
-        db, runs.run_key("maintenance", db.name, tick), {"database": db.name, "dry_run": False}
+        db,
+        runs.run_key("maintenance", db.name, tick),
+        {"database": db.name, "dry_run": False},
+        partitioned=False,
     )
 
 
@@ -279,6 +282,8 @@ def run_summary(events: Iterable[dg.DagsterEvent]) -> list[tuple[str, str, float
     # Four short steps in the run's process (seconds saved per step); a Spark compaction starts
     # Spark in that process, which is the run's own (the run launcher starts one per run).
     executor_def=runs.IN_PROCESS,
+    # Not partitioned: Dagster refuses a ConfigMapping (the one-schema run config above) on a
+    # partitioned job. Runs name their database with the slate_ops/db tag.
     description=f"Maintain one database (run tag {DB_TAG}=<name>; dry run by default): expire checkpoints, "
     "compact, apply the tag policy, garbage-collect; each step's report is run metadata.",
 )

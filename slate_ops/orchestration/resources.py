@@ -20,10 +20,17 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
+from slate_ops.admin.reachability import discover_databases
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine import DbReader
+from slate_ops.errors import ConfigError
 from slate_ops.objstore import ObjectStore, open_store
-from slate_ops.orchestration.config import S3_CREDENTIAL_ENV, DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.config import (
+    S3_CREDENTIAL_ENV,
+    DatabaseConfig,
+    SlateOpsConfig,
+    discovered_name,
+)
 from slate_ops.spark import LOCAL_CONFIG
 
 RESOURCE_KEY = "slate"
@@ -57,11 +64,52 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return cls(config=config, **credentials)
 
     def database_names(self) -> list[str]:
-        return [db.name for db in self.config.databases]
+        """The names of the fleet: the configured databases, then the discovered ones."""
+        return [db.name for db in self.fleet()]
+
+    def fleet(self) -> list[DatabaseConfig]:
+        """The configured databases, then the discovered ones (:meth:`discovered`)."""
+        return [*self.config.databases, *self.discovered()]
+
+    def configured(self, name: str) -> bool:
+        """Whether ``name`` is listed in the config (so it has an asset), not only discovered."""
+        return any(db.name == name for db in self.config.databases)
+
+    def discovered(self) -> list[DatabaseConfig]:
+        """The databases under the config's ``discover`` store and prefix (one LIST), with the default
+        policies; a path or name that a listed database already has is left out (the listed entry
+        keeps its settings and lineage)."""
+        discover = self.config.discover
+        if discover is None:
+            return []
+        store = open_store(discover.store_url, **self._credentials())
+        listed = {(db.store_url, db.path.strip("/")) for db in self.config.databases}
+        names = {db.name for db in self.config.databases}
+        found: list[DatabaseConfig] = []
+        for path in discover_databases(store, discover.prefix):
+            name = discovered_name(path, discover.prefix)
+            if name is None or name in names or (discover.store_url, path.strip("/")) in listed:
+                continue
+            names.add(name)
+            found.append(DatabaseConfig(name=name, store_url=discover.store_url, path=path))
+        return found
 
     def database(self, name: str) -> DatabaseConfig:
-        """The database called ``name``; :class:`~slate_ops.errors.ConfigError` if unknown."""
-        return self.config.database(name)
+        """The database called ``name``, configured or else discovered;
+        :class:`~slate_ops.errors.ConfigError` if neither."""
+        try:
+            return self.config.database(name)
+        except ConfigError:
+            if self.config.discover is None:
+                raise
+        for db in self.discovered():
+            if db.name == name:
+                return db
+        discover = self.config.discover
+        raise ConfigError(
+            f"no database named {name!r} is configured or discovered under {discover.prefix!r} in "
+            f"{redact(discover.store_url)}"
+        )
 
     def open_store(self, name: str) -> ObjectStore:
         """Open the object store that holds database ``name`` (S3 with the resource's credentials)."""
@@ -143,3 +191,8 @@ def local_pyspark_resource() -> LocalPySparkResource:
     return LocalPySparkResource(
         spark_config={**LOCAL_CONFIG, "spark.master": "local[2]", "spark.app.name": "slate_ops-compaction"}
     )
+
+
+def redact(url: str) -> str:
+    """``url`` without its query string (which may carry options); for messages."""
+    return url.split("?", 1)[0]

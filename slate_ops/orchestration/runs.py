@@ -26,7 +26,16 @@ from slate_ops.errors import (
 from slate_ops.orchestration.config import DatabaseConfig
 
 DB_TAG = "slate_ops/db"
-"""Run tag naming the database a run maintains; the per-database concurrency limit keys on it."""
+"""Run tag naming the database of a run that is not a partition (``clone_job``, ``rescale_job``, and
+the requests of the schedules and sensors, to serialise them with those); a concurrency limit keys
+on it."""
+
+PARTITIONS_NAME = "slate_ops_databases"
+DATABASES = dg.DynamicPartitionsDefinition(name=PARTITIONS_NAME)
+"""The partitions of the per-database jobs (compaction, GC, checkpoint expiry, tag policy): one
+key per database name, kept in sync with the fleet (configured and discovered) by
+``slate_ops_partitions_sensor``. A run's partition key is the database it maintains; the
+per-database concurrency limit keys on the ``dagster/partition`` tag."""
 
 IDEMPOTENT_RETRY = dg.RetryPolicy(max_retries=2, delay=1, backoff=dg.Backoff.EXPONENTIAL)
 """Retries of the idempotent steps only: checkpoint expiry and tag policies converge on the same
@@ -165,9 +174,18 @@ def run_key(prefix: str, database: str, tick: datetime) -> str:
     return f"{prefix}-{database}-{tick.astimezone(UTC):%Y%m%dT%H%MZ}"
 
 
-def database_run_request(db: DatabaseConfig, run_key: str, run_config: dict[str, Any]) -> dg.RunRequest:
-    """A run of ``db``, tagged ``slate_ops/db=<name>`` for the per-database concurrency limit."""
-    return dg.RunRequest(run_key=run_key, run_config=run_config, tags={DB_TAG: db.name})
+def database_run_request(
+    db: DatabaseConfig, run_key: str, run_config: dict[str, Any], *, partitioned: bool = True
+) -> dg.RunRequest:
+    """A run of the partition ``db.name`` (unless not ``partitioned``), tagged ``slate_ops/db=<name>``:
+    the per-database concurrency limits key on both, so it is also serialised with that database's
+    unpartitioned runs (maintenance, clone, rescale)."""
+    return dg.RunRequest(
+        run_key=run_key,
+        run_config=run_config,
+        partition_key=db.name if partitioned else None,
+        tags={DB_TAG: db.name},
+    )
 
 
 def op_run_config(op: str, **config: Any) -> dict[str, Any]:

@@ -175,6 +175,7 @@ def tag_policy_has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bo
 
 tag_policy_job = runs.one_op_job(
     tag_policy_op,
+    partitions_def=runs.DATABASES,
     name=TAG_POLICY_JOB,
     description=f"Apply one database's tag policy (run tag {DB_TAG}=<name>; dry run by default); report it.",
 )

@@ -13,6 +13,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+from dagster._core.definitions.partitions.context import partition_loading_context
 
 from slate_ops import Db
 from slate_ops.clock import ManualClock
@@ -20,10 +21,14 @@ from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.compaction import SPARK_POOL
 from slate_ops.orchestration.config import TagPolicyConfig
+from slate_ops.orchestration.runs import PARTITIONS_NAME
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
-DB_LIMIT = [{"key": "slate_ops/db", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+DB_LIMIT = [
+    {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1},
+    {"key": "slate_ops/db", "value": {"applyLimitPerUniqueValue": True}, "limit": 1},
+]
 
 IDEMPOTENT_OPS = {
     "expire_checkpoints_op",
@@ -100,10 +105,17 @@ def test_every_schedule_and_sensor_run_request_carries_the_database_tag(
     tick = datetime(2024, 1, 2, 0, 0, tzinfo=UTC)  # every schedule's cron and gc.interval_hours match
     requested: dict[str, list[dg.RunRequest]] = {}
     repository = busy_defs.get_repository_def()
-    with dg.DagsterInstance.ephemeral() as instance:
+    with (
+        dg.DagsterInstance.ephemeral() as instance,
+        partition_loading_context(dynamic_partitions_store=instance),  # as the daemon evaluates them
+    ):
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha", "beta"])  # the partitions sensor's work
         for schedule in repository.schedule_defs:
             context = dg.build_schedule_context(
-                instance=instance, scheduled_execution_time=tick, resources={"slate": busy}
+                instance=instance,
+                scheduled_execution_time=tick,
+                resources={"slate": busy},
+                repository_def=repository,
             )
             requested[schedule.name] = list(schedule.evaluate_tick(context).run_requests or [])
         for sensor in repository.sensor_defs:
@@ -129,6 +141,8 @@ def test_every_schedule_and_sensor_run_request_carries_the_database_tag(
             assert request.tags.get(DB_TAG) in {"alpha", "beta"}, f"{name}: {request.tags}"
             assert _databases_in(request.run_config) <= {request.tags[DB_TAG]}, name
             assert request.run_key, f"{name}: run requests need deterministic run keys"
+            if name != "maintenance_schedule":  # the partitioned jobs: the partition is the database
+                assert request.partition_key == request.tags[DB_TAG], name
 
 
 def _ops(defs: dg.Definitions) -> dict[str, dg.OpDefinition]:

@@ -52,7 +52,7 @@ def test_each_domain_keeps_its_jobs_schedules_and_sensors_together() -> None:
     domains = {
         frozenset(j.name for j in d.jobs or ()): (
             {s.name: s.job_name for s in d.schedules or ()},
-            {s.name: s.job_name for s in d.sensors or ()},
+            {s.name: s.job_name if s.targets else None for s in d.sensors or ()},
         )
         for d in jobs.DOMAINS
     }
@@ -70,6 +70,7 @@ def test_each_domain_keeps_its_jobs_schedules_and_sensors_together() -> None:
         frozenset({"gc_job"}): ({"gc_schedule": "gc_job"}, {}),
         frozenset({"rescale_job"}): ({}, {}),
         frozenset({"tag_policy_job"}): ({"tag_policy_schedule": "tag_policy_job"}, {}),
+        frozenset(): ({}, {"slate_ops_partitions_sensor": None}),
     }
     assert [j.name for j in jobs.ALL_JOBS] == [
         name for d in jobs.DOMAINS for name in (j.name for j in d.jobs or ())
@@ -106,6 +107,7 @@ def test_the_code_location_keeps_every_name(defs: dg.Definitions) -> None:
     assert {s.name for s in repository.sensor_defs} == {
         "slate_ops_manifest_sensor",
         "slate_ops_compaction_sensor",
+        "slate_ops_partitions_sensor",
     }
     assert set(repository.get_top_level_resources()) == {"slate", "pyspark"}
 
