@@ -19,7 +19,8 @@ create-if-absent of that id then fails, and it finds the newer epoch in the mani
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 from ulid import ULID
@@ -27,7 +28,15 @@ from ulid import ULID
 from slate_ops.errors import ObjectNotFoundError, PreconditionFailedError, PutOutcomeUnknownError
 from slate_ops.manifest.model import CompactedSst, Manifest
 from slate_ops.manifest.store import MANIFEST_DIR
-from slate_ops.objstore.base import ObjectStore, PutMode, new_put_id, resolve_put_outcome
+from slate_ops.objstore.base import (
+    GetResult,
+    ObjectMeta,
+    ObjectStore,
+    PutMode,
+    PutResult,
+    new_put_id,
+    resolve_put_outcome,
+)
 from slate_ops.sst import SstReader, encode_sst
 from slate_ops.txn.paths import join, normalize_db_path
 
@@ -49,6 +58,10 @@ def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str
 
 WAL_DIR = "wal"
 _NAME = re.compile(r"^(\d{20})\.sst$")
+# WAL SSTs fetched at once by read_many (replay): on S3 each GET waits ~20-50 ms, so fetching one
+# after another makes a reopen after a few hundred WAL SSTs take many seconds. Bounded so that at
+# most this many segments are held in memory ahead of the one being applied.
+WAL_FETCH_PARALLELISM = 16
 
 Entry = tuple[bytes, int, int, bytes]
 
@@ -115,11 +128,91 @@ class WalStore:
         return candidate
 
     def read(self, wal_id: int) -> Iterator[Entry]:
-        """The entries of WAL ``wal_id`` in seq order; nothing for a fence."""
+        """The entries of WAL ``wal_id`` in seq order; nothing for a fence. One GET."""
+        return self._fetch(wal_id).scan()
+
+    def read_many(
+        self, segments: Iterable[tuple[int, int]], parallelism: int = WAL_FETCH_PARALLELISM
+    ) -> Iterator[tuple[int, Iterator[Entry]]]:
+        """``(id, entries)`` of each ``(id, size)`` of ``segments`` (from :meth:`list_sizes`), in order.
+
+        Up to ``parallelism`` WAL SSTs are fetched at once, each with one GET and in order of need
+        (the next ones while the caller applies this one); a fence (size 0) costs no request. Stopping
+        early (or an error) cancels the fetches not yet started.
+        """
+        pending: list[tuple[int, Future[_WalSegment] | None]] = []
+        todo = iter(segments)
+        with ThreadPoolExecutor(max(1, parallelism), thread_name_prefix="slate-ops-wal-fetch") as pool:
+            try:
+                while True:
+                    while len(pending) < max(1, parallelism):
+                        step = next(todo, None)
+                        if step is None:
+                            break
+                        wal_id, size = step
+                        pending.append((wal_id, None if size == 0 else pool.submit(self._fetch, wal_id)))
+                    if not pending:
+                        return
+                    wal_id, future = pending.pop(0)
+                    yield wal_id, iter(()) if future is None else future.result().scan()
+            finally:
+                for _, future in pending:
+                    if future is not None:
+                        future.cancel()
+
+    def _fetch(self, wal_id: int) -> _WalSegment:
+        """WAL ``wal_id`` read whole with one GET (a WAL SST is read whole anyway): no HEAD, no
+        ranged GETs for footer, index and blocks."""
         key = self.key(wal_id)
-        if self.store.head(key).size == 0:
+        return _WalSegment(self.store.url, key, self.store.get(key))
+
+
+class _WalSegment:
+    """One fetched WAL SST; :meth:`scan` decodes it from memory (nothing for a fence)."""
+
+    __slots__ = ("_got", "_key", "_url")
+
+    def __init__(self, url: str, key: str, got: GetResult) -> None:
+        self._url = url
+        self._key = key
+        self._got = got
+
+    def scan(self) -> Iterator[Entry]:
+        if not self._got.data:
             return iter(())
-        return SstReader.open(self.store, key).scan()
+        view = _FetchedObject(self._url, self._key, self._got)
+        return SstReader.open(view, self._key, size=len(self._got.data)).scan()
+
+
+class _FetchedObject:
+    """A read-only store view serving one already fetched object from memory, for SstReader."""
+
+    def __init__(self, url: str, key: str, got: GetResult) -> None:
+        self.url = url
+        self._key = key
+        self._got = got
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+        self._check(key)
+        data = self._got.data
+        return GetResult(data if byte_range is None else data[byte_range[0] : byte_range[1]], self._got.meta)
+
+    def head(self, key: str) -> ObjectMeta:
+        self._check(key)
+        return self._got.meta
+
+    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
+        raise NotImplementedError("a fetched WAL SST is read only")
+
+    def put(self, key: str, data: bytes, mode: PutMode | None = None, put_id: str | None = None) -> PutResult:
+        raise NotImplementedError("a fetched WAL SST is read only")
+
+    def delete(self, key: str) -> None:
+        raise NotImplementedError("a fetched WAL SST is read only")
+
+    def _check(self, key: str) -> None:
+        if key != self._key:
+            raise ObjectNotFoundError(f"{key} is not the fetched WAL SST {self._key}", key)
 
 
 __all__ = [

@@ -202,11 +202,13 @@ class Db:
         )
 
     def _replay(self, after: int, fence_id: int) -> None:
-        """Re-apply the WAL SSTs between the manifest's replay point and our fence."""
-        for wal_id in self._wal.list_ids(after):
-            if wal_id >= fence_id:
-                break
-            for key, seq, kind, value in self._wal.read(wal_id):
+        """Re-apply the WAL SSTs between the manifest's replay point and our fence.
+
+        One LIST gives their ids and sizes; they are fetched several at a time (one GET each, none
+        for an empty fence object) and applied one after another in id order."""
+        below_fence = [(wal_id, size) for wal_id, size in self._wal.list_sizes(after) if wal_id < fence_id]
+        for wal_id, entries in self._wal.read_many(below_fence):
+            for key, seq, kind, value in entries:
                 self._memtable.put(key, seq, kind, value)
                 self._last_seq = max(self._last_seq, seq)
             self._memtable.max_wal_id = wal_id
