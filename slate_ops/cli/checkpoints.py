@@ -22,7 +22,7 @@ def _refresh_checkpoint(args: argparse.Namespace, store: ObjectStore) -> Any:
 
 
 def _delete_checkpoint(args: argparse.Namespace, store: ObjectStore) -> Any:
-    return admin.delete_checkpoint(args.path, store, args.id)
+    return admin.delete_checkpoint(args.path, store, args.id, dry_run=args.dry_run)
 
 
 def _list_checkpoints(args: argparse.Namespace, store: ObjectStore) -> Any:
@@ -54,7 +54,12 @@ COMMANDS = (
         "Set a checkpoint's expiry to now + lifetime.",
         (_ID, arg("-l", "--lifetime", type=duration, help="default: never expires")),
     ),
-    Command("delete-checkpoint", _delete_checkpoint, "Delete a checkpoint.", (_ID,)),
+    Command(
+        "delete-checkpoint",
+        _delete_checkpoint,
+        "Delete a checkpoint (dry run by default): what it protects may then be collected.",
+        (_ID, dry_run_flag("checkpoint would be deleted")),
+    ),
     Command(
         "list-checkpoints",
         _list_checkpoints,
@@ -65,6 +70,6 @@ COMMANDS = (
         "expire-checkpoints",
         _expire_checkpoints,
         "Remove expired checkpoints (dry run by default).",
-        (dry_run_flag("would be removed", default=True),),
+        (dry_run_flag("would be removed"),),
     ),
 )

@@ -51,12 +51,18 @@ class Command:
     """False for a command that may run without ``--path`` (``list-dbs``: it then lists the store)."""
 
 
-def dry_run_flag(what: str, *, default: bool) -> Arg:
-    """The ``--dry-run/--no-dry-run`` switch of a command that deletes or discards something."""
+DRY_RUN_NOTE = "dry run: nothing was changed; run the same command with --no-dry-run to act"
+
+
+def dry_run_flag(what: str) -> Arg:
+    """The ``--dry-run/--no-dry-run`` switch of a command that deletes data, history or protection.
+
+    The rule on every surface (docs/cli.md "Dry run by default"): such a command only reports, unless
+    ``--no-dry-run`` is given; the report is exactly what a real run would do.
+    """
     return arg(
         "--dry-run",
         action=argparse.BooleanOptionalAction,
-        default=default,
-        help=f"print exactly what {what}, and change nothing"
-        + (" (default); --no-dry-run acts" if default else ""),
+        default=True,
+        help=f"print exactly what {what}, and change nothing (the default); --no-dry-run acts",
     )

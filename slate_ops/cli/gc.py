@@ -104,7 +104,7 @@ COMMANDS = (
                 type=duration,
                 help="grace period of a soft-destroyed database (default 1days)",
             ),
-            dry_run_flag("would be deleted, expired and detached", default=False),
+            dry_run_flag("would be deleted, expired and detached"),
         ),
         aliases=("run-gc",),
     ),

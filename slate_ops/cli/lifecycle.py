@@ -65,7 +65,7 @@ COMMANDS = (
                 action="store_true",
                 help="delete every object now; refused while unexpired checkpoints exist",
             ),
-            dry_run_flag("would be deleted and changed", default=False),
+            dry_run_flag("would be deleted and changed"),
         ),
     ),
 )

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from slate_ops.cli import checkpoints, compaction, data, databases, gc, lifecycle, rescale, tags
-from slate_ops.cli.command import Command, Exit
+from slate_ops.cli.command import DRY_RUN_NOTE, Command, Exit
 from slate_ops.cli.hints import cli_message
 from slate_ops.cli.output import jsonable, print_json_lines, print_value, render
 from slate_ops.errors import SlateOpsError
@@ -104,4 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"slate-ops: error: {cli_message(str(error), args.path)}", file=sys.stderr)
         return 1
     print_value(render(result, args.format))
+    if getattr(args, "dry_run", False):
+        print(DRY_RUN_NOTE, file=sys.stderr)
     return code

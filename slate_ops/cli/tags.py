@@ -109,7 +109,7 @@ COMMANDS = (
         "Delete a tag (its checkpoint); GC may then release its data.",
         (
             arg(*_NAME, required=True, help="the tag to delete"),
-            dry_run_flag("tag would be deleted", default=False),
+            dry_run_flag("tag would be deleted"),
         ),
     ),
     Command(
@@ -122,7 +122,7 @@ COMMANDS = (
         "written after the tag, and print what was discarded.",
         (
             arg(*_NAME, required=True, help="the tag to roll back to"),
-            dry_run_flag("would be discarded", default=False),
+            dry_run_flag("would be discarded"),
         ),
         aliases=("rollback-to-tag",),
     ),
@@ -150,7 +150,7 @@ COMMANDS = (
                 type=duration,
                 help='delete policy tags whose period began this long ago, e.g. "30days" (default: never)',
             ),
-            dry_run_flag("would be created and deleted", default=False),
+            dry_run_flag("would be created and deleted"),
         ),
     ),
 )

@@ -45,7 +45,7 @@ def test_checkpoint_lifecycle_in_json(store_url: str, capsys: pytest.CaptureFixt
     assert isinstance(refreshed, dict) and refreshed["expire_time_s"] is None
     _, derived, _ = run(capsys, "--path", "db", "create-checkpoint", "-s", created["id"])
     assert isinstance(derived, dict) and derived["manifest_id"] == 2
-    assert run(capsys, "--path", "db", "delete-checkpoint", "-i", created["id"])[0] == 0
+    assert run(capsys, "--path", "db", "delete-checkpoint", "-i", created["id"], "--no-dry-run")[0] == 0
     _, manifest, _ = run(capsys, "--path", "db", "read-manifest")
     assert isinstance(manifest, dict) and manifest["id"] == 5
     assert [c["id"] for c in manifest["manifest"]["checkpoints"]] == [derived["id"]]

@@ -74,7 +74,7 @@ def test_create_list_and_delete(store: ObjectStore, capsys: pytest.CaptureFixtur
     code, out, _ = cli(capsys, "delete-tag", "-n", "v1", "--dry-run")
     assert code == 0 and out["dry_run"] and out["deleted"]["name"] == "v1"
     assert snapshot(store) == before
-    code, out, _ = cli(capsys, "delete-tag", "-n", "v1")
+    code, out, _ = cli(capsys, "delete-tag", "-n", "v1", "--no-dry-run")
     assert code == 0 and not out["dry_run"]
     code, rows, _ = cli(capsys, "list-tags")
     assert [r["tag_name"] for r in rows] == ["v2"]
@@ -124,7 +124,7 @@ def test_rollback_reports_then_discards_what_came_after_the_tag(
     assert code == 0 and text.splitlines()[0].split() == ["action", "object", "where", "bytes", "entries"]
     assert "would discard" in text and snapshot(store) == before
 
-    code, real, _ = cli(capsys, "rollback", "-n", "v1")
+    code, real, _ = cli(capsys, "rollback", "-n", "v1", "--no-dry-run")
     assert code == 0 and not real["dry_run"]
     assert real["discarded_ssts"] == dry["discarded_ssts"] and real["discarded_wal"] == dry["discarded_wal"]
     assert real["manifest_id_after"] == admin.read_manifest("db", store).id
@@ -156,17 +156,19 @@ def test_apply_tag_policy_creates_keeps_and_leaves_hand_made_tags_alone(
         ("auto-2020-01-01", "num_retained_max")
     ]
 
-    code, real, _ = cli(capsys, "apply-tag-policy", "--keep", "2")
+    code, real, _ = cli(capsys, "apply-tag-policy", "--keep", "2", "--no-dry-run")
     assert code == 0 and not real["dry_run"] and real["deleted"] == dry["deleted"]
     assert real["retained"] == [real["due_tag"], "auto-2020-01-02"]
     code, rows, _ = cli(capsys, "list-tags")
     assert sorted(r["tag_name"] for r in rows) == sorted(["auto-2020-01-02", "manual", real["due_tag"]])
 
     before = snapshot(store)
-    code, again, _ = cli(capsys, "apply-tag-policy", "--keep", "2")
+    code, again, _ = cli(capsys, "apply-tag-policy", "--keep", "2", "--no-dry-run")
     assert code == 0 and again["created"] is None and again["deleted"] == [] and snapshot(store) == before
 
-    code, expired, _ = cli(capsys, "apply-tag-policy", "--expire-after", "30days", "--interval-days", "1")
+    code, expired, _ = cli(
+        capsys, "apply-tag-policy", "--expire-after", "30days", "--interval-days", "1", "--no-dry-run"
+    )
     assert code == 0 and [d["tag"]["name"] for d in expired["deleted"]] == ["auto-2020-01-02"]
     assert expired["deleted"][0]["reason"] == "expired"
 
