@@ -3,12 +3,16 @@
 with it::
 
     python -m slate_ops.orchestration.summary demo
+
+Without ``$DAGSTER_HOME`` it reads ``./.dagster`` (the instance ``.ci/demo`` creates).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import dagster as dg
 
@@ -41,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("database", help="the configured database (its slate_ops/db tag)")
     args = parser.parse_args(argv)
+    if not os.environ.get("DAGSTER_HOME"):
+        # The instance .ci/demo creates: ./.dagster, as in a fresh shell after the demo.
+        home = Path.cwd() / ".dagster"
+        if not home.is_dir():
+            print("no Dagster instance: set DAGSTER_HOME (.ci/demo uses ./.dagster)", file=sys.stderr)
+            return 1
+        os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get() as instance:
         print(latest_run_summary(instance, args.database))
     return 0
