@@ -132,20 +132,22 @@ class WalStore:
         return self._fetch(wal_id).scan()
 
     def read_many(
-        self, segments: Iterable[tuple[int, int]], parallelism: int = WAL_FETCH_PARALLELISM
+        self, segments: Iterable[tuple[int, int]], parallelism: int | None = None
     ) -> Iterator[tuple[int, Iterator[Entry]]]:
         """``(id, entries)`` of each ``(id, size)`` of ``segments`` (from :meth:`list_sizes`), in order.
 
-        Up to ``parallelism`` WAL SSTs are fetched at once, each with one GET and in order of need
-        (the next ones while the caller applies this one); a fence (size 0) costs no request. Stopping
-        early (or an error) cancels the fetches not yet started.
+        Up to ``parallelism`` (default :data:`WAL_FETCH_PARALLELISM`) WAL SSTs are fetched at once,
+        each with one GET and in order of need (the next ones while the caller applies this one); a
+        fence (size 0) costs no request. Stopping early (or an error) cancels the fetches not yet
+        started.
         """
+        window = max(1, WAL_FETCH_PARALLELISM if parallelism is None else parallelism)
         pending: list[tuple[int, Future[_WalSegment] | None]] = []
         todo = iter(segments)
-        with ThreadPoolExecutor(max(1, parallelism), thread_name_prefix="slate-ops-wal-fetch") as pool:
+        with ThreadPoolExecutor(window, thread_name_prefix="slate-ops-wal-fetch") as pool:
             try:
                 while True:
-                    while len(pending) < max(1, parallelism):
+                    while len(pending) < window:
                         step = next(todo, None)
                         if step is None:
                             break
