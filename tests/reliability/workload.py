@@ -42,6 +42,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -258,16 +259,23 @@ class CompletedCalls:
         self.completed = 0
         self.step = ""
         self.landing: list[str] = []  # landing[n]: the step in which crash point n lands
+        self._lock = threading.Lock()
 
     @property
     def url(self) -> str:
         return self.inner.url
 
     def _call(self, call: Callable[[], _T]) -> _T:
-        if len(self.landing) == self.completed:
-            self.landing.append(self.step)
+        # Calls may overlap (the writer replays its WAL with parallel GETs): every crash point up to
+        # the next one lands in the step that is running.
+        with self._lock:
+            while len(self.landing) <= self.completed:
+                self.landing.append(self.step)
         result = call()
-        self.completed += 1
+        with self._lock:
+            self.completed += 1
+            while len(self.landing) < self.completed:
+                self.landing.append(self.step)
         return result
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
