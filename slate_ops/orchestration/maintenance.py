@@ -2,25 +2,37 @@
 of one database, in that order, as four ops, each a thin adapter over the same step helpers as the
 single-step jobs; ``maintenance_schedule`` runs it daily.
 
-The job's run config is one small schema (a :class:`dagster.ConfigMapping` onto the four ops)::
+The job is partitioned like the single-step jobs (dynamic partitions ``slate_ops_databases``): a
+run's partition key is the database it maintains. Dagster refuses a :class:`dagster.ConfigMapping` on
+a partitioned job, so each of the four ops takes the same op config, :class:`MaintenanceConfig`
+(:func:`maintenance_run_config` writes it for all four)::
 
-    database: demo     # optional: defaults to the run's slate_ops/db tag (both set: they must agree)
-    dry_run: true      # the default: every step only reports (compaction: what it would pick)
-    executor: database # or local / spark: overrides the database's compaction.executor
-    full: null         # true / false: overrides the database's compaction.full
+    ops:
+      maintenance_expire_checkpoints: {config: {dry_run: false}}
+      maintenance_compact: {config: {dry_run: false, executor: local, full: true}}
+      maintenance_tag_policy: {config: {dry_run: false}}
+      maintenance_gc: {config: {dry_run: false}}
+
+    database: demo     # optional: the partition key, else the run's slate_ops/db tag (set: they must agree)
+    dry_run: true      # the default: the step only reports (compaction: what it would pick)
+    executor: database # compaction only: local / spark override the database's compaction.executor
+    full: null         # compaction only: true / false override the database's compaction.full
 
 With ``dry_run: false`` each step runs for real unless the database's policy keeps it a dry run
 (``checkpoints.expiry_dry_run``, ``gc.dry_run``). Every op's output metadata is its step's report
 (the single-step jobs' tables and counts) plus ``step_summary``, one line, and ``duration_s``;
 :func:`run_summary` joins the lines into the text the demo prints.
 
-Every run maintains exactly one database and carries its ``slate_ops/db`` tag; a failed step stops
-the run. Runs come from two places:
+Every run maintains exactly one database (its partition; the schedule's runs also carry the
+``slate_ops/db`` tag); a failed step stops the run. After the last step, a run that was not entirely
+a dry run records the database's asset checks (the same :func:`~slate_ops.orchestration.checks.verify_results`
+as its ``multi_asset_check``) and an observation of its state again, so the UI shows the database
+as maintenance left it. Runs come from two places:
 
 - ``maintenance_schedule``, daily at 03:00 UTC, one run per existing database, for real except the
   steps its policy keeps dry (``checkpoints.expiry_dry_run``, ``gc.dry_run``);
-- an operator (UI launchpad, ``dagster job execute``, ``.ci/demo``), with the tag
-  ``slate_ops/db=<name>``: a dry run unless the run config says ``dry_run: false``.
+- an operator (UI launchpad, ``dagster job execute``, ``.ci/demo``): a partition (or the tag
+  ``slate_ops/db=<name>``), a dry run for every step whose op config does not say ``dry_run: false``.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
@@ -67,12 +79,13 @@ STEP_LABELS = dict(
 
 
 class MaintenanceConfig(runs.DatabaseOpConfig):
-    """Run config of the maintenance job (mapped onto its four ops)."""
+    """Op config of each maintenance step (the same for all four; ``executor`` and ``full`` matter
+    only to compaction)."""
 
     dry_run: bool = Field(
         default=True,
-        description="Every step only reports (the default). false: each step runs for real unless the "
-        "database's policy keeps it a dry run (checkpoints.expiry_dry_run, gc.dry_run).",
+        description="Only report (the default). false: run for real unless the database's policy keeps "
+        "the step a dry run (checkpoints.expiry_dry_run, gc.dry_run).",
     )
     executor: ExecutorChoice = Field(
         default="database", description="Compaction executor; database: its compaction.executor."
@@ -82,32 +95,35 @@ class MaintenanceConfig(runs.DatabaseOpConfig):
     )
 
 
-class MaintenanceStepConfig(dg.Config):
-    """Op config of one maintenance step (set by the job's config mapping)."""
+def maintenance_run_config(
+    *,
+    dry_run: bool = True,
+    executor: ExecutorChoice = "database",
+    full: bool | None = None,
+    database: str | None = None,
+) -> dict[str, Any]:
+    """The run config that gives every step of the job the same :class:`MaintenanceConfig`."""
+    config: dict[str, Any] = {"dry_run": dry_run, "executor": executor, "full": full}
+    if database is not None:
+        config["database"] = database
+    return {"ops": {step: {"config": dict(config)} for step in STEPS}}
 
-    database: str | None = None
-    dry_run: bool = True
 
-
-class MaintenanceCompactConfig(MaintenanceStepConfig):
-    """Op config of the compaction step."""
-
-    executor: ExecutorChoice = "database"
-    full: bool | None = None
-
-
-@dg.config_mapping
-def maintenance_config(config: MaintenanceConfig) -> dg.RunConfig:
-    """The job's config onto its ops."""
-    step = MaintenanceStepConfig(database=config.database, dry_run=config.dry_run)
-    compact = MaintenanceCompactConfig(
-        database=config.database, dry_run=config.dry_run, executor=config.executor, full=config.full
-    )
-    return dg.RunConfig(ops={name: compact if name == "maintenance_compact" else step for name in STEPS})
+def real_run(run_config: object) -> bool:
+    """Whether a run with ``run_config`` runs any step for real (some op config says ``dry_run: false``)."""
+    ops = run_config.get("ops") if isinstance(run_config, dict) else None
+    if not isinstance(ops, dict):
+        return False
+    for step in STEPS:
+        op = ops.get(step)
+        config = op.get("config") if isinstance(op, dict) else None
+        if isinstance(config, dict) and config.get("dry_run", True) is False:
+            return True
+    return False
 
 
 StepFn = Callable[
-    [dg.OpExecutionContext, MaintenanceStepConfig, SlateDatabasesResource, str], runs.StepResult[Any]
+    [dg.OpExecutionContext, MaintenanceConfig, SlateDatabasesResource, str], runs.StepResult[Any]
 ]
 """One maintenance step on the named database (the steps that need only the ``slate`` resource)."""
 
@@ -130,7 +146,7 @@ def _step_op(
         retry_policy=retry_policy,
     )
     def _op(
-        context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource
+        context: dg.OpExecutionContext, config: MaintenanceConfig, slate: SlateDatabasesResource
     ) -> dg.Output[Any]:
         return runs.run_step(
             context, config.database, lambda db: step(context, config, slate, db), timed=True
@@ -140,7 +156,7 @@ def _step_op(
 
 
 def _expire_checkpoints(
-    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource, name: str
+    context: dg.OpExecutionContext, config: MaintenanceConfig, slate: SlateDatabasesResource, name: str
 ) -> runs.StepResult[Any]:
     dry_run = config.dry_run or slate.database(name).checkpoints.expiry_dry_run
     return expire_step(context, slate, name, dry_run=dry_run)
@@ -162,7 +178,7 @@ maintenance_expire_checkpoints = _step_op(
 )
 def maintenance_compact(
     context: dg.OpExecutionContext,
-    config: MaintenanceCompactConfig,
+    config: MaintenanceConfig,
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
 ) -> dg.Output[Any]:
@@ -180,7 +196,7 @@ def maintenance_compact(
 
 
 def _tag_policy(
-    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource, name: str
+    context: dg.OpExecutionContext, config: MaintenanceConfig, slate: SlateDatabasesResource, name: str
 ) -> runs.StepResult[Any]:
     if slate.database(name).tag_policy is None:
         summary = "skipped: the database has no tag_policy"
@@ -198,7 +214,7 @@ maintenance_tag_policy = _step_op(
 
 
 def _gc(
-    context: dg.OpExecutionContext, config: MaintenanceStepConfig, slate: SlateDatabasesResource, name: str
+    context: dg.OpExecutionContext, config: MaintenanceConfig, slate: SlateDatabasesResource, name: str
 ) -> runs.StepResult[Any]:
     db = slate.database(name)
     return gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
@@ -249,13 +265,10 @@ def _inputs(manifest: Manifest, proposal: Proposal) -> tuple[list[str], int]:
 
 
 def maintenance_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
-    """A maintenance run of ``db`` (real, within its policy's dry runs), tagged for the concurrency
-    limit, with run key ``maintenance-<name>-<YYYYmmddTHHMMZ>``."""
+    """A maintenance run of the partition ``db.name`` (real, within its policy's dry runs), tagged
+    for the concurrency limit, with run key ``maintenance-<name>-<YYYYmmddTHHMMZ>``."""
     return runs.database_run_request(
-        db,
-        runs.run_key("maintenance", db.name, tick),
-        {"database": db.name, "dry_run": False},
-        partitioned=False,
+        db, runs.run_key("maintenance", db.name, tick), maintenance_run_config(dry_run=False)
     )
 
 
@@ -278,14 +291,12 @@ def run_summary(events: Iterable[dg.DagsterEvent]) -> list[tuple[str, str, float
 
 @dg.job(
     name=MAINTENANCE_JOB,
-    config=maintenance_config,
+    partitions_def=runs.DATABASES,
     # Four short steps in the run's process (seconds saved per step); a Spark compaction starts
     # Spark in that process, which is the run's own (the run launcher starts one per run).
     executor_def=runs.IN_PROCESS,
-    # Not partitioned: Dagster refuses a ConfigMapping (the one-schema run config above) on a
-    # partitioned job. Runs name their database with the slate_ops/db tag.
-    description=f"Maintain one database (run tag {DB_TAG}=<name>; dry run by default): expire checkpoints, "
-    "compact, apply the tag policy, garbage-collect; each step's report is run metadata.",
+    description=f"Maintain one database (the partition, or run tag {DB_TAG}=<name>; dry run by default): "
+    "expire checkpoints, compact, apply the tag policy, garbage-collect; each step's report is run metadata.",
 )
 def maintenance_job() -> None:
     expired = maintenance_expire_checkpoints()

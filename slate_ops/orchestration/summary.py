@@ -16,21 +16,27 @@ from pathlib import Path
 
 import dagster as dg
 
-from slate_ops.orchestration.maintenance import MAINTENANCE_JOB, STEP_LABELS, run_summary
+from slate_ops.orchestration.maintenance import MAINTENANCE_JOB, STEP_LABELS, real_run, run_summary
 from slate_ops.orchestration.runs import DB_TAG
+
+PARTITION_TAG = "dagster/partition"
 
 
 def latest_run_summary(instance: dg.DagsterInstance, database: str) -> str:
-    """The text summary of the newest ``maintenance_job`` run tagged ``slate_ops/db=<database>``."""
-    runs = instance.get_runs(
-        filters=dg.RunsFilter(job_name=MAINTENANCE_JOB, tags={DB_TAG: database}), limit=1
-    )
-    if not runs:
+    """The text summary of the newest ``maintenance_job`` run of ``database``: its partition, or
+    tagged ``slate_ops/db=<database>``."""
+    records = [
+        record
+        for tags in ({PARTITION_TAG: database}, {DB_TAG: database})
+        for record in instance.get_run_records(
+            filters=dg.RunsFilter(job_name=MAINTENANCE_JOB, tags=tags), limit=1
+        )
+    ]
+    if not records:
         return f"no {MAINTENANCE_JOB} run of {database} in this Dagster instance"
-    run = runs[0]
+    run = max(records, key=lambda record: record.create_timestamp).dagster_run
     events = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
-    config = run.run_config if isinstance(run.run_config, dict) else {}
-    mode = "dry run" if config.get("dry_run", True) else "real run"
+    mode = "real run" if real_run(run.run_config) else "dry run"
     lines = [f"{MAINTENANCE_JOB} of {database} (run {run.run_id[:8]}, {mode}): {run.status.value}"]
     steps = run_summary(events)
     width = max(len(label) for label in STEP_LABELS.values())

@@ -21,6 +21,7 @@ from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.compaction import SPARK_POOL
 from slate_ops.orchestration.config import TagPolicyConfig
+from slate_ops.orchestration.maintenance import STEPS
 from slate_ops.orchestration.runs import PARTITIONS_NAME
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
@@ -141,8 +142,7 @@ def test_every_schedule_and_sensor_run_request_carries_the_database_tag(
             assert request.tags.get(DB_TAG) in {"alpha", "beta"}, f"{name}: {request.tags}"
             assert _databases_in(request.run_config) <= {request.tags[DB_TAG]}, name
             assert request.run_key, f"{name}: run requests need deterministic run keys"
-            if name != "maintenance_schedule":  # the partitioned jobs: the partition is the database
-                assert request.partition_key == request.tags[DB_TAG], name
+            assert request.partition_key == request.tags[DB_TAG], name  # the partition is the database
 
 
 def _ops(defs: dg.Definitions) -> dict[str, dg.OpDefinition]:
@@ -169,6 +169,6 @@ def test_destructive_ops_default_to_a_dry_run(defs: dg.Definitions) -> None:
     for name in ("expire_checkpoints_op", "gc_op", "tag_policy_op"):
         field = ops[name].config_schema.as_field().config_type.fields["dry_run"]  # type: ignore[attr-defined]
         assert field.default_value is True, name
-    mapping = defs.resolve_job_def("maintenance_job").config_mapping
-    assert mapping is not None
-    assert mapping.config_schema.as_field().config_type.fields["dry_run"].default_value is True  # type: ignore[attr-defined]
+    for name in STEPS:  # the maintenance ops, each with the same op config
+        field = ops[name].config_schema.as_field().config_type.fields["dry_run"]  # type: ignore[attr-defined]
+        assert field.default_value is True, name

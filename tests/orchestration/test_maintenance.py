@@ -28,7 +28,8 @@ from slate_ops.orchestration import (
 )
 from slate_ops.orchestration import checkpoints as checkpoints_module
 from slate_ops.orchestration.config import CheckpointPolicy, GcPolicy, TagPolicyConfig
-from slate_ops.orchestration.maintenance import STEPS, run_summary
+from slate_ops.orchestration.maintenance import STEPS, maintenance_run_config, run_summary
+from slate_ops.orchestration.runs import DATABASES, PARTITIONS_NAME
 from slate_ops.orchestration.summary import latest_run_summary
 from tests.conftest import snapshot
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
@@ -81,8 +82,12 @@ def fleet(store: ObjectStore, fleet_config: SlateOpsConfig) -> SlateDatabasesRes
 def run(
     slate: SlateDatabasesResource, db: str = "alpha", config: dict[str, Any] | None = None
 ) -> dg.ExecuteInProcessResult:
+    """A run tagged ``slate_ops/db=<db>``; ``config``: the op config of every step."""
     return maintenance_job.execute_in_process(
-        run_config=config, tags={"slate_ops/db": db}, resources=resources(slate), raise_on_error=False
+        run_config=maintenance_run_config(**config) if config else None,
+        tags={"slate_ops/db": db},
+        resources=resources(slate),
+        raise_on_error=False,
     )
 
 
@@ -245,7 +250,10 @@ def test_a_run_without_a_database_fails_at_once_without_retries(
     fleet: SlateDatabasesResource, tags: dict[str, str], config: dict[str, Any] | None, message: str
 ) -> None:
     result = maintenance_job.execute_in_process(
-        run_config=config, tags=tags, resources=resources(fleet), raise_on_error=False
+        run_config=maintenance_run_config(**config) if config else None,
+        tags=tags,
+        resources=resources(fleet),
+        raise_on_error=False,
     )
     assert not result.success
     events = [e.event_type for e in result.all_events]
@@ -285,7 +293,7 @@ def test_retry_policies_only_on_idempotent_steps() -> None:
     assert pools["maintenance_compact"] == "slate_ops_spark"
 
 
-def test_schedule_requests_one_tagged_real_run_per_existing_database(
+def test_schedule_requests_one_tagged_real_partition_run_per_existing_database(
     fleet_config: SlateOpsConfig, store: ObjectStore, store_url: str
 ) -> None:
     admin.create_db(ALPHA, store)  # beta does not exist
@@ -294,17 +302,70 @@ def test_schedule_requests_one_tagged_real_run_per_existing_database(
     context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
     requests = maintenance_schedule(context)
     assert isinstance(requests, list)
-    assert [(r.run_key, r.tags, r.run_config) for r in requests] == [
+    assert [(r.run_key, r.partition_key, r.tags, r.run_config) for r in requests] == [
         (
             "maintenance-alpha-20240102T0300Z",
+            "alpha",
             {"slate_ops/db": "alpha"},
-            {"database": "alpha", "dry_run": False},
+            maintenance_run_config(dry_run=False),
         )
     ]
-    result = maintenance_job.execute_in_process(
-        run_config=requests[0].run_config, tags=requests[0].tags, resources=resources(slate)
-    )
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha"])
+        result = maintenance_job.execute_in_process(
+            run_config=requests[0].run_config,
+            partition_key=requests[0].partition_key,
+            tags=requests[0].tags,
+            resources=resources(slate),
+            instance=instance,
+        )
     assert result.success
+    assert all(not meta["dry_run"] for meta in step_metadata(result).values() if "dry_run" in meta)
+
+
+def test_runs_of_several_partitions_maintain_each_database(
+    fleet: SlateDatabasesResource, store: ObjectStore
+) -> None:
+    """The partition key is the database: one real run per partition, each with its own policy."""
+    assert maintenance_job.partitions_def is DATABASES
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha", "beta"])
+        results = {
+            key: maintenance_job.execute_in_process(
+                run_config=maintenance_run_config(dry_run=False),
+                partition_key=key,
+                resources=resources(fleet),
+                instance=instance,
+            )
+            for key in ("alpha", "beta")
+        }
+        for key, result in results.items():
+            assert result.success, key
+            assert result.dagster_run.tags["dagster/partition"] == key
+            assert {m["database"] for m in step_metadata(result).values()} == {key}
+        assert latest_run_summary(instance, "beta").startswith("maintenance_job of beta (run ")
+        assert "real run): SUCCESS" in latest_run_summary(instance, "alpha")
+    for path in (ALPHA, BETA):  # both compacted
+        assert not admin.read_manifest(path, store).value.l0
+    # alpha's policy expires its checkpoint; beta's keeps expiry a dry run
+    assert not [c for c in admin.read_manifest(ALPHA, store).value.checkpoints if c.name == "short-lived"]
+    assert [c.name for c in admin.read_manifest(BETA, store).value.checkpoints].count("short-lived") == 1
+    assert step_metadata(results["beta"])["maintenance_gc"]["dry_run"] is True
+
+
+def test_a_partition_and_another_database_must_agree(fleet: SlateDatabasesResource) -> None:
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha"])
+        result = maintenance_job.execute_in_process(
+            run_config=maintenance_run_config(database="beta"),
+            partition_key="alpha",
+            resources=resources(fleet),
+            instance=instance,
+            raise_on_error=False,
+        )
+    assert not result.success
+    (failure,) = [e for e in result.all_node_events if e.is_step_failure]
+    assert "must agree" in str(failure.step_failure_data.error)
 
 
 def test_definitions_hold_the_job_and_schedule(defs: dg.Definitions) -> None:
@@ -359,7 +420,7 @@ def test_s3_store_with_envvar_credentials(
     )
     assert defs.resolve_job_def("slate_ops_databases_job").execute_in_process().success
     result = defs.resolve_job_def("maintenance_job").execute_in_process(
-        run_config={"dry_run": False}, tags={"slate_ops/db": "orders"}
+        run_config=maintenance_run_config(dry_run=False), tags={"slate_ops/db": "orders"}
     )
     assert result.success
     assert opened and all(
@@ -380,7 +441,7 @@ def test_summary_of_the_latest_run_from_the_instance(
             == "no maintenance_job run of alpha in this Dagster instance"
         )
         maintenance_job.execute_in_process(
-            run_config={"dry_run": False},
+            run_config=maintenance_run_config(dry_run=False),
             tags={"slate_ops/db": "alpha"},
             resources=resources(fleet),
             instance=instance,
@@ -404,7 +465,7 @@ def test_summary_of_the_latest_run_from_the_instance(
 
         monkeypatch.setattr(compaction_module, "compact", _broken_compaction)
         maintenance_job.execute_in_process(
-            run_config={"dry_run": False},
+            run_config=maintenance_run_config(dry_run=False),
             tags={"slate_ops/db": "alpha"},
             resources=resources(fleet),
             instance=instance,
