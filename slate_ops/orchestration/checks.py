@@ -11,6 +11,7 @@ database that cannot be read (e.g. not created yet) fails every check with the e
 # No `from __future__ import annotations` here: Dagster reads the resource annotations of decorated
 # functions at runtime.
 
+import logging
 import re
 from collections.abc import Iterator
 
@@ -54,22 +55,43 @@ def build_database_check(db: DatabaseConfig) -> dg.AssetChecksDefinition:
         context: dg.AssetCheckExecutionContext, slate: SlateDatabasesResource
     ) -> Iterator[dg.AssetCheckResult]:
         selected = {k.name for k in context.selected_asset_check_keys}
-        current = slate.database(name)
-        try:
-            results = verify_db(
-                current.path, slate.open_store(name), l0_threshold=l0_threshold(current), clock=slate.clock()
-            )
-        except SlateOpsError as exc:  # not created yet, unreadable: every check fails and says why
-            context.log.warning(f"cannot verify database {name}: {type(exc).__name__}: {exc}")
-            for check in CHECKS:
-                if check in selected:
-                    yield unverifiable_result(key, check, exc)
-            return
-        for result in results:
-            if result.name in selected:
-                yield check_result(key, result)
+        for result in verify_results(slate, name, context.log):
+            if result.check_name in selected:
+                yield result
 
     return _checks
+
+
+def verify_results(
+    slate: SlateDatabasesResource, name: str, log: logging.Logger | dg.DagsterLogManager
+) -> list[dg.AssetCheckResult]:
+    """Every check of database ``name`` (one :func:`verify_db` call): what its ``multi_asset_check``
+    reports, and what a maintenance run records again after changing the database. A database that
+    cannot be read fails every check with the error (and a warning in ``log``)."""
+    key = database_asset_key(name)
+    current = slate.database(name)
+    try:
+        results = verify_db(
+            current.path, slate.open_store(name), l0_threshold=l0_threshold(current), clock=slate.clock()
+        )
+    except SlateOpsError as exc:  # not created yet, unreadable: every check fails and says why
+        log.warning(f"cannot verify database {name}: {type(exc).__name__}: {exc}")
+        return [unverifiable_result(key, check, exc) for check in CHECKS]
+    return [check_result(key, result) for result in results]
+
+
+def check_evaluation(key: dg.AssetKey, result: dg.AssetCheckResult) -> dg.AssetCheckEvaluation:
+    """``result`` (of :func:`verify_results`) as an evaluation an op can log outside the check's own
+    op (``context.log_event``): same check, outcome, severity, description and metadata."""
+    return dg.AssetCheckEvaluation(
+        asset_key=key,
+        check_name=str(result.check_name),
+        passed=result.passed,
+        severity=result.severity,
+        description=result.description,
+        metadata=dict(result.metadata or {}),
+        blocking=False,
+    )
 
 
 def build_database_checks(config: SlateOpsConfig) -> list[dg.AssetChecksDefinition]:

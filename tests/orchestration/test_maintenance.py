@@ -4,6 +4,7 @@ credentials."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -487,3 +488,60 @@ def test_summary_of_the_latest_run_from_the_instance(
 
 def _broken_compaction(*args: object, **kwargs: object) -> None:
     raise RuntimeError("injected")
+
+
+def recorded(instance: dg.DagsterInstance, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The stored check evaluations (by check name) and observations' metadata that the run's last
+    step recorded, each of ``slate_ops/alpha`` (compaction and tag policy observe what they changed)."""
+    checks: dict[str, Any] = {}
+    observations: list[dict[str, Any]] = []
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None or event.step_key != "maintenance_gc":
+            continue
+        if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            evaluation = event.event_specific_data
+            assert isinstance(evaluation, dg.AssetCheckEvaluation)
+            assert evaluation.asset_key == dg.AssetKey(["slate_ops", "alpha"])
+            checks[evaluation.check_name] = evaluation
+        elif event.event_type == dg.DagsterEventType.ASSET_OBSERVATION:
+            observation = event.asset_observation_data.asset_observation
+            assert observation.asset_key == dg.AssetKey(["slate_ops", "alpha"])
+            observations.append({k: v.value for k, v in observation.metadata.items()})
+    return checks, observations
+
+
+def test_a_real_run_records_the_checks_and_state_it_leaves(fleet: SlateDatabasesResource) -> None:
+    """After the last step, the run records alpha's checks (as its multi_asset_check computes them)
+    and an observation of the maintained state; a dry run changes nothing and records nothing."""
+    from slate_ops.admin.verify import CHECKS
+    from slate_ops.orchestration.checks import verify_results
+
+    key = dg.AssetKey(["slate_ops", "alpha"])
+    before = verify_results(fleet, "alpha", logging.getLogger(__name__))  # what the asset check reports
+    assert [r.check_name for r in before if not r.passed] == ["no_expired_checkpoints", "l0_below_threshold"]
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha"])
+        dry = maintenance_job.execute_in_process(
+            partition_key="alpha", resources=resources(fleet), instance=instance
+        )
+        assert recorded(instance, dry.run_id) == ({}, [])
+        real = maintenance_job.execute_in_process(
+            run_config=maintenance_run_config(dry_run=False),
+            partition_key="alpha",
+            resources=resources(fleet),
+            instance=instance,
+        )
+        checks, observations = recorded(instance, real.run_id)
+        latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(key, "no_expired_checkpoints")]
+        )
+    assert set(checks) == set(CHECKS)
+    assert all(c.passed for c in checks.values()), {
+        n: c.description for n, c in checks.items() if not c.passed
+    }
+    assert latest[dg.AssetCheckKey(key, "no_expired_checkpoints")].run_id == real.run_id
+    (observed,) = observations
+    created = step_metadata(real)["maintenance_tag_policy"]["created"]
+    assert "0 L0 SST(s), 1 sorted run(s)" in observed["lsm_shape"]
+    assert observed["tag_names"] == created and "short-lived" not in observed["checkpoint_names"]
