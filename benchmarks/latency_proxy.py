@@ -37,6 +37,13 @@ _HOP_BY_HOP = {
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     proxy: LatencyProxy
+    stopped = False
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # After stop(), kept-alive client connections (e.g. SlateDB handles left open on purpose)
+        # may still send requests whose upstream is gone: not worth a traceback.
+        if not self.stopped:
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -181,6 +188,7 @@ class LatencyProxy:
         return self
 
     def stop(self) -> None:
+        self._server.stopped = True
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()

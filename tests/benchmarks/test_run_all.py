@@ -20,6 +20,7 @@ BENCHMARKS = (
     ("rescale", "Rescaling: split and merge"),
     ("bulk_load", "Bulk load (Spark)"),
     ("sst_formats", "SST format candidates"),
+    ("s3", "Reopen on S3 with latency"),
 )
 NEEDS_SPARK = {"bulk_load"}
 ROW_KEYS = {"benchmark", "metric", "ours", "reference", "ratio", "target", "met"}
