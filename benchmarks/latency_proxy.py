@@ -20,9 +20,9 @@ from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
 
-__all__ = ["LatencyProxy"]
+__all__ = ["HOP_BY_HOP", "LatencyProxy", "read_request_body"]
 
-_HOP_BY_HOP = {
+HOP_BY_HOP = {
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -46,6 +46,23 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
+def read_request_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The request body as the client sent it: by ``Content-Length``, or chunked (boto3 streams
+    uploads that way). Shared with the chaos proxy of the reliability tests."""
+    if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        chunks: list[bytes] = []
+        while True:
+            size = int(handler.rfile.readline().split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(chunks)
+            chunks.append(handler.rfile.read(size))
+            handler.rfile.readline()
+    length = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(length) if length else b""
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -61,14 +78,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _proxy(self) -> None:
         proxy = self.server.proxy
-        body = self._read_body()
+        body = read_request_body(self)
         proxy._count(self.command, self.path)
         if proxy.delay:
             time.sleep(proxy.delay)
         status, reason, headers, data = self._forward(body)
         self.send_response_only(status, reason)
         for name, value in headers:
-            if name.lower() not in _HOP_BY_HOP:
+            if name.lower() not in HOP_BY_HOP:
                 self.send_header(name, value)
         if self.command == "HEAD":  # a HEAD answer's length is the object's, with no body
             size = next((v for n, v in headers if n.lower() == "content-length"), "0")
@@ -81,27 +98,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Connection", "").lower() == "close":
             self.close_connection = True
 
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";", 1)[0].strip(), 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
     def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
         for attempt in (1, 2):  # a kept-alive upstream connection may have been closed meanwhile
             conn = self._upstream(fresh=attempt == 2)
             try:
                 conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
                 for name, value in self.headers.items():
-                    if name.lower() not in _HOP_BY_HOP:
+                    if name.lower() not in HOP_BY_HOP:
                         conn.putheader(name, value)
                 if body or self.command in ("PUT", "POST"):
                     conn.putheader("Content-Length", str(len(body)))

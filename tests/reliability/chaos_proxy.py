@@ -45,6 +45,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from benchmarks.latency_proxy import HOP_BY_HOP as PROXY_HOP_BY_HOP
+from benchmarks.latency_proxy import read_request_body
+
 SLOWDOWN_503 = "slowdown_503"
 THROTTLE_429 = "throttle_429"
 RESET_MID_REQUEST = "reset_mid_request"
@@ -63,18 +66,9 @@ ERROR_FAULTS = (
 )
 FAULT_KINDS = (*ERROR_FAULTS, LATENCY)
 
-# Headers that describe one hop, not the message: never forwarded as they are.
-_HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
-    "content-length",
-}
+# Headers that describe one hop, not the message: never forwarded as they are. The body is read
+# whole before forwarding, so the client's Expect: 100-continue is answered here, not passed on.
+HOP_BY_HOP = PROXY_HOP_BY_HOP | {"expect"}
 _ERROR_BODIES = {
     SLOWDOWN_503: (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
     THROTTLE_429: (429, "Too Many Requests", "TooManyRequests", "Too many requests, please slow down."),
@@ -275,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.read(length // 2)
             self._reset()
             return
-        body = self._read_body()
+        body = read_request_body(self)
         if kind == RESET_BEFORE_FORWARD:
             self._reset()
             return
@@ -291,7 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.send_response_only(status, reason)
         for name, value in headers:
-            if name.lower() not in _HOP_BY_HOP:
+            if name.lower() not in HOP_BY_HOP:
                 self.send_header(name, value)
         if self.command == "HEAD":  # a HEAD answer's length is the object's, with no body
             size = next((v for n, v in headers if n.lower() == "content-length"), str(len(data)))
@@ -309,20 +303,6 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Connection", "").lower() == "close":
             self.close_connection = True
 
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";", 1)[0].strip(), 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
     def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
         host, port = self.server.upstream
         conn = http.client.HTTPConnection(host, port, timeout=120)
@@ -333,7 +313,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Host is kept as the client sent it: the request is signed with it.
             conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
             for name, value in self.headers.items():
-                if name.lower() not in _HOP_BY_HOP:
+                if name.lower() not in HOP_BY_HOP:
                     conn.putheader(name, value)
             if body or self.command in ("PUT", "POST"):
                 conn.putheader("Content-Length", str(len(body)))
