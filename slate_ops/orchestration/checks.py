@@ -17,11 +17,13 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from slate_ops.admin import read_manifest
 from slate_ops.admin.verify import CHECKS, CheckResult, Severity, verify_db
 from slate_ops.errors import SlateOpsError
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.compaction import l0_threshold
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.metadata import database_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
 PROBLEMS_SHOWN = 50
@@ -78,6 +80,29 @@ def verify_results(
         log.warning(f"cannot verify database {name}: {type(exc).__name__}: {exc}")
         return [unverifiable_result(key, check, exc) for check in CHECKS]
     return [check_result(key, result) for result in results]
+
+
+def record_state(
+    context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, after: str = "maintenance"
+) -> None:
+    """Record the checks of ``name`` (the same :func:`verify_results` as its ``multi_asset_check``)
+    and an observation of its state in this run, so the UI shows the database as the run left it.
+    Every op that changes a database calls it (maintenance, rescaling, cloning). A discovered
+    database has no asset: nothing to record. A failed read only logs a warning."""
+    if not slate.configured(name):
+        return
+    key = database_asset_key(name)
+    for result in verify_results(slate, name, context.log):
+        context.log_event(check_evaluation(key, result))  # type: ignore[arg-type]  # supported, not typed
+    try:
+        db = slate.database(name)
+        state = read_manifest(db.path, slate.open_store(name))
+    except Exception as exc:  # the checks already say what is wrong
+        context.log.warning(f"observing {name} after {after}: {type(exc).__name__}: {exc}")
+        return
+    context.log_event(
+        dg.AssetObservation(asset_key=key, metadata=database_metadata(db.path, state, slate.clock().now()))
+    )
 
 
 def check_evaluation(key: dg.AssetKey, result: dg.AssetCheckResult) -> dg.AssetCheckEvaluation:

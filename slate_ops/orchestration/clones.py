@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import dagster as dg
 from pydantic import Field
 
-from slate_ops.admin import create_clone, describe_db
+from slate_ops.admin import create_clone
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration import runs
-from slate_ops.orchestration.assets import database_asset_key
-from slate_ops.orchestration.metadata import metadata_of, status_metadata
+from slate_ops.orchestration.checks import record_state
+from slate_ops.orchestration.metadata import metadata_of
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 
@@ -106,13 +106,8 @@ def clone_op(
         f"{config.clone_name} ({clone_path}) is a clone of {parent_name} at checkpoint "
         f"{result.source_checkpoint_id}; manifest {result.manifest_id}"
     )
-    if configured is not None:
-        status = describe_db(clone_path, store, clock=slate.clock())
-        context.log_event(
-            dg.AssetObservation(
-                asset_key=database_asset_key(configured.name), metadata=status_metadata(status)
-            )
-        )
+    for name in (parent_name, config.clone_name):
+        record_state(context, slate, name, after="cloning")  # their checks as the run left them
     return dg.Output(result, metadata=clone_metadata(result))
 
 

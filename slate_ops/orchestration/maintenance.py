@@ -50,14 +50,13 @@ from slate_ops.admin import read_manifest
 from slate_ops.compaction import Proposal, propose
 from slate_ops.manifest.model import Manifest
 from slate_ops.orchestration import runs
-from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.checkpoints import expire_step
-from slate_ops.orchestration.checks import check_evaluation, verify_results
+from slate_ops.orchestration.checks import record_state
 from slate_ops.orchestration.compaction import SPARK_POOL, ExecutorChoice, compact_step, executor_of
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import database_exists, database_schedule
 from slate_ops.orchestration.gc import gc_step
-from slate_ops.orchestration.metadata import database_metadata, metadata_of
+from slate_ops.orchestration.metadata import metadata_of
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.orchestration.tags import tag_policy_step
@@ -223,26 +222,6 @@ def _gc(
     if real_run(context.run_config):
         record_state(context, slate, name)
     return result
-
-
-def record_state(context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str) -> None:
-    """Record the checks of ``name`` (the same :func:`verify_results` as its ``multi_asset_check``)
-    and an observation of its state in this run, so the UI shows the database as the run left it.
-    A discovered database has no asset: nothing to record. A failed read only logs a warning."""
-    if not slate.configured(name):
-        return
-    key = database_asset_key(name)
-    for result in verify_results(slate, name, context.log):
-        context.log_event(check_evaluation(key, result))  # type: ignore[arg-type]  # supported, not typed
-    try:
-        db = slate.database(name)
-        state = read_manifest(db.path, slate.open_store(name))
-    except Exception as exc:  # the checks already say what is wrong
-        context.log.warning(f"observing {name} after maintenance: {type(exc).__name__}: {exc}")
-        return
-    context.log_event(
-        dg.AssetObservation(asset_key=key, metadata=database_metadata(db.path, state, slate.clock().now()))
-    )
 
 
 maintenance_gc = _step_op(

@@ -31,6 +31,7 @@ from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.checks import record_state
 from slate_ops.orchestration.config import SlateOpsConfig
 from slate_ops.orchestration.metadata import metadata_of, status_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
@@ -126,6 +127,8 @@ def rescale_op(
                 metadata={**status_metadata(status), "key_range": dg.MetadataValue.text(_range(database))},
             )
         )
+    for name in [*sources, *(target.name for target in config.targets)]:
+        record_state(context, slate, name, after=report.operation)  # their checks as the run left them
     return dg.Output(report, metadata=rescale_metadata(sources, report))
 
 

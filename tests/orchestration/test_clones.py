@@ -6,6 +6,7 @@ import dagster as dg
 import pytest
 
 from slate_ops import Db, DbReader, admin
+from slate_ops.admin.verify import CHECKS
 from slate_ops.clock import ManualClock
 from slate_ops.errors import ConfigError
 from slate_ops.objstore import ObjectStore
@@ -133,8 +134,20 @@ def test_the_clone_job_creates_a_configured_clone_and_observes_its_asset(
         resources={"slate": slate},
     )
     assert result.success and result.output_for_node("clone_op").clone_path == CLONE
+    # Both databases the run changed (the parent gained the clone's checkpoint) are observed and
+    # checked again in the run, so the UI shows them as the run left them.
     observations = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
-    assert [e.asset_key for e in observations] == [database_asset_key("alpha_clone")]
+    assert [e.asset_key for e in observations] == [
+        database_asset_key("alpha"),
+        database_asset_key("alpha_clone"),
+    ]
+    checked = [
+        e.event_specific_data.asset_key
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION" and e.event_specific_data.passed
+    ]
+    assert checked.count(database_asset_key("alpha_clone")) == len(CHECKS)
+    assert checked.count(database_asset_key("alpha")) == len(CHECKS)
 
     wrong_parent = job.execute_in_process(
         run_config=clone_run_config("beta", "alpha_clone"),

@@ -6,6 +6,7 @@ import dagster as dg
 import pytest
 
 from slate_ops import Db, DbReader, admin
+from slate_ops.admin.verify import CHECKS
 from slate_ops.errors import ConfigError
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
@@ -79,6 +80,13 @@ def test_split_then_merge_through_the_job(
     (event,) = [e for e in result.all_node_events if e.is_successful_output]
     table = event.step_output_data.metadata["databases"].value
     assert "dbs/low" in table and "[-inf, k20)" in table and "[k20, +inf)" in table
+    # The shards (and the source, which gained their checkpoints) are checked in the same run, all green.
+    evaluations = [
+        e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
+    for name in ("alpha", "alpha_low", "alpha_high"):
+        mine = [ev for ev in evaluations if ev.asset_key == database_asset_key(name)]
+        assert sorted(ev.check_name for ev in mine) == sorted(CHECKS) and all(ev.passed for ev in mine), name
 
     merged = job.execute_in_process(
         run_config=rescale_run_config(
