@@ -1,4 +1,5 @@
-"""The databases in a store: which exist under a prefix, and their state (``slate-ops list-dbs``)."""
+"""The databases in a store: which exist under a prefix, and their state (``slate-ops list-dbs``); and
+whether a database moved on from a manifest a caller already knows (the fleet sensors' ticks)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime
 
 from slate_ops.admin.db import sst_counts
 from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
-from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore
+from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.txn.paths import normalize_db_path
 
@@ -102,4 +103,36 @@ def _listing(store: ObjectStore, path: str, manifest_id: int, written: datetime)
     )
 
 
-__all__ = ["DESTROYED", "LIVE", "UNINITIALIZED", "UNREADABLE", "DbListing", "list_dbs"]
+def latest_manifest_since(path: str, store: ObjectStore, known_id: int | None) -> VersionedManifest | None:
+    """The latest manifest of the database at ``path``, or None when it is still ``known_id``.
+
+    Without ``known_id``: a LIST of its manifests and a GET of the latest. With it: one LIST of the
+    manifests from ``known_id`` on (``start_after`` the key just before it), which proves that manifest
+    still exists and nothing newer does, so an unchanged database costs that one request; if newer
+    ones are listed, a GET of the newest. GC never deletes the latest manifest, so when the listing is
+    empty ``known_id`` is gone with nothing after it (a hard destroy, maybe re-created with lower ids):
+    the database is read as without ``known_id`` (:class:`~slate_ops.errors.DbNotFoundError` if none).
+    """
+    manifests = ManifestStore(store, path)
+    if known_id is None or known_id < 1:
+        return manifests.read_latest_required()
+    listed = manifests.sequence.list(start_after_id=known_id - 1)
+    if listed and listed[-1].id == known_id:
+        return None
+    if listed:
+        try:
+            return manifests.read(listed[-1].id)
+        except ObjectNotFoundError:
+            pass  # deleted since the LIST (a destroy): read it afresh
+    return manifests.read_latest_required()
+
+
+__all__ = [
+    "DESTROYED",
+    "LIVE",
+    "UNINITIALIZED",
+    "UNREADABLE",
+    "DbListing",
+    "latest_manifest_since",
+    "list_dbs",
+]

@@ -13,11 +13,13 @@ Its output metadata is the report. Runs come from three places:
 Automated runs remove for real unless the database sets ``checkpoints.expiry_dry_run: true``; a
 manually launched run is a dry run unless its op config says ``dry_run: false``.
 
-The manifest sensor reads each configured database's current manifest (``describe_db``) every
-tick. Its cursor is JSON ``{"<db name>": <last observed manifest id>}``. A database whose manifest id
-differs from the cursor gets an ``AssetObservation`` on ``slate_ops/<name>`` (the manifest summary,
-LSM shape, checkpoints and tags: :func:`~slate_ops.orchestration.metadata.database_metadata`); if it
-also has expired checkpoints, a run of the checkpoint expiry job is requested with run key
+The manifest sensor checks each database's latest manifest every tick, 32 databases at a time
+(:class:`~slate_ops.orchestration.fleet.ManifestTick`): one LIST for a database still at its cursor's
+manifest, a LIST and a GET for any other. Its cursor is JSON ``{"<db name>": <last observed manifest
+id>}``. A database whose manifest id differs from the cursor gets an ``AssetObservation`` on
+``slate_ops/<name>`` (the manifest summary, LSM shape, checkpoints and tags of the manifest read:
+:func:`~slate_ops.orchestration.metadata.database_metadata`); if it also has expired checkpoints,
+a run of the checkpoint expiry job is requested with run key
 ``expire-<name>-<manifest id>`` (so one manifest version never triggers two runs) and the run tag
 ``slate_ops/db=<name>``. With no change the tick is skipped. A database that is missing or fails to
 read is skipped with a warning and retried on the next tick; it never hides the others. Checkpoints
@@ -33,19 +35,13 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from slate_ops.admin import CheckpointExpiryReport, DbStatus, expire_checkpoints, read_manifest
+from slate_ops.admin import CheckpointExpiryReport, expire_checkpoints
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import ManifestTick, database_schedule, describe, manifest_sensor
-from slate_ops.orchestration.metadata import (
-    database_metadata,
-    md_cell,
-    metadata_of,
-    status_metadata,
-    utc_text,
-)
+from slate_ops.orchestration.metadata import database_metadata, md_cell, metadata_of, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 
@@ -147,19 +143,6 @@ checkpoint_expiry_schedule = database_schedule(
 )
 
 
-def observed_metadata(
-    slate: SlateDatabasesResource, db: DatabaseConfig, status: DbStatus, log: logging.Logger
-) -> dict[str, dg.MetadataValue]:
-    """:func:`database_metadata` of the manifest ``status`` described (one more GET); if that read
-    fails, the status alone."""
-    try:
-        current = read_manifest(db.path, slate.open_store(db.name), status.manifest_id)
-    except Exception as exc:  # the status is still worth recording
-        log.warning(f"observing {db.name} without its LSM shape: {type(exc).__name__}: {exc}")
-        return status_metadata(status)
-    return database_metadata(db.path, current, slate.clock().now())
-
-
 @manifest_sensor(
     name=SENSOR_NAME,
     job_name=CHECKPOINT_EXPIRY_JOB,
@@ -169,17 +152,19 @@ def slate_ops_manifest_sensor(
     tick: ManifestTick, slate: SlateDatabasesResource, log: logging.Logger
 ) -> dg.SensorResult | dg.SkipReason:
     changed = list(tick.changed())
+    configured = {db.name for db in slate.config.databases}  # a discovered database has no asset
+    now = slate.clock().now()
     observations = [
         dg.AssetObservation(
-            asset_key=database_asset_key(db.name), metadata=observed_metadata(slate, db, status, log)
+            asset_key=database_asset_key(db.name), metadata=database_metadata(db.path, read.current, now)
         )
-        for db, status in changed
-        if slate.configured(db.name)  # a discovered database has no asset
+        for db, read in changed
+        if db.name in configured
     ]
     run_requests = [
-        expiry_run_request(db, f"expire-{db.name}-{status.manifest_id}")
-        for db, status in changed
-        if status.expired_checkpoints
+        expiry_run_request(db, f"expire-{db.name}-{read.manifest_id}")
+        for db, read in changed
+        if read.status.expired_checkpoints
     ]
     return tick.result(
         f"no manifest changed in {len(tick.found.results)} database(s)", run_requests, observations

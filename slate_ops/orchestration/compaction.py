@@ -40,7 +40,7 @@ from slate_ops.compaction import (
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import ManifestTick, database_schedule, manifest_sensor
+from slate_ops.orchestration.fleet import ManifestTick, Read, database_schedule, manifest_sensor, store_of
 from slate_ops.orchestration.metadata import metadata_of, shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
@@ -205,7 +205,7 @@ def propose_compaction(
     slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool = False
 ) -> Proposal | None:
     """What the compactor would pick in ``db``'s current manifest (reads it; fences and writes nothing)."""
-    manifest = read_manifest(db.path, slate.open_store(db.name)).value
+    manifest = read_manifest(db.path, store_of(slate, db)).value
     return propose(manifest, db.compactor_options(), full=full)
 
 
@@ -239,15 +239,16 @@ def slate_ops_compaction_sensor(
 ) -> dg.SensorResult | dg.SkipReason:
     run_requests: list[dg.RunRequest] = []
     waiting: list[str] = []
-    for db, status in tick.found.results:
+    for db, observed in tick.found.results:
         threshold = l0_threshold(db)
-        if status.l0_ssts < threshold:
-            waiting.append(f"{db.name} {status.l0_ssts}/{threshold}")
-        elif tick.seen(db, status):
-            waiting.append(f"{db.name} already requested at manifest {status.manifest_id}")
+        # Unchanged: still at the manifest of the cursor, i.e. of the last request (not read again).
+        if isinstance(observed, Read) and observed.status.l0_ssts < threshold:
+            waiting.append(f"{db.name} {observed.status.l0_ssts}/{threshold}")
+        elif tick.seen(db, observed):
+            waiting.append(f"{db.name} already requested at manifest {observed.manifest_id}")
         else:
-            tick.mark(db, status)
-            run_requests.append(compaction_run_request(db, f"compact-{db.name}-{status.manifest_id}"))
+            tick.mark(db, observed)
+            run_requests.append(compaction_run_request(db, f"compact-{db.name}-{observed.manifest_id}"))
     return tick.result(f"no database reached its L0 threshold ({', '.join(waiting)})", run_requests)
 
 

@@ -2,13 +2,16 @@
 
 :func:`each_database` is the one "for each database: try, log, skip" loop: a database that is
 missing or fails to read is skipped with a warning and never hides the others, and what it found
-names the skipped ones for the tick's skip reason. On it:
+names the skipped ones for the tick's skip reason. It runs the step on up to
+:data:`FLEET_READ_THREADS` databases at once (the requests of one tick overlap their latency) and
+answers in the fleet's order. On it:
 
 - :func:`database_schedule` builds the per-database schedules: at each tick, a run of each database
   that wants one, or a skip reason;
 - :func:`manifest_sensor` builds the sensors that follow each database's manifest
-  (:class:`ManifestTick`: ``describe_db`` of every database, and the cursor, JSON
-  ``{"<db name>": <manifest id>}``).
+  (:class:`ManifestTick`: the latest manifest of every database, and the cursor, JSON
+  ``{"<db name>": <manifest id>}``). A database still at its cursor's manifest costs one LIST and
+  is not read again (:class:`Unchanged`); any other one a LIST and a GET (:class:`Read`).
 """
 
 # No `from __future__ import annotations` here: Dagster reads the resource annotations of the
@@ -17,6 +20,7 @@ names the skipped ones for the tick's skip reason. On it:
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
@@ -24,10 +28,21 @@ from typing import Generic, TypeVar
 import dagster as dg
 
 from slate_ops.admin import DbStatus, describe_db
+from slate_ops.admin.db import status_of
+from slate_ops.admin.fleet import latest_manifest_since
+from slate_ops.manifest.store import VersionedManifest
+from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.txn.paths import normalize_db_path
 
 T = TypeVar("T")
+
+FLEET_READ_THREADS = MAX_POOL_CONNECTIONS
+"""How many databases one schedule or sensor tick reads at once (32): as many as the shared S3
+client's connection pool holds, so no read waits for a connection. A tick of ``N`` databases on a
+store with latency ``d`` per request takes about ``ceil(N / 32) * requests per database * d``."""
 
 SensorAnswer = Callable[
     ["ManifestTick", SlateDatabasesResource, logging.Logger], dg.SensorResult | dg.SkipReason
@@ -55,23 +70,51 @@ class EachDatabase(Generic[T]):
 
 
 def each_database(
-    databases: Iterable[DatabaseConfig], log: logging.Logger, step: Callable[[DatabaseConfig], T]
+    databases: Iterable[DatabaseConfig],
+    log: logging.Logger,
+    step: Callable[[DatabaseConfig], T],
+    *,
+    threads: int = FLEET_READ_THREADS,
 ) -> EachDatabase[T]:
-    """``step(db)`` for each of ``databases``; one that raises is logged as a warning and skipped."""
+    """``step(db)`` for each of ``databases``, on up to ``threads`` of them at once; one that raises
+    is logged as a warning and skipped. Results, warnings and skips come in ``databases``' order."""
+    fleet = list(databases)
+
+    def attempt(db: DatabaseConfig) -> tuple[T] | Exception:
+        try:
+            return (step(db),)
+        except Exception as exc:  # one unreadable database must not stop the others
+            return exc
+
+    if len(fleet) > 1 and threads > 1:
+        workers = min(threads, len(fleet))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slate-fleet") as pool:
+            outcomes = list(pool.map(attempt, fleet))
+    else:
+        outcomes = [attempt(db) for db in fleet]
     results: list[tuple[DatabaseConfig, T]] = []
     skipped: list[str] = []
-    for db in databases:
-        try:
-            results.append((db, step(db)))
-        except Exception as exc:  # one unreadable database must not stop the others
-            log.warning(f"skipping database {db.name}: {type(exc).__name__}: {exc}")
-            skipped.append(f"{db.name} ({type(exc).__name__}: {exc})")
+    for db, outcome in zip(fleet, outcomes, strict=True):
+        if isinstance(outcome, Exception):  # logged here, in order, not from the worker threads
+            log.warning(f"skipping database {db.name}: {type(outcome).__name__}: {outcome}")
+            skipped.append(f"{db.name} ({type(outcome).__name__}: {outcome})")
+        else:
+            results.append((db, outcome[0]))
     return EachDatabase(results, skipped)
+
+
+def store_of(slate: SlateDatabasesResource, db: DatabaseConfig) -> ObjectStore:
+    """The store of ``db``, opened from its own config with the resource's credentials.
+
+    ``slate.open_store(db.name)`` looks the name up again, which for a discovered database means
+    discovering the fleet again (a LIST of the whole discovery prefix) for every database.
+    """
+    return open_store(db.store_url, **slate._credentials())
 
 
 def describe(slate: SlateDatabasesResource, db: DatabaseConfig) -> DbStatus:
     """``describe_db`` of ``db``: its manifest summary (raises if it is missing or unreadable)."""
-    return describe_db(db.path, slate.open_store(db.name), clock=slate.clock())
+    return describe_db(db.path, store_of(slate, db), clock=slate.clock())
 
 
 def database_exists(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
@@ -88,15 +131,6 @@ def fleet_of(slate: SlateDatabasesResource, log: logging.Logger) -> list[Databas
     except Exception as exc:
         log.warning(f"discovery failed, using the configured databases only: {type(exc).__name__}: {exc}")
         return list(slate.config.databases)
-
-
-def describe_databases(
-    slate: SlateDatabasesResource, log: logging.Logger, databases: Sequence[DatabaseConfig] | None = None
-) -> EachDatabase[DbStatus]:
-    """:func:`describe` of ``databases`` (default: the fleet, :func:`fleet_of`) that exist and can be read."""
-    return each_database(
-        fleet_of(slate, log) if databases is None else databases, log, lambda db: describe(slate, db)
-    )
 
 
 def database_schedule(
@@ -134,29 +168,68 @@ def database_schedule(
     return _schedule
 
 
+@dataclass(frozen=True)
+class Read:
+    """A database whose latest manifest a tick read: the manifest and its summary."""
+
+    current: VersionedManifest
+    status: DbStatus
+
+    @property
+    def manifest_id(self) -> int:
+        return self.current.id
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """A database still at the manifest its sensor's cursor names (one LIST proved it; not read)."""
+
+    manifest_id: int
+
+
+Observed = Read | Unchanged
+"""What a :class:`ManifestTick` found of one database."""
+
+
+def observe(slate: SlateDatabasesResource, db: DatabaseConfig, known_id: int | None, now: float) -> Observed:
+    """``db``'s latest manifest, or :class:`Unchanged` when it is still ``known_id``
+    (:func:`~slate_ops.admin.fleet.latest_manifest_since`); raises if it is missing or unreadable."""
+    current = latest_manifest_since(db.path, store_of(slate, db), known_id)
+    if current is None:
+        assert known_id is not None
+        return Unchanged(known_id)
+    return Read(current, status_of(normalize_db_path(db.path), current, now))
+
+
 class ManifestTick:
-    """One tick of a sensor that follows manifests: :func:`describe` of every configured database
-    (:attr:`found`) and the cursor, ``{db name: manifest id}`` of what the sensor already handled."""
+    """One tick of a sensor that follows manifests: the latest manifest of every database in the
+    fleet (:attr:`found`, read :data:`FLEET_READ_THREADS` at a time) and the cursor,
+    ``{db name: manifest id}`` of what the sensor already handled. A database still at its cursor's
+    manifest is :class:`Unchanged` (one LIST, no GET); the others are :class:`Read`."""
 
     def __init__(self, context: dg.SensorEvaluationContext, slate: SlateDatabasesResource) -> None:
         fleet = fleet_of(slate, context.log)
         self.cursor = _parse_cursor(context.cursor, context.log, [db.name for db in fleet])
-        self.found = describe_databases(slate, context.log, fleet)
+        known = dict(self.cursor)
+        now = slate.clock().now()
+        self.found: EachDatabase[Observed] = each_database(
+            fleet, context.log, lambda db: observe(slate, db, known.get(db.name), now)
+        )
 
-    def seen(self, db: DatabaseConfig, status: DbStatus) -> bool:
-        """Whether the sensor handled ``db`` at this manifest already."""
-        return self.cursor.get(db.name) == status.manifest_id
+    def seen(self, db: DatabaseConfig, observed: Observed) -> bool:
+        """Whether the sensor handled ``db`` at this manifest already (always, when :class:`Unchanged`)."""
+        return self.cursor.get(db.name) == observed.manifest_id
 
-    def mark(self, db: DatabaseConfig, status: DbStatus) -> None:
+    def mark(self, db: DatabaseConfig, observed: Observed) -> None:
         """Record that the sensor handled ``db`` at this manifest."""
-        self.cursor[db.name] = status.manifest_id
+        self.cursor[db.name] = observed.manifest_id
 
-    def changed(self) -> Iterator[tuple[DatabaseConfig, DbStatus]]:
+    def changed(self) -> Iterator[tuple[DatabaseConfig, Read]]:
         """The databases whose manifest the sensor has not handled yet, each marked as it comes."""
-        for db, status in self.found.results:
-            if not self.seen(db, status):
-                self.mark(db, status)
-                yield db, status
+        for db, observed in self.found.results:
+            if isinstance(observed, Read) and not self.seen(db, observed):
+                self.mark(db, observed)
+                yield db, observed
 
     def result(
         self,

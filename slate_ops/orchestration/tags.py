@@ -30,7 +30,7 @@ from slate_ops.errors import ConfigError
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import database_schedule
+from slate_ops.orchestration.fleet import database_schedule, store_of
 from slate_ops.orchestration.metadata import UTC_MINUTES, metadata_of, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
@@ -168,7 +168,7 @@ def tag_policy_has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bo
     if db.tag_policy is None:
         return False
     report = apply_tag_policy(
-        db.path, slate.open_store(db.name), db.tag_policy.to_policy(), dry_run=True, clock=slate.clock()
+        db.path, store_of(slate, db), db.tag_policy.to_policy(), dry_run=True, clock=slate.clock()
     )
     return report.created is not None or bool(report.deleted)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -12,13 +13,14 @@ from slate_ops.admin.verify import CHECKS
 from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.layout import sst_key
-from slate_ops.objstore import ObjectStore
+from slate_ops.objstore import CountingStore, ObjectStore
 from slate_ops.orchestration import (
     DatabaseConfig,
     SlateDatabasesResource,
     SlateOpsConfig,
     database_asset_key,
     database_definitions,
+    fleet,
 )
 from slate_ops.orchestration.assets import build_database_assets
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
@@ -208,17 +210,20 @@ def test_observations_and_materializations_carry_shape_checkpoints_and_tags(
     assert {"lsm_shape", "checkpoint_names", "tag_count", "tag_names", "manifest_id"} <= set(metadata)
 
 
-def test_an_unreadable_manifest_still_records_the_status(
+def test_the_observation_comes_from_the_read_that_found_the_change(
     slate: SlateDatabasesResource, created: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """If the second read (the manifest described) fails, the observation keeps the summary."""
-    import slate_ops.orchestration.checkpoints as checkpoints
+    """The full metadata (summary and LSM shape) of a changed database needs no second GET."""
+    opened: list[CountingStore] = []
+    store_of = fleet.store_of
 
-    def broken(*_args: object, **_kwargs: object) -> None:
-        raise RuntimeError("store hiccup")
+    def counted(*args: Any) -> CountingStore:
+        opened.append(CountingStore(store_of(*args)))
+        return opened[-1]
 
-    monkeypatch.setattr(checkpoints, "read_manifest", broken)
+    monkeypatch.setattr(fleet, "store_of", counted)
     result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=None, resources={"slate": slate}))
-    assert isinstance(result, dg.SensorResult)
+    assert isinstance(result, dg.SensorResult) and len(result.asset_events) == 2
     for event in result.asset_events:
-        assert "manifest_id" in event.metadata and "lsm_shape" not in event.metadata
+        assert "manifest_id" in event.metadata and "lsm_shape" in event.metadata
+    assert [store.counts["get"] for store in opened] == [1, 1]
