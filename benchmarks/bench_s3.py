@@ -1,44 +1,102 @@
-"""Reopen after many WAL SSTs on S3 with real latency (issue 15): moto behind a latency proxy.
+"""slate_ops vs SlateDB on S3 with real latency (issue 15): moto behind a latency proxy.
 
-A writer leaves ``N`` WAL SSTs (one put and one WAL flush each; the writer then closes without an
-L0 flush, so every reopen replays all of them). Each reopen goes through
-:class:`benchmarks.latency_proxy.LatencyProxy`, which adds a fixed delay (20 or 50 ms) to every
-request before forwarding it to a moto S3 server on loopback, and counts the requests. Measured:
-the wall time of ``Db.open`` (fence, manifest claim, WAL replay) with the WAL fetched one segment
-at a time and 16 at a time (``slate_ops.layout.WAL_FETCH_PARALLELISM``), the requests per reopen by
-method, and the same for SlateDB's Python binding (``slatedb`` 0.17.0, an S3 ObjectStoreBuilder
-on the same proxy) when it is installed. The S3 client is built once before the reopens (shared
-per endpoint: slate_ops.objstore.s3.shared_s3_client), so its ~0.2 s build is reported apart.
+Every measured request goes through :class:`benchmarks.latency_proxy.LatencyProxy`, which adds a
+fixed delay (+20 or +50 ms; the reopen also +0 ms) to each request before forwarding it to a moto
+S3 server on loopback, and counts the requests. Both engines run in the same process on the same
+proxy: slate_ops with its default options, SlateDB through its Python binding (``slatedb`` 0.17.0,
+an ``ObjectStoreBuilder(S3)`` store) with its defaults. Figures (one function each):
 
-Run: ``python -m benchmarks.bench_s3`` (``--quick``: 50 WAL SSTs, one delay)
+* **durable puts** — one writer, each ``put(..., await_durable=True)`` (SlateDB:
+  ``await (await db.put(k, v)).await_durable()``): latency p50/p99, puts/s, requests per 1,000
+  puts; and the same with :data:`WRITERS` concurrent writers on one database (how a user gets
+  durable throughput).
+* **non-durable puts** — one writer, plain puts then one flush: puts/s and requests per 1,000 puts
+  (the WAL flush interval, 100 ms by default, decides how many WAL SSTs they make).
+* **cold random gets** — a database loaded straight into moto as several L0 SSTs, reopened through
+  the proxy (a fresh writer, empty caches), then random keys read one after another: latency
+  p50/p99 and requests per get.
+* **full scan after reopen** — the same database, reopened again (cold), scanned whole: rows/s.
+* **reopen after N WAL SSTs** — a writer leaves ``N`` WAL SSTs (one put and one WAL flush each; it
+  never flushes to L0), and ``Db.open`` replays them: wall time with the WAL fetched one segment at
+  a time and 16 at a time (``slate_ops.layout.WAL_FETCH_PARALLELISM``), requests by method.
+
+The S3 clients are built before anything is timed (slate_ops shares one boto3 client per endpoint:
+slate_ops.objstore.s3.shared_s3_client; its ~0.2 s build is reported apart).
+
+Run: ``python -m benchmarks.bench_s3`` (``--quick``: small sizes, +50 ms only)
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import importlib.metadata
-import logging
-import os
+import math
+import random
 import sys
+import threading
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
+from benchmarks.s3_fixtures import (
+    KEYS,
+    REGION,
+    load_slatedb,
+    new_bucket,
+    ours_store,
+    slatedb_store,
+    start_moto,
+)
+from benchmarks.suite import Options, Outcome, Row, Target, command, package_version, row
 from slate_ops import layout
 from slate_ops.engine import Db, DbOptions
-from slate_ops.objstore import S3Store
 from slate_ops.objstore.s3 import make_s3_client
 
+__all__ = [
+    "KEYS",
+    "REGION",
+    "Measured",
+    "Reopen",
+    "Sizes",
+    "load_slatedb",
+    "new_bucket",
+    "run",
+    "slatedb_store",
+    "start_moto",
+]
+
 RESULTS = Path(__file__).parent / "results" / "s3.md"
-KEYS: dict[str, Any] = {"access_key_id": "testing", "secret_access_key": "testing"}
-REGION = "us-east-1"
 DB_PATH = "db"
+VALUE_SIZE = 100
+WRITERS = 8
+SCAN_BATCH = 1000  # SlateDB's iterator is drained with next_batch(SCAN_BATCH), its fastest path
+
+OURS = "slate_ops"
+THEIRS = "slatedb (binding)"
+DURABLE = "durable puts, 1 writer"
+DURABLE_CONCURRENT = f"durable puts, {WRITERS} writers"
+NON_DURABLE = "non-durable puts, 1 writer"
+COLD_GETS = "cold random gets"
+SCAN = "full scan after reopen"
+FIGURES = (DURABLE, DURABLE_CONCURRENT, NON_DURABLE, COLD_GETS, SCAN)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    wal_ssts: int = 500  # reopen: WAL SSTs replayed
+    durable_puts: int = 200  # one writer, each awaited
+    concurrent_puts: int = 800  # spread over WRITERS writers
+    puts: int = 20_000  # non-durable
+    keys: int = 20_000  # the database of the gets and the scan
+    l0_ssts: int = 4  # ... loaded as this many L0 SSTs of adjacent key ranges
+    gets: int = 300
+
+
+QUICK = Sizes(wal_ssts=50, durable_puts=20, concurrent_puts=48, puts=5_000, keys=2_000, l0_ssts=2, gets=40)
 
 
 @dataclass(frozen=True)
@@ -51,46 +109,163 @@ class Reopen:
     wal_gets: int
 
 
-def start_moto() -> tuple[Any, str]:
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        os.environ.setdefault(name, value)
-    from moto.server import ThreadedMotoServer
+@dataclass(frozen=True)
+class Measured:
+    """One figure of one engine at one delay: ``ops`` puts, gets or scanned rows in ``seconds``."""
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on stderr
+    figure: str
+    engine: str
+    delay_ms: int
+    ops: int
+    seconds: float
+    requests: dict[str, int]
+    latencies: tuple[float, ...] = ()  # seconds per operation, where each is timed
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    return server, f"http://{host}:{port}"
+    @property
+    def per_second(self) -> float:
+        return self.ops / self.seconds
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    @property
+    def requests_per_unit(self) -> float:
+        """Requests per 1,000 puts, per get, or per scan."""
+        if self.figure == SCAN:
+            return self.total_requests
+        return self.total_requests * (1 if self.figure == COLD_GETS else 1000) / self.ops
+
+    def percentile_ms(self, q: float) -> float | None:
+        """The nearest-rank ``q`` percentile (0 < q <= 100) of the latencies, in ms."""
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return 1000 * ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def new_bucket(endpoint: str) -> str:
-    bucket = f"bench-{uuid.uuid4().hex[:12]}"
-    make_s3_client(endpoint_url=endpoint, region=REGION, **KEYS).create_bucket(Bucket=bucket)
-    return bucket
+def key(i: int) -> bytes:
+    return f"key{i:08d}".encode()
 
 
-def options() -> DbOptions:
-    # Background work stays out of the measurement: WAL flushes are explicit.
+def values(n: int, seed: int = 15) -> list[bytes]:
+    """``n`` incompressible values of VALUE_SIZE bytes, the same for both engines."""
+    rng = random.Random(seed)
+    return [rng.randbytes(VALUE_SIZE) for _ in range(n)]
+
+
+def _no_background() -> DbOptions:
+    # Loading and the reopen's writer: WAL flushes are explicit, no manifest polls meanwhile.
     return DbOptions.model_validate({"wal_flush_interval": "1h", "manifest_poll_interval": "1h"})
 
 
+# --- slate_ops: the figures -------------------------------------------------------------------------
+
+
+def durable_puts_ours(proxy: LatencyProxy, bucket: str, n: int, writers: int = 1) -> Measured:
+    """``n`` puts with ``await_durable=True`` by ``writers`` threads on one writer (default options)."""
+    with Db.open(DB_PATH, ours_store(proxy.endpoint, bucket, f"ours-durable-{writers}")) as db:
+        latencies: list[float] = []
+        lock = threading.Lock()
+        data = values(n)
+
+        def write(indexes: range) -> None:
+            mine = []
+            for i in indexes:
+                started = time.perf_counter()
+                db.put(key(i), data[i], await_durable=True)
+                mine.append(time.perf_counter() - started)
+            with lock:
+                latencies.extend(mine)
+
+        parts = [range(w, n, writers) for w in range(writers)]
+        proxy.reset()
+        started = time.perf_counter()
+        if writers == 1:
+            write(parts[0])
+        else:
+            threads = [threading.Thread(target=write, args=(part,)) for part in parts]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        seconds = time.perf_counter() - started
+        counts = proxy.counts
+        assert db.get(key(n - 1)) == data[n - 1]
+    figure = DURABLE if writers == 1 else DURABLE_CONCURRENT
+    return Measured(figure, OURS, _ms(proxy), n, seconds, counts, tuple(latencies))
+
+
+def puts_ours(proxy: LatencyProxy, bucket: str, n: int) -> Measured:
+    """``n`` plain puts (durable later, by the background WAL flush), then one ``flush()``."""
+    data = values(n)
+    with Db.open(DB_PATH, ours_store(proxy.endpoint, bucket, "ours-puts")) as db:
+        proxy.reset()
+        started = time.perf_counter()
+        for i in range(n):
+            db.put(key(i), data[i])
+        db.flush()
+        seconds = time.perf_counter() - started
+        counts = proxy.counts
+    return Measured(NON_DURABLE, OURS, _ms(proxy), n, seconds, counts)
+
+
+def load_ours(endpoint: str, bucket: str, n: int, l0_ssts: int) -> None:
+    """``n`` keys straight into moto, in key order, as ``l0_ssts`` L0 SSTs (no WAL left to replay)."""
+    data = values(n)
+    chunk = math.ceil(n / l0_ssts)
+    with Db.open(DB_PATH, ours_store(endpoint, bucket, "ours-read"), _no_background()) as db:
+        for i in range(n):
+            db.put(key(i), data[i])
+            if (i + 1) % chunk == 0 or i == n - 1:
+                db.flush_memtable()
+
+
+def gets_ours(proxy: LatencyProxy, bucket: str, keys: list[int]) -> Measured:
+    """Random gets, one after another, on a writer freshly opened through the proxy (cold caches)."""
+    data = values(max(keys) + 1)
+    latencies = []
+    with Db.open(DB_PATH, ours_store(proxy.endpoint, bucket, "ours-read")) as db:
+        proxy.reset()
+        started = time.perf_counter()
+        for i in keys:
+            begun = time.perf_counter()
+            found = db.get(key(i))
+            latencies.append(time.perf_counter() - begun)
+            assert found == data[i], f"get of {key(i)!r}"
+        seconds = time.perf_counter() - started
+        counts = proxy.counts
+    return Measured(COLD_GETS, OURS, _ms(proxy), len(keys), seconds, counts, tuple(latencies))
+
+
+def scan_ours(proxy: LatencyProxy, bucket: str, n: int) -> Measured:
+    """A full scan on a writer freshly opened through the proxy."""
+    with Db.open(DB_PATH, ours_store(proxy.endpoint, bucket, "ours-read")) as db:
+        proxy.reset()
+        started = time.perf_counter()
+        rows = sum(1 for _ in db.scan())
+        seconds = time.perf_counter() - started
+        counts = proxy.counts
+    assert rows == n, f"scanned {rows} rows of {n}"
+    return Measured(SCAN, OURS, _ms(proxy), rows, seconds, counts)
+
+
 def write_ours(endpoint: str, bucket: str, n: int) -> None:
-    store = S3Store(bucket, "ours", endpoint_url=endpoint, region=REGION, **KEYS)
-    with Db.open(DB_PATH, store, options()) as db:
+    """``n`` WAL SSTs of one put each; the writer closes without an L0 flush."""
+    with Db.open(DB_PATH, ours_store(endpoint, bucket, "ours"), _no_background()) as db:
         for i in range(n):
             db.put(f"key{i:06d}".encode(), b"v" * 100)
             db.flush()
 
 
 def reopen_ours(proxy: LatencyProxy, bucket: str, n: int, parallelism: int) -> Reopen:
-    store = S3Store(bucket, "ours", endpoint_url=proxy.endpoint, region=REGION, **KEYS)
+    store = ours_store(proxy.endpoint, bucket, "ours")
     saved = layout.WAL_FETCH_PARALLELISM
     layout.WAL_FETCH_PARALLELISM = parallelism
     try:
         proxy.reset()
         started = time.perf_counter()
-        db = Db.open(DB_PATH, store, options())
+        db = Db.open(DB_PATH, store, _no_background())
         seconds = time.perf_counter() - started
         counts, wal_gets = proxy.counts, proxy.wal_gets
         assert db.get(f"key{n - 1:06d}".encode()) == b"v" * 100
@@ -98,29 +273,102 @@ def reopen_ours(proxy: LatencyProxy, bucket: str, n: int, parallelism: int) -> R
     finally:
         layout.WAL_FETCH_PARALLELISM = saved
     name = f"slate_ops, {parallelism} at a time" if parallelism > 1 else "slate_ops, one at a time"
-    return Reopen(name, round(proxy.delay * 1000), n, seconds, counts, wal_gets)
+    return Reopen(name, _ms(proxy), n, seconds, counts, wal_gets)
 
 
-def load_slatedb() -> Any | None:
-    try:
-        return importlib.import_module("slatedb.uniffi")
-    except ImportError:
-        return None
+def _ms(proxy: LatencyProxy) -> int:
+    return round(proxy.delay * 1000)
 
 
-def slatedb_store(sdb: Any, endpoint: str, bucket: str) -> Any:
-    builder = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.S3)
-    for key, value in (
-        ("aws_endpoint", endpoint),
-        ("aws_allow_http", "true"),
-        ("aws_region", REGION),
-        ("aws_bucket_name", bucket),
-        ("aws_access_key_id", "testing"),
-        ("aws_secret_access_key", "testing"),
-        ("aws_virtual_hosted_style_request", "false"),
-    ):
-        builder.with_config(key, value)
-    return builder.build()
+# --- SlateDB's binding: the same figures (async: each run with asyncio.run) -------------------------
+
+
+async def durable_puts_theirs(
+    sdb: Any, proxy: LatencyProxy, bucket: str, n: int, writers: int = 1
+) -> Measured:
+    db = await sdb.DbBuilder(f"theirs-durable-{writers}", slatedb_store(sdb, proxy.endpoint, bucket)).build()
+    data = values(n)
+    latencies: list[float] = []
+
+    async def write(indexes: range) -> None:
+        for i in indexes:
+            started = time.perf_counter()
+            handle = await db.put(key(i), data[i])
+            await handle.await_durable()
+            latencies.append(time.perf_counter() - started)
+
+    proxy.reset()
+    started = time.perf_counter()
+    await asyncio.gather(*(write(range(w, n, writers)) for w in range(writers)))
+    seconds = time.perf_counter() - started
+    counts = proxy.counts
+    assert await db.get(key(n - 1)) == data[n - 1]
+    await db.shutdown()
+    figure = DURABLE if writers == 1 else DURABLE_CONCURRENT
+    return Measured(figure, THEIRS, _ms(proxy), n, seconds, counts, tuple(latencies))
+
+
+async def puts_theirs(sdb: Any, proxy: LatencyProxy, bucket: str, n: int) -> Measured:
+    db = await sdb.DbBuilder("theirs-puts", slatedb_store(sdb, proxy.endpoint, bucket)).build()
+    data = values(n)
+    put = db.put
+    proxy.reset()
+    started = time.perf_counter()
+    for i in range(n):
+        await put(key(i), data[i])
+    await db.flush()
+    seconds = time.perf_counter() - started
+    counts = proxy.counts
+    await db.shutdown()
+    return Measured(NON_DURABLE, THEIRS, _ms(proxy), n, seconds, counts)
+
+
+async def load_theirs(sdb: Any, endpoint: str, bucket: str, n: int, l0_ssts: int) -> None:
+    db = await sdb.DbBuilder("theirs-read", slatedb_store(sdb, endpoint, bucket)).build()
+    data = values(n)
+    chunk = math.ceil(n / l0_ssts)
+    memtable = sdb.FlushOptions(flush_type=sdb.FlushType.MEM_TABLE)
+    for i in range(n):
+        await db.put(key(i), data[i])
+        if (i + 1) % chunk == 0 or i == n - 1:
+            await db.flush_with_options(memtable)
+    await db.shutdown()
+
+
+async def gets_theirs(sdb: Any, proxy: LatencyProxy, bucket: str, keys: list[int]) -> Measured:
+    db = await sdb.DbBuilder("theirs-read", slatedb_store(sdb, proxy.endpoint, bucket)).build()
+    data = values(max(keys) + 1)
+    latencies = []
+    proxy.reset()
+    started = time.perf_counter()
+    for i in keys:
+        begun = time.perf_counter()
+        found = await db.get(key(i))
+        latencies.append(time.perf_counter() - begun)
+        assert found == data[i], f"get of {key(i)!r}"
+    seconds = time.perf_counter() - started
+    counts = proxy.counts
+    await db.shutdown()
+    return Measured(COLD_GETS, THEIRS, _ms(proxy), len(keys), seconds, counts, tuple(latencies))
+
+
+async def scan_theirs(sdb: Any, proxy: LatencyProxy, bucket: str, n: int) -> Measured:
+    db = await sdb.DbBuilder("theirs-read", slatedb_store(sdb, proxy.endpoint, bucket)).build()
+    everything = sdb.KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
+    proxy.reset()
+    started = time.perf_counter()
+    iterator = await db.scan(everything)
+    rows = 0
+    while True:
+        batch = await iterator.next_batch(SCAN_BATCH)
+        rows += len(batch)
+        if len(batch) < SCAN_BATCH:
+            break
+    seconds = time.perf_counter() - started
+    counts = proxy.counts
+    await db.shutdown()
+    assert rows == n, f"scanned {rows} rows of {n}"
+    return Measured(SCAN, THEIRS, _ms(proxy), rows, seconds, counts)
 
 
 async def _write_slatedb(sdb: Any, endpoint: str, bucket: str, n: int) -> Any:
@@ -144,31 +392,89 @@ async def _reopen_slatedb(sdb: Any, proxy: LatencyProxy, bucket: str, n: int, ha
     assert await db.get(f"key{n - 1:06d}".encode()) == b"v" * 100
     # No shutdown either (it would flush to L0): the next reopen replays the same WAL SSTs.
     handles.append(db)
-    return Reopen("slatedb (binding)", round(proxy.delay * 1000), n, seconds, counts, wal_gets)
+    return Reopen(THEIRS, _ms(proxy), n, seconds, counts, wal_gets)
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class S3Results:
+    reopens: list[Reopen]
+    figures: list[Measured]
+    notes: dict[str, str]
+
+    def find(self, figure: str, engine: str, delay_ms: int) -> Measured | None:
+        return next(
+            (m for m in self.figures if (m.figure, m.engine, m.delay_ms) == (figure, engine, delay_ms)), None
+        )
+
+
+def measure_figures(
+    endpoint: str,
+    bucket: str,
+    sizes: Sizes,
+    delay: float,
+    sdb: Any | None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Measured]:
+    """Puts, cold gets and the scan of both engines at one delay; each engine on a proxy of its own
+    (a fresh one per figure, so no background request of an earlier handle is counted)."""
+    ms = round(delay * 1000)
+    found: list[Measured] = []
+    keys = random.Random(ms).sample(range(sizes.keys), min(sizes.gets, sizes.keys))
+
+    def ours(measure: Callable[..., Measured], *args: Any) -> None:
+        progress(f"+{ms} ms: {measure.__name__}")
+        with LatencyProxy(endpoint, delay) as proxy:
+            ours_store(proxy.endpoint, bucket, "build-the-client")
+            found.append(measure(proxy, bucket, *args))
+
+    def theirs(measure: Callable[..., Coroutine[Any, Any, Measured]], *args: Any) -> None:
+        if sdb is not None:
+            progress(f"+{ms} ms: {measure.__name__}")
+            with LatencyProxy(endpoint, delay) as proxy:
+                found.append(asyncio.run(measure(sdb, proxy, bucket, *args)))
+
+    for n, writers in ((sizes.durable_puts, 1), (sizes.concurrent_puts, WRITERS)):
+        ours(durable_puts_ours, n, writers)
+        theirs(durable_puts_theirs, n, writers)
+    ours(puts_ours, sizes.puts)
+    theirs(puts_theirs, sizes.puts)
+    ours(gets_ours, keys)
+    theirs(gets_theirs, keys)
+    ours(scan_ours, sizes.keys)
+    theirs(scan_theirs, sizes.keys)
+    return found
 
 
 def run(
-    n: int,
+    sizes: Sizes,
     delays: tuple[float, ...],
+    reopen_delays: tuple[float, ...] | None = None,
     use_slatedb: bool = True,
     progress: Callable[[str], None] = lambda _: None,
-) -> tuple[list[Reopen], dict[str, str]]:
+) -> S3Results:
+    """Every figure at each of ``delays`` (the reopen at ``reopen_delays``, by default the same)."""
     server, endpoint = start_moto()
     notes: dict[str, str] = {}
-    results: list[Reopen] = []
+    reopens: list[Reopen] = []
+    figures: list[Measured] = []
     handles: list[Any] = []  # SlateDB handles never shut down (see _write_slatedb), kept until the end
+    sdb = None
     try:
         started = time.perf_counter()
         make_s3_client(endpoint_url=endpoint, region=REGION, **KEYS)
         notes["client build"] = f"{time.perf_counter() - started:.3f} s (once per process and endpoint)"
         bucket = new_bucket(endpoint)
-        progress(f"writing {n} WAL SSTs with slate_ops")
-        write_ours(endpoint, bucket, n)
+        progress(f"loading: {sizes.wal_ssts} WAL SSTs and {sizes.keys:,} keys in {sizes.l0_ssts} L0 SSTs")
+        write_ours(endpoint, bucket, sizes.wal_ssts)
+        load_ours(endpoint, bucket, sizes.keys, sizes.l0_ssts)
         sdb = load_slatedb() if use_slatedb else None
         if sdb is not None:
-            progress(f"writing {n} WAL SSTs with slatedb")
             try:
-                handles.append(asyncio.run(_write_slatedb(sdb, endpoint, bucket, n)))
+                handles.append(asyncio.run(_write_slatedb(sdb, endpoint, bucket, sizes.wal_ssts)))
+                asyncio.run(load_theirs(sdb, endpoint, bucket, sizes.keys, sizes.l0_ssts))
             except Exception as exc:  # the binding's errors are its own types
                 notes["slatedb"] = f"could not write through its S3 store: {type(exc).__name__}: {exc}"
                 sdb = None
@@ -177,26 +483,35 @@ def run(
         else:
             notes["slatedb"] = "not run (--no-slatedb)"
         for delay in delays:
-            progress(f"reopens at +{delay * 1000:.0f} ms")
+            figures += measure_figures(endpoint, bucket, sizes, delay, sdb, progress)
+        for delay in delays if reopen_delays is None else reopen_delays:
+            progress(f"+{delay * 1000:.0f} ms: reopens")
             with LatencyProxy(endpoint, delay) as proxy:
-                S3Store(bucket, "ours", endpoint_url=proxy.endpoint, region=REGION, **KEYS)  # build client
+                ours_store(proxy.endpoint, bucket, "ours")  # build the client
                 for parallelism in (1, layout.WAL_FETCH_PARALLELISM):
-                    results.append(reopen_ours(proxy, bucket, n, parallelism))
+                    reopens.append(reopen_ours(proxy, bucket, sizes.wal_ssts, parallelism))
                 if sdb is not None:
-                    results.append(asyncio.run(_reopen_slatedb(sdb, proxy, bucket, n, handles)))
+                    reopens.append(asyncio.run(_reopen_slatedb(sdb, proxy, bucket, sizes.wal_ssts, handles)))
     finally:
         server.stop()
         handles.clear()
     if sdb is not None:
         notes["slatedb"] = (
-            f"slatedb {importlib.metadata.version('slatedb')} via ObjectStoreBuilder(S3); its writer "
-            "flushes each put to the WAL (FlushType.WAL) and is never shut down (shutdown flushes to L0), "
-            "so each of its reopens replays the WAL like ours"
+            f"slatedb {importlib.metadata.version('slatedb')} via ObjectStoreBuilder(S3), default settings; "
+            "for the reopen its writer flushes each put to the WAL (FlushType.WAL) and is never shut "
+            "down (shutdown flushes to L0), so each of its reopens replays the WAL like ours"
         )
-    return results, notes
+    return S3Results(reopens, figures, notes)
 
 
-def render(results: list[Reopen], notes: dict[str, str]) -> str:
+# --- reporting --------------------------------------------------------------------------------------
+
+
+def _by_method(requests: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(requests.items()))
+
+
+def render_reopens(results: list[Reopen]) -> str:
     rows = [
         [
             r.engine,
@@ -205,26 +520,278 @@ def render(results: list[Reopen], notes: dict[str, str]) -> str:
             f"{r.seconds:.2f}",
             sum(r.requests.values()),
             r.wal_gets,
-            ", ".join(f"{k} {v}" for k, v in sorted(r.requests.items())),
+            _by_method(r.requests),
         ]
         for r in results
     ]
-    table = markdown_table(
+    return markdown_table(
         ["engine", "delay (ms)", "WAL SSTs", "reopen (s)", "requests", "WAL GETs", "by method"],
         rows,
         "lrrrrrl",
     )
-    return table + "\n\n" + "\n".join(f"* {k}: {v}" for k, v in notes.items()) + "\n"
+
+
+def _rate(m: Measured) -> str:
+    unit = "rows/s" if m.figure == SCAN else "gets/s" if m.figure == COLD_GETS else "puts/s"
+    return f"{m.per_second:,.0f} {unit}"
+
+
+def _latency(m: Measured) -> str:
+    p50, p99 = m.percentile_ms(50), m.percentile_ms(99)
+    return "—" if p50 is None or p99 is None else f"{p50:.2f} / {p99:.1f}"
+
+
+def render_figures(figures: list[Measured]) -> str:
+    rows = [
+        [
+            m.figure,
+            m.engine,
+            m.delay_ms,
+            f"{m.ops:,}",
+            f"{m.seconds:.2f}",
+            _rate(m),
+            _latency(m),
+            f"{m.requests_per_unit:,.2f}",
+            _by_method(m.requests),
+        ]
+        for m in figures
+    ]
+    return markdown_table(
+        [
+            "figure",
+            "engine",
+            "delay (ms)",
+            "ops",
+            "time (s)",
+            "rate",
+            "p50 / p99 (ms)",
+            "requests per 1,000 puts / per get / per scan",
+            "requests by method",
+        ],
+        rows,
+        "llrrrrrrl",
+    )
+
+
+def render(results: S3Results) -> str:
+    notes = "\n".join(f"* {k}: {v}" for k, v in results.notes.items())
+    return render_figures(results.figures) + "\n\n" + render_reopens(results.reopens) + "\n\n" + notes + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__doc__, RESULTS, quick="50 WAL SSTs at +50 ms only")
+    parser = argument_parser(__doc__, RESULTS, quick="small sizes at +50 ms only")
     args = parser.parse_args(argv)
-    n, delays = (50, (0.05,)) if args.quick else (500, (0.0, 0.02, 0.05))
-    results, notes = run(n, delays)
-    publish(render(results, notes), output(args))
+    results = run(QUICK, (0.05,)) if args.quick else run(Sizes(), (0.02, 0.05), (0.0, 0.02, 0.05))
+    publish(render(results), output(args))
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- the summary rows of python -m benchmarks (suite.collect_s3) ------------------------------------
+
+_WHAT = {DURABLE: "1 writer", DURABLE_CONCURRENT: f"{WRITERS} writers on one database"}
+
+
+def _pair(results: S3Results, figure: str, delay_ms: int) -> tuple[Measured | None, Measured | None]:
+    return results.find(figure, OURS, delay_ms), results.find(figure, THEIRS, delay_ms)
+
+
+def figure_rows(results: S3Results, sizes: Sizes, delays_ms: list[int], label: str) -> list[Row]:
+    """The summary rows of the puts, gets and scan; latency targets are on ours / SlateDB's."""
+
+    def add(
+        figure: str,
+        delay_ms: int,
+        metric: str,
+        unit: str,
+        value: Callable[[Measured], float | None],
+        target: Target | None,
+        note: str,
+    ) -> None:
+        ours, theirs = _pair(results, figure, delay_ms)
+        rows.append(
+            row(
+                "s3",
+                metric,
+                unit,
+                None if ours is None else value(ours),
+                None if theirs is None else value(theirs),
+                label,
+                target,
+                note,
+            )
+        )
+
+    def p(q: float) -> Callable[[Measured], float | None]:
+        return lambda m: m.percentile_ms(q)
+
+    def rate(m: Measured) -> float:
+        return m.per_second
+
+    rows: list[Row] = []
+    at_most, at_least = Target("ratio", "<=", 1), Target("ratio", ">=", 1)
+    for ms in delays_ms:
+        n, c = sizes.durable_puts, sizes.concurrent_puts
+        add(DURABLE, ms, f"durable put p50 at +{ms} ms, 1 writer", "ms", p(50), at_most, f"{n} puts")
+        add(
+            DURABLE,
+            ms,
+            f"durable put p99 at +{ms} ms, 1 writer",
+            "ms",
+            p(99),
+            Target("ratio", "<=", 1.5),
+            f"{n} puts",
+        )
+        add(DURABLE, ms, f"durable puts at +{ms} ms, 1 writer", "puts/s", rate, at_least, f"{n} puts")
+        add(
+            DURABLE_CONCURRENT,
+            ms,
+            f"durable puts at +{ms} ms, {WRITERS} writers",
+            "puts/s",
+            rate,
+            Target("ratio", ">=", 0.5),
+            f"{c} puts by {WRITERS} threads (SlateDB: {WRITERS} tasks) on one database",
+        )
+        add(
+            NON_DURABLE,
+            ms,
+            f"non-durable puts at +{ms} ms",
+            "puts/s",
+            rate,
+            at_least,
+            f"{sizes.puts:,} puts, then one flush",
+        )
+        add(
+            COLD_GETS,
+            ms,
+            f"cold get p50 at +{ms} ms",
+            "ms",
+            p(50),
+            at_most,
+            f"{sizes.gets} random keys of {sizes.keys:,}",
+        )
+        add(
+            COLD_GETS,
+            ms,
+            f"cold get p99 at +{ms} ms",
+            "ms",
+            p(99),
+            at_most,
+            f"{sizes.gets} random keys of {sizes.keys:,}",
+        )
+        add(
+            SCAN,
+            ms,
+            f"full scan after reopen at +{ms} ms",
+            "rows/s",
+            rate,
+            at_least,
+            f"{sizes.keys:,} rows in {sizes.l0_ssts} L0 SSTs",
+        )
+    ms = max(delays_ms)
+    for figure, what, unit in (
+        (DURABLE, "requests per 1,000 durable puts, 1 writer", "requests/1,000 puts"),
+        (DURABLE_CONCURRENT, f"requests per 1,000 durable puts, {WRITERS} writers", "requests/1,000 puts"),
+        (NON_DURABLE, "requests per 1,000 non-durable puts", "requests/1,000 puts"),
+        (COLD_GETS, "requests per cold get", "requests/get"),
+        (SCAN, f"requests per full scan of {sizes.keys:,} rows", "requests"),
+    ):
+        ours, theirs = _pair(results, figure, ms)
+        note = f"at +{ms} ms; ours: {_by_method(ours.requests) if ours else '—'}"
+        if theirs is not None:
+            note += f"; SlateDB: {_by_method(theirs.requests)}"
+        add(figure, ms, what, unit, lambda m: m.requests_per_unit, None, note + "; reported")
+    return rows
+
+
+def reopen_rows(results: S3Results, wal_ssts: int, delays_ms: list[int], label: str) -> list[Row]:
+    """Reopen time per delay (16 at a time: target within 3x SlateDB at the largest delay) and the
+    requests of one reopen at the largest delay."""
+    parallel = f"slate_ops, {layout.WAL_FETCH_PARALLELISM} at a time"
+    goal_ms = max(delays_ms)
+
+    def find(engine: str, delay_ms: int) -> Reopen | None:
+        return next((r for r in results.reopens if r.engine == engine and r.delay_ms == delay_ms), None)
+
+    def by_method(r: Reopen) -> str:
+        return f"{_by_method(r.requests)}; {r.wal_gets} WAL GETs"
+
+    rows: list[Row] = []
+    for delay_ms in delays_ms:
+        theirs = find(THEIRS, delay_ms)
+        for engine, what in (
+            (parallel, "16 WAL GETs at a time"),
+            ("slate_ops, one at a time", "one at a time"),
+        ):
+            ours = find(engine, delay_ms)
+            target = Target("ratio", "<=", 3) if engine == parallel and delay_ms == goal_ms else None
+            note = "same run, same proxy; SlateDB replays its WAL too (never shut down)" if theirs else None
+            if target is None:
+                note = "reported" if note is None else f"{note}; reported"
+            rows.append(
+                row(
+                    "s3",
+                    f"reopen after {wal_ssts} WAL SSTs at +{delay_ms} ms, {what}",
+                    "s",
+                    None if ours is None else ours.seconds,
+                    None if theirs is None else theirs.seconds,
+                    label,
+                    target,
+                    note,
+                )
+            )
+    ours_req, theirs_req = find(parallel, goal_ms), find(THEIRS, goal_ms)
+    if ours_req is not None:
+        note = f"ours: {by_method(ours_req)}"
+        if theirs_req is not None:
+            note += f"; SlateDB: {by_method(theirs_req)}"
+        rows.append(
+            row(
+                "s3",
+                f"requests per reopen after {wal_ssts} WAL SSTs",
+                "requests",
+                sum(ours_req.requests.values()),
+                None if theirs_req is None else sum(theirs_req.requests.values()),
+                label,
+                None,
+                note + "; reported, no target",
+            )
+        )
+    return rows
+
+
+def collect(options: Options) -> Outcome:
+    """The ``s3`` benchmark of ``python -m benchmarks`` (registered as ``suite.collect_s3``)."""
+    sizes = QUICK if options.quick else Sizes()
+    delays: tuple[float, ...] = (0.05,) if options.quick else (0.02, 0.05)
+    reopen_delays: tuple[float, ...] = (0.05,) if options.quick else (0.0, 0.02, 0.05)
+    skipped = [] if options.slatedb else ["SlateDB's binding: --no-slatedb"]
+    results = run(sizes, delays, reopen_delays, use_slatedb=options.slatedb, progress=_progress)
+    if options.slatedb and not any(m.engine == THEIRS for m in results.figures):
+        skipped.append(f"SlateDB's binding: {results.notes.get('slatedb', 'not run')}")
+    version = package_version("slatedb")
+    label = f"slatedb {version}" if version else "slatedb"
+    figures_ms = [round(d * 1000) for d in delays]
+    rows = figure_rows(results, sizes, figures_ms, label)
+    rows += reopen_rows(results, sizes.wal_ssts, [round(d * 1000) for d in reopen_delays], label)
+    ms = ", ".join(f"+{m}" for m in figures_ms)
+    setup = (
+        f"moto's S3 server on loopback behind a proxy adding {ms} ms per request (the reopen also at "
+        f"{', '.join(f'+{round(d * 1000)}' for d in reopen_delays)} ms); both engines with default "
+        f"options in one process, each measurement on a fresh proxy. Durable puts: {sizes.durable_puts} "
+        f"by one writer, {sizes.concurrent_puts} by {WRITERS}; non-durable: {sizes.puts:,}; cold gets: "
+        f"{sizes.gets} random keys of {sizes.keys:,} (100 B values, {sizes.l0_ssts} L0 SSTs) on a "
+        f"freshly opened writer; the full scan on another; reopen after {sizes.wal_ssts} WAL SSTs. "
+        + "; ".join(f"{k}: {v}" for k, v in results.notes.items())
+        + "."
+    )
+    table = render_figures(results.figures) + "\n\n" + render_reopens(results.reopens)
+    head = f"# slate_ops vs SlateDB on S3 with latency (benchmarks/bench_s3.py)\n\n`{command('s3', options)}`"
+    return Outcome(rows, setup, table, f"{head}\n\n{setup}\n\n{table}\n", skipped)
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

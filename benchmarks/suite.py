@@ -603,77 +603,8 @@ def collect_sst_formats(options: Options) -> Outcome:
 
 def collect_s3(options: Options) -> Outcome:
     from benchmarks import bench_s3 as bench
-    from slate_ops import layout
 
-    n, delays = (50, (0.05,)) if options.quick else (500, (0.0, 0.02, 0.05))
-    skipped = [] if options.slatedb else ["SlateDB's binding: --no-slatedb"]
-    results, notes = bench.run(n, delays, use_slatedb=options.slatedb, progress=_progress)
-    if options.slatedb and not any(r.engine.startswith("slatedb") for r in results):
-        skipped.append(f"SlateDB's binding: {notes.get('slatedb', 'not run')}")
-    version = package_version("slatedb")
-    label = f"slatedb {version}" if version else "slatedb"
-    parallel = f"slate_ops, {layout.WAL_FETCH_PARALLELISM} at a time"
-    goal_ms = round(max(delays) * 1000)
-
-    def find(engine: str, delay_ms: int) -> Any:
-        return next((r for r in results if r.engine == engine and r.delay_ms == delay_ms), None)
-
-    def by_method(r: Any) -> str:
-        return ", ".join(f"{k} {v}" for k, v in sorted(r.requests.items())) + f"; {r.wal_gets} WAL GETs"
-
-    rows: list[Row] = []
-    for delay in delays:
-        delay_ms = round(delay * 1000)
-        theirs = find("slatedb (binding)", delay_ms)
-        for engine, what in (
-            (parallel, "16 WAL GETs at a time"),
-            ("slate_ops, one at a time", "one at a time"),
-        ):
-            ours = find(engine, delay_ms)
-            target = Target("ratio", "<=", 3) if engine == parallel and delay_ms == goal_ms else None
-            note = "same run, same proxy; SlateDB replays its WAL too (never shut down)" if theirs else None
-            if target is None:
-                note = "reported" if note is None else f"{note}; reported"
-            rows.append(
-                row(
-                    "s3",
-                    f"reopen after {n} WAL SSTs at +{delay_ms} ms, {what}",
-                    "s",
-                    None if ours is None else ours.seconds,
-                    None if theirs is None else theirs.seconds,
-                    label,
-                    target,
-                    note,
-                )
-            )
-    ours_req, theirs_req = find(parallel, goal_ms), find("slatedb (binding)", goal_ms)
-    note = f"ours: {by_method(ours_req)}"
-    if theirs_req is not None:
-        note += f"; SlateDB: {by_method(theirs_req)}"
-    rows.append(
-        row(
-            "s3",
-            f"requests per reopen after {n} WAL SSTs",
-            "requests",
-            sum(ours_req.requests.values()),
-            None if theirs_req is None else sum(theirs_req.requests.values()),
-            label,
-            None,
-            note + "; reported, no target",
-        )
-    )
-    ms = ", ".join(f"+{round(d * 1000)}" for d in delays)
-    setup = (
-        f"{n} WAL SSTs (one put of a 100 B value and one WAL flush each) written by each engine to moto's "
-        f"S3 server on loopback, then reopened through a proxy adding {ms} ms per request; the wall time "
-        "of the open (fence, manifest, WAL replay) is measured, the S3 client built beforehand. "
-        + "; ".join(f"{k}: {v}" for k, v in notes.items())
-        + "."
-    )
-    table = bench.render(results, notes)
-    head = f"# Reopen after WAL SSTs on S3 (benchmarks/bench_s3.py)\n\n`{command('s3', options)}`"
-    report = f"{head}\n\n{setup}\n\n{table}"
-    return Outcome(rows, setup, table, report, skipped)
+    return bench.collect(options)
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (

@@ -1,0 +1,73 @@
+"""What the S3 benchmarks share: moto's S3 server on loopback, buckets, and SlateDB's S3 store.
+
+``start_moto()`` starts ``moto.server.ThreadedMotoServer`` on a free loopback port; ``new_bucket``
+creates a fresh bucket on it; ``slatedb_store`` builds the ``slatedb`` binding's
+``ObjectStoreBuilder(S3)`` store for an endpoint (moto itself, or a
+:class:`benchmarks.latency_proxy.LatencyProxy` in front of it). Used by bench_s3 (which re-exports
+these names) and the other S3 benchmarks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import uuid
+from typing import Any
+
+from slate_ops.objstore import S3Store
+from slate_ops.objstore.s3 import make_s3_client
+
+__all__ = ["KEYS", "REGION", "load_slatedb", "new_bucket", "ours_store", "slatedb_store", "start_moto"]
+
+KEYS: dict[str, Any] = {"access_key_id": "testing", "secret_access_key": "testing"}
+REGION = "us-east-1"
+
+
+def start_moto() -> tuple[Any, str]:
+    """A started ``ThreadedMotoServer`` on loopback and its endpoint URL; ``server.stop()`` ends it."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        os.environ.setdefault(name, value)
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on stderr
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    return server, f"http://{host}:{port}"
+
+
+def new_bucket(endpoint: str) -> str:
+    bucket = f"bench-{uuid.uuid4().hex[:12]}"
+    make_s3_client(endpoint_url=endpoint, region=REGION, **KEYS).create_bucket(Bucket=bucket)
+    return bucket
+
+
+def ours_store(endpoint: str, bucket: str, root: str) -> S3Store:
+    """slate_ops' S3 store under ``root`` of ``bucket`` (its boto3 client is shared per endpoint)."""
+    return S3Store(bucket, root, endpoint_url=endpoint, region=REGION, **KEYS)
+
+
+def load_slatedb() -> Any | None:
+    """The ``slatedb.uniffi`` module, or None when the optional ``slatedb`` package is missing."""
+    try:
+        return importlib.import_module("slatedb.uniffi")
+    except ImportError:
+        return None
+
+
+def slatedb_store(sdb: Any, endpoint: str, bucket: str) -> Any:
+    """The binding's S3 object store for ``bucket`` at ``endpoint`` (path-style, plain HTTP)."""
+    builder = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.S3)
+    for key, value in (
+        ("aws_endpoint", endpoint),
+        ("aws_allow_http", "true"),
+        ("aws_region", REGION),
+        ("aws_bucket_name", bucket),
+        ("aws_access_key_id", "testing"),
+        ("aws_secret_access_key", "testing"),
+        ("aws_virtual_hosted_style_request", "false"),
+    ):
+        builder.with_config(key, value)
+    return builder.build()
