@@ -74,11 +74,13 @@ def each_database(
     log: logging.Logger,
     step: Callable[[DatabaseConfig], T],
     *,
-    threads: int = FLEET_READ_THREADS,
+    threads: int | None = None,
 ) -> EachDatabase[T]:
-    """``step(db)`` for each of ``databases``, on up to ``threads`` of them at once; one that raises
-    is logged as a warning and skipped. Results, warnings and skips come in ``databases``' order."""
+    """``step(db)`` for each of ``databases``, on up to ``threads`` (default
+    :data:`FLEET_READ_THREADS`) of them at once; one that raises is logged as a warning and skipped.
+    Results, warnings and skips come in ``databases``' order."""
     fleet = list(databases)
+    threads = FLEET_READ_THREADS if threads is None else threads
 
     def attempt(db: DatabaseConfig) -> tuple[T] | Exception:
         try:

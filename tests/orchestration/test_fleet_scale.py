@@ -1,0 +1,265 @@
+"""Sensor ticks over a fleet on S3 (issue 15): reads overlap, an unchanged database costs one LIST,
+and a missing, destroyed or corrupt database is skipped without failing the tick.
+
+The fleet lives on moto's S3 server on loopback, reached through boto3 as the sensors reach it (the
+resource opens ``s3://`` stores from the config). The server's WSGI app is wrapped to count the
+requests by method, to record how many were in flight at once, and to add a delay per request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import dagster as dg
+import pytest
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.server import ThreadedMotoServer
+from werkzeug.serving import make_server
+
+from slate_ops import Db, admin
+from slate_ops.clock import ManualClock
+from slate_ops.objstore import S3Store
+from slate_ops.objstore.s3 import make_s3_client
+from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
+from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
+from slate_ops.orchestration.config import CompactionPolicy
+from slate_ops.orchestration.fleet import FLEET_READ_THREADS
+from tests.conftest import CREDENTIALS, isolate_aws_environment
+from tests.orchestration.conftest import add_checkpoint
+
+pytestmark = pytest.mark.s3
+
+COUNT = 60
+PREFIX = "fleet"
+
+
+class CountingApp:
+    """moto's app, counting requests by method, the most in flight at once, and sleeping ``delay``
+    seconds in each (outside any lock, so concurrent requests overlap their delays)."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+        self.delay = 0.0
+        self.requests: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.max_in_flight = 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        with self._lock:
+            self.requests[environ["REQUEST_METHOD"]] += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            body = self._app(environ, start_response)
+            try:
+                return [b"".join(body)]
+            finally:
+                close = getattr(body, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+class CountingMotoServer(ThreadedMotoServer):
+    app: CountingApp
+
+    def _server_entry(self) -> None:
+        self.app = CountingApp(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            self._ip_address, self._port, self.app, True, request_handler=MotoRequestHandler
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[CountingMotoServer]:
+    with pytest.MonkeyPatch.context() as mp:
+        isolate_aws_environment(mp)  # the resource's stores use boto3's chain: dummy keys
+        moto = CountingMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        moto.start()
+        try:
+            yield moto
+        finally:
+            moto.stop()
+
+
+@pytest.fixture
+def counter(server: CountingMotoServer) -> CountingApp:
+    server.app.delay = 0.0
+    server.app.reset()
+    return server.app
+
+
+@pytest.fixture
+def endpoint(server: CountingMotoServer) -> str:
+    host, port = server.get_host_and_port()
+    return f"http://{host}:{port}"
+
+
+@pytest.fixture
+def bucket(endpoint: str, counter: CountingApp) -> str:
+    name = f"fleet-{time.monotonic_ns()}"
+    make_s3_client(endpoint_url=endpoint, **CREDENTIALS).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def store(endpoint: str, bucket: str) -> S3Store:
+    return S3Store(bucket, "", endpoint_url=endpoint, **CREDENTIALS)
+
+
+def names(n: int = COUNT) -> list[str]:
+    return [f"db_{i:03d}" for i in range(n)]
+
+
+def fleet_config(endpoint: str, bucket: str, databases: list[str], **extra: Any) -> SlateOpsConfig:
+    url = f"s3://{bucket}?endpoint_url={endpoint}&region=us-east-1"
+    return SlateOpsConfig(
+        databases=[
+            DatabaseConfig(name=name, store_url=url, path=f"{PREFIX}/{name}", **extra.get(name, {}))
+            for name in databases
+        ]
+    )
+
+
+@pytest.fixture
+def fleet(endpoint: str, bucket: str, store: S3Store, counter: CountingApp) -> SlateDatabasesResource:
+    """``COUNT`` databases (manifest 1 each) on S3; the counter starts from zero."""
+    for name in names():
+        admin.create_db(f"{PREFIX}/{name}", store)
+    counter.reset()
+    clock = ManualClock(1_700_000_000.0)
+    return SlateDatabasesResource(config=fleet_config(endpoint, bucket, names())).with_clock(clock)
+
+
+def manifest_tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
+    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=cursor, resources={"slate": slate}))
+    assert isinstance(result, dg.SensorResult | dg.SkipReason)
+    return result
+
+
+def observed(result: dg.SensorResult | dg.SkipReason) -> list[tuple[str, object]]:
+    assert isinstance(result, dg.SensorResult), result
+    return [(e.asset_key.path[1], e.metadata["manifest_id"].value) for e in result.asset_events]
+
+
+def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
+    fleet: SlateDatabasesResource, store: S3Store, counter: CountingApp
+) -> None:
+    first = manifest_tick(fleet, None)
+    assert observed(first) == [(name, 1) for name in names()]  # every one, in the config's order
+    assert dict(counter.requests) == {"GET": 2 * COUNT}  # a LIST and a GET each (both HTTP GETs)
+    assert isinstance(first, dg.SensorResult) and first.cursor is not None
+
+    counter.reset()
+    second = manifest_tick(fleet, first.cursor)
+    assert isinstance(second, dg.SkipReason)
+    assert f"no manifest changed in {COUNT} database(s)" in (second.skip_message or "")
+    assert dict(counter.requests) == {"GET": COUNT}  # one LIST per database, no manifest read
+
+    add_checkpoint(store, f"{PREFIX}/db_017", ManualClock(1_700_000_000.0), None, "moved")
+    counter.reset()
+    third = manifest_tick(fleet, first.cursor)
+    assert observed(third) == [("db_017", 2)]
+    assert dict(counter.requests) == {"GET": COUNT + 1}  # and one GET of the new manifest
+    assert isinstance(third, dg.SensorResult) and third.cursor is not None
+    assert json.loads(third.cursor) == {name: 2 if name == "db_017" else 1 for name in names()}
+
+
+def test_ticks_read_the_fleet_concurrently_within_the_bound(
+    fleet: SlateDatabasesResource, counter: CountingApp
+) -> None:
+    first = manifest_tick(fleet, None)
+    assert isinstance(first, dg.SensorResult)
+    delay = 0.2  # well above the CPU time of a request, even on a loaded machine
+    counter.delay = delay
+    counter.reset()
+    started = time.perf_counter()
+    assert isinstance(manifest_tick(fleet, first.cursor), dg.SkipReason)
+    elapsed = time.perf_counter() - started
+    serial = COUNT * delay  # one LIST per database, one after another
+    assert elapsed < serial / 3, f"{elapsed:.2f}s for {COUNT} LISTs of {delay}s each"
+    assert 1 < counter.max_in_flight <= FLEET_READ_THREADS
+
+
+def test_a_compaction_sensor_tick_costs_at_most_two_requests_per_database(
+    endpoint: str, bucket: str, store: S3Store, counter: CountingApp
+) -> None:
+    databases = names(20)
+    for name in databases:
+        admin.create_db(f"{PREFIX}/{name}", store)
+    with Db.open(f"{PREFIX}/db_005", store) as db:  # two L0 SSTs: its threshold below
+        for round_ in range(2):
+            db.put(b"key", f"v{round_}".encode())
+            db.flush_memtable()
+    policy = {"db_005": {"compaction": CompactionPolicy(l0_threshold=2)}}
+    slate = SlateDatabasesResource(config=fleet_config(endpoint, bucket, databases, **policy))
+
+    def tick(cursor: str | None) -> dg.SensorResult | dg.SkipReason:
+        context = dg.build_sensor_context(cursor=cursor, resources={"slate": slate})
+        result = slate_ops_compaction_sensor(context)
+        assert isinstance(result, dg.SensorResult | dg.SkipReason)
+        return result
+
+    counter.reset()
+    first = tick(None)
+    assert isinstance(first, dg.SensorResult) and first.cursor is not None
+    assert [r.tags["slate_ops/db"] for r in first.run_requests or []] == ["db_005"]
+    assert dict(counter.requests) == {"GET": 2 * len(databases)}
+
+    counter.reset()
+    again = tick(first.cursor)
+    assert isinstance(again, dg.SkipReason)
+    message = again.skip_message or ""
+    assert "db_004 0/4" in message and "db_005 already requested at manifest" in message
+    # The cursor names the requested database's manifest: one LIST proves it unchanged.
+    assert dict(counter.requests) == {"GET": 2 * len(databases) - 1}
+
+
+def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick(
+    fleet: SlateDatabasesResource, store: S3Store, endpoint: str, bucket: str, counter: CountingApp
+) -> None:
+    first = manifest_tick(fleet, None)
+    assert isinstance(first, dg.SensorResult) and first.cursor is not None
+    # db_003: hard-destroyed (every object deleted) while the cursor names its manifest 1.
+    for meta in list(store.list(f"{PREFIX}/db_003/")):
+        store.delete(meta.key)
+    # db_007: two newer manifests, and GC deleted the one the cursor names.
+    clock = ManualClock(1_700_000_000.0)
+    add_checkpoint(store, f"{PREFIX}/db_007", clock, None, "a")
+    add_checkpoint(store, f"{PREFIX}/db_007", clock, None, "b")
+    store.delete(f"{PREFIX}/db_007/manifest/{1:020d}.manifest")
+    # db_011: its latest manifest is garbage.
+    store.put(f"{PREFIX}/db_011/manifest/{2:020d}.manifest", b"not a manifest")
+    config = fleet_config(endpoint, bucket, ["ghost", *names()])  # ghost: never created
+
+    slate = SlateDatabasesResource(config=config)
+    result = manifest_tick(slate, first.cursor)
+    assert observed(result) == [("db_007", 3)]
+    assert isinstance(result, dg.SensorResult) and result.cursor is not None
+    cursor = json.loads(result.cursor)
+    assert cursor["db_007"] == 3 and "ghost" not in cursor
+
+    skip = manifest_tick(slate, result.cursor)
+    assert isinstance(skip, dg.SkipReason)
+    message = skip.skip_message or ""
+    reasons = ["ghost (DbNotFoundError", "db_003 (DbNotFoundError", "db_011 (CorruptObjectError"]
+    assert all(reason in message for reason in reasons), message
+    assert [message.index(reason) for reason in reasons] == sorted(message.index(r) for r in reasons)
