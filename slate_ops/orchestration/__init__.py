@@ -45,13 +45,14 @@ def database_definitions(config: SlateOpsConfig | None = None) -> dg.Definitions
     checks, ``slate_ops_databases_job``, and the ``slate`` and ``pyspark`` resources every domain's
     ops, schedules and sensors use."""
     config = config if config is not None else load_config()
+    slate = SlateDatabasesResource.from_environment(config)
     return dg.Definitions(
         assets=build_database_assets(config),
         asset_checks=build_database_checks(config),
         jobs=[databases_job],
         resources={
-            RESOURCE_KEY: SlateDatabasesResource.from_environment(config),
-            PYSPARK_RESOURCE_KEY: local_pyspark_resource(),
+            RESOURCE_KEY: slate,
+            PYSPARK_RESOURCE_KEY: local_pyspark_resource(slate),  # Spark tasks get slate's S3 credentials
         },
     )
 

@@ -1,12 +1,16 @@
 """The Dagster resources: ``slate``, the configured databases, their stores and the clock; and
-``pyspark``, a lazily started local Spark session for the compactions that ask for Spark.
+``pyspark``, a lazily started Spark session (``local[2]``, or a cluster's master) for the
+compactions that ask for Spark.
 
 Environments are config-driven: each environment (laptop, staging, production) has its own
 databases file, chosen with ``$SLATE_OPS_CONFIG``, so the same definitions run everywhere and only
 the file (store URLs, paths) differs. Credentials stay out of the file: the S3 credential fields of
 the resource are set with ``dagster.EnvVar`` (:meth:`SlateDatabasesResource.from_environment`), so
 the UI shows the variable's name, never its value, and the run resolves it from its environment;
-unset, S3 stores use boto3's usual chain (``AWS_*`` variables, profiles, instance roles).
+unset, S3 stores use boto3's usual chain (``AWS_*`` variables, profiles, instance roles). The
+``pyspark`` resource takes the same credentials from the ``slate`` resource it is given and sets them
+as the session's ``spark.slate_ops.s3.*`` settings, from which every Spark job ships them to its
+tasks (:mod:`slate_ops.spark.credentials`): Spark workers need no credentials of their own.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from collections.abc import Mapping
 from typing import Any, cast
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
+from dagster_pyspark.resources import spark_session_from_config
 from pydantic import Field
 
 from slate_ops.admin.reachability import discover_databases
@@ -31,17 +37,21 @@ from slate_ops.orchestration.config import (
     SlateOpsConfig,
     discovered_name,
 )
-from slate_ops.spark import LOCAL_CONFIG
+from slate_ops.spark import LOCAL_CONFIG, S3Credentials
 
 RESOURCE_KEY = "slate"
 
 PYSPARK_RESOURCE_KEY = "pyspark"
 
+SPARK_MASTER_ENV = "SLATE_OPS_SPARK_MASTER"
+"""The Spark master of the definitions' ``pyspark`` resource (e.g. ``spark://host:7077``);
+unset: ``local[2]``."""
 
-class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The configured databases; assets, ops, sensors and schedules take it as ``slate``."""
 
-    config: SlateOpsConfig = Field(description="The databases config (see docs/orchestration.md).")
+class S3CredentialFields(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The S3 credential fields both resources have (``slate`` for its stores, ``pyspark`` for its
+    tasks'), each set with ``dagster.EnvVar`` so the UI shows variable names, never values."""
+
     s3_access_key_id: str | None = Field(
         default=None,
         description="S3 access key id of every s3:// store; set with "
@@ -55,6 +65,34 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         default=None,
         description=f"S3 session token; set with EnvVar({S3_CREDENTIAL_ENV['s3_session_token']!r}).",
     )
+
+    def credential_fields(self) -> dict[str, Any]:
+        """The three fields as given (an ``EnvVar`` stays one), to configure another resource."""
+        return {
+            "s3_access_key_id": self.s3_access_key_id,
+            "s3_secret_access_key": self.s3_secret_access_key,
+            "s3_session_token": self.s3_session_token,
+        }
+
+    def s3_credentials(self) -> S3Credentials:
+        """The credentials (resolved) as Spark jobs take them."""
+        return S3Credentials(**self._credentials())
+
+    def _credentials(self) -> dict[str, str | None]:
+        values = {
+            "access_key_id": self.s3_access_key_id,
+            "secret_access_key": self.s3_secret_access_key,
+            "session_token": self.s3_session_token,
+        }
+        # Outside a run (e.g. a resource built by from_environment and used directly) the fields
+        # still hold the EnvVar, whose text is the variable's name.
+        return {k: v.get_value() if isinstance(v, dg.EnvVar) else v for k, v in values.items()}
+
+
+class SlateDatabasesResource(S3CredentialFields):
+    """The configured databases; assets, ops, sensors and schedules take it as ``slate``."""
+
+    config: SlateOpsConfig = Field(description="The databases config (see docs/orchestration.md).")
 
     @classmethod
     def from_environment(cls, config: SlateOpsConfig) -> SlateDatabasesResource:
@@ -122,16 +160,6 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             db.path, self.open_store(name), checkpoint_id, db.reader_options(), clock=self.clock()
         )
 
-    def _credentials(self) -> dict[str, str | None]:
-        values = {
-            "access_key_id": self.s3_access_key_id,
-            "secret_access_key": self.s3_secret_access_key,
-            "session_token": self.s3_session_token,
-        }
-        # Outside a run (e.g. a resource built by from_environment and used directly) the fields
-        # still hold the EnvVar, whose text is the variable's name.
-        return {k: v.get_value() if isinstance(v, dg.EnvVar) else v for k, v in values.items()}
-
     def clock(self) -> Clock:
         """The clock that decides which checkpoints have expired."""
         return SYSTEM_CLOCK
@@ -149,26 +177,37 @@ class SlateDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 f"{base.__name__}WithClock", (base,), {"clock": lambda _self: clock, "__module__": __name__}
             ),
         )
-        fields: dict[str, Any] = {
-            "s3_access_key_id": self.s3_access_key_id,
-            "s3_secret_access_key": self.s3_secret_access_key,
-            "s3_session_token": self.s3_session_token,
-        }
-        return clocked(config=self.config, **fields)
+        return clocked(config=self.config, **self.credential_fields())
 
 
-class LocalPySparkResource(LazyPySparkResource):
-    """A :class:`LazyPySparkResource` that exports ``PYSPARK_PYTHON`` and ``SPARK_LOCAL_IP`` first.
+class LocalPySparkResource(LazyPySparkResource, S3CredentialFields):
+    """A :class:`LazyPySparkResource` that exports ``PYSPARK_PYTHON`` and ``SPARK_LOCAL_IP`` first
+    and gives the session its S3 credentials.
 
-    PySpark reads both from the environment when it starts the JVM and its Python workers (the
-    ``spark.pyspark.python`` conf does not reach the driver's ``pythonExec``), so they are set just
-    before the session is created, i.e. only in runs that use Spark.
+    PySpark reads both variables from the environment when it starts the JVM and its Python workers
+    (the ``spark.pyspark.python`` conf does not reach the driver's ``pythonExec``), so they are set
+    just before the session is created, i.e. only in runs that use Spark. The session is built with
+    ``spark_config`` plus the ``spark.slate_ops.s3.*`` settings of the credential fields (resolved in
+    the run; :func:`local_pyspark_resource` copies the ``slate`` resource's ``EnvVar``), which the
+    Spark jobs of :mod:`slate_ops.spark` ship to their tasks. They stay out of ``spark_config``, so
+    Dagster's UI shows only the variables' names. (The fields are copied rather than ``slate``
+    nested: a nested resource makes Dagster initialise this one as a generator, which
+    ``build_op_context`` refuses outside a ``with`` block.)
     """
 
     pyspark_python: str = Field(
         default_factory=lambda: sys.executable, description="PYSPARK_PYTHON: the workers' Python."
     )
     local_ip: str = Field(default="127.0.0.1", description="SPARK_LOCAL_IP: the address Spark binds to.")
+
+    def session_config(self) -> dict[str, Any]:
+        """``spark_config`` plus the ``spark.slate_ops.s3.*`` settings of the credentials."""
+        return {**self.spark_config, **self.s3_credentials().spark_conf()}
+
+    def _init_session(self) -> None:
+        # LazyPySparkResource builds the session from spark_config here; add the credentials.
+        if self._spark_session is None:
+            self._spark_session = spark_session_from_config(self.session_config())  # type: ignore[no-untyped-call]
 
     def _export_environment(self) -> None:
         os.environ["PYSPARK_PYTHON"] = self.pyspark_python
@@ -185,12 +224,30 @@ class LocalPySparkResource(LazyPySparkResource):
         return super().spark_context
 
 
-def local_pyspark_resource() -> LocalPySparkResource:
-    """The ``pyspark`` resource: a lazily started ``local[2]`` session with ``slate_ops.spark``'s
-    small-machine settings (bound to 127.0.0.1, no UI)."""
-    return LocalPySparkResource(
-        spark_config={**LOCAL_CONFIG, "spark.master": "local[2]", "spark.app.name": "slate_ops-compaction"}
-    )
+def local_pyspark_resource(
+    slate: SlateDatabasesResource | None = None,
+    *,
+    master: str | None = None,
+    config: Mapping[str, str] | None = None,
+) -> LocalPySparkResource:
+    """The ``pyspark`` resource: a lazily started session on ``master`` (default
+    ``$SLATE_OPS_SPARK_MASTER``, else ``local[2]``) with ``slate_ops.spark``'s small-machine settings
+    (bound to 127.0.0.1, no UI) and ``config`` on top; its tasks use ``slate``'s S3 credential
+    fields (None: the workers' own boto3 chain).
+
+    A standalone master (``spark://host:7077``) works as is when its workers run on this machine;
+    workers on other machines must reach the driver: set ``local_ip`` and ``spark.driver.host`` /
+    ``spark.driver.bindAddress`` in ``config`` to an address they can connect to.
+    """
+    master = master or os.environ.get(SPARK_MASTER_ENV) or "local[2]"
+    settings = {
+        **LOCAL_CONFIG,
+        "spark.master": master,
+        "spark.app.name": "slate_ops-compaction",
+        **(config or {}),
+    }
+    credentials = slate.credential_fields() if slate is not None else {}
+    return LocalPySparkResource(spark_config=settings, **credentials)
 
 
 def redact(url: str) -> str:

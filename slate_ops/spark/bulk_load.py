@@ -54,7 +54,7 @@ from slate_ops.errors import BulkLoadFailedError, BulkLoadInputError, DuplicateK
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import open_store
+from slate_ops.spark.credentials import S3Credentials
 from slate_ops.spark.executor import _remote_error, _worker_store
 from slate_ops.spark.read import default_parallelism, require_shareable
 from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, encode_sst
@@ -106,8 +106,10 @@ class _TaskResult:
 class _SstCutter:
     """Buffers key-ordered rows and writes an SST each time ``target`` row bytes accumulate."""
 
-    def __init__(self, url: str, path: str, seq: int, target: int, options: SstOptions) -> None:
-        self.store = _worker_store(url)
+    def __init__(
+        self, url: str, credentials: S3Credentials, path: str, seq: int, target: int, options: SstOptions
+    ) -> None:
+        self.store = _worker_store(url, credentials)
         self.path = path
         self.seq = seq
         self.target = target
@@ -175,10 +177,16 @@ def _first_duplicate(keys: pa.Array, previous: bytes | None) -> bytes | None:
 
 
 def write_partition(
-    url: str, path: str, seq: int, target: int, options: SstOptions, batches: Iterator[pa.RecordBatch]
+    url: str,
+    credentials: S3Credentials,
+    path: str,
+    seq: int,
+    target: int,
+    options: SstOptions,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: one key-sorted partition in, its SSTs written, one pickled result out."""
-    cutter = _SstCutter(url, path, seq, target, options)
+    cutter = _SstCutter(url, credentials, path, seq, target, options)
     previous: bytes | None = None
     duplicate: bytes | None = None
     for batch in batches:
@@ -297,6 +305,8 @@ def bulk_load(
     (:class:`BulkLoadFailedError`), nothing is committed and the SSTs are orphans for GC. L0 then
     holds as many more SSTs as were loaded: writers' L0 flushes wait (``l0_max_ssts``) until the
     compactor folds them into sorted runs. An empty ``df`` writes nothing and fences no one.
+    S3 credentials (driver and tasks) come from the session's ``spark.slate_ops.s3.*`` settings,
+    else boto3's chain (:mod:`slate_ops.spark.credentials`).
     """
     started = time.perf_counter()
     require_shareable(store_url, "bulk_load")
@@ -305,7 +315,8 @@ def bulk_load(
     if partitions is not None:
         check_count(partitions, "partitions")
     _check_columns(df, key_col, value_col)
-    store = open_store(store_url)
+    credentials = S3Credentials.of_session(df.sparkSession)
+    store = credentials.open_store(store_url)
     latest = ManifestStore(store, path).read_latest()
     visible = None if latest is None else latest.value.visible_range
     rows, row_bytes = _input_stats(df, key_col, value_col, path, visible)
@@ -318,7 +329,9 @@ def bulk_load(
     try:
         seq = db.reserve_ingest_seq()
         columns = (key_col, value_col)
-        results = _run_job(df, columns, store_url, path, seq, target_sst_bytes, partitions, sst_options)
+        results = _run_job(
+            df, columns, store_url, credentials, path, seq, target_sst_bytes, partitions, sst_options
+        )
         duplicates = sorted(r.duplicate for r in results if r.duplicate is not None)
         if duplicates:
             raise DuplicateKeyError(
@@ -356,6 +369,7 @@ def _run_job(
     df: DataFrame,
     columns: tuple[str, str],
     url: str,
+    credentials: S3Credentials,
     path: str,
     seq: int,
     target: int,
@@ -367,7 +381,7 @@ def _run_job(
         .repartitionByRange(partitions, "key")
         .sortWithinPartitions("key")
     )
-    body = functools.partial(write_partition, url, path, seq, target, options)
+    body = functools.partial(write_partition, url, credentials, path, seq, target, options)
     try:
         collected = ordered.mapInArrow(body, _RESULT_SCHEMA).collect()
     except (PySparkException, Py4JError) as exc:

@@ -3,7 +3,9 @@
 One Spark task per subcompaction runs the same :func:`~slate_ops.compaction.run_subcompaction` as
 the local executor. A task receives ``(store URL, spec, key range)``, opens the store from the URL
 (a live client is never shipped), reads its inputs and writes its output SSTs straight to the
-object store, and returns only their metadata. The driver combines the results in key-range order
+object store, and returns only their metadata. S3 credentials come from the session's
+``spark.slate_ops.s3.*`` settings (:mod:`slate_ops.spark.credentials`) and travel in the job's
+closure, so workers need none in their environment. The driver combines the results in key-range order
 with :func:`~slate_ops.compaction.combine`; the :class:`~slate_ops.compaction.Compactor` then
 commits them. No row ever passes through Spark, so the job has no shuffle and needs no schema.
 
@@ -38,7 +40,8 @@ from slate_ops.compaction import CompactionSpec, ExecutionResult, SubcompactionR
 from slate_ops.compaction import run_subcompaction as _run_subcompaction
 from slate_ops.errors import InvalidArgumentError, SlateOpsError
 from slate_ops.manifest.model import KeyRange
-from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.objstore import ObjectStore
+from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 
 Mode = Literal["auto", "rdd", "dataframe"]
 Task = tuple[int, str, CompactionSpec, KeyRange]
@@ -58,10 +61,12 @@ class SparkExecutor:
 
     The store must be reachable from every worker by its URL: ``file://`` on a filesystem all workers
     share (any path on ``local[*]``), or ``s3://``. ``memory://`` stores live in one process and are
-    refused. ``S3Store.url`` carries a custom endpoint and region but never credentials: workers
-    take those from their environment. ``store_url`` overrides ``store.url`` for the tasks, e.g.
-    to add credentials the workers' environment lacks. ``mode`` picks the job shape (see the
-    module docstring); ``"auto"`` uses ``"rdd"`` unless the session has no SparkContext (Spark Connect).
+    refused. ``S3Store.url`` carries a custom endpoint and region but never credentials: tasks
+    take those from the session's ``spark.slate_ops.s3.*`` settings, read when each compaction
+    starts (:class:`~slate_ops.spark.credentials.S3Credentials`), else from the workers' boto3
+    chain. ``store_url`` overrides ``store.url`` for the tasks, e.g. another endpoint. ``mode``
+    picks the job shape (see the module docstring); ``"auto"`` uses ``"rdd"`` unless the session
+    has no SparkContext (Spark Connect).
     """
 
     name = "spark"
@@ -83,8 +88,12 @@ class SparkExecutor:
         if count == 0:
             return combine([])
         mode = self._resolve_mode()
+        credentials = S3Credentials.of_session(self.spark)
         try:
-            results = self._run_rdd(url, spec) if mode == "rdd" else self._run_dataframe(url, spec)
+            if mode == "rdd":
+                results = self._run_rdd(url, credentials, spec)
+            else:
+                results = self._run_dataframe(url, credentials, spec)
         except (PySparkException, Py4JError) as exc:
             hint = ""
             if "No module named" in str(exc):
@@ -112,24 +121,30 @@ class SparkExecutor:
             return "dataframe"
         return "rdd"
 
-    def _run_rdd(self, url: str, spec: CompactionSpec) -> list[tuple[int, SubcompactionResult]]:
+    def _run_rdd(
+        self, url: str, credentials: S3Credentials, spec: CompactionSpec
+    ) -> list[tuple[int, SubcompactionResult]]:
         tasks: list[Task] = [(i, url, spec, r) for i, r in enumerate(spec.subcompactions)]
         context = self.spark.sparkContext
         context.setJobDescription(_job_description(spec))
         try:
             collected: list[tuple[int, SubcompactionResult]] = (
-                context.parallelize(tasks, numSlices=len(tasks)).map(_run_task).collect()
+                context.parallelize(tasks, numSlices=len(tasks))
+                .map(functools.partial(_run_task, credentials))
+                .collect()
             )
         finally:
             context.setJobDescription(None)  # type: ignore[arg-type]
         return sorted(collected, key=lambda item: item[0])
 
-    def _run_dataframe(self, url: str, spec: CompactionSpec) -> list[tuple[int, SubcompactionResult]]:
+    def _run_dataframe(
+        self, url: str, credentials: S3Credentials, spec: CompactionSpec
+    ) -> list[tuple[int, SubcompactionResult]]:
         count = len(spec.subcompactions)
         # range() with as many partitions as elements puts each index in its own task.
         rows = (
             self.spark.range(0, count, 1, count)
-            .mapInArrow(functools.partial(_run_arrow_batches, url, spec), _RESULT_SCHEMA)
+            .mapInArrow(functools.partial(_run_arrow_batches, url, credentials, spec), _RESULT_SCHEMA)
             .collect()
         )
         results = [(int(row["index"]), pickle.loads(bytes(row["result"]))) for row in rows]
@@ -161,24 +176,27 @@ def _remote_error(exc: BaseException) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _worker_store(url: str) -> ObjectStore:
-    """One store per URL per worker process (Python workers are reused; an S3 client costs ~0.2 s)."""
-    return open_store(url)
+def _worker_store(url: str, credentials: S3Credentials = NO_CREDENTIALS) -> ObjectStore:
+    """One store per URL and credentials per worker process (Python workers are reused; an S3
+    client costs ~0.2 s)."""
+    return credentials.open_store(url)
 
 
-def _run_task(task: Task) -> tuple[int, SubcompactionResult]:
+def _run_task(credentials: S3Credentials, task: Task) -> tuple[int, SubcompactionResult]:
     """The body of one Spark task (runs in a Python worker)."""
     index, url, spec, key_range = task
-    return index, _run_subcompaction(_worker_store(url), spec, key_range)
+    return index, _run_subcompaction(_worker_store(url, credentials), spec, key_range)
 
 
 def _run_arrow_batches(
-    url: str, spec: CompactionSpec, batches: Iterator[pa.RecordBatch]
+    url: str, credentials: S3Credentials, spec: CompactionSpec, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: subcompaction indexes in, pickled :class:`SubcompactionResult` out."""
     for batch in batches:
         indexes = [int(i) for i in batch.column(0).to_pylist()]
-        results = [pickle.dumps(_run_task((i, url, spec, spec.subcompactions[i]))[1]) for i in indexes]
+        results = [
+            pickle.dumps(_run_task(credentials, (i, url, spec, spec.subcompactions[i]))[1]) for i in indexes
+        ]
         yield pa.RecordBatch.from_arrays(
             [pa.array(indexes, pa.int64()), pa.array(results, pa.binary())], names=["index", "result"]
         )

@@ -37,7 +37,8 @@ from slate_ops.errors import InvalidArgumentError, TagNotFoundError
 from slate_ops.layout import WalStore
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.objstore import ObjectStore
+from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
 from slate_ops.sst import KIND_VALUE, SCHEMA
 from slate_ops.txn.paths import normalize_db_path
@@ -214,9 +215,11 @@ def resolve_checkpoint(
 
 
 @functools.lru_cache(maxsize=8)
-def _worker_state(url: str, path: str, manifest_id: int) -> tuple[LsmState, SstReaders]:
+def _worker_state(
+    url: str, credentials: S3Credentials, path: str, manifest_id: int
+) -> tuple[LsmState, SstReaders]:
     """One LSM state (and its opened SST readers) per manifest version per worker process."""
-    store = _worker_store(url)
+    store = _worker_store(url, credentials)
     manifest = ManifestStore(store, path).read(manifest_id).value
     readers = SstReaders(store, None)
     return LsmState(manifest, path, readers), readers
@@ -266,26 +269,30 @@ def read_chunk(lsm: LsmState, readers: SstReaders, wal: pa.Table, chunk: KeyRang
     return newest_values(sources)
 
 
-def read_partition(plan: ReadPlan, index: int) -> Iterator[pa.RecordBatch]:
+def read_partition(
+    plan: ReadPlan, index: int, credentials: S3Credentials = NO_CREDENTIALS
+) -> Iterator[pa.RecordBatch]:
     """The body of task ``index``: its range's live rows as Arrow batches, in key order.
 
     Checks first that the checkpoint is still live (a DataFrame evaluated after its checkpoint
     expired fails with :class:`CheckpointExpiredError` rather than on a file GC removed).
     """
-    store = _worker_store(plan.store_url)
+    store = _worker_store(plan.store_url, credentials)
     manifest_at(plan.path, store, plan.checkpoint_id)
-    lsm, readers = _worker_state(plan.store_url, plan.path, plan.manifest_id)
+    lsm, readers = _worker_state(plan.store_url, credentials, plan.path, plan.manifest_id)
     wal = plan.wal[index]
     for chunk in plan.chunks[index]:
         table = read_chunk(lsm, readers, wal, chunk)
         yield from table.to_batches(max_chunksize=BATCH_ROWS)
 
 
-def _read_batches(plan: ReadPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _read_batches(
+    plan: ReadPlan, credentials: S3Credentials, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: partition indexes in, that partition's rows out."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            yield from read_partition(plan, int(index))
+            yield from read_partition(plan, int(index), credentials)
 
 
 # --- the API ----------------------------------------------------------------------------------------
@@ -319,12 +326,14 @@ def read_db(
     ``tag`` raise :class:`InvalidArgumentError`; an unknown tag :class:`TagNotFoundError`; a missing
     or expired checkpoint :class:`CheckpointNotFoundError` / :class:`CheckpointExpiredError`. The
     store must be reachable by its URL from every worker (``file://`` on a shared filesystem,
-    ``s3://...?endpoint_url=``); ``memory://`` is refused.
+    ``s3://...?endpoint_url=``); ``memory://`` is refused. S3 credentials (driver and tasks) come from
+    the session's ``spark.slate_ops.s3.*`` settings, else boto3's chain.
     """
     require_shareable(store_url, "read_db")
     if partitions is not None:
         check_count(partitions, "partitions")
-    store = open_store(store_url)
+    credentials = S3Credentials.of_session(spark)
+    store = credentials.open_store(store_url)
     checkpoint_id = resolve_checkpoint(
         store, path, checkpoint=checkpoint, tag=tag, lifetime=lifetime, clock=clock
     )
@@ -333,7 +342,9 @@ def read_db(
         store, store_url, path, checkpoint_id, partitions, min_partitions=min_partitions, clock=clock
     )
     count = len(plan.chunks)
-    return spark.range(0, count, 1, count).mapInArrow(functools.partial(_read_batches, plan), READ_SCHEMA)
+    return spark.range(0, count, 1, count).mapInArrow(
+        functools.partial(_read_batches, plan, credentials), READ_SCHEMA
+    )
 
 
 def tags_table(spark: SparkSession, store_url: str, path: str) -> DataFrame:
@@ -341,9 +352,9 @@ def tags_table(spark: SparkSession, store_url: str, path: str) -> DataFrame:
 
     Same columns; the unsigned ``manifest_id``, ``record_count`` and ``bytes`` become Spark longs
     (Spark has no unsigned types) and ``create_time`` a timestamp. Any store URL works, ``memory://``
-    included (no task touches the store).
+    included (no task touches the store); S3 credentials as for :func:`read_db`.
     """
-    table = list_tags(path, open_store(store_url))
+    table = list_tags(path, S3Credentials.of_session(spark).open_store(store_url))
     schema = pa.schema(
         [
             pa.field(f.name, pa.int64() if pa.types.is_unsigned_integer(f.type) else f.type, f.nullable)

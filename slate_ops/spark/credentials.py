@@ -1,0 +1,78 @@
+"""S3 credentials of Spark jobs, carried by the session's Spark configuration.
+
+Spark tasks open the store from its URL in other processes — on a cluster, on other machines —
+and ``S3Store.url`` never holds credentials. Rather than relying on every worker's environment
+(``AWS_*`` variables, instance roles), the credentials are three settings of the application::
+
+    spark.slate_ops.s3.access.key      access key id
+    spark.slate_ops.s3.secret.key      secret access key
+    spark.slate_ops.s3.session.token   session token (temporary credentials)
+
+set when the session is built (the Dagster ``pyspark`` resource copies them from the ``slate``
+resource; ``spark-submit --conf`` or ``spark-defaults.conf`` work too). The driver reads them
+(:meth:`S3Credentials.of_session`) at the start of each job and ships them to the tasks inside the
+job's closure, where :func:`~slate_ops.spark.executor._worker_store` opens the store with them.
+They never become environment variables of the executors, and the key names match Spark's default
+``spark.redaction.regex`` (``secret|token|access[.]?key``), so the Spark UI, the REST API and event
+logs show them as ``*********(redacted)``. Unset, the workers use boto3's chain as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from slate_ops.objstore import ObjectStore, open_store
+
+ACCESS_KEY_CONF = "spark.slate_ops.s3.access.key"
+SECRET_KEY_CONF = "spark.slate_ops.s3.secret.key"
+SESSION_TOKEN_CONF = "spark.slate_ops.s3.session.token"
+
+
+@dataclass(frozen=True)
+class S3Credentials:
+    """S3 credentials for the stores a Spark job opens; all None: boto3's chain.
+
+    The secret and the token are left out of ``repr`` (the object travels in task closures and may
+    end up in a message).
+    """
+
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of_session(cls, spark: SparkSession) -> S3Credentials:
+        """The ``spark.slate_ops.s3.*`` settings of ``spark`` (unset or empty: None)."""
+
+        def setting(key: str) -> str | None:
+            value = spark.conf.get(key, None)
+            return value or None
+
+        return cls(setting(ACCESS_KEY_CONF), setting(SECRET_KEY_CONF), setting(SESSION_TOKEN_CONF))
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings that carry these credentials (only the ones set)."""
+        pairs = (
+            (ACCESS_KEY_CONF, self.access_key_id),
+            (SECRET_KEY_CONF, self.secret_access_key),
+            (SESSION_TOKEN_CONF, self.session_token),
+        )
+        return {key: value for key, value in pairs if value}
+
+    def open_store(self, url: str) -> ObjectStore:
+        """:func:`~slate_ops.objstore.open_store` of ``url`` with these credentials (s3:// only;
+        credentials in the URL's own query win)."""
+        return open_store(
+            url,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+            session_token=self.session_token,
+        )
+
+
+NO_CREDENTIALS = S3Credentials()
+"""No credentials given: S3 stores use boto3's chain (the process's ``AWS_*`` variables, roles)."""
+
+__all__ = ["ACCESS_KEY_CONF", "NO_CREDENTIALS", "SECRET_KEY_CONF", "SESSION_TOKEN_CONF", "S3Credentials"]
