@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 
 Entry = tuple[bytes, int, int, bytes]
 WAL_ENTRY_OVERHEAD = 16
+STALL_WARNING_INTERVAL_S = 60.0
+"""A writer stalled on L0 warns at once, then at most this often while it stays stalled."""
 
 
 class _Segment:
@@ -127,6 +129,8 @@ class Db:
         self._stopping = threading.Event()
         self._failure: BaseException | None = None
         self._closed = False
+        self._last_stall_warning: float | None = None
+        self._stall_lock = threading.Lock()
 
         if self._manifests.read_latest() is None:
             with contextlib.suppress(DbAlreadyExistsError):  # another process created it meanwhile
@@ -170,7 +174,8 @@ class Db:
         self._last_seq = manifest.last_l0_seq
         self._memtable = Memtable()
         self._immutables: list[Memtable] = []
-        self._unflushed_bytes = 0
+        self._unflushed_bytes = 0  # of the frozen memtables; with the mutable one's, bounded by
+        # max_unflushed_bytes
         self._segments: list[_Segment] = [_Segment(self._memtable)]
         self._replay(manifest.replay_after_wal_id, fence_id)
         self._durable_seq = self._last_seq
@@ -238,7 +243,7 @@ class Db:
         ops: tuple[tuple[bytes, int, bytes], ...] | list[tuple[bytes, int, bytes]],
         await_durable: bool | None,
     ) -> None:
-        if self._unflushed_bytes > self.options.max_unflushed_bytes:
+        if self._over_unflushed_limit():
             self._wait_for_unflushed_room()
         check_write(self._lsm.manifest.visible_range, (key for key, _, _ in ops), self._manifests.location)
         with self._write_lock:
@@ -261,26 +266,70 @@ class Db:
         """Seal the mutable memtable (and its WAL segment) for flushing; start a new one."""
         if not len(self._memtable):
             return
+        self._memtable.freeze()  # packed from here on: it is accounted at its frozen size
         self._immutables.append(self._memtable)
         self._unflushed_bytes += self._memtable.size_bytes
         self._memtable = Memtable()
         self._segments.append(_Segment(self._memtable))
         self._wake.set()
 
+    def _over_unflushed_limit(self) -> bool:
+        """Whether memtables (mutable and frozen) exceed ``max_unflushed_bytes`` while frozen ones
+        wait for L0: only their flushes can free memory (a lone mutable memtable freezes at
+        ``l0_sst_size_bytes`` instead)."""
+        total = self._unflushed_bytes + self._memtable.size_bytes
+        return total > self.options.max_unflushed_bytes and bool(self._immutables)
+
     def _wait_for_unflushed_room(self) -> None:
         deadline = time.monotonic() + seconds(self.options.backpressure_timeout)
         with self._durable:
-            while self._unflushed_bytes > self.options.max_unflushed_bytes:
+            while self._over_unflushed_limit():
                 self._check_usable()
+                self._warn_if_l0_full()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise BackpressureTimeoutError(
-                        f"writes to {self._manifests.location} stalled: {self._unflushed_bytes} bytes of "
-                        f"frozen memtables wait for L0 (max_unflushed_bytes="
+                        f"writes to {self._manifests.location} stalled: "
+                        f"{self._unflushed_bytes + self._memtable.size_bytes} bytes of memtables "
+                        f"({len(self._immutables)} frozen) wait for L0 (max_unflushed_bytes="
                         f"{self.options.max_unflushed_bytes}); run a compactor or raise the limits"
                     )
                 self._wake.set()
                 self._durable.wait(min(remaining, 0.1))
+
+    def _warn_if_l0_full(self) -> None:
+        """Say at once that flushes wait on L0 — and why: without a compactor they wait for good.
+
+        Logged when a flush or a write first waits on a full L0, then at most every
+        :data:`STALL_WARNING_INTERVAL_S` while the stall lasts (not once per write).
+        """
+        l0, limit = len(self._lsm.manifest.l0), self.options.l0_max_ssts
+        if l0 < limit:
+            return
+        with self._stall_lock:
+            now, last = time.monotonic(), self._last_stall_warning
+            if last is not None and now - last < STALL_WARNING_INTERVAL_S:
+                return
+            self._last_stall_warning = now
+        if self._compactor is None:
+            cause = (
+                "no compactor runs in this process: run one — `slate-ops compact`, the Dagster "
+                "compaction job, or Db.open(..., compactor=slate_ops.compaction.embedded()) — "
+                "or raise l0_max_ssts"
+            )
+        else:
+            cause = "the embedded compactor has not reduced it yet (compaction is behind the writes)"
+        log.warning(
+            "writes to %s stall: L0 holds %d SSTs (l0_max_ssts=%d), so no memtable is flushed; writes "
+            "wait once memtables hold max_unflushed_bytes=%d and fail with BackpressureTimeoutError "
+            "after %s. %s",
+            self._manifests.location,
+            l0,
+            limit,
+            self.options.max_unflushed_bytes,
+            self.options.backpressure_timeout,
+            cause,
+        )
 
     def _await_durable(self, seq: int) -> None:
         self._wake.set()
@@ -305,15 +354,16 @@ class Db:
     def scan(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` pairs with ``start <= key < end`` in key order, as of the call.
 
-        The mutable memtable's part of the range is copied at the call, so later writes never show
-        up half-way (a batch is seen whole or not at all); the rest is immutable. The scan pins the
+        The mutable memtable's scan is a snapshot taken under the write lock (its small unsealed
+        part is copied, its packed runs are immutable), so later writes never show up half-way (a
+        batch is seen whole or not at all); frozen memtables and SSTs are immutable. The scan pins the
         writer checkpoint of the state it reads until it ends.
         """
         start, end = check_range(start, end)
         start, end = clip_scan(self._lsm.manifest.visible_range, start, end, self._manifests.location)
         with self._write_lock:
             self._check_usable()
-            sources = [iter(list(self._memtable.scan(start, end)))]
+            sources = [self._memtable.scan(start, end)]  # a snapshot (Memtable.scan)
             sources += [m.scan(start, end) for m in reversed(self._immutables)]
             merged = scan_merged(sources, self._lsm, start, end)
             return self._pins.pinned(self._checkpoint_id, merged)
@@ -440,6 +490,7 @@ class Db:
             self._poll_manifest()
             if len(self._lsm.manifest.l0) < limit:
                 return True
+            self._warn_if_l0_full()
             if not blocking:
                 return False
             remaining = deadline - time.monotonic()

@@ -121,12 +121,8 @@ class DbReader:
         start, end = clip_scan(self._lsm.manifest.visible_range, start, end, self._manifests.location)
         with self._lock:
             self._check_open()
-            newest_first = list(reversed(self._memtables))
-            # only the newest memtable still receives tailed WAL entries: copy its range
-            sources = [
-                iter(list(m.scan(start, end))) if i == 0 else m.scan(start, end)
-                for i, m in enumerate(newest_first)
-            ]
+            # only the newest memtable still receives tailed WAL entries; a scan is a snapshot
+            sources = [m.scan(start, end) for m in reversed(self._memtables)]
             merged = scan_merged(sources, self._lsm, start, end)
             return self._pins.pinned(self.checkpoint_id, merged)
 
@@ -219,6 +215,8 @@ class DbReader:
             entries = list(self._wal.read(wal_id))
             with self._lock:
                 if not self._memtables or self._memtables[-1].size_bytes >= self.options.max_memtable_bytes:
+                    if self._memtables:
+                        self._memtables[-1].freeze()  # full: packed from here on
                     self._memtables.append(Memtable())
                 current = self._memtables[-1]
                 for key, seq, kind, value in entries:

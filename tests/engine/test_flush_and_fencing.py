@@ -78,7 +78,7 @@ def test_a_memtable_frozen_during_a_wal_flush_goes_to_l0_after_its_wal(memory: M
     "changes",
     [
         {},
-        {"l0_sst_size_bytes": 400_000},  # memtables freeze while the writes go on
+        {"l0_sst_size_bytes": 1_300_000},  # memtables freeze while the writes go on (4 of them)
         {"wal_buffer_bytes": 10_000},  # the flusher writes the WAL many times meanwhile
     ],
 )
