@@ -17,11 +17,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from ulid import ULID
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.compaction import subcompaction
 from slate_ops.compaction.executor import Executor, LocalExecutor
 from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.scheduler import Proposal, propose
@@ -170,11 +172,16 @@ class Compactor:
 
     def _plan(self, sources: list[SourceRun]) -> tuple[KeyRange, ...]:
         """Cut the key space where about ``max_subcompaction_bytes`` of input blocks accumulate."""
+        views = [view for run in sources for view in run.views]
+
+        def sizes(view: SourceView) -> list[tuple[bytes, int]]:
+            return SstReader.open(self._store, view.key, size=view.size).block_sizes()
+
         blocks: list[tuple[bytes, int]] = []
-        for run in sources:
-            for view in run.views:
-                reader = SstReader.open(self._store, view.key, size=view.size)
-                blocks += reader.block_sizes()
+        # The indexes are read in parallel: one round trip, not one per input, on a remote store.
+        with ThreadPoolExecutor(min(subcompaction.READ_CONCURRENCY, max(1, len(views)))) as pool:
+            for view_blocks in pool.map(sizes, views):
+                blocks += view_blocks
         blocks.sort()
         cuts: list[bytes] = []
         accumulated = 0

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Protocol
 
 from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, SubcompactionResult
-from slate_ops.compaction.subcompaction import run_subcompaction
+from slate_ops.compaction.subcompaction import CompactionIo, PendingInputs, fetch_inputs, run_subcompaction
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore.base import ObjectStore
 
 
@@ -31,7 +33,13 @@ def combine(results: Sequence[SubcompactionResult]) -> ExecutionResult:
 
 
 class LocalExecutor:
-    """Subcompactions on a thread pool; pyarrow releases the GIL in sorts, filters and codecs."""
+    """Subcompactions on a thread pool; pyarrow releases the GIL in sorts, filters and codecs.
+
+    Inputs are prefetched: while ``threads`` subcompactions merge, the next one's GETs are already
+    running. At most ``threads + 1`` subcompactions hold their inputs at a time (a fetch starts
+    only when a running subcompaction has merged and freed its own), so memory stays about that
+    many times one subcompaction's, as without prefetching plus one.
+    """
 
     name = "local"
 
@@ -41,7 +49,44 @@ class LocalExecutor:
         self.threads = threads
 
     def execute(self, store: ObjectStore, spec: CompactionSpec) -> ExecutionResult:
-        if self.threads == 1 or len(spec.subcompactions) == 1:
-            return combine([run_subcompaction(store, spec, r) for r in spec.subcompactions])
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="slate-ops-compaction") as pool:
-            return combine(list(pool.map(lambda r: run_subcompaction(store, spec, r), spec.subcompactions)))
+        window = threading.Semaphore(self.threads + 1)  # subcompactions holding inputs
+        failed = threading.Event()
+        futures: list[Future[SubcompactionResult | None]] = []
+        with (
+            CompactionIo(store) as io,
+            ThreadPoolExecutor(self.threads, thread_name_prefix="slate-ops-compaction") as pool,
+        ):
+            for key_range in spec.subcompactions:
+                window.acquire()
+                if failed.is_set():
+                    window.release()
+                    break
+                inputs = fetch_inputs(io, spec, key_range)
+                futures.append(pool.submit(_run, io, spec, key_range, inputs, window, failed))
+            wait(futures)
+        for future in futures:
+            error = future.exception()
+            if error is not None:
+                raise error
+        results = [f.result() for f in futures]
+        return combine([r for r in results if r is not None])
+
+
+def _run(
+    io: CompactionIo,
+    spec: CompactionSpec,
+    key_range: KeyRange,
+    inputs: PendingInputs,
+    window: threading.Semaphore,
+    failed: threading.Event,
+) -> SubcompactionResult | None:
+    """One subcompaction of :meth:`LocalExecutor.execute`; skipped (None) once another has failed."""
+    if failed.is_set():
+        inputs.cancel()
+        window.release()
+        return None
+    try:
+        return run_subcompaction(io.store, spec, key_range, io=io, inputs=inputs, inputs_done=window)
+    except BaseException:
+        failed.set()
+        raise

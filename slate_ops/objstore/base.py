@@ -101,6 +101,25 @@ class ObjectStore(Protocol):
     def delete(self, key: str) -> None: ...
 
 
+@runtime_checkable
+class MultipartPut(Protocol):
+    """Optional capability: an overwrite sent in parts, in parallel, visible only once complete.
+
+    A store implements it where one request per object is slow (S3's multipart upload); a failed
+    upload leaves no object. Call it through :func:`put_large`.
+    """
+
+    def put_multipart(self, key: str, data: bytes, put_id: str | None = None) -> PutResult: ...
+
+
+def put_large(store: ObjectStore, key: str, data: bytes) -> PutResult:
+    """Overwrite ``key`` with a possibly large ``data``: by the store's :class:`MultipartPut` where it
+    has one (it decides from the size whether parts pay off), else by one ``put``."""
+    if isinstance(store, MultipartPut):
+        return store.put_multipart(key, data)
+    return store.put(key, data)
+
+
 def new_put_id() -> str:
     return uuid.uuid4().hex
 

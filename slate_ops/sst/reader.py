@@ -243,35 +243,56 @@ class SstReader:
         """The rows of :meth:`scan` as record batches in :data:`SCHEMA` (for vectorized compaction).
 
         Bypasses the block cache: blocks are fetched in runs (1 MiB growing to 8 MiB per GET) and
-        each run becomes one batch; boundary blocks are range-filtered with ``pyarrow.compute``.
+        each run becomes one batch (:meth:`read_run`).
         """
         if start is not None and end is not None and start >= end:
             return
         lo, hi = self._block_range(start, end)
-        key_order = self._is_key_order
-        first_keys, last_keys = self._first_keys, self._last_keys
-        prune = not key_order and (start is not None or end is not None)
         target = SCAN_BATCHES_FIRST_BYTES
         i = lo
         while i < hi:
             j = self._run_end(i, hi, target)
             target = min(MAX_READAHEAD_BYTES, 2 * target)
-            batches = []
-            for b, framed in self._fetch_run(i, j).items():
-                if prune and not self._overlaps(b, start, end):
-                    continue
-                batch = self._decode(b, framed)
-                lower = start is not None and first_keys[b] < start
-                upper = end is not None and last_keys[b] >= end
-                if lower or upper or prune:
-                    batch = batch.filter(_range_mask(batch.column(0), start, end))
-                if batch.num_rows:
-                    batches.append(batch)
+            batch = self.read_run(i, j, start, end)
+            if batch is not None:
+                yield batch
             i = j
-            if len(batches) == 1:
-                yield batches[0]
-            elif batches:
-                yield pa.concat_batches(batches)
+
+    def plan_runs(self, start: bytes | None, end: bytes | None, max_bytes: int) -> list[tuple[int, int]]:
+        """Runs of blocks ``[i, j)`` of at most ``max_bytes`` (at least one block each) that cover a
+        scan of ``[start, end)``: one ranged GET each, for callers that fetch them in parallel."""
+        if start is not None and end is not None and start >= end:
+            return []
+        lo, hi = self._block_range(start, end)
+        runs = []
+        while lo < hi:
+            j = self._run_end(lo, hi, max_bytes)
+            runs.append((lo, j))
+            lo = j
+        return runs
+
+    def read_run(
+        self, i: int, j: int, start: bytes | None = None, end: bytes | None = None
+    ) -> pa.RecordBatch | None:
+        """Blocks ``i..j-1`` fetched with one GET, verified and decoded into one batch of the rows in
+        ``[start, end)`` (boundary blocks range-filtered with ``pyarrow.compute``); None if no rows."""
+        key_order = self._is_key_order
+        first_keys, last_keys = self._first_keys, self._last_keys
+        prune = not key_order and (start is not None or end is not None)
+        batches = []
+        for b, framed in self._fetch_run(i, j).items():
+            if prune and not self._overlaps(b, start, end):
+                continue
+            batch = self._decode(b, framed)
+            lower = start is not None and first_keys[b] < start
+            upper = end is not None and last_keys[b] >= end
+            if lower or upper or prune:
+                batch = batch.filter(_range_mask(batch.column(0), start, end))
+            if batch.num_rows:
+                batches.append(batch)
+        if not batches:
+            return None
+        return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
     def block_sizes(self) -> list[tuple[bytes, int]]:
         """``(first key, stored bytes)`` of every block, from the index: for planning splits."""

@@ -1,0 +1,341 @@
+"""Compaction on S3 with real latency vs on a local directory (issue 15): moto behind a latency proxy.
+
+Method
+------
+* Inputs: ``bench_compaction.build_inputs`` — 8 overlapping L0 SSTs of 128-byte rows (~25 %
+  shadowed, 2 % tombstones) and a manifest listing them, ~25 MB of rows per SST (200 MB in all;
+  ``--quick``: 2 MB per SST). The same objects are uploaded once to a moto S3 server on loopback.
+* Each run compacts a fresh copy of the database with ``Compactor(...).run_once()`` and the
+  **default** ``CompactorOptions()`` (8 L0 SSTs: one L0 compaction of all of them) and the default
+  ``LocalExecutor()``: planning, executor, manifest commit. Local copies are hard links; S3 copies
+  are server-side ``copy_object`` into a new prefix (not timed, not counted).
+* S3 runs go through :class:`benchmarks.latency_proxy.LatencyProxy`, which sleeps +20 or +50 ms
+  per request before forwarding it to moto and counts requests by method. moto and the proxy run
+  in this process (as in bench_s3), so they share its GIL and this machine's two cores with the
+  compaction: real S3 would not.
+* MB/s = stored input bytes / wall time of ``run_once``; best of ``--repeat`` (default 2). The
+  local and S3 runs of one configuration are interleaved, so their ratio comes from one period of
+  the machine's load; the 1-minute load average is recorded before each row.
+* The sweep rows vary ``max_subcompaction_bytes`` only (everything else default); they are how
+  the default was chosen and are labelled as such.
+
+Run: ``python -m benchmarks.bench_s3_compaction [--quick] [--no-sweep]``
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import bench_compaction as workload
+from benchmarks.bench_s3 import KEYS, REGION, start_moto
+from benchmarks.latency_proxy import LatencyProxy
+from benchmarks.reporting import argument_parser, markdown_table, output, publish
+from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.objstore import S3Store
+from slate_ops.objstore.s3 import make_s3_client
+
+if False:  # typing only: benchmarks.suite imports this module lazily
+    from benchmarks.suite import Options, Outcome
+
+RESULTS = Path(__file__).parent / "results" / "s3_compaction.md"
+MiB = 1024 * 1024
+MB_PER_SST = 25.0
+QUICK_MB_PER_SST = 2.0
+DELAYS = (0.02, 0.05)
+SWEEP = (16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB)
+TARGET_LOCAL_MB_S = 100.0
+TARGET_S3_VS_LOCAL = 0.7
+
+
+@dataclass(frozen=True)
+class Run:
+    store: str  # "local" or "S3 +N ms"
+    subcompaction_bytes: int
+    default: bool  # the options are CompactorOptions() unchanged
+    subcompactions: int
+    outputs: int
+    input_bytes: int
+    seconds: float
+    requests: dict[str, int]
+    load: float  # 1-minute load average when the row started
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.input_bytes / 1e6 / self.seconds
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+class S3Copies:
+    """The input database on moto (uploaded once) and fresh server-side copies of it per run."""
+
+    def __init__(self, endpoint: str, inputs: workload.Inputs) -> None:
+        self.client = make_s3_client(endpoint_url=endpoint, region=REGION, **KEYS)
+        self.bucket = f"bench-{uuid.uuid4().hex[:12]}"
+        self.client.create_bucket(Bucket=self.bucket)
+        self.keys = []
+        for path in sorted(p for p in inputs.root.rglob("*") if p.is_file() and ".locks" not in p.parts):
+            key = path.relative_to(inputs.root).as_posix()
+            self.client.put_object(Bucket=self.bucket, Key=f"src/{key}", Body=path.read_bytes())
+            self.keys.append(key)
+
+    def fresh(self) -> str:
+        prefix = f"run-{uuid.uuid4().hex[:8]}"
+        for key in self.keys:
+            self.client.copy_object(
+                Bucket=self.bucket, Key=f"{prefix}/{key}", CopySource={"Bucket": self.bucket, "Key": f"src/{key}"}
+            )
+        return prefix
+
+    def drop(self, prefix: str) -> None:
+        """Delete a run's objects, so moto's memory holds only the inputs."""
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=f"{prefix}/")
+        for page in pages:
+            for obj in page.get("Contents", []):
+                self.client.delete_object(Bucket=self.bucket, Key=obj["Key"])
+
+
+def options_for(subcompaction_bytes: int | None) -> CompactorOptions:
+    if subcompaction_bytes is None:
+        return CompactorOptions()
+    return CompactorOptions(max_subcompaction_bytes=subcompaction_bytes)
+
+
+def _compact(store: Any, options: CompactorOptions, inputs: workload.Inputs) -> tuple[float, Any]:
+    compactor = Compactor(workload.DB_PATH, store, options)
+    started = time.perf_counter()
+    report = compactor.run_once()
+    seconds = time.perf_counter() - started
+    if report is None or report.rows_out != inputs.live_keys:
+        raise AssertionError(f"expected {inputs.live_keys} rows out, got {report and report.rows_out}")
+    return seconds, report
+
+
+def run_local(inputs: workload.Inputs, workdir: Path, options: CompactorOptions, default: bool) -> Run:
+    store = workload.fresh_copy(inputs, workdir)
+    load = load_average()
+    seconds, report = _compact(store, options, inputs)
+    return Run(
+        "local", options.max_subcompaction_bytes, default, report.subcompactions, len(report.output_ssts),
+        inputs.stored_bytes, seconds, {}, load,
+    )  # fmt: skip
+
+
+def run_s3(
+    inputs: workload.Inputs, copies: S3Copies, proxy: LatencyProxy, options: CompactorOptions, default: bool
+) -> Run:
+    prefix = copies.fresh()
+    store = S3Store(copies.bucket, prefix, endpoint_url=proxy.endpoint, region=REGION, **KEYS)
+    load = load_average()
+    proxy.reset()
+    try:
+        seconds, report = _compact(store, options, inputs)
+        counts = proxy.counts
+    finally:
+        copies.drop(prefix)
+    name = f"S3 +{round(proxy.delay * 1000)} ms"
+    return Run(
+        name, options.max_subcompaction_bytes, default, report.subcompactions, len(report.output_ssts),
+        inputs.stored_bytes, seconds, counts, load,
+    )  # fmt: skip
+
+
+def _best(runs: Sequence[Run]) -> Run:
+    return min(runs, key=lambda r: r.seconds)
+
+
+def run(
+    mb_per_sst: float,
+    delays: Sequence[float],
+    sweep: Sequence[int],
+    repeat: int,
+    progress: Callable[[str], None] = print,
+) -> tuple[workload.Inputs, list[Run]]:
+    """The default options on local and on S3 at each delay, then the sweep (local and S3 at the
+    largest delay); local and S3 runs interleaved, best of ``repeat`` each."""
+    results: list[Run] = []
+    server, endpoint = start_moto()
+    try:
+        with tempfile.TemporaryDirectory(prefix="slate-bench-s3-compaction-") as name:
+            workdir = Path(name)
+            inputs = workload.build_inputs(workdir / "inputs", mb_per_sst)
+            progress(
+                f"inputs: {workload.SSTS} SSTs, {inputs.rows:,} rows, {inputs.stored_bytes / 1e6:.1f} MB stored"
+            )
+            copies = S3Copies(endpoint, inputs)
+            proxies = {d: LatencyProxy(endpoint, d).start() for d in delays}
+            try:
+                for proxy in proxies.values():  # build the shared client before timing
+                    S3Store(copies.bucket, "warm", endpoint_url=proxy.endpoint, region=REGION, **KEYS)
+                configs: list[tuple[int | None, Sequence[float]]] = [(None, delays)]
+                configs += [(size, (max(delays),)) for size in sweep]
+                for size, config_delays in configs:
+                    options = options_for(size)
+                    default = size is None
+                    local_runs: list[Run] = []
+                    s3_runs: dict[float, list[Run]] = {d: [] for d in config_delays}
+                    for _ in range(repeat):
+                        local_runs.append(run_local(inputs, workdir, options, default))
+                        for delay in config_delays:
+                            s3_runs[delay].append(run_s3(inputs, copies, proxies[delay], options, default))
+                    for row in (_best(local_runs), *(_best(r) for r in s3_runs.values())):
+                        results.append(row)
+                        progress(_line(row))
+            finally:
+                for proxy in proxies.values():
+                    proxy.stop()
+    finally:
+        server.stop()
+    return inputs, results
+
+
+def _line(r: Run) -> str:
+    label = "default" if r.default else "sweep"
+    return (
+        f"  {label:<8} {r.store:<10} {r.subcompaction_bytes // MiB:>4} MiB {r.subcompactions:>3} subc "
+        f"{r.seconds:6.2f}s {r.mb_per_s:7.1f} MB/s  load {r.load:.2f}  {_methods(r.requests)}"
+    )
+
+
+def _methods(requests: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(requests.items()))
+
+
+def local_of(results: Sequence[Run], run: Run) -> Run:
+    return next(
+        r
+        for r in results
+        if r.store == "local" and r.default == run.default and r.subcompaction_bytes == run.subcompaction_bytes
+    )
+
+
+def render(results: Sequence[Run]) -> str:
+    rows = []
+    for r in results:
+        local = local_of(results, r)
+        rows.append(
+            [
+                "default options" if r.default else f"sweep: max_subcompaction_bytes={r.subcompaction_bytes // MiB} MiB",
+                r.store,
+                f"{r.subcompaction_bytes // MiB} MiB",
+                r.subcompactions,
+                r.outputs,
+                f"{r.seconds:.2f}",
+                f"{r.mb_per_s:.1f}",
+                "—" if r is local else f"{r.mb_per_s / local.mb_per_s:.2f}x",
+                sum(r.requests.values()) if r.requests else "—",
+                _methods(r.requests) or "—",
+                f"{r.load:.2f}",
+            ]
+        )
+    header = [
+        "options", "store", "max_subcompaction_bytes", "subcompactions", "outputs", "seconds", "MB/s",
+        "S3 / local", "requests", "by method", "load (1 min)",
+    ]  # fmt: skip
+    return markdown_table(header, rows, "llrrrrrrrlr")
+
+
+def setup_text(inputs: workload.Inputs, delays: Sequence[float], repeat: int) -> str:
+    ms = ", ".join(f"+{round(d * 1000)}" for d in delays)
+    return (
+        f"{workload.SSTS} L0 SSTs: {inputs.rows:,} rows of {workload.ROW_BYTES} B "
+        f"({inputs.logical_bytes / 1e6:.0f} MB of rows, {inputs.stored_bytes / 1e6:.1f} MB stored), one L0 "
+        f"compaction with `CompactorOptions()` and `LocalExecutor()`, on a local directory and on moto's S3 "
+        f"server (in this process) behind a proxy adding {ms} ms per request; MB/s = stored input MB / wall "
+        f"time of `Compactor.run_once`, best of {repeat}, local and S3 interleaved; {os.cpu_count()} CPUs."
+    )
+
+
+def collect(options: Options) -> Outcome:
+    """The rows of ``python -m benchmarks --only s3_compaction`` (written like ``suite.collect_s3``)."""
+    from benchmarks.suite import Outcome, Target, _progress, command, row
+
+    mb, repeat, sweep = (QUICK_MB_PER_SST, 1, ()) if options.quick else (MB_PER_SST, 2, SWEEP)
+    delays = (0.05,) if options.quick else DELAYS
+    inputs, results = run(mb, delays, sweep, repeat, progress=_progress)
+    defaults = [r for r in results if r.default]
+    local = next(r for r in defaults if r.store == "local")
+    rows = [
+        row(
+            "s3_compaction",
+            "compaction MB/s, default options, local",
+            "MB/s",
+            local.mb_per_s,
+            target=Target("ours", ">=", TARGET_LOCAL_MB_S),
+            note=f"load {local.load:.2f}",
+        )
+    ]
+    goal = f"S3 +{round(max(delays) * 1000)} ms"
+    for r in defaults:
+        if r.store == "local":
+            continue
+        target = Target("ratio", ">=", TARGET_S3_VS_LOCAL) if r.store == goal else None
+        note = f"{_methods(r.requests)}; load {r.load:.2f}" + ("" if target else "; reported")
+        rows.append(
+            row(
+                "s3_compaction",
+                f"compaction, default options, {r.store} vs local",
+                "MB/s",
+                r.mb_per_s,
+                local.mb_per_s,
+                "local directory",
+                target,
+                note,
+            )
+        )
+    for r in results:
+        if r.default or r.store == "local":
+            continue
+        base = local_of(results, r)
+        rows.append(
+            row(
+                "s3_compaction",
+                f"sweep (not the default): max_subcompaction_bytes={r.subcompaction_bytes // MiB} MiB, "
+                f"{r.store} vs local",
+                "MB/s",
+                r.mb_per_s,
+                base.mb_per_s,
+                "local directory, same options",
+                None,
+                f"local {base.mb_per_s:.1f} MB/s; {r.subcompactions} subcompactions; reported",
+            )
+        )
+    setup = setup_text(inputs, delays, repeat)
+    table = render(results)
+    head = f"# Compaction on S3 with latency (benchmarks/bench_s3_compaction.py)\n\n`{command('s3_compaction', options)}`"
+    return Outcome(rows, setup, table, f"{head}\n\n{setup}\n\n{table}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser(__doc__, RESULTS, quick=f"{QUICK_MB_PER_SST:g} MB per SST, +50 ms only, no sweep")
+    parser.add_argument("--no-sweep", action="store_true", help="default options only")
+    parser.add_argument("--mb-per-sst", type=float, default=None, help=f"MB of rows per SST (default {MB_PER_SST:g})")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per configuration (best is kept)")
+    parser.add_argument("--sweep", type=str, default=None, help="comma-separated MiB sizes to sweep")
+    args = parser.parse_args(argv)
+    mb = args.mb_per_sst or (QUICK_MB_PER_SST if args.quick else MB_PER_SST)
+    repeat = args.repeat or (1 if args.quick else 2)
+    sweep: Sequence[int] = SWEEP
+    if args.sweep:
+        sweep = [int(x) * MiB for x in args.sweep.split(",")]
+    if args.quick or args.no_sweep:
+        sweep = ()
+    delays = (0.05,) if args.quick else DELAYS
+    inputs, results = run(mb, delays, sweep, repeat)
+    report = f"# Compaction on S3 with latency\n\n{setup_text(inputs, delays, repeat)}\n\n{render(results)}\n"
+    publish(report, output(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
