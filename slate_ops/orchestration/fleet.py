@@ -212,10 +212,10 @@ class ManifestTick:
     def __init__(self, context: dg.SensorEvaluationContext, slate: SlateDatabasesResource) -> None:
         fleet = fleet_of(slate, context.log)
         self.cursor = _parse_cursor(context.cursor, context.log, [db.name for db in fleet])
-        known = dict(self.cursor)
+        self._known = dict(self.cursor)
         now = slate.clock().now()
         self.found: EachDatabase[Observed] = each_database(
-            fleet, context.log, lambda db: observe(slate, db, known.get(db.name), now)
+            fleet, context.log, lambda db: observe(slate, db, self._known.get(db.name), now)
         )
 
     def seen(self, db: DatabaseConfig, observed: Observed) -> bool:
@@ -240,9 +240,14 @@ class ManifestTick:
         asset_events: Sequence[dg.AssetObservation] = (),
     ) -> dg.SensorResult | dg.SkipReason:
         """The tick's answer: the requests and events with the new cursor, or, with neither,
-        :meth:`EachDatabase.skip_all_or` ``reason``."""
+        :meth:`EachDatabase.skip_all_or` ``reason`` — with the new cursor if the tick moved it (e.g.
+        a discovered database, which has no asset to observe, changed), so that the next tick does
+        not read that database again."""
         if not run_requests and not asset_events:
-            return self.found.skip_all_or(reason)
+            skip = self.found.skip_all_or(reason)
+            if self.cursor == self._known:
+                return skip
+            return dg.SensorResult(skip_reason=skip, cursor=json.dumps(self.cursor, sort_keys=True))
         return dg.SensorResult(
             run_requests=run_requests,
             asset_events=list(asset_events),

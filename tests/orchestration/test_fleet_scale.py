@@ -28,7 +28,7 @@ from slate_ops.objstore.s3 import make_s3_client
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
-from slate_ops.orchestration.config import CompactionPolicy
+from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
 from tests.conftest import CREDENTIALS, isolate_aws_environment
 from tests.orchestration.conftest import add_checkpoint
@@ -263,3 +263,21 @@ def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick
     reasons = ["ghost (DbNotFoundError", "db_003 (DbNotFoundError", "db_011 (CorruptObjectError"]
     assert all(reason in message for reason in reasons), message
     assert [message.index(reason) for reason in reasons] == sorted(message.index(r) for r in reasons)
+
+
+def test_a_discovered_fleet_keeps_its_cursor_without_observations(
+    fleet: SlateDatabasesResource, endpoint: str, bucket: str, counter: CountingApp
+) -> None:
+    """Discovered databases have no asset to observe; the cursor still moves, so the next tick
+    costs one LIST per database (and the discovery LIST)."""
+    url = f"s3://{bucket}?endpoint_url={endpoint}&region=us-east-1"
+    slate = SlateDatabasesResource(
+        config=parse_config(f"discover: {{store_url: '{url}', prefix: {PREFIX}}}\n")
+    )
+    first = manifest_tick(slate, None)
+    assert isinstance(first, dg.SensorResult) and not first.asset_events and first.cursor is not None
+    assert first.skip_reason is not None and "no manifest changed" in (first.skip_reason.skip_message or "")
+    assert json.loads(first.cursor) == dict.fromkeys(names(), 1)
+    counter.reset()
+    assert isinstance(manifest_tick(slate, first.cursor), dg.SkipReason)
+    assert dict(counter.requests) == {"GET": COUNT + 1}
