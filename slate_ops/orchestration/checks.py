@@ -83,12 +83,18 @@ def verify_results(
 
 
 def record_state(
-    context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, after: str = "maintenance"
+    context: dg.OpExecutionContext,
+    slate: SlateDatabasesResource,
+    name: str,
+    after: str = "maintenance",
+    metadata: dict[str, dg.MetadataValue] | None = None,
 ) -> None:
     """Record the checks of ``name`` (the same :func:`verify_results` as its ``multi_asset_check``)
-    and an observation of its state in this run, so the UI shows the database as the run left it.
-    Every op that changes a database calls it (maintenance, rescaling, cloning). A discovered
-    database has no asset: nothing to record. A failed read only logs a warning."""
+    and a materialization of the state the run left it in (its metadata, plus ``metadata``), so the
+    asset's page and checks show the database as it is now, not as it was last materialized.
+    Every op that changes a database calls it (real maintenance, rescaling, cloning): the stored
+    database is rewritten, so this is a materialization, not an observation. A discovered database
+    has no asset: nothing to record. A failed read only logs a warning (the checks say what is wrong)."""
     if not slate.configured(name):
         return
     key = database_asset_key(name)
@@ -98,10 +104,14 @@ def record_state(
         db = slate.database(name)
         state = read_manifest(db.path, slate.open_store(name))
     except Exception as exc:  # the checks already say what is wrong
-        context.log.warning(f"observing {name} after {after}: {type(exc).__name__}: {exc}")
+        context.log.warning(f"recording {name} after {after}: {type(exc).__name__}: {exc}")
         return
     context.log_event(
-        dg.AssetObservation(asset_key=key, metadata=database_metadata(db.path, state, slate.clock().now()))
+        dg.AssetMaterialization(
+            asset_key=key,
+            description=f"the database as {after} left it",
+            metadata={**database_metadata(db.path, state, slate.clock().now()), **(metadata or {})},
+        )
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from slate_ops.orchestration.config import load_config
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DATABASES, PARTITIONS_NAME
 
@@ -58,3 +59,41 @@ def slate_ops_partitions_sensor(
 
 defs = dg.Definitions(sensors=[slate_ops_partitions_sensor])
 """The fleet-partitions domain of the code location."""
+
+
+def sync_partitions(
+    instance: dg.DagsterInstance, slate: SlateDatabasesResource
+) -> tuple[list[str], list[str]]:
+    """Make the instance's partitions equal to the fleet now, as one tick of the sensor would (with
+    a complete listing); the names (added, removed)."""
+    existing = instance.get_dynamic_partitions(PARTITIONS_NAME)
+    added: list[str] = []
+    removed: list[str] = []
+    for request in partition_requests(slate.database_names(), existing):
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(PARTITIONS_NAME, list(request.partition_keys))
+            added += request.partition_keys
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(PARTITIONS_NAME, key)
+            removed += request.partition_keys
+    return added, removed
+
+
+def main() -> int:
+    """``python -m slate_ops.orchestration.partitions``: sync the partitions of the instance in
+    ``$DAGSTER_HOME`` with the fleet of ``$SLATE_OPS_CONFIG`` (else the embedded default) at once,
+    without waiting for the sensor (e.g. before the first partitioned launch)."""
+    slate = SlateDatabasesResource.from_environment(load_config())
+    with dg.DagsterInstance.get() as instance:
+        added, removed = sync_partitions(instance, slate)
+        total = len(instance.get_dynamic_partitions(PARTITIONS_NAME))
+    print(
+        f"{PARTITIONS_NAME}: {total} partition(s); added {', '.join(added) or 'none'}; "
+        f"removed {', '.join(removed) or 'none'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -26,14 +26,13 @@ from enum import Enum
 import dagster as dg
 from pydantic import Field, model_validator
 
-from slate_ops.admin import NewDatabase, RescaleReport, describe_db, merge, split
+from slate_ops.admin import NewDatabase, RescaleReport, merge, split
 from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
 from slate_ops.orchestration import runs
-from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.checks import record_state
 from slate_ops.orchestration.config import SlateOpsConfig
-from slate_ops.orchestration.metadata import metadata_of, status_metadata
+from slate_ops.orchestration.metadata import metadata_of
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 
@@ -119,16 +118,16 @@ def rescale_op(
     verb = "created" if report.created else "already existed:"
     context.log.info(f"{report.operation} of {', '.join(sources)}: {verb} {', '.join(paths)}")
     for target, database in zip(config.targets, report.databases, strict=True):
-        status = describe_db(database.path, store, clock=slate.clock())
-        context.log_event(
-            dg.AssetMaterialization(
-                asset_key=database_asset_key(target.name),
-                description=f"{report.operation} of {', '.join(sources)}",
-                metadata={**status_metadata(status), "key_range": dg.MetadataValue.text(_range(database))},
-            )
+        key_range = {"key_range": dg.MetadataValue.text(_range(database))}
+        record_state(
+            context,
+            slate,
+            target.name,
+            after=f"{report.operation} of {', '.join(sources)}",
+            metadata=key_range,
         )
-    for name in [*sources, *(target.name for target in config.targets)]:
-        record_state(context, slate, name, after=report.operation)  # their checks as the run left them
+    for name in sources:  # they gained the checkpoints that pin the new databases' inputs
+        record_state(context, slate, name, after=report.operation)
     return dg.Output(report, metadata=rescale_metadata(sources, report))
 
 

@@ -124,7 +124,7 @@ def test_the_clone_job_clones_an_unconfigured_path(
     assert rerun.success and rerun.output_for_node("clone_op").manifest_id == output.manifest_id
 
 
-def test_the_clone_job_creates_a_configured_clone_and_observes_its_asset(
+def test_the_clone_job_creates_a_configured_clone_and_records_both_assets(
     defs: dg.Definitions, created: ObjectStore, slate: SlateDatabasesResource
 ) -> None:
     job = defs.resolve_job_def("clone_job")
@@ -134,10 +134,10 @@ def test_the_clone_job_creates_a_configured_clone_and_observes_its_asset(
         resources={"slate": slate},
     )
     assert result.success and result.output_for_node("clone_op").clone_path == CLONE
-    # Both databases the run changed (the parent gained the clone's checkpoint) are observed and
-    # checked again in the run, so the UI shows them as the run left them.
-    observations = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
-    assert [e.asset_key for e in observations] == [
+    # Both databases the run changed (the parent gained the clone's checkpoint) are materialized
+    # with their new state and checked again in the run, so the UI shows them as the run left them.
+    materialized = result.get_asset_materialization_events()
+    assert [e.asset_key for e in materialized] == [
         database_asset_key("alpha"),
         database_asset_key("alpha_clone"),
     ]

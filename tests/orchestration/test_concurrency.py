@@ -1,4 +1,4 @@
-"""Concurrency and safety: the repo's dagster.yaml, the slate_ops/db tag on every run request of every
+"""Concurrency and safety: the repo's instance/dagster.yaml, the slate_ops/db tag on every run request of every
 schedule and sensor, the Spark pool, retries only on idempotent ops, destructive ops dry by default."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ IDEMPOTENT_OPS = {
 
 
 def test_repo_dagster_yaml_limits_runs_per_database_and_the_spark_pool(tmp_path: Path) -> None:
-    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copy(REPO / "instance" / "dagster.yaml", tmp_path / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         config = instance.get_concurrency_config()
         assert config.run_queue_config is not None

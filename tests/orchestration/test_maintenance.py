@@ -491,8 +491,9 @@ def _broken_compaction(*args: object, **kwargs: object) -> None:
 
 
 def recorded(instance: dg.DagsterInstance, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The stored check evaluations (by check name) and observations' metadata that the run's last
-    step recorded, each of ``slate_ops/alpha`` (compaction and tag policy observe what they changed)."""
+    """The stored check evaluations (by check name) and materializations' metadata that the run's
+    last step recorded, each of ``slate_ops/alpha`` (compaction and tag policy observe what they
+    changed in their own steps)."""
     checks: dict[str, Any] = {}
     observations: list[dict[str, Any]] = []
     for entry in instance.all_logs(run_id):
@@ -504,16 +505,16 @@ def recorded(instance: dg.DagsterInstance, run_id: str) -> tuple[dict[str, Any],
             assert isinstance(evaluation, dg.AssetCheckEvaluation)
             assert evaluation.asset_key == dg.AssetKey(["slate_ops", "alpha"])
             checks[evaluation.check_name] = evaluation
-        elif event.event_type == dg.DagsterEventType.ASSET_OBSERVATION:
-            observation = event.asset_observation_data.asset_observation
-            assert observation.asset_key == dg.AssetKey(["slate_ops", "alpha"])
-            observations.append({k: v.value for k, v in observation.metadata.items()})
+        elif event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
+            materialization = event.step_materialization_data.materialization
+            assert materialization.asset_key == dg.AssetKey(["slate_ops", "alpha"])
+            observations.append({k: v.value for k, v in materialization.metadata.items()})
     return checks, observations
 
 
 def test_a_real_run_records_the_checks_and_state_it_leaves(fleet: SlateDatabasesResource) -> None:
     """After the last step, the run records alpha's checks (as its multi_asset_check computes them)
-    and an observation of the maintained state; a dry run changes nothing and records nothing."""
+    and a materialization of the maintained state; a dry run changes nothing and records nothing."""
     from slate_ops.admin.verify import CHECKS
     from slate_ops.orchestration.checks import verify_results
 

@@ -1,10 +1,13 @@
-"""The real Dagster UI on our code location: dagster-webserver, a GraphQL-launched run, headless Chromium.
+"""The real Dagster UI right after the demo: ``.ci/demo``, dagster-webserver, headless Chromium.
 
-One webserver per module (own ``DAGSTER_HOME`` and store in tmp) materializes the demo database and
-runs the main job through the GraphQL API, then Chromium renders the asset graph, the database's
-asset page and the finished run. Screenshots go to tmp; with ``SLATE_OPS_UPDATE_SCREENSHOTS=1``
-they are also copied to ``docs/images/`` (the README's). Needs Debian's ``chromium``
-(``apt-get install chromium``); skipped when it is not installed.
+One session per module: ``.ci/demo`` runs for real on a fresh ``DAGSTER_HOME`` and store in tmp
+(demo data, the database assets, the split into shards, ``maintenance_job`` on every partition),
+then dagster-webserver serves that instance, and Debian's Chromium, driven by Playwright, checks
+what an operator sees first: every database's checks green, the asset graph and the database's
+page, and a ``maintenance_job`` run launched from the launchpad with its partition chosen in the
+partition picker. Screenshots go to tmp; with ``SLATE_OPS_UPDATE_SCREENSHOTS=1`` they are also
+copied to ``docs/images/`` (the README's). Needs Debian's ``chromium`` (``apt-get install
+chromium``); skipped when it is not installed.
 """
 
 from __future__ import annotations
@@ -27,25 +30,27 @@ from typing import Any
 
 import pytest
 
-from slate_ops.orchestration import DATABASES_JOB, DB_TAG
+from slate_ops.orchestration import DATABASES_JOB
 
-pytestmark = pytest.mark.ui
+# The module fixture runs the whole demo first (~1 min on a quiet machine; several under load).
+pytestmark = [pytest.mark.ui, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 WEBSERVER = str(Path(sys.executable).with_name("dagster-webserver"))
 LOCATION = "slate_ops"  # location_name in workspace.yaml
-REPOSITORY = "__repository__"  # the repository Dagster builds from a Definitions object
 GROUP = "slate_ops"
-DB = "demo"  # the embedded default config's database (with its clone and shards)
-MAIN_JOB = "maintenance_job"  # slate_ops/orchestration/maintenance.py (issue 7)
-FALLBACK_JOB = DATABASES_JOB  # launched instead while the workspace has no MAIN_JOB
+DATABASES = ("demo", "demo_clone", "demo_low", "demo_high")  # the embedded default config's fleet
+CHECK_COUNT = 6  # slate_ops.admin.verify.CHECKS
+MAIN_JOB = "maintenance_job"
+PICKED = "demo_low"  # the partition the launchpad test picks
 RUN_TIMEOUT_S = 180.0
-WINDOW = (1400, 900)
+WINDOW = {"width": 1400, "height": 900}
 MIN_PNG_BYTES = 20_000  # a blank or spinner-only page compresses to a few KiB
 SCREENSHOTS = REPO / "docs" / "images"
 UPDATE_SCREENSHOTS = os.environ.get("SLATE_OPS_UPDATE_SCREENSHOTS") == "1"
 # The instance of the test: no pop-up over the screenshots, no telemetry, and the default run
 # coordinator, so a launched run starts at once without a daemon (the queued one needs the daemon).
+# .ci/demo keeps a dagster.yaml it finds in DAGSTER_HOME.
 DAGSTER_YAML = """\
 nux:
   enabled: false
@@ -55,34 +60,12 @@ run_coordinator:
   module: dagster.core.run_coordinator
   class: DefaultRunCoordinator
 """
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--virtual-time-budget=15000",
-]
 
-LAUNCH_RUN = """
-mutation LaunchRun($executionParams: ExecutionParams!) {
-  launchRun(executionParams: $executionParams) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on RunConfigValidationInvalid { errors { message } }
-    ... on Error { message }
-  }
-}
-"""
-RUN_STATUS = """
-query RunStatus($runId: ID!) {
+RUN = """
+query Run($runId: ID!) {
   runOrError(runId: $runId) {
     __typename
-    ... on Run { status }
+    ... on Run { status jobName tags { key value } }
     ... on Error { message }
   }
 }
@@ -102,28 +85,17 @@ query RunEvents($runId: ID!) {
   }
 }
 """
-JOB_NAMES = """
-query JobNames($selector: RepositorySelector!) {
-  repositoryOrError(repositorySelector: $selector) {
-    __typename
-    ... on Repository { jobs { name } }
-    ... on Error { message }
-  }
-}
-"""
 
 
 @dataclass(frozen=True)
 class UiSession:
-    """A running webserver with its finished runs, and how to render its pages."""
+    """A running webserver on the demo's instance, and a browser page to look at it with."""
 
     url: str
-    chromium: str
-    profile: Path
+    page: Any  # playwright.sync_api.Page
     shots: Path
-    job: str
-    run_id: str
     log: Path
+    demo_output: str
 
 
 def free_port() -> int:
@@ -154,26 +126,6 @@ def graphql(url: str, query: str, variables: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def job_names(url: str) -> set[str]:
-    selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY}
-    repo = graphql(url, JOB_NAMES, {"selector": selector})["repositoryOrError"]
-    assert repo["__typename"] == "Repository", repo
-    return {job["name"] for job in repo["jobs"]}
-
-
-def launch_run(url: str, job: str) -> str:
-    """Launch ``job`` tagged with the demo database; its run id."""
-    params = {
-        "selector": {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": job},
-        "runConfigData": {},
-        "executionMetadata": {"tags": [{"key": DB_TAG, "value": DB}]},
-    }
-    result = graphql(url, LAUNCH_RUN, {"executionParams": params})["launchRun"]
-    assert result["__typename"] == "LaunchRunSuccess", f"launching {job} failed: {result}"
-    run_id: str = result["run"]["runId"]
-    return run_id
-
-
 def run_events(url: str, run_id: str) -> str:
     """The run's event log as text, one event a line, errors with their stack."""
     logs = graphql(url, RUN_EVENTS, {"runId": run_id})["logsForRun"]
@@ -189,16 +141,17 @@ def run_events(url: str, run_id: str) -> str:
     return "\n".join(lines)
 
 
-def wait_for_success(url: str, run_id: str, log: Path) -> None:
-    """Poll the run until SUCCESS; fail with its event log on FAILURE or CANCELED, or after the timeout."""
+def wait_for_success(url: str, run_id: str, log: Path) -> dict[str, Any]:
+    """Poll the run until SUCCESS (its GraphQL record); fail with its event log on FAILURE or
+    CANCELED, or after the timeout."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
     status = "?"
     while time.monotonic() < deadline:
-        run = graphql(url, RUN_STATUS, {"runId": run_id})["runOrError"]
+        run = graphql(url, RUN, {"runId": run_id})["runOrError"]
         assert run["__typename"] == "Run", run
         status = run["status"]
         if status == "SUCCESS":
-            return
+            return run
         if status in ("FAILURE", "CANCELED"):
             pytest.fail(f"run {run_id} ended {status}:\n{run_events(url, run_id)}")
         time.sleep(1)
@@ -224,18 +177,31 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], log: Path) -> None
         time.sleep(0.5)
 
 
+def run_demo(env: dict[str, str], log: Path) -> str:
+    """``bash .ci/demo`` as a user runs it; its output (the test fails with it if the demo fails)."""
+    done = subprocess.run(
+        ["bash", ".ci/demo"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    log.write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, f"the demo failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiSession]:
-    """dagster-webserver on the repo's workspace.yaml, after the demo database and the main job ran."""
+    """dagster-webserver on the instance the demo just used, and a Chromium page."""
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("headless Chromium is not installed (apt-get install chromium); CI installs it")
+    from playwright.sync_api import sync_playwright
+
     tmp = tmp_path_factory.mktemp("ui")
     home = tmp / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text(DAGSTER_YAML)
     env = {**os.environ, "DAGSTER_HOME": str(home), "SLATE_OPS_STORE": (tmp / "store").as_uri()}
     env.pop("SLATE_OPS_CONFIG", None)  # the embedded default config: demo, its clone and shards
+    demo_output = run_demo(env, tmp / "demo.log")
     port = free_port()
     log = tmp / "webserver.log"
     with log.open("wb") as out:
@@ -250,16 +216,18 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiSession]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(url, process, log)
-        job = MAIN_JOB if MAIN_JOB in job_names(url) else FALLBACK_JOB
-        # Create the database first (materializes its asset), so the main job has one to maintain.
-        run_id = launch_run(url, DATABASES_JOB)
-        wait_for_success(url, run_id, log)
-        if job != DATABASES_JOB:
-            run_id = launch_run(url, job)
-            wait_for_success(url, run_id, log)
         shots = tmp / "screenshots"
         shots.mkdir()
-        yield UiSession(url, chromium, tmp / "chromium", shots, job, run_id, log)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=chromium, args=["--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+            )
+            try:
+                page = browser.new_page(viewport=WINDOW)
+                page.set_default_timeout(60_000)
+                yield UiSession(url, page, shots, log, demo_output)
+            finally:
+                browser.close()
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -270,27 +238,17 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiSession]:
                 process.wait(timeout=10)
 
 
-def chromium_run(ui: UiSession, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [ui.chromium, *CHROMIUM_FLAGS, f"--user-data-dir={ui.profile}", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def dump_dom(ui: UiSession, path: str, expected: list[str]) -> str:
-    """The rendered DOM of ``path``; retried a few times while the UI loads its data."""
-    dom = ""
-    for attempt in range(4):
-        dom = chromium_run(ui, ["--dump-dom", f"{ui.url}{path}"]).stdout
-        if all(text in dom for text in expected):
-            break
-        time.sleep(1 + attempt)
-    missing = [text for text in expected if text not in dom]
-    assert not missing, f"{path} lacks {missing}; webserver log:\n{ui.log.read_text()[-2000:]}"
-    return dom
+def visit(ui: UiSession, path: str, expected: list[str]) -> None:
+    """Open ``path`` and wait until every text of ``expected`` is on the page."""
+    ui.page.goto(f"{ui.url}{path}")
+    for text in expected:
+        try:
+            ui.page.get_by_text(text).first.wait_for(state="visible")
+        except Exception:  # Playwright's TimeoutError: fail with what the page shows
+            body = ui.page.inner_text("body")[-2000:]
+            pytest.fail(
+                f"{path} never showed {text!r}; page text:\n{body}\nwebserver:\n{ui.log.read_text()[-2000:]}"
+            )
 
 
 def png_pixels(data: bytes) -> bytes:
@@ -305,20 +263,15 @@ def png_pixels(data: bytes) -> bytes:
     return zlib.decompress(idat)
 
 
-def screenshot(ui: UiSession, path: str, name: str) -> None:
-    """Screenshot ``path`` at WINDOW into ``name`` (retried while the page is still empty); check it is
-    a real, non-blank PNG; copy it to docs/images/ when SLATE_OPS_UPDATE_SCREENSHOTS=1."""
+def screenshot(ui: UiSession, name: str) -> None:
+    """Screenshot the page into ``name``; check it is a real, non-blank PNG of the window's size;
+    copy it to docs/images/ when SLATE_OPS_UPDATE_SCREENSHOTS=1."""
+    ui.page.mouse.move(0, WINDOW["height"] - 1)  # no tooltip over the picture
+    ui.page.wait_for_timeout(500)
     target = ui.shots / name
-    data = b""
-    for attempt in range(3):
-        window = f"--window-size={WINDOW[0]},{WINDOW[1]}"
-        chromium_run(ui, [f"--screenshot={target}", window, f"{ui.url}{path}"])
-        data = target.read_bytes() if target.exists() else b""
-        if len(data) > MIN_PNG_BYTES:
-            break
-        time.sleep(1 + attempt)
+    data = ui.page.screenshot(path=str(target))
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{name} is not a PNG"
-    assert struct.unpack(">II", data[16:24]) == WINDOW
+    assert struct.unpack(">II", data[16:24]) == (WINDOW["width"], WINDOW["height"])
     assert len(data) > MIN_PNG_BYTES, f"{name} is {len(data)} bytes: blank?"
     assert len(set(png_pixels(data))) > 32, f"{name} has almost no distinct colour values: blank?"
     if UPDATE_SCREENSHOTS:
@@ -326,27 +279,54 @@ def screenshot(ui: UiSession, path: str, name: str) -> None:
         shutil.copyfile(target, SCREENSHOTS / name)
 
 
+def test_the_demo_says_how_to_reach_the_ui_and_the_automation(ui: UiSession) -> None:
+    assert "maintenance_job of demo" in ui.demo_output and "SUCCESS" in ui.demo_output
+    assert "Schedules and sensors start switched off" in ui.demo_output
+    assert "dagster dev -w workspace.yaml" in ui.demo_output
+
+
 def test_ui_lists_our_jobs(ui: UiSession) -> None:
-    dump_dom(ui, "/jobs", ["checkpoint_expiry_job", "compaction_job", DATABASES_JOB, ui.job])
+    visit(ui, "/jobs", ["checkpoint_expiry_job", "compaction_job", DATABASES_JOB, MAIN_JOB])
 
 
-def test_asset_graph_shows_the_database_and_its_lineage(ui: UiSession) -> None:
-    path = f"/locations/{LOCATION}/asset-groups/{GROUP}"  # the group's lineage graph
-    # The embedded default's clone and shards are nodes downstream of demo.
-    dump_dom(
-        ui, path, ["Asset Group in", f">{DB}<", "Materialized", ">demo_clone<", ">demo_low<", ">demo_high<"]
+def test_after_the_demo_every_database_shows_all_its_checks_passed(ui: UiSession) -> None:
+    """The graph of the group right after the demo: demo, its clone and its shards, each with every
+    check passed (maintenance, rescaling and cloning record the checks of what they change)."""
+    path = f"/locations/{LOCATION}/asset-groups/{GROUP}"
+    all_passed = f"{CHECK_COUNT} / {CHECK_COUNT} Passed"
+    visit(ui, path, ["Asset Group in", *DATABASES, all_passed])
+    ui.page.wait_for_function(
+        "([text, n]) => document.body.innerText.split(text).length - 1 >= n", arg=[all_passed, len(DATABASES)]
     )
-    screenshot(ui, path, "ui-asset-graph.png")
+    body = ui.page.inner_text("body")
+    assert body.count(all_passed) == len(DATABASES), body
+    assert " Passed" not in body.replace(all_passed, ""), body  # no database with a check failing
+    screenshot(ui, "ui-asset-graph.png")
 
 
 def test_database_asset_page(ui: UiSession) -> None:
-    path = f"/assets/{GROUP}/{DB}"
-    dom = dump_dom(ui, path, [f"{GROUP} / {DB}", DATABASES_JOB, "manifest_id"])
-    assert "The demo database of a fresh checkout" in dom
-    screenshot(ui, path, "ui-database-asset.png")
+    visit(ui, f"/assets/{GROUP}/demo", ["demo", "The demo database of a fresh checkout", "manifest_id"])
+    screenshot(ui, "ui-database-asset.png")
 
 
-def test_finished_run_page(ui: UiSession) -> None:
-    path = f"/runs/{ui.run_id}"
-    dump_dom(ui, path, [ui.run_id, f'href="/locations/{LOCATION}/jobs/{ui.job}"', "Success"])
-    screenshot(ui, path, "ui-run.png")
+def test_a_partition_picked_in_the_launchpad_runs_that_database(ui: UiSession) -> None:
+    """The operator's launch: maintenance_job's launchpad, the partition picker, Launch Run. The run
+    carries the partition (no hand-typed tag) and maintains that database; by default it only reports."""
+    visit(ui, f"/locations/{LOCATION}/jobs/{MAIN_JOB}/playground", ["Launch Run"])
+    picker = ui.page.get_by_placeholder("Partition")
+    picker.click()
+    picker.fill(PICKED[:-1])
+    ui.page.get_by_role("menuitem").filter(has_text=PICKED).first.click()
+    ui.page.get_by_text(f"partition: {PICKED}").first.wait_for(state="visible")
+    screenshot(ui, "ui-launchpad-partition.png")
+
+    ui.page.get_by_role("button", name="Launch Run").click()
+    ui.page.wait_for_url("**/runs/**")
+    run_id = ui.page.url.rstrip("/").split("/runs/")[1].split("?")[0]
+    run = wait_for_success(ui.url, run_id, ui.log)
+    tags = {tag["key"]: tag["value"] for tag in run["tags"]}
+    assert run["jobName"] == MAIN_JOB and tags["dagster/partition"] == PICKED
+    events = run_events(ui.url, run_id)
+    assert f"{PICKED}: would delete" in events, events  # the GC step reported, on the picked database
+    visit(ui, f"/runs/{run_id}", [run_id[:8], "Success"])
+    screenshot(ui, "ui-run.png")
