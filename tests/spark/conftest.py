@@ -1,4 +1,4 @@
-"""One local Spark session for every test in this folder; all of them carry the ``spark`` marker."""
+"""One local Spark session for the tests in this folder; all of them carry the ``spark`` marker."""
 
 from __future__ import annotations
 
@@ -11,10 +11,21 @@ from slate_ops.spark import local_spark_session
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """A ``local[2]`` session (the JVM starts once, ~5-15 s), stopped at the end of the session."""
-    session = local_spark_session("local[2]", "slate_ops-tests")
-    try:
-        yield session
-    finally:
-        session.stop()
+def _spark_jvm() -> Iterator[None]:
+    """Stops the active session at the end of the test session."""
+    yield
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
+@pytest.fixture
+def spark(_spark_jvm: None) -> SparkSession:
+    """The active ``local[2]`` session: started once (the JVM, ~5-15 s) and reused, or started again
+    if a test stopped it (the standalone-cluster test stops it to connect to its master)."""
+    active = SparkSession.getActiveSession()
+    if active is not None and (active.sparkContext.master or "").startswith("local"):
+        return active
+    if active is not None:
+        active.stop()
+    return local_spark_session("local[2]", "slate_ops-tests")
