@@ -2,7 +2,8 @@
 
 Every measured request goes through :class:`benchmarks.latency_proxy.LatencyProxy`, which adds a
 fixed delay (+20 or +50 ms; the reopen also +0 ms) to each request before forwarding it to a moto
-S3 server on loopback, and counts the requests. Both engines run in the same process on the same
+S3 server on loopback (in a child process, like a remote server: its request handling does not
+take this process's GIL), and counts the requests. Both engines run in the same process on the same
 proxy: slate_ops with its default options, SlateDB through its Python binding (``slatedb`` 0.17.0,
 an ``ObjectStoreBuilder(S3)`` store) with its defaults. Figures (one function each):
 
@@ -15,7 +16,8 @@ an ``ObjectStoreBuilder(S3)`` store) with its defaults. Figures (one function ea
 * **cold random gets** — a database loaded straight into moto as several L0 SSTs, reopened through
   the proxy (a fresh writer, empty caches), then random keys read one after another: latency
   p50/p99 and requests per get.
-* **full scan after reopen** — the same database, reopened again (cold), scanned whole: rows/s.
+* **full scan after reopen** — the same database, reopened again (cold), scanned whole: rows/s
+  (SlateDB also with read-ahead, not its default, at the largest delay).
 * **reopen after N WAL SSTs** — a writer leaves ``N`` WAL SSTs (one put and one WAL flush each; it
   never flushes to L0), and ``Db.open`` replays them: wall time with the WAL fetched one segment at
   a time and 16 at a time (``slate_ops.layout.WAL_FETCH_PARALLELISM``), requests by method.
@@ -50,6 +52,7 @@ from benchmarks.s3_fixtures import (
     ours_store,
     slatedb_store,
     start_moto,
+    start_moto_process,
 )
 from benchmarks.suite import Options, Outcome, Row, Target, command, package_version, row
 from slate_ops import layout
@@ -101,7 +104,7 @@ class Sizes:
     gets: int = 300
 
 
-QUICK = Sizes(wal_ssts=50, durable_puts=20, concurrent_puts=48, puts=5_000, keys=2_000, l0_ssts=2, gets=40)
+QUICK = Sizes(wal_ssts=30, durable_puts=20, concurrent_puts=40, puts=5_000, keys=2_000, l0_ssts=2, gets=40)
 
 
 @dataclass(frozen=True)
@@ -479,7 +482,7 @@ def run(
     progress: Callable[[str], None] = lambda _: None,
 ) -> S3Results:
     """Every figure at each of ``delays`` (the reopen at ``reopen_delays``, by default the same)."""
-    server, endpoint = start_moto()
+    server, endpoint = start_moto_process()
     notes: dict[str, str] = {}
     reopens: list[Reopen] = []
     figures: list[Measured] = []

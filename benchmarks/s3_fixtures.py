@@ -12,13 +12,27 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from typing import Any
 
 from slate_ops.objstore import S3Store
 from slate_ops.objstore.s3 import make_s3_client
 
-__all__ = ["KEYS", "REGION", "load_slatedb", "new_bucket", "ours_store", "slatedb_store", "start_moto"]
+__all__ = [
+    "KEYS",
+    "REGION",
+    "MotoProcess",
+    "load_slatedb",
+    "new_bucket",
+    "ours_store",
+    "slatedb_store",
+    "start_moto",
+    "start_moto_process",
+]
 
 KEYS: dict[str, Any] = {"access_key_id": "testing", "secret_access_key": "testing"}
 REGION = "us-east-1"
@@ -36,6 +50,46 @@ def start_moto() -> tuple[Any, str]:
     server.start()
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
+
+
+class MotoProcess:
+    """moto's S3 server in a child process (``python -m moto.server``), like a remote S3: its
+    per-request work does not compete with the engine's threads for this process's GIL."""
+
+    def __init__(self, timeout: float = 30.0) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        )
+        self.endpoint = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto.server did not start on port {port}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_moto_process() -> tuple[MotoProcess, str]:
+    """moto's S3 server started in a child process, and its endpoint URL; ``server.stop()`` ends it."""
+    server = MotoProcess()
+    return server, server.endpoint
 
 
 def new_bucket(endpoint: str) -> str:
