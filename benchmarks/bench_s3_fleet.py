@@ -30,12 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
 from benchmarks.s3_fixtures import KEYS, REGION, new_bucket, ours_store
 from slate_ops import admin
+
+if TYPE_CHECKING:
+    from benchmarks.suite import Options, Outcome
 from slate_ops.objstore.s3 import shared_s3_client
 
 RESULTS = Path(__file__).parent / "results" / "s3_fleet.md"
@@ -245,9 +248,9 @@ def render(ticks: list[Tick], notes: dict[str, str]) -> str:
     return table + "\n\n" + "\n".join(f"* {k}: {v}" for k, v in notes.items()) + "\n"
 
 
-def collect(options: Any) -> Any:
+def collect(options: Options) -> Outcome:
     """The summary rows for ``python -m benchmarks`` (registered in benchmarks/suite.py)."""
-    from benchmarks.suite import Outcome, Row, Target, _progress, command, row
+    from benchmarks.suite import Row, Target, _progress, command, row
     from slate_ops.orchestration.fleet import FLEET_READ_THREADS
 
     sizes, delays = ((SERIAL_SIZE,), (0.0, 0.02)) if options.quick else (FULL_SIZES, FULL_DELAYS)

@@ -607,6 +607,18 @@ def collect_s3(options: Options) -> Outcome:
     return bench.collect(options)
 
 
+def collect_s3_fleet(options: Options) -> Outcome:
+    from benchmarks import bench_s3_fleet as bench
+
+    return bench.collect(options)
+
+
+def collect_orchestration(options: Options) -> Outcome:
+    from benchmarks import bench_orchestration as bench
+
+    return bench.collect(options)
+
+
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "manifest_requests",
@@ -623,6 +635,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("bulk_load", "Bulk load (Spark)", "bench_bulk_load", True, collect_bulk_load),
     Benchmark("sst_formats", "SST format candidates", "bench_sst_formats", False, collect_sst_formats),
     Benchmark("s3", "Reopen on S3 with latency", "bench_s3", False, collect_s3),
+    Benchmark("s3_fleet", "Fleet sensor ticks on S3 with latency", "bench_s3_fleet", False, collect_s3_fleet),
+    Benchmark(
+        "orchestration",
+        "maintenance_job: launch to success",
+        "bench_orchestration",
+        False,
+        collect_orchestration,
+    ),
 )
 
 

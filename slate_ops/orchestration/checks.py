@@ -13,7 +13,7 @@ database that cannot be read (e.g. not created yet) fails every check with the e
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import dagster as dg
 
@@ -87,7 +87,7 @@ def record_state(
     slate: SlateDatabasesResource,
     name: str,
     after: str = "maintenance",
-    metadata: dict[str, dg.MetadataValue] | None = None,
+    metadata: Mapping[str, dg.MetadataValue] | None = None,
 ) -> None:
     """Record the checks of ``name`` (the same :func:`verify_results` as its ``multi_asset_check``)
     and a materialization of the state the run left it in (its metadata, plus ``metadata``), so the
