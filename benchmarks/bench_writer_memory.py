@@ -6,7 +6,8 @@ cases also against another checkout of slate_ops, e.g. ``git archive HEAD~1 | ta
 Budget (default options): ``max_unflushed_bytes + block_cache_bytes + wal_buffer_bytes``
 (1 GiB + 64 MiB + 4 MiB = 1092 MiB); target: the peak stays within 1.3x of it with a compactor
 running. Method: every case runs in a fresh interpreter (``python -m benchmarks.bench_writer_memory
---child CASE``), which imports slate_ops and the compactor, collects garbage, returns free heap to
+--child CASE``), which imports slate_ops and the compactor, writes 1,000 rows to an L0 SST of another database (so
+lazily loaded modules, such as pandas through pyarrow, are loaded), collects garbage, returns free heap to
 the OS (``malloc_trim``) and records its RSS (the baseline: an idle interpreter with the imports
 loaded), resets the kernel's peak-RSS counter (``5 > /proc/self/clear_refs``), then opens a writer
 on a local directory store with default ``DbOptions`` and ingests batches of 100 puts of 16-byte
@@ -127,6 +128,10 @@ def child(case: str, mb: int, root: Path, code: str) -> CaseResult:
 
     stall_log = _StallLog()
     pool = os.urandom(1 << 20)
+    with Db.open("warm-up", LocalStore(root)) as warm:  # lazy imports (pandas via pyarrow), threads
+        for i in range(1000):
+            warm.put(b"%06d" % i, pool[i : i + VALUE_SIZE])
+        warm.flush_memtable()
     gc.collect()
     malloc_trim()
     baseline = status_kib("self", "VmRSS")

@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 Entry = tuple[bytes, int, int, bytes]
 WAL_ENTRY_OVERHEAD = 16
+WAL_INLINE_FACTOR = 2
+"""A write finding this many times ``wal_buffer_bytes`` unwritten writes the WAL itself (the flusher
+is behind, e.g. encoding an L0 SST), so the WAL queue stays bounded."""
 STALL_WARNING_INTERVAL_S = 60.0
 """A writer stalled on L0 warns at once, then at most this often while it stays stalled."""
 
@@ -124,6 +127,7 @@ class Db:
 
         self._write_lock = threading.Lock()
         self._flush_lock = threading.RLock()
+        self._wal_lock = threading.Lock()  # one WAL writer at a time: the flusher, flush(), or a write
         self._durable = threading.Condition()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -177,6 +181,7 @@ class Db:
         self._unflushed_bytes = 0  # of the frozen memtables; with the mutable one's, bounded by
         # max_unflushed_bytes
         self._segments: list[_Segment] = [_Segment(self._memtable)]
+        self._wal_queued_bytes = 0  # of the segments not yet written
         self._replay(manifest.replay_after_wal_id, fence_id)
         self._durable_seq = self._last_seq
         self._last_poll = time.monotonic()
@@ -251,14 +256,19 @@ class Db:
             seq = self._last_seq = self._last_seq + 1
             memtable = self._memtable
             segment = self._segments[-1]
+            size = segment.size
             for key, kind, value in ops:
                 memtable.put(key, seq, kind, value)
                 segment.entries.append((key, seq, kind, value))
-                segment.size += len(key) + len(value) + WAL_ENTRY_OVERHEAD
+                size += len(key) + len(value) + WAL_ENTRY_OVERHEAD
+            self._wal_queued_bytes += size - segment.size
+            segment.size = size
             if memtable.size_bytes >= self.options.l0_sst_size_bytes:
                 self._freeze_locked()
-            elif segment.size >= self.options.wal_buffer_bytes:
+            elif size >= self.options.wal_buffer_bytes:
                 self._wake.set()
+        if self._wal_queued_bytes >= WAL_INLINE_FACTOR * self.options.wal_buffer_bytes:
+            self._write_wal_inline()
         if self.options.await_durable if await_durable is None else await_durable:
             self._await_durable(seq)
 
@@ -268,10 +278,21 @@ class Db:
             return
         self._memtable.freeze()  # packed from here on: it is accounted at its frozen size
         self._immutables.append(self._memtable)
-        self._unflushed_bytes += self._memtable.size_bytes
+        self._unflushed_bytes += self._memtable.frozen_bytes
         self._memtable = Memtable()
         self._segments.append(_Segment(self._memtable))
         self._wake.set()
+
+    def _write_wal_inline(self) -> None:
+        """Write the queued WAL segments in this (writing) thread; the flusher retries store errors."""
+        try:
+            self._guard(self._flush_wal)
+        except FencedError:
+            raise
+        except SlateOpsError as error:
+            log.debug(
+                "inline WAL write of %s failed, the flusher retries: %s", self._manifests.location, error
+            )
 
     def _over_unflushed_limit(self) -> bool:
         """Whether memtables (mutable and frozen) exceed ``max_unflushed_bytes`` while frozen ones
@@ -406,18 +427,22 @@ class Db:
         """Write every WAL segment that holds entries as a WAL SST, oldest first.
 
         Writers only append to the last segment, so the current one is sealed first; a segment
-        leaves the queue only once its WAL SST exists, so a failed flush loses nothing.
+        leaves the queue only once its WAL SST exists, so a failed flush loses nothing. Runs under
+        ``_wal_lock`` only (not ``_flush_lock``): a write may call it while the flusher encodes an
+        L0 SST, whose memtable's segments are all written already.
         """
-        with self._write_lock:
-            if self._segments[-1].entries:
-                self._segments.append(_Segment(self._memtable))
-            sealed = len(self._segments) - 1
-        for _ in range(sealed):
-            segment = self._segments[0]
-            if segment.entries:
-                self._write_wal_segment(segment)
+        with self._wal_lock:
             with self._write_lock:
-                self._segments.pop(0)
+                if self._segments[-1].entries:
+                    self._segments.append(_Segment(self._memtable))
+                sealed = len(self._segments) - 1
+            for _ in range(sealed):
+                segment = self._segments[0]
+                if segment.entries:
+                    self._write_wal_segment(segment)
+                with self._write_lock:
+                    self._segments.pop(0)
+                    self._wal_queued_bytes -= segment.size
 
     def _write_wal_segment(self, segment: _Segment) -> None:
         wal_id = self._next_wal_id
@@ -456,7 +481,7 @@ class Db:
             self._commit(self._l0_flushed(memtable, CompactedSst(sst_id, info)), reestablish=True)
             with self._write_lock:
                 self._immutables.pop(0)
-                self._unflushed_bytes -= memtable.size_bytes
+                self._unflushed_bytes -= memtable.frozen_bytes
             with self._durable:
                 self._durable.notify_all()
 
@@ -645,12 +670,20 @@ class Db:
                     self._flush_memtables(blocking=False)
                     if time.monotonic() - self._last_poll >= poll:
                         self._poll_manifest()
+                    self._merge_memtable_runs()
             except FencedError as error:
                 log.error("%s", error)
                 self._fail(error)
                 return
             except Exception as error:  # transient store errors: keep the data, retry next tick
                 log.warning("background flush of %s failed, will retry: %s", self._manifests.location, error)
+
+    def _merge_memtable_runs(self) -> None:
+        """Merge the packed runs of the memtables, off the write path (under ``_flush_lock``, as
+        ``to_table`` in L0 flushes), so gets search a few runs per memtable."""
+        for memtable in (self._memtable, *self._immutables):
+            while memtable.merge_runs():
+                pass
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:

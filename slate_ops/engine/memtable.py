@@ -3,9 +3,11 @@
 Writes go into a small dict (the *hot* part: O(1) puts and gets). Once the hot part holds
 :data:`HOT_BYTES`, it is *sealed*: converted once into a :class:`_Run`, a sorted Arrow table in the
 SST schema (keys, seqs, kinds and values in contiguous buffers) with a fixed-width key index that
-numpy binary-searches, and a new dict starts. Runs are merged pairwise, newest version of each key
-winning, whenever the newer is as large as the older (a binary counter: about log2(size /
-HOT_BYTES) runs at a time, each row merged about as often). A frozen memtable is all runs.
+numpy binary-searches, and a new dict starts. :meth:`Memtable.merge_runs` (the writer's background
+thread calls it, off the write path) merges the newest :data:`MERGE_FAN_IN` runs, newest version of
+each key winning, once they are of similar size (size-tiered: a few runs per size, each row merged
+about log4(size / HOT_BYTES) times); ``to_table`` merges whatever is left. A frozen memtable is all
+runs.
 
 Why: a dict entry of a 16-byte key and a 100-byte value costs ~330 bytes of Python objects; in a
 run it costs the 116 payload bytes plus 13 (offsets, seq, kind). :attr:`Memtable.size_bytes` is the
@@ -40,11 +42,32 @@ HOT_ENTRY_OVERHEAD = 216
 the (seq, kind, value) tuple, the seq int and the dict slot."""
 HOT_BYTES = 4 * 1024 * 1024
 """The hot part is sealed into a packed run at this accounted size."""
+MERGE_FAN_IN = 4
+""":meth:`Memtable.merge_runs` merges this many runs at a time."""
 RUN_OVERHEAD = 1024  # a run's Python objects (table, arrays, memoryviews), whatever its size
 MAX_INDEX_WIDTH = 32  # key bytes per row in a run's index when keys differ in length
 SCAN_CHUNK = 1024  # rows converted to Python objects at a time by a run's scan
 
 _KEY = itemgetter(0)
+
+
+def _merge(runs: list[_Run]) -> pa.Table:
+    """One row per key, in key order, from ``runs`` given newest first.
+
+    Runs whose keys all have one length merge with a stable numpy sort of their indexes (the keys
+    themselves; presorted runs make it fast), others with :func:`newest_per_key`.
+    """
+    widths = {run.key_width for run in runs}
+    if len(widths) > 1 or None in widths:
+        return newest_per_key([run.table for run in runs])
+    keys = np.concatenate([run.index for run in runs])
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    first = np.empty(len(order), np.bool_)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    taken = pa.concat_tables([run.table for run in runs]).take(pa.array(order[first]))
+    return taken.combine_chunks()
 
 
 def newest_per_key(tables: list[pa.Table]) -> pa.Table:
@@ -129,6 +152,15 @@ class _Run:
         self.last = self.key_at(n - 1)
         self.nbytes = table.get_total_buffer_size() + index_bytes + RUN_OVERHEAD
 
+    @property
+    def key_width(self) -> int | None:
+        """The length of every key, or None when lengths differ."""
+        return self._width if self._fixed else None
+
+    @property
+    def index(self) -> np.ndarray:
+        return self._index
+
     def key_at(self, i: int) -> bytes:
         return self._kdata[self._koff[i] : self._koff[i + 1]].tobytes()
 
@@ -191,6 +223,7 @@ class Memtable:
         self._runs: tuple[_Run, ...] = ()  # oldest first
         self._runs_bytes = 0
         self._frozen = False
+        self.frozen_bytes = 0  # size_bytes when frozen, as the writer counted it
         self._lock = threading.Lock()
         self.first_seq: int | None = None
         self.last_seq = 0
@@ -227,25 +260,46 @@ class Memtable:
         with self._lock:
             self._frozen = True
             self._seal_locked()
+            self.frozen_bytes = self.size_bytes
 
     def _seal_locked(self) -> None:
-        """Move the hot part into a run, then merge runs while the newest is as large as the one before.
+        """Move the hot part into a new run.
 
-        Lock-free gets stay correct: the new runs are published before the hot dict is replaced, and
-        a merged run replaces its inputs in one assignment.
+        Lock-free gets stay correct: the runs are published before the hot dict is replaced.
         """
         table = self._hot_table_locked()
         if table is None:
             return
-        runs = [*self._runs, _Run(table)]
-        while len(runs) > 1 and runs[-2].rows <= runs[-1].rows:
-            newer, older = runs.pop(), runs.pop()
-            runs.append(_Run(newest_per_key([newer.table, older.table])))
-        self._runs = tuple(runs)
-        self._runs_bytes = sum(run.nbytes for run in runs)
+        run = _Run(table)
+        self._runs = (*self._runs, run)
+        self._runs_bytes += run.nbytes
         self._hot = {}
         self._hot_bytes = 0
         self._sorted = None
+
+    def merge_runs(self) -> bool:
+        """Merge the newest :data:`MERGE_FAN_IN` runs if they are of similar size; True if it did.
+
+        Call it from one thread at a time, and not during :meth:`to_table`: runs are then only
+        appended meanwhile, so the merged ones keep their positions (a group replaced anyway is
+        dropped). The merge runs without the lock; its result replaces its inputs in one
+        assignment, so lock-free gets and running scans see either.
+        """
+        runs = self._runs
+        if len(runs) < MERGE_FAN_IN:
+            return False
+        at = len(runs) - MERGE_FAN_IN
+        group = runs[at:]
+        if group[0].rows > 2 * sum(run.rows for run in group[1:]):
+            return False  # the oldest of them is far larger: wait for more small runs
+        merged = _Run(_merge(list(reversed(group))))
+        with self._lock:
+            current = self._runs
+            if current[at : at + MERGE_FAN_IN] != group:
+                return False  # replaced meanwhile (by to_table): nothing to do
+            self._runs = (*current[:at], merged, *current[at + MERGE_FAN_IN :])
+            self._runs_bytes += merged.nbytes - sum(run.nbytes for run in group)
+        return True
 
     def _hot_keys_locked(self) -> list[bytes]:
         if self._sorted is None:
@@ -298,12 +352,23 @@ class Memtable:
         return sources[0] if len(sources) == 1 else _newest_entries(sources)
 
     def to_table(self) -> pa.Table:
-        """All entries in (key asc) order as the SST columns, for flushing to L0."""
+        """All entries in (key asc) order as the SST columns, for flushing to L0.
+
+        A frozen memtable keeps the result as its only run (its inputs are freed, so a flush does
+        not hold both while it encodes the SST).
+        """
         with self._lock:
             hot = self._hot_table_locked()
-            tables = [run.table for run in reversed(self._runs)]
+            runs = list(reversed(self._runs))
         if hot is not None:
-            tables.insert(0, hot)
-        if not tables:
+            runs.insert(0, _Run(hot))
+        if not runs:
             return SCHEMA.empty_table()
-        return tables[0] if len(tables) == 1 else newest_per_key(tables)
+        if len(runs) == 1:
+            return runs[0].table
+        merged = _Run(_merge(runs))
+        if self._frozen:
+            with self._lock:
+                self._runs = (merged,)
+                self._runs_bytes = merged.nbytes
+        return merged.table

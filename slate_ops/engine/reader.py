@@ -221,6 +221,8 @@ class DbReader:
                 current = self._memtables[-1]
                 for key, seq, kind, value in entries:
                     current.put(key, seq, kind, value)
+                while current.merge_runs():
+                    pass
                 current.max_wal_id = wal_id
                 self._last_wal_id = wal_id
 
