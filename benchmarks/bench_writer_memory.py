@@ -107,7 +107,7 @@ class _StallLog:
         logging.getLogger("slate_ops.engine.db").addHandler(handler)
 
     def _emit(self, record: Any) -> None:
-        if "stall" in record.getMessage():
+        if " stall: L0 holds " in record.getMessage():
             self.times.append(time.monotonic())
             self.messages.append(record.getMessage())
 

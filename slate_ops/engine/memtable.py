@@ -216,7 +216,8 @@ def _binary_views(array: pa.Array) -> tuple[memoryview, memoryview]:
 class Memtable:
     """The newest version of each key; a later put of a key wins, whatever its seq."""
 
-    def __init__(self) -> None:
+    def __init__(self, hot_bytes: int = HOT_BYTES) -> None:
+        self._hot_limit = hot_bytes
         self._hot: dict[bytes, Version] = {}
         self._hot_bytes = 0
         self._sorted: list[bytes] | None = None  # the hot part's keys in order, until the next new key
@@ -249,7 +250,7 @@ class Memtable:
             else:
                 self._hot_bytes += len(value) - len(old[2])
             self._hot[key] = (seq, kind, value)
-            if self._hot_bytes >= HOT_BYTES:
+            if self._hot_bytes >= self._hot_limit:
                 self._seal_locked()
         if self.first_seq is None:
             self.first_seq = seq
