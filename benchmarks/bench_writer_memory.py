@@ -1,25 +1,32 @@
 """The writer's peak memory while ingesting 1 GB of 100-byte values, against its options' budget.
 
-Run: ``python -m benchmarks.bench_writer_memory`` (``--quick``: ~100 MB; ``--before DIR``: the same
-cases also against another checkout of slate_ops, e.g. ``git archive HEAD~1 | tar -x -C DIR``).
+Run: ``python -m benchmarks.bench_writer_memory`` (``--quick``: ~100 MB; ``--case NAME`` to pick
+cases; ``--before DIR``: every case also against another checkout of slate_ops, e.g. one made with
+``git archive <commit> slate_ops | tar -x -C DIR``).
 
-Budget (default options): ``max_unflushed_bytes + block_cache_bytes + wal_buffer_bytes``
-(1 GiB + 64 MiB + 4 MiB = 1092 MiB); target: the peak stays within 1.3x of it with a compactor
-running. Method: every case runs in a fresh interpreter (``python -m benchmarks.bench_writer_memory
---child CASE``), which imports slate_ops and the compactor, writes 1,000 rows to an L0 SST of another database (so
-lazily loaded modules, such as pandas through pyarrow, are loaded), collects garbage, returns free heap to
-the OS (``malloc_trim``) and records its RSS (the baseline: an idle interpreter with the imports
-loaded), resets the kernel's peak-RSS counter (``5 > /proc/self/clear_refs``), then opens a writer
-on a local directory store with default ``DbOptions`` and ingests batches of 100 puts of 16-byte
-keys (a bijective scramble of the row number, so keys arrive in random order) and 100-byte values
-until ``--mb`` MB of values are written, flushes the WAL and closes. ``VmHWM`` (the peak) and the
-baseline are both reported; the row is peak - baseline. A sampler thread records the writer's
-accounted memtable bytes every 0.2 s beside the RSS.
+Budget (default options): ``max_unflushed_bytes + block_cache_bytes + wal_buffer_bytes`` (1 GiB +
+64 MiB + 4 MiB = 1092 MiB); target: the peak stays within 1.3x of it with a compactor running.
 
-Cases: ``compactor`` (``Db.open(..., compactor=compaction.embedded(CompactorOptions()))``) and
-``stall`` (no compactor: L0 fills up to ``l0_max_ssts``, frozen memtables pile up to
-``max_unflushed_bytes``, then writes wait; ``backpressure_timeout`` is 20 s instead of 5 min so the
-stalled writer gives up within the run, which does not change the peak, reached before the wait).
+Method: every case runs in a fresh interpreter (``--child CASE``). It imports slate_ops and the
+compactor, writes 1,000 rows to an L0 SST of another database (so lazily loaded modules, such as
+pandas through pyarrow, are loaded), collects garbage, returns free heap to the OS
+(``malloc_trim``) and records its RSS: the baseline, an idle interpreter with the imports loaded.
+It then resets the kernel's peak-RSS counter (``5 > /proc/self/clear_refs``), opens a writer with
+default ``DbOptions`` on a local directory store and ingests batches of 100 puts of 16-byte keys (a
+bijective scramble of the row number: random order) and 100-byte values until ``--mb`` MB of values
+are written, flushes the WAL and closes. ``VmHWM`` (the peak) and the baseline are both reported;
+the figure is peak - baseline. A sampler thread records the writer's accounted memtable bytes
+(mutable + frozen) and when L0 first holds ``l0_max_ssts`` SSTs, every 0.2 s.
+
+Cases:
+
+* ``compactor``: ``Db.open(..., compactor=compaction.embedded(CompactorOptions()))``, so the
+  compactor's own memory (its merges) is in the same process and counted;
+* ``compactor-process``: the same compactor with default options in a process of its own (as
+  ``slate-ops compact`` or a Dagster job would run it): the writer's memory alone;
+* ``stall``: no compactor. L0 fills up to ``l0_max_ssts``, frozen memtables pile up to
+  ``max_unflushed_bytes``, then writes wait; ``backpressure_timeout`` is 20 s instead of 5 min so
+  the stalled writer gives up within the run (the peak is reached before the wait).
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ VALUE_SIZE = 100
 BATCH = 100
 TARGET_RATIO = 1.3
 STALL_TIMEOUT_S = 20
-CASES = ("compactor", "stall")
+CASES = ("compactor", "compactor-process", "stall")
 MiB = 1024 * 1024
 _SCRAMBLE = 0x9E3779B97F4A7C15  # odd: i -> i * _SCRAMBLE mod 2**64 is a bijection
 _MASK = (1 << 64) - 1
@@ -138,9 +145,19 @@ def child(case: str, mb: int, root: Path, code: str) -> CaseResult:
     if not clear_refs("self"):
         raise SystemExit("this benchmark needs /proc/self/clear_refs (Linux)")
 
+    compactor_process: subprocess.Popen[str] | None = None
     if case == "compactor":
         options = DbOptions()
         db = Db.open(DB_PATH, LocalStore(root), options, compactor=embedded(CompactorOptions()))
+    elif case == "compactor-process":
+        options = DbOptions()
+        db = Db.open(DB_PATH, LocalStore(root), options)
+        compactor_process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.bench_writer_memory", "--compact", str(root)],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            text=True,
+        )
     else:
         options = DbOptions(backpressure_timeout=timedelta(seconds=STALL_TIMEOUT_S))
         db = Db.open(DB_PATH, LocalStore(root), options)
@@ -179,6 +196,8 @@ def child(case: str, mb: int, root: Path, code: str) -> CaseResult:
     accounted[0] = max(accounted[0], _accounted(db))
     l0 = len(db.manifest.l0)
     db.close()
+    if compactor_process is not None:
+        compactor_process.communicate("")  # closing its stdin stops it
     done.set()
     sampler.join()
     peak = status_kib("self", "VmHWM")
@@ -253,8 +272,25 @@ def run(mb: int, before: Path | None = None, progress: Any = lambda _: None) -> 
     return results
 
 
+def compact_until_stdin_closes(root: Path) -> None:
+    """The ``compactor-process`` case's compactor: default options, in its own process."""
+    from slate_ops.compaction import Compactor, CompactorOptions
+    from slate_ops.objstore import LocalStore
+
+    compactor = Compactor(DB_PATH, LocalStore(root), CompactorOptions()).start()
+    sys.stdin.read()
+    compactor.close()
+
+
+CASE_TEXT = {
+    "compactor": "compactor running (embedded, same process)",
+    "compactor-process": "compactor running (own process)",
+    "stall": "no compactor (stall case)",
+}
+
+
 def _case_text(r: CaseResult) -> str:
-    return "compactor running" if r.case == "compactor" else "no compactor (stall case)"
+    return CASE_TEXT[r.case]
 
 
 def render(results: list[CaseResult]) -> str:
@@ -307,41 +343,38 @@ def collect(options: Options) -> Outcome:
     results = run(mb, progress=_progress)
     by_case = {r.case: r for r in results}
     size = f"{mb / 1000:g} GB" if mb >= 1000 else f"{mb} MB"
+    budget_label = "budget: max_unflushed + block cache + WAL buffer"
     rows = []
-    with_compactor = by_case["compactor"]
-    rows.append(
-        row(
-            "writer_memory",
-            f"writer peak RSS, {size} of 100-byte values, default options, compactor running",
-            "MiB",
-            with_compactor.peak_delta_mib,
-            with_compactor.budget_mib,
-            "budget: max_unflushed + block cache + WAL buffer",
-            Target("ratio", "<=", TARGET_RATIO),
-            f"peak - baseline; baseline {with_compactor.baseline_kib / 1024:.0f} MiB; "
-            f"{with_compactor.rows_per_s:,.0f} rows/s",
+    for case, what, target in (
+        ("compactor", "compactor running", True),
+        ("compactor-process", "compactor running in its own process (the writer alone)", True),
+        ("stall", "no compactor (stall case)", False),
+    ):
+        r = by_case[case]
+        note = f"peak - baseline (baseline RSS {r.baseline_kib / 1024:.0f} MiB); {r.rows_per_s:,.0f} rows/s"
+        if case == "stall":
+            note += (
+                f"; backpressure_timeout {STALL_TIMEOUT_S} s instead of 5 min so the stalled writer gives "
+                f"up in the run; {'stalled' if r.stalled else 'did not stall'}; reported"
+            )
+        rows.append(
+            row(
+                "writer_memory",
+                f"writer peak RSS, {size} of 100-byte values, default options, {what}",
+                "MiB",
+                r.peak_delta_mib,
+                r.budget_mib,
+                budget_label,
+                Target("ratio", "<=", TARGET_RATIO) if target else None,
+                note,
+            )
         )
-    )
-    stall = by_case["stall"]
-    rows.append(
-        row(
-            "writer_memory",
-            f"writer peak RSS, {size} of 100-byte values, no compactor (stall case)",
-            "MiB",
-            stall.peak_delta_mib,
-            stall.budget_mib,
-            "budget: max_unflushed + block cache + WAL buffer",
-            None,
-            f"backpressure_timeout {STALL_TIMEOUT_S} s (not the default 5 min) so the stalled writer gives "
-            f"up in the run; {'stalled' if stall.stalled else 'did not stall'}; reported",
-        )
-    )
     rows.append(
         row(
             "writer_memory",
             f"ingest rate, {size} of 100-byte values in batches of {BATCH}, compactor running",
             "rows/s",
-            with_compactor.rows_per_s,
+            by_case["compactor"].rows_per_s,
             note="reported",
         )
     )
@@ -364,7 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--code", default="this checkout", help=argparse.SUPPRESS)
+    parser.add_argument("--compact", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.compact is not None:
+        compact_until_stdin_closes(args.compact)
+        return 0
     mb = args.mb or (100 if args.quick else 1000)
     if args.child is not None:
         print(json.dumps(asdict(child(args.child, mb, args.dir, args.code))))

@@ -36,19 +36,25 @@ class DbOptions(BaseModel):
     await_durable: bool = False
     """Make every write wait until its WAL SST is written (per-call override available)."""
     l0_sst_size_bytes: int = Field(default=64 * MiB, gt=0)
-    """A memtable freezes and is flushed to an L0 SST at this size (SlateDB: 64 MiB)."""
+    """A memtable freezes and is flushed to an L0 SST once it holds this much memory (SlateDB: 64
+    MiB). Memory as accounted by the memtable: mostly packed rows, ~1.1-1.3x their key + value
+    bytes for small values (docs/design/engine.md, "Memory")."""
     l0_max_ssts: int = Field(default=8, gt=0)
-    """L0 flushes wait while L0 holds this many SSTs (SlateDB: 8)."""
+    """L0 flushes wait while L0 holds this many SSTs (SlateDB: 8); the writer logs a warning at once
+    (then at most once a minute) when it stalls on it."""
     max_unflushed_bytes: int = Field(default=1024 * MiB, gt=0)
-    """Writes wait while frozen, unflushed memtables exceed this (SlateDB: 1 GiB)."""
+    """Writes wait while the memory of the memtables — the mutable one and the frozen ones not yet in
+    L0 — exceeds this (SlateDB: 1 GiB). It bounds the writer's memtable memory, not only payload."""
     backpressure_timeout: Duration = Field(default=timedelta(minutes=5))
     """How long a flush or write waits on backpressure before raising BackpressureTimeoutError."""
     manifest_poll_interval: Duration = Field(default=timedelta(seconds=1))
     """How often the writer re-reads the manifest to see the compactor's changes (SlateDB: 1 s)."""
     block_cache_bytes: int = Field(default=64 * MiB, ge=0)
-    """Decoded SST blocks kept in memory."""
+    """Decoded SST blocks kept in memory (charged key + value bytes plus per-row overhead)."""
     wal_buffer_bytes: int = Field(default=4 * MiB, gt=0)
-    """The WAL buffer is flushed early when it holds this many bytes."""
+    """The WAL buffer is flushed early when it holds this many bytes (key + value + 16 per entry);
+    a write finding twice this unwritten (the flusher is busy with an L0 SST) writes the WAL
+    itself, so the buffer stays within about twice this."""
 
 
 class ReaderOptions(BaseModel):
