@@ -9,18 +9,22 @@ Method
 * ``local[2]``: :func:`slate_ops.spark.local_spark_session`. ``cluster``: a master and two workers
   of one core and 1 GiB each started from PySpark's ``spark-class``
   (:func:`slate_ops.spark.cluster.start_standalone_cluster`, no ``AWS_*`` in their environment),
-  and a session on that master; the timing starts once both executors have registered. The
-  startup itself (daemons registered, then session and executors) is reported separately.
-* Per repetition, in a fresh database: ``bulk_load`` of ``rows`` generated rows (128 B: the input
-  of ``bench_bulk_load.py``, computed by Spark), then a second ``bulk_load`` rewriting every other
-  key (``rows / 2``), timed together (rows/s = 1.5 x rows / seconds); then a full Spark compaction
-  of the four L0 SSTs (rows/s = rows in / seconds). The compaction uses
+  once for the whole benchmark, and a session on that master; the timing starts once both
+  executors have registered. The startup itself (daemons registered, then session and executors)
+  is reported separately.
+* ``--repeat`` rounds (default 2); each round runs ``local[2]`` and then the cluster, each in a new
+  session, so both see the same spells of load from other processes. Per mode and round, in a
+  fresh database: ``bulk_load`` of ``rows`` generated rows (128 B: the input of
+  ``bench_bulk_load.py``, computed by Spark), then a second ``bulk_load`` rewriting the first half
+  of the keys, timed together (rows/s = 1.5 x rows / seconds); then a full Spark compaction of the
+  loaded L0 SSTs (rows/s = rows in / seconds). The compaction uses
   ``max_subcompaction_bytes`` = 8 MiB (default 256 MiB), so that a few tens of MB become several
   tasks and both executors work; everything else is default. An untimed warm-up load and
-  compaction of 1 % of the rows first starts the Python workers. Best of ``--repeat`` (default 2).
-* This machine has 2 cores for the driver, moto, both executors and their Python workers: the
-  cluster cannot be faster than ``local[2]`` here. The ratio shows what the cluster's extra hops
-  cost (separate executor JVMs, task and result transfer over RPC), not how it scales.
+  compaction of 1 % of the rows first starts the Python workers. Best of the rounds per mode; every
+  repetition is listed with the load average at its start.
+* This machine has 2 cores for the driver, moto, both executors and their Python workers in both
+  modes: the cluster adds no cores, so the ratio shows what its extra hops cost (separate executor
+  JVMs, task and result transfer over RPC) or the noise of other processes, not how it scales.
 """
 
 from __future__ import annotations
@@ -56,36 +60,50 @@ MODES = ("local[2]", "cluster")
 
 @dataclass(frozen=True)
 class Run:
-    """One repetition: the two loads and the compaction."""
+    """One repetition on one mode: the two loads and the compaction, and the load average then."""
 
     mode: str
-    load_rows: int
+    rows: int
+    """Rows loaded (both loads) = rows into the compaction."""
     load_seconds: float
-    compaction_rows: int
     compaction_seconds: float
     subcompactions: int
+    load_average: tuple[float, float, float]
+    """1/5/15-minute load averages when the repetition started."""
 
     @property
     def load_rows_per_s(self) -> float:
-        return self.load_rows / self.load_seconds
+        return self.rows / self.load_seconds
 
     @property
     def compaction_rows_per_s(self) -> float:
-        return self.compaction_rows / self.compaction_seconds
+        return self.rows / self.compaction_seconds
 
 
 @dataclass(frozen=True)
 class Mode:
-    """A mode's best runs and what starting it cost."""
+    """A mode's repetitions and what starting it cost."""
 
     mode: str
-    load: Run
-    compaction: Run
+    runs: tuple[Run, ...]
     startup_seconds: float
-    """Cluster: daemons started and both workers registered; both: session up, executors registered."""
+    """Cluster: master and workers started and registered (once per benchmark); local[2]: 0."""
     session_seconds: float
-    load_before: tuple[float, float, float]
-    load_after: tuple[float, float, float]
+    """The first session: started and (cluster) both executors registered."""
+
+    @property
+    def load(self) -> Run:
+        return min(self.runs, key=lambda r: r.load_seconds)
+
+    @property
+    def compaction(self) -> Run:
+        return min(self.runs, key=lambda r: r.compaction_seconds)
+
+    @property
+    def load_averages(self) -> str:
+        """The range of 1-minute load averages at the starts of its repetitions."""
+        values = sorted(r.load_average[0] for r in self.runs)
+        return f"{values[0]:.1f}" if values[0] == values[-1] else f"{values[0]:.1f}-{values[-1]:.1f}"
 
 
 def load_and_compact(spark: SparkSession, url: str, path: str, rows: int) -> tuple[float, float, int]:
@@ -105,65 +123,54 @@ def load_and_compact(spark: SparkSession, url: str, path: str, rows: int) -> tup
 
 
 @contextmanager
-def session(mode: str, work: Path) -> Iterator[tuple[SparkSession, float, float]]:
-    """The mode's session with the S3 credentials in its settings, its executors registered:
-    (session, cluster startup seconds, session seconds); everything stopped afterwards."""
+def session(mode: str, master: str) -> Iterator[tuple[SparkSession, float]]:
+    """A session on ``master`` with the S3 credentials in its settings and (cluster) both
+    executors registered, and the seconds that took; stopped afterwards."""
     settings = {**S3Credentials(**KEYS).spark_conf(), "spark.app.name": f"slate_ops-bench-{mode}"}
-    if mode == "local[2]":
-        started = time.perf_counter()
-        spark = local_spark_session("local[2]", config=settings)
-        try:
-            yield spark, 0.0, time.perf_counter() - started
-        finally:
-            spark.stop()
-        return
     started = time.perf_counter()
-    with standalone_cluster(2, cores=1, memory="1g", work_dir=work) as cluster:
-        startup = time.perf_counter() - started
-        started = time.perf_counter()
-        spark = local_spark_session(cluster.master_url, config=settings)
-        try:
+    spark = local_spark_session(master, config=settings)
+    try:
+        if mode == "cluster":
             wait_for_executors(spark, 2)
-            yield spark, startup, time.perf_counter() - started
-        finally:
-            spark.stop()
-
-
-def measure(mode: str, url: str, rows: int, repeat: int, work: Path) -> Mode:
-    """Best of ``repeat`` runs of :func:`load_and_compact` on ``mode`` after an untimed warm-up."""
-    before = os.getloadavg()
-    with session(mode, work) as (spark, startup, session_seconds):
-        load_and_compact(spark, url, f"{mode}-warmup", max(rows // 100, 1000))
-        runs = []
-        for i in range(repeat):
-            load_s, compaction_s, subcompactions = load_and_compact(spark, url, f"{mode}-{i}", rows)
-            runs.append(Run(mode, rows + rows // 2, load_s, rows + rows // 2, compaction_s, subcompactions))
-            print(
-                f"  {mode}: loads {load_s:.2f} s, compaction {compaction_s:.2f} s "
-                f"({subcompactions} subcompactions)",
-                file=sys.stderr,
-                flush=True,
-            )
-    return Mode(
-        mode,
-        min(runs, key=lambda r: r.load_seconds),
-        min(runs, key=lambda r: r.compaction_seconds),
-        startup,
-        session_seconds,
-        before,
-        os.getloadavg(),
-    )
+        yield spark, time.perf_counter() - started
+    finally:
+        spark.stop()
 
 
 def run(rows: int, repeat: int) -> list[Mode]:
-    """Both modes against one moto server (local[2] first)."""
+    """``repeat`` rounds against one moto server and one cluster; each round runs local[2], then the
+    cluster, each in a new session after an untimed warm-up, so both modes see the same spells of
+    load from other processes."""
     server, endpoint = start_moto()
+    runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
+    sessions: dict[str, float] = {}
     try:
         url = f"s3://{new_bucket(endpoint)}/bench?endpoint_url={endpoint}&region={REGION}"
         with tempfile.TemporaryDirectory(prefix="slate-bench-spark-cluster-") as work:
-            return [measure(mode, url, rows, repeat, Path(work) / "cluster") for mode in MODES]
+            started = time.perf_counter()
+            with standalone_cluster(2, cores=1, memory="1g", work_dir=Path(work)) as cluster:
+                startup = time.perf_counter() - started
+                masters = {"local[2]": "local[2]", "cluster": cluster.master_url}
+                for i in range(repeat):
+                    for mode in MODES:
+                        with session(mode, masters[mode]) as (spark, seconds):
+                            sessions.setdefault(mode, seconds)
+                            load_and_compact(spark, url, f"{mode}-warmup-{i}", max(rows // 100, 1000))
+                            load_average = os.getloadavg()
+                            load_s, compaction_s, tasks = load_and_compact(spark, url, f"{mode}-{i}", rows)
+                        done = Run(mode, rows + rows // 2, load_s, compaction_s, tasks, load_average)
+                        runs[mode].append(done)
+                        print(
+                            f"  {mode}: loads {load_s:.2f} s, compaction {compaction_s:.2f} s ({tasks} "
+                            f"subcompactions), load average {_load(load_average)}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
     finally:
         server.stop()
+    return [
+        Mode(mode, tuple(runs[mode]), startup if mode == "cluster" else 0.0, sessions[mode]) for mode in MODES
+    ]
 
 
 def _load(values: tuple[float, float, float]) -> str:
@@ -179,8 +186,7 @@ def render_table(modes: list[Mode]) -> str:
         "compaction rows/s",
         "subcompactions",
         "startup s",
-        "load avg before",
-        "load avg after",
+        "load average (1 min)",
     ]
     lines = [
         [
@@ -191,12 +197,23 @@ def render_table(modes: list[Mode]) -> str:
             f"{m.compaction.compaction_rows_per_s:,.0f}",
             m.compaction.subcompactions,
             f"{m.startup_seconds + m.session_seconds:.1f}",
-            _load(m.load_before),
-            _load(m.load_after),
+            m.load_averages,
         ]
         for m in modes
     ]
-    return markdown_table(header, lines, "lrrrrrrrr")
+    return markdown_table(header, lines, "lrrrrrrr")
+
+
+def render_runs(modes: list[Mode]) -> str:
+    """Every repetition, in the order they ran."""
+    runs = sorted(
+        ((i, r) for m in modes for i, r in enumerate(m.runs)), key=lambda p: (p[0], MODES.index(p[1].mode))
+    )
+    lines = [
+        [i + 1, r.mode, f"{r.load_seconds:.2f}", f"{r.compaction_seconds:.2f}", _load(r.load_average)]
+        for i, r in runs
+    ]
+    return markdown_table(["round", "mode", "loads s", "compaction s", "load average"], lines, "rlrrl")
 
 
 def describe(rows: int, repeat: int) -> str:
@@ -204,7 +221,8 @@ def describe(rows: int, repeat: int) -> str:
         f"{rows:,} generated rows of {ROW_BYTES} B ({rows * ROW_BYTES / 1e6:.1f} MB) bulk-loaded into a "
         f"fresh database on moto S3, then the first {rows // 2:,} keys again; a full Spark compaction "
         f"of the 1.5x rows (max_subcompaction_bytes 8 MiB, default 256 MiB, so both executors get "
-        f"tasks); best of {repeat}; {os.cpu_count()} CPUs shared by driver, moto and executors."
+        f"tasks); best of {repeat} rounds, each running both modes in a fresh session after a warm-up; "
+        f"{os.cpu_count()} CPUs shared by driver, moto and executors."
     )
 
 
@@ -214,14 +232,15 @@ def render(modes: list[Mode], command_text: str, rows: int, repeat: int) -> str:
         f"`{command_text}` on {platform.platform()}, Python {platform.python_version()}.\n\n"
         f"{describe(rows, repeat)}\n\n{render_table(modes)}\n\n"
         "startup s: local[2]: session and JVM; cluster: master and workers registered, then the "
-        "session and both executors. On one 2-core machine the cluster cannot be faster: the "
-        "ratio is the overhead of separate executors, not scaling.\n"
+        "session and both executors. Both modes have the same 2 cores: a difference is overhead "
+        "(or the other processes on the machine), not scaling.\n\nEvery repetition:\n\n"
+        f"{render_runs(modes)}\n"
     )
 
 
 def rows_of(modes: list[Mode]) -> list[Row]:
     local, cluster = (next(m for m in modes if m.mode == name) for name in MODES)
-    note = "same 2-core machine: overhead, not scaling; reported, no target"
+    note = "same 2 cores in both modes: overhead or noise, not scaling; reported, no target"
     return [
         row(
             "spark_cluster",
