@@ -10,29 +10,38 @@ Method
   ``LocalExecutor()``: planning, executor, manifest commit. Local copies are hard links; S3 copies
   are server-side ``copy_object`` into a new prefix (not timed, not counted).
 * S3 runs go through :class:`benchmarks.latency_proxy.LatencyProxy`, which sleeps +20 or +50 ms
-  per request before forwarding it to moto and counts requests by method. moto and the proxy run
-  in this process (as in bench_s3), so they share its GIL and this machine's two cores with the
-  compaction: real S3 would not.
-* MB/s = stored input bytes / wall time of ``run_once``; best of ``--repeat`` (default 2). The
-  local and S3 runs of one configuration are interleaved, so their ratio comes from one period of
-  the machine's load; the 1-minute load average is recorded before each row.
+  per request before forwarding it to moto. moto and the proxies run in a child process
+  (``--serve``): in this process they would take the GIL from the compaction for their own
+  per-byte work (moto is a Python server), which real S3 does not; they still share this
+  machine's two cores. Requests are counted by HTTP method on the compaction's own boto3 client
+  (botocore's ``before-send`` event: every attempt, retries included).
+* MB/s = stored input bytes / wall time of ``run_once``, after one untimed warm-up compaction;
+  best of ``--repeat`` (default 2). The local and S3 runs of one configuration are interleaved, so
+  their ratio comes from one period of the machine's load; the 1-minute load average is recorded
+  before each row.
 * The sweep rows vary ``max_subcompaction_bytes`` only (everything else default); they are how
   the default was chosen and are labelled as such.
 
-Run: ``python -m benchmarks.bench_s3_compaction [--quick] [--no-sweep]``
+Run: ``python -m benchmarks.bench_s3_compaction [--quick] [--no-sweep] [--sweep 16,32,64]``
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import bench_compaction as workload
 from benchmarks.bench_s3 import KEYS, REGION, start_moto
@@ -42,7 +51,7 @@ from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.objstore import S3Store
 from slate_ops.objstore.s3 import make_s3_client
 
-if False:  # typing only: benchmarks.suite imports this module lazily
+if TYPE_CHECKING:  # benchmarks.suite imports this module lazily
     from benchmarks.suite import Options, Outcome
 
 RESULTS = Path(__file__).parent / "results" / "s3_compaction.md"
@@ -50,7 +59,7 @@ MiB = 1024 * 1024
 MB_PER_SST = 25.0
 QUICK_MB_PER_SST = 2.0
 DELAYS = (0.02, 0.05)
-SWEEP = (16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB)
+SWEEP = (16 * MiB, 64 * MiB, 128 * MiB, 256 * MiB)  # around the default (32 MiB); 256 MiB was the old one
 TARGET_LOCAL_MB_S = 100.0
 TARGET_S3_VS_LOCAL = 0.7
 
@@ -76,6 +85,57 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
+def serve(delays: Sequence[float]) -> None:
+    """``--serve``: moto and one latency proxy per delay; print their endpoints as one JSON line,
+    then run until stdin closes (the parent's end)."""
+    server, endpoint = start_moto()
+    proxies = [LatencyProxy(endpoint, d).start() for d in delays]
+    print(json.dumps({"moto": endpoint, "proxies": [p.endpoint for p in proxies]}), flush=True)
+    sys.stdin.read()
+    for proxy in proxies:
+        proxy.stop()
+    server.stop()
+
+
+@contextmanager
+def moto_process(delays: Sequence[float]) -> Iterator[tuple[str, dict[float, str]]]:
+    """moto's endpoint and a proxy endpoint per delay, served by a child process."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.bench_s3_compaction", "--serve", ",".join(map(str, delays))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    try:
+        assert child.stdout is not None
+        endpoints = json.loads(child.stdout.readline())
+        yield endpoints["moto"], dict(zip(delays, endpoints["proxies"], strict=True))
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+
+
+class RequestCounter:
+    """HTTP requests a boto3 client sends, by method (every attempt)."""
+
+    def __init__(self, client: Any) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        client.meta.events.register("before-send.s3", self._count)
+
+    def _count(self, request: Any, **_: Any) -> None:
+        with self._lock:
+            self._counts[request.method] += 1
+
+    def take(self) -> dict[str, int]:
+        with self._lock:
+            counts = dict(self._counts)
+            self._counts.clear()
+        return counts
+
+
 class S3Copies:
     """The input database on moto (uploaded once) and fresh server-side copies of it per run."""
 
@@ -93,7 +153,9 @@ class S3Copies:
         prefix = f"run-{uuid.uuid4().hex[:8]}"
         for key in self.keys:
             self.client.copy_object(
-                Bucket=self.bucket, Key=f"{prefix}/{key}", CopySource={"Bucket": self.bucket, "Key": f"src/{key}"}
+                Bucket=self.bucket,
+                Key=f"{prefix}/{key}",
+                CopySource={"Bucket": self.bucket, "Key": f"src/{key}"},
             )
         return prefix
 
@@ -131,19 +193,33 @@ def run_local(inputs: workload.Inputs, workdir: Path, options: CompactorOptions,
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """A proxy in front of moto, and a client of it that counts its requests."""
+
+    delay: float
+    client: Any
+    counter: RequestCounter
+
+    @staticmethod
+    def of(url: str, delay: float) -> Endpoint:
+        client = make_s3_client(endpoint_url=url, region=REGION, **KEYS)  # built before any timing
+        return Endpoint(delay, client, RequestCounter(client))
+
+
 def run_s3(
-    inputs: workload.Inputs, copies: S3Copies, proxy: LatencyProxy, options: CompactorOptions, default: bool
+    inputs: workload.Inputs, copies: S3Copies, endpoint: Endpoint, options: CompactorOptions, default: bool
 ) -> Run:
     prefix = copies.fresh()
-    store = S3Store(copies.bucket, prefix, endpoint_url=proxy.endpoint, region=REGION, **KEYS)
+    store = S3Store(copies.bucket, prefix, client=endpoint.client)
     load = load_average()
-    proxy.reset()
+    endpoint.counter.take()
     try:
         seconds, report = _compact(store, options, inputs)
-        counts = proxy.counts
+        counts = endpoint.counter.take()
     finally:
         copies.drop(prefix)
-    name = f"S3 +{round(proxy.delay * 1000)} ms"
+    name = f"S3 +{round(endpoint.delay * 1000)} ms"
     return Run(
         name, options.max_subcompaction_bytes, default, report.subcompactions, len(report.output_ssts),
         inputs.stored_bytes, seconds, counts, load,
@@ -164,38 +240,32 @@ def run(
     """The default options on local and on S3 at each delay, then the sweep (local and S3 at the
     largest delay); local and S3 runs interleaved, best of ``repeat`` each."""
     results: list[Run] = []
-    server, endpoint = start_moto()
-    try:
-        with tempfile.TemporaryDirectory(prefix="slate-bench-s3-compaction-") as name:
-            workdir = Path(name)
-            inputs = workload.build_inputs(workdir / "inputs", mb_per_sst)
-            progress(
-                f"inputs: {workload.SSTS} SSTs, {inputs.rows:,} rows, {inputs.stored_bytes / 1e6:.1f} MB stored"
-            )
-            copies = S3Copies(endpoint, inputs)
-            proxies = {d: LatencyProxy(endpoint, d).start() for d in delays}
-            try:
-                for proxy in proxies.values():  # build the shared client before timing
-                    S3Store(copies.bucket, "warm", endpoint_url=proxy.endpoint, region=REGION, **KEYS)
-                configs: list[tuple[int | None, Sequence[float]]] = [(None, delays)]
-                configs += [(size, (max(delays),)) for size in sweep]
-                for size, config_delays in configs:
-                    options = options_for(size)
-                    default = size is None
-                    local_runs: list[Run] = []
-                    s3_runs: dict[float, list[Run]] = {d: [] for d in config_delays}
-                    for _ in range(repeat):
-                        local_runs.append(run_local(inputs, workdir, options, default))
-                        for delay in config_delays:
-                            s3_runs[delay].append(run_s3(inputs, copies, proxies[delay], options, default))
-                    for row in (_best(local_runs), *(_best(r) for r in s3_runs.values())):
-                        results.append(row)
-                        progress(_line(row))
-            finally:
-                for proxy in proxies.values():
-                    proxy.stop()
-    finally:
-        server.stop()
+    with (
+        moto_process(delays) as (moto, proxied),
+        tempfile.TemporaryDirectory(prefix="slate-bench-s3-compaction-") as name,
+    ):
+        workdir = Path(name)
+        inputs = workload.build_inputs(workdir / "inputs", mb_per_sst)
+        progress(
+            f"inputs: {workload.SSTS} SSTs, {inputs.rows:,} rows, {inputs.stored_bytes / 1e6:.1f} MB stored"
+        )
+        copies = S3Copies(moto, inputs)
+        endpoints = {d: Endpoint.of(url, d) for d, url in proxied.items()}
+        run_local(inputs, workdir, options_for(None), True)  # warm-up: first-call costs, untimed
+        configs: list[tuple[int | None, Sequence[float]]] = [(None, delays)]
+        configs += [(size, (max(delays),)) for size in sweep]
+        for size, config_delays in configs:
+            options = options_for(size)
+            default = size is None
+            local_runs: list[Run] = []
+            s3_runs: dict[float, list[Run]] = {d: [] for d in config_delays}
+            for _ in range(repeat):
+                local_runs.append(run_local(inputs, workdir, options, default))
+                for delay in config_delays:
+                    s3_runs[delay].append(run_s3(inputs, copies, endpoints[delay], options, default))
+            for row in (_best(local_runs), *(_best(r) for r in s3_runs.values())):
+                results.append(row)
+                progress(_line(row))
     return inputs, results
 
 
@@ -215,7 +285,9 @@ def local_of(results: Sequence[Run], run: Run) -> Run:
     return next(
         r
         for r in results
-        if r.store == "local" and r.default == run.default and r.subcompaction_bytes == run.subcompaction_bytes
+        if r.store == "local"
+        and r.default == run.default
+        and r.subcompaction_bytes == run.subcompaction_bytes
     )
 
 
@@ -225,7 +297,7 @@ def render(results: Sequence[Run]) -> str:
         local = local_of(results, r)
         rows.append(
             [
-                "default options" if r.default else f"sweep: max_subcompaction_bytes={r.subcompaction_bytes // MiB} MiB",
+                "default options" if r.default else "sweep (not the default)",
                 r.store,
                 f"{r.subcompaction_bytes // MiB} MiB",
                 r.subcompactions,
@@ -312,17 +384,26 @@ def collect(options: Options) -> Outcome:
         )
     setup = setup_text(inputs, delays, repeat)
     table = render(results)
-    head = f"# Compaction on S3 with latency (benchmarks/bench_s3_compaction.py)\n\n`{command('s3_compaction', options)}`"
+    head = "# Compaction on S3 with latency (benchmarks/bench_s3_compaction.py)"
+    head += f"\n\n`{command('s3_compaction', options)}`"
     return Outcome(rows, setup, table, f"{head}\n\n{setup}\n\n{table}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__doc__, RESULTS, quick=f"{QUICK_MB_PER_SST:g} MB per SST, +50 ms only, no sweep")
+    parser = argument_parser(
+        __doc__, RESULTS, quick=f"{QUICK_MB_PER_SST:g} MB per SST, +50 ms only, no sweep"
+    )
     parser.add_argument("--no-sweep", action="store_true", help="default options only")
-    parser.add_argument("--mb-per-sst", type=float, default=None, help=f"MB of rows per SST (default {MB_PER_SST:g})")
+    parser.add_argument(
+        "--mb-per-sst", type=float, default=None, help=f"MB of rows per SST (default {MB_PER_SST:g})"
+    )
     parser.add_argument("--repeat", type=int, default=None, help="runs per configuration (best is kept)")
     parser.add_argument("--sweep", type=str, default=None, help="comma-separated MiB sizes to sweep")
+    parser.add_argument("--serve", type=str, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve is not None:
+        serve([float(d) for d in args.serve.split(",")])
+        return 0
     mb = args.mb_per_sst or (QUICK_MB_PER_SST if args.quick else MB_PER_SST)
     repeat = args.repeat or (1 if args.quick else 2)
     sweep: Sequence[int] = SWEEP

@@ -85,8 +85,9 @@ MAX_POOL_CONNECTIONS = 32
 
 MiB = 1024 * 1024
 # put_multipart: objects above the threshold go up as parts of MULTIPART_PART_BYTES, this many at a
-# time (S3 refuses parts below 5 MiB except the last). At +50 ms per request a 48 MB SST takes ~0.4 s
-# as one PUT through moto and ~0.15 s as 6 parts 4 at a time (benchmarks/notes/s3_compaction.md).
+# time (S3 refuses parts below 5 MiB except the last; the AWS CLI uses 8 MiB parts above 8 MiB). One
+# S3 connection moves tens of MB/s, so parts in parallel shorten a large upload there; moto, one
+# Python server, gains nothing from them (benchmarks/notes/s3_compaction.md).
 MIN_PART_BYTES = 5 * MiB
 MULTIPART_THRESHOLD = 16 * MiB
 MULTIPART_PART_BYTES = 8 * MiB
