@@ -156,7 +156,7 @@ def child(case: str, mb: int, root: Path, code: str) -> CaseResult:
         db = Db.open(DB_PATH, LocalStore(root), options)
         compactor_process = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.bench_writer_memory", "--compact", str(root)],
-            cwd=REPO,
+            cwd=os.getcwd(),  # the same slate_ops as this process (see run_case)
             stdin=subprocess.PIPE,
             text=True,
         )
@@ -235,10 +235,10 @@ def child(case: str, mb: int, root: Path, code: str) -> CaseResult:
 def run_case(case: str, mb: int, before: Path | None = None) -> CaseResult:
     """Run ``case`` in a fresh interpreter (against ``before``'s slate_ops if given)."""
     env = dict(os.environ)
-    code = "this checkout"
-    if before is not None:
+    code, cwd = "this checkout", REPO
+    if before is not None:  # ``-m`` puts the working directory first on sys.path: run from there
         env["PYTHONPATH"] = os.pathsep.join([str(before), str(REPO)])
-        code = str(before)
+        code, cwd = str(before), before
     with tempfile.TemporaryDirectory(prefix="slate-bench-writer-memory-") as name:
         done = subprocess.run(
             [
@@ -254,7 +254,7 @@ def run_case(case: str, mb: int, before: Path | None = None) -> CaseResult:
                 "--code",
                 code,
             ],
-            cwd=REPO,
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
