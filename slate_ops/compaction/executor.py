@@ -5,13 +5,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Protocol
 
 from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, SubcompactionResult
-from slate_ops.compaction.subcompaction import CompactionIo, PendingInputs, fetch_inputs, run_subcompaction
+from slate_ops.compaction.subcompaction import (
+    CompactionIo,
+    PendingInputs,
+    drop_uploads,
+    fetch_inputs,
+    run_subcompaction,
+    wait_uploads,
+)
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.model import KeyRange
-from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.base import ObjectStore, PutResult
 
 
 class Executor(Protocol):
@@ -52,6 +60,7 @@ class LocalExecutor:
         window = threading.Semaphore(self.threads + 1)  # subcompactions holding inputs
         failed = threading.Event()
         futures: list[Future[SubcompactionResult | None]] = []
+        uploads: list[Future[PutResult]] = []  # appended by the subcompactions, awaited here
         with (
             CompactionIo(store) as io,
             ThreadPoolExecutor(self.threads, thread_name_prefix="slate-ops-compaction") as pool,
@@ -62,31 +71,50 @@ class LocalExecutor:
                     window.release()
                     break
                 inputs = fetch_inputs(io, spec, key_range)
-                futures.append(pool.submit(_run, io, spec, key_range, inputs, window, failed))
+                task = _Task(io, spec, key_range, inputs, window, failed, uploads)
+                futures.append(pool.submit(task.run))
             wait(futures)
-        for future in futures:
-            error = future.exception()
-            if error is not None:
-                raise error
+            for future in futures:
+                error = future.exception()
+                if error is not None:
+                    drop_uploads(uploads)
+                    raise error
+            wait_uploads(list(uploads))  # every output is written before the result is returned
         results = [f.result() for f in futures]
         return combine([r for r in results if r is not None])
 
 
-def _run(
-    io: CompactionIo,
-    spec: CompactionSpec,
-    key_range: KeyRange,
-    inputs: PendingInputs,
-    window: threading.Semaphore,
-    failed: threading.Event,
-) -> SubcompactionResult | None:
+@dataclass(frozen=True)
+class _Task:
     """One subcompaction of :meth:`LocalExecutor.execute`; skipped (None) once another has failed."""
-    if failed.is_set():
-        inputs.cancel()
-        window.release()
-        return None
-    try:
-        return run_subcompaction(io.store, spec, key_range, io=io, inputs=inputs, inputs_done=window)
-    except BaseException:
-        failed.set()
-        raise
+
+    io: CompactionIo
+    spec: CompactionSpec
+    key_range: KeyRange
+    inputs: PendingInputs
+    window: threading.Semaphore
+    failed: threading.Event
+    uploads: list[Future[PutResult]]
+
+    def run(self) -> SubcompactionResult | None:
+        if self.failed.is_set():
+            self.inputs.cancel()
+            self.window.release()
+            return None
+        started: list[Future[PutResult]] = []
+        try:
+            return run_subcompaction(
+                self.io.store, self.spec, self.key_range,
+                io=self.io, inputs=self.inputs, inputs_done=self.window, uploads=started,
+            )  # fmt: skip
+        except BaseException:
+            self.failed.set()
+            raise
+        finally:
+            for upload in started:
+                upload.add_done_callback(self._check)
+            self.uploads.extend(started)  # list.extend is atomic under the GIL
+
+    def _check(self, upload: Future[PutResult]) -> None:
+        if upload.cancelled() or upload.exception() is not None:
+            self.failed.set()

@@ -16,7 +16,7 @@ times per subcompaction instead of once per request.
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -37,10 +37,10 @@ MiB = 1024 * 1024
 # on moto behind a +50 ms proxy and on a local directory (benchmarks/notes/s3_compaction.md).
 READ_CONCURRENCY = 8
 FETCH_RUN_BYTES = 4 * MiB
-# Outputs uploading at once per CompactionIo (each may send its own parts in parallel), and
-# encoded outputs one subcompaction may hold waiting for their upload.
+# Outputs uploading at once per CompactionIo (each may send its own parts in parallel); encoded
+# outputs held until their upload ends, per CompactionIo (an encoder waits for room: memory bound).
 WRITE_CONCURRENCY = 4
-PENDING_OUTPUTS = 2
+PENDING_OUTPUTS = 4
 
 
 class CompactionIo:
@@ -64,6 +64,7 @@ class CompactionIo:
         self.writes = ThreadPoolExecutor(
             write_concurrency or WRITE_CONCURRENCY, thread_name_prefix="slate-ops-compaction-put"
         )
+        self._pending = threading.Semaphore(PENDING_OUTPUTS)
         self._readers: dict[str, SstReader] = {}
         self._opening: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
@@ -83,6 +84,17 @@ class CompactionIo:
                 with self._lock:
                     self._readers[key] = reader
             return reader
+
+    def upload(self, key: str, data: bytes) -> Future[PutResult]:
+        """Start writing ``data`` to ``key``; waits first while ``PENDING_OUTPUTS`` uploads are pending."""
+        self._pending.acquire()
+        try:
+            future = self.writes.submit(put_large, self.store, key, data)
+        except BaseException:
+            self._pending.release()
+            raise
+        future.add_done_callback(lambda _: self._pending.release())
+        return future
 
     def close(self) -> None:
         self.reads.shutdown(wait=True, cancel_futures=True)
@@ -211,38 +223,47 @@ def split_points(table: pa.Table, target_bytes: int) -> list[int]:
 
 def write_outputs(
     io: CompactionIo, db_path: str, table: pa.Table, target_bytes: int
-) -> tuple[list[CompactedSst], int]:
-    """Encode the outputs in order, each uploading while the next is encoded.
-
-    At most ``PENDING_OUTPUTS`` encoded outputs wait for their upload (memory stays bounded). On a
-    failure the uploads not yet started are cancelled and the error raised once the running ones
-    end; outputs already written are orphans that GC removes (the manifest never names them).
-    """
+) -> tuple[list[CompactedSst], int, list[Future[PutResult]]]:
+    """Encode the outputs in order, each uploading while the next is encoded; the uploads are
+    returned running (the caller waits for them: :func:`wait_uploads`)."""
     cuts = split_points(table, target_bytes)
     outputs = []
     written = 0
-    uploads: deque[Future[PutResult]] = deque()
+    uploads: list[Future[PutResult]] = []
     try:
         for index, start in enumerate(cuts):
             end = cuts[index + 1] if index + 1 < len(cuts) else table.num_rows
             data, info = encode_sst(table.slice(start, end - start))
             sst_id = ULID()
-            while len(uploads) >= PENDING_OUTPUTS:
-                uploads.popleft().result()
-            uploads.append(io.writes.submit(put_large, io.store, sst_key(db_path, sst_id), data))
+            uploads.append(io.upload(sst_key(db_path, sst_id), data))
             outputs.append(CompactedSst(sst_id, info))
             written += len(data)
             del data
-        while uploads:
-            uploads.popleft().result()
     except BaseException:
-        for upload in uploads:
-            upload.cancel()
-        for upload in uploads:
-            if not upload.cancelled():
-                upload.exception()  # wait: no upload of this subcompaction outlives its failure
+        drop_uploads(uploads)
         raise
-    return outputs, written
+    return outputs, written, uploads
+
+
+def wait_uploads(uploads: Sequence[Future[PutResult]]) -> None:
+    """Wait for every upload; on a failure, :func:`drop_uploads` and raise it."""
+    try:
+        for upload in uploads:
+            upload.result()
+    except BaseException:
+        drop_uploads(uploads)
+        raise
+
+
+def drop_uploads(uploads: Sequence[Future[PutResult]]) -> None:
+    """Cancel the uploads not started and wait for the running ones (their errors are dropped: the
+    caller is failing already), so none outlives a failed compaction. Outputs already written are
+    orphans that GC removes: the manifest never names them."""
+    for upload in uploads:
+        upload.cancel()
+    for upload in uploads:
+        if not upload.cancelled():
+            upload.exception()
 
 
 def run_subcompaction(
@@ -253,16 +274,21 @@ def run_subcompaction(
     io: CompactionIo | None = None,
     inputs: PendingInputs | None = None,
     inputs_done: threading.Semaphore | None = None,
+    uploads: list[Future[PutResult]] | None = None,
 ) -> SubcompactionResult:
     """Read, merge and write one key range; ``store`` is used only when no ``io`` is given.
 
-    An executor that prefetches passes ``io`` and the ``inputs`` it started fetching, and learns
-    from ``inputs_done`` (released once the inputs are merged and freed, even on failure) when it
-    may start fetching the next ones.
+    An executor that pipelines subcompactions passes ``io`` and the ``inputs`` it started fetching;
+    learns from ``inputs_done`` (released once the inputs are merged and freed, even on failure)
+    when it may start fetching the next ones; and with ``uploads`` takes over waiting for the
+    outputs' uploads (they are appended, still running) so this thread can merge the next range.
+    Without ``uploads`` the outputs are written when this returns.
     """
     if io is None:
         with CompactionIo(store) as own:
-            return run_subcompaction(store, spec, key_range, io=own, inputs=inputs, inputs_done=inputs_done)
+            return run_subcompaction(
+                store, spec, key_range, io=own, inputs=inputs, inputs_done=inputs_done, uploads=uploads
+            )
     try:
         pending = inputs if inputs is not None else fetch_inputs(io, spec, key_range)
         table, bytes_read = pending.table()
@@ -273,5 +299,9 @@ def run_subcompaction(
     finally:
         if inputs_done is not None:
             inputs_done.release()
-    outputs, bytes_written = write_outputs(io, spec.db_path, merged, spec.target_sst_bytes)
+    outputs, bytes_written, started = write_outputs(io, spec.db_path, merged, spec.target_sst_bytes)
+    if uploads is None:
+        wait_uploads(started)
+    else:
+        uploads.extend(started)
     return SubcompactionResult(tuple(outputs), bytes_read, bytes_written, rows_in, merged.num_rows)

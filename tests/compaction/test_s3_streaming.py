@@ -259,21 +259,33 @@ def test_prefetch_keeps_at_most_the_bound_of_gets_in_flight(
     assert rows_of(memory) == model
 
 
-def test_inputs_are_fetched_at_most_one_subcompaction_ahead_of_the_threads(
+def test_inputs_are_held_by_at_most_one_subcompaction_more_than_the_threads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """While every output upload is frozen, only threads + (threads + 1) subcompactions have had
-    their inputs fetched: those writing, and the window of those holding inputs."""
+    """Prefetching holds at most ``threads + 1`` subcompactions' inputs (fetched, not yet merged),
+    and frozen uploads stop the pipeline: encoded outputs waiting for upload are bounded too."""
     faults = FaultInjectingStore(MemoryStore("window"))
     model = write_l0(faults, ssts=4, rows=3000, value_bytes=100)
+    lock = threading.Lock()
     fetched: list[object] = []
-    original = executor_module.fetch_inputs
+    held = [0, 0]  # now, most
 
-    def spy(*args: Any) -> subcompaction.PendingInputs:
-        fetched.append(args[2])
-        return original(*args)
+    def fetch_spy(*args: Any) -> subcompaction.PendingInputs:
+        with lock:
+            fetched.append(args[2])
+            held[0] += 1
+            held[1] = max(held)
+        return fetch_inputs(*args)
 
-    monkeypatch.setattr(executor_module, "fetch_inputs", spy)
+    def merge_spy(table: pa.Table, drop_tombstones: bool) -> pa.Table:
+        merged = merge(table, drop_tombstones)
+        with lock:
+            held[0] -= 1
+        return merged
+
+    fetch_inputs, merge = subcompaction.fetch_inputs, subcompaction.merge
+    monkeypatch.setattr(executor_module, "fetch_inputs", fetch_spy)
+    monkeypatch.setattr(subcompaction, "merge", merge_spy)
     gate = faults.gate("put", key_contains="/compacted/")
     threads = 2
     compactor = Compactor(DB, faults, WINDOWED, LocalExecutor(threads))
@@ -282,12 +294,12 @@ def test_inputs_are_fetched_at_most_one_subcompaction_ahead_of_the_threads(
     runner.start()
     try:
         assert gate.wait_until_reached(10)
-        time.sleep(0.3)  # room for any fetch that could still start
+        time.sleep(0.3)  # room for any work that could still go on
         while_frozen = len(fetched)
     finally:
         gate.release()
         runner.join(30)
-    assert while_frozen == threads + (threads + 1)
     (report,) = result
     assert isinstance(report, CompactionReport) and report.subcompactions == len(fetched) > while_frozen
+    assert held[1] == threads + 1
     assert rows_of(faults) == model
