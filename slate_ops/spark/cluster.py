@@ -248,6 +248,7 @@ def standalone_cluster(workers: int = 2, **options: Any) -> Iterator[StandaloneC
 
 
 def main() -> None:  # pragma: no cover - interactive
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the daemons on TERM too
     with standalone_cluster(2) as cluster:
         print(f"master {cluster.master_url}  (UI {cluster.master_ui}); Ctrl-C stops it", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
