@@ -17,9 +17,9 @@ Method
   fresh database: ``bulk_load`` of ``rows`` generated rows (128 B: the input of
   ``bench_bulk_load.py``, computed by Spark), then a second ``bulk_load`` rewriting the first half
   of the keys, timed together (rows/s = 1.5 x rows / seconds); then a full Spark compaction of the
-  loaded L0 SSTs (rows/s = rows in / seconds). The compaction uses
-  ``max_subcompaction_bytes`` = 8 MiB (default 256 MiB), so that a few tens of MB become several
-  tasks and both executors work; everything else is default. An untimed warm-up load and
+  loaded L0 SSTs (rows/s = rows in / seconds). Default options throughout: with the default
+  ``max_subcompaction_bytes`` (32 MiB) the ~50 MB stored input is two subcompactions, one task per
+  executor (``quick``'s smaller input is one task). An untimed warm-up load and
   compaction of 1 % of the rows first starts the Python workers. Best of the rounds per mode; every
   repetition is listed with the load average at its start.
 * This machine has 2 cores for the driver, moto, both executors and their Python workers in both
@@ -53,8 +53,8 @@ from slate_ops.spark.cluster import standalone_cluster, wait_for_executors
 RESULTS = Path(__file__).parent / "results" / "spark_cluster.md"
 ROWS = 500_000
 QUICK_ROWS = 100_000
+COMPACTION = CompactorOptions()
 MiB = 1024 * 1024
-COMPACTION = CompactorOptions(max_subcompaction_bytes=8 * MiB)
 MODES = ("local[2]", "cluster")
 
 
@@ -222,8 +222,9 @@ def describe(rows: int, repeat: int) -> str:
     return (
         f"{rows:,} generated rows of {ROW_BYTES} B ({rows * ROW_BYTES / 1e6:.1f} MB) bulk-loaded into a "
         f"fresh database on moto S3, then the first {rows // 2:,} keys again; a full Spark compaction "
-        f"of the 1.5x rows (max_subcompaction_bytes 8 MiB, default 256 MiB, so both executors get "
-        f"tasks); best of {repeat} rounds, each running both modes in a fresh session after a warm-up; "
+        f"of the 1.5x rows (default options: max_subcompaction_bytes "
+        f"{COMPACTION.max_subcompaction_bytes / MiB:g} MiB); best of {repeat} rounds, each running both "
+        "modes in a fresh session after a warm-up; "
         f"{os.cpu_count()} CPUs shared by driver, moto and executors."
     )
 
@@ -264,8 +265,7 @@ def rows_of(modes: list[Mode]) -> list[Row]:
             "Spark local[2]",
             None,
             f"{cluster.compaction.compaction_seconds:.2f} s vs {local.compaction.compaction_seconds:.2f} s, "
-            f"{cluster.compaction.subcompactions} tasks; max_subcompaction_bytes 8 MiB (default 256 MiB) "
-            f"so both executors get tasks; {note}",
+            f"{cluster.compaction.subcompactions} task(s) at the default max_subcompaction_bytes; {note}",
         ),
         row(
             "spark_cluster",
