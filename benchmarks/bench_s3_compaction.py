@@ -9,16 +9,16 @@ Method
   **default** ``CompactorOptions()`` (8 L0 SSTs: one L0 compaction of all of them) and the default
   ``LocalExecutor()``: planning, executor, manifest commit. Local copies are hard links; S3 copies
   are server-side ``copy_object`` into a new prefix (not timed, not counted).
-* S3 runs go through :class:`benchmarks.latency_proxy.LatencyProxy`, which sleeps +20 or +50 ms
+* S3 runs go through :class:`benchmarks.latency_proxy.LatencyProxy`, which sleeps +0, +20 or +50 ms
   per request before forwarding it to moto. moto and the proxies run in a child process
   (``--serve``): in this process they would take the GIL from the compaction for their own
   per-byte work (moto is a Python server), which real S3 does not; they still share this
   machine's two cores. Requests are counted by HTTP method on the compaction's own boto3 client
   (botocore's ``before-send`` event: every attempt, retries included).
 * MB/s = stored input bytes / wall time of ``run_once``, after one untimed warm-up compaction;
-  best of ``--repeat`` (default 2). The local and S3 runs of one configuration are interleaved, so
-  their ratio comes from one period of the machine's load; the 1-minute load average is recorded
-  before each row.
+  best of ``--repeat`` rounds (default 3). Each round runs every configuration once, local then S3,
+  so the machine's changing load (other processes) hits them alike and a ratio compares runs
+  seconds apart; the 1-minute load average is recorded before each run.
 * The sweep rows vary ``max_subcompaction_bytes`` only (everything else default); they are how
   the default was chosen and are labelled as such.
 
@@ -58,8 +58,9 @@ RESULTS = Path(__file__).parent / "results" / "s3_compaction.md"
 MiB = 1024 * 1024
 MB_PER_SST = 25.0
 QUICK_MB_PER_SST = 2.0
-DELAYS = (0.02, 0.05)
-SWEEP = (16 * MiB, 64 * MiB, 128 * MiB, 256 * MiB)  # around the default (32 MiB); 256 MiB was the old one
+DELAYS = (0.0, 0.02, 0.05)  # +0 ms: what moto itself costs once latency is hidden
+REPEAT = 3
+SWEEP = (32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB)  # above the default (16 MiB); 256 MiB was the old one
 TARGET_LOCAL_MB_S = 100.0
 TARGET_S3_VS_LOCAL = 0.7
 
@@ -237,9 +238,8 @@ def run(
     repeat: int,
     progress: Callable[[str], None] = print,
 ) -> tuple[workload.Inputs, list[Run]]:
-    """The default options on local and on S3 at each delay, then the sweep (local and S3 at the
-    largest delay); local and S3 runs interleaved, best of ``repeat`` each."""
-    results: list[Run] = []
+    """The default options on local and on S3 at each delay, and the sweep (local and S3 at the
+    largest delay); ``repeat`` rounds of every configuration, best of the rounds each."""
     with (
         moto_process(delays) as (moto, proxied),
         tempfile.TemporaryDirectory(prefix="slate-bench-s3-compaction-") as name,
@@ -254,18 +254,16 @@ def run(
         run_local(inputs, workdir, options_for(None), True)  # warm-up: first-call costs, untimed
         configs: list[tuple[int | None, Sequence[float]]] = [(None, delays)]
         configs += [(size, (max(delays),)) for size in sweep]
-        for size, config_delays in configs:
-            options = options_for(size)
-            default = size is None
-            local_runs: list[Run] = []
-            s3_runs: dict[float, list[Run]] = {d: [] for d in config_delays}
-            for _ in range(repeat):
-                local_runs.append(run_local(inputs, workdir, options, default))
-                for delay in config_delays:
-                    s3_runs[delay].append(run_s3(inputs, copies, endpoints[delay], options, default))
-            for row in (_best(local_runs), *(_best(r) for r in s3_runs.values())):
-                results.append(row)
-                progress(_line(row))
+        runs: dict[tuple[int | None, str], list[Run]] = {}
+        for round_ in range(repeat):  # every configuration once per round: load hits them alike
+            for size, config_delays in configs:
+                options = options_for(size)
+                done = [run_local(inputs, workdir, options, size is None)]
+                done += [run_s3(inputs, copies, endpoints[d], options, size is None) for d in config_delays]
+                for run_ in done:
+                    runs.setdefault((size, run_.store), []).append(run_)
+                    progress(f"round {round_ + 1}/{repeat}:{_line(run_)}")
+        results = [_best(r) for r in runs.values()]
     return inputs, results
 
 
@@ -323,8 +321,9 @@ def setup_text(inputs: workload.Inputs, delays: Sequence[float], repeat: int) ->
         f"{workload.SSTS} L0 SSTs: {inputs.rows:,} rows of {workload.ROW_BYTES} B "
         f"({inputs.logical_bytes / 1e6:.0f} MB of rows, {inputs.stored_bytes / 1e6:.1f} MB stored), one L0 "
         f"compaction with `CompactorOptions()` and `LocalExecutor()`, on a local directory and on moto's S3 "
-        f"server (in this process) behind a proxy adding {ms} ms per request; MB/s = stored input MB / wall "
-        f"time of `Compactor.run_once`, best of {repeat}, local and S3 interleaved; {os.cpu_count()} CPUs."
+        f"server (a child process) behind a proxy adding {ms} ms per request; MB/s = stored input MB / "
+        f"wall time of `Compactor.run_once`, best of {repeat} rounds of every configuration; "
+        f"{os.cpu_count()} CPUs shared with other processes (load column)."
     )
 
 
@@ -332,7 +331,7 @@ def collect(options: Options) -> Outcome:
     """The rows of ``python -m benchmarks --only s3_compaction`` (written like ``suite.collect_s3``)."""
     from benchmarks.suite import Outcome, Target, _progress, command, row
 
-    mb, repeat, sweep = (QUICK_MB_PER_SST, 1, ()) if options.quick else (MB_PER_SST, 2, SWEEP)
+    mb, repeat, sweep = (QUICK_MB_PER_SST, 1, ()) if options.quick else (MB_PER_SST, REPEAT, SWEEP)
     delays = (0.05,) if options.quick else DELAYS
     inputs, results = run(mb, delays, sweep, repeat, progress=_progress)
     defaults = [r for r in results if r.default]
@@ -405,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         serve([float(d) for d in args.serve.split(",")])
         return 0
     mb = args.mb_per_sst or (QUICK_MB_PER_SST if args.quick else MB_PER_SST)
-    repeat = args.repeat or (1 if args.quick else 2)
+    repeat = args.repeat or (1 if args.quick else REPEAT)
     sweep: Sequence[int] = SWEEP
     if args.sweep:
         sweep = [int(x) * MiB for x in args.sweep.split(",")]

@@ -22,12 +22,12 @@ class CompactorOptions(BaseModel):
     """At most this many sources per compaction (SlateDB: 8)."""
     include_size_threshold: float = Field(default=4.0, gt=1.0)
     """Adjacent sorted runs merge only while the largest is at most this times the smallest."""
-    max_subcompaction_bytes: int = Field(default=32 * MiB, gt=0)
+    max_subcompaction_bytes: int = Field(default=16 * MiB, gt=0)
     """Stored input bytes per subcompaction; bounds the memory of one merge task (~8-10x this).
 
-    32 MiB was chosen by measurement (benchmarks/notes/s3_compaction.md): larger subcompactions merge
-    slower per byte (fresh memory for larger tables) and leave fewer to overlap I/O with; smaller
-    ones pay Spark's per-task cost more often."""
+    16 MiB was chosen by measurement (benchmarks/notes/s3_compaction.md): larger subcompactions merge
+    slower per byte (fresh memory for larger tables) and leave fewer to spread over the threads and
+    to overlap I/O with. Spark executors should use 64 MiB or more (PySpark's per-task cost)."""
     target_sst_bytes: int = Field(default=64 * MiB, gt=0)
     """Output SSTs are cut at about this many bytes of row data."""
     compaction_checkpoint_lifetime: Duration = Field(default=timedelta(minutes=15))
