@@ -613,6 +613,12 @@ def collect_s3_fleet(options: Options) -> Outcome:
     return bench.collect(options)
 
 
+def collect_s3_compaction(options: Options) -> Outcome:
+    from benchmarks import bench_s3_compaction as bench
+
+    return bench.collect(options)
+
+
 def collect_orchestration(options: Options) -> Outcome:
     from benchmarks import bench_orchestration as bench
 
@@ -636,6 +642,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("sst_formats", "SST format candidates", "bench_sst_formats", False, collect_sst_formats),
     Benchmark("s3", "Reopen on S3 with latency", "bench_s3", False, collect_s3),
     Benchmark("s3_fleet", "Fleet sensor ticks on S3 with latency", "bench_s3_fleet", False, collect_s3_fleet),
+    Benchmark(
+        "s3_compaction", "Compaction on S3 with latency", "bench_s3_compaction", False, collect_s3_compaction
+    ),
     Benchmark(
         "orchestration",
         "maintenance_job: launch to success",
