@@ -17,9 +17,9 @@ Method
   fresh database: ``bulk_load`` of ``rows`` generated rows (128 B: the input of
   ``bench_bulk_load.py``, computed by Spark), then a second ``bulk_load`` rewriting the first half
   of the keys, timed together (rows/s = 1.5 x rows / seconds); then a full Spark compaction of the
-  loaded L0 SSTs (rows/s = rows in / seconds). Default options throughout: with the default
-  ``max_subcompaction_bytes`` (32 MiB) the ~50 MB stored input is two subcompactions, one task per
-  executor (``quick``'s smaller input is one task). An untimed warm-up load and
+  loaded L0 SSTs (rows/s = rows in / seconds). Default options throughout (the default
+  ``max_subcompaction_bytes``, 16 MiB when last measured, cuts the ~50 MB stored input into 4
+  subcompactions, so both executors get tasks). An untimed warm-up load and
   compaction of 1 % of the rows first starts the Python workers. Best of the rounds per mode; every
   repetition is listed with the load average at its start.
 * This machine has 2 cores for the driver, moto, both executors and their Python workers in both
