@@ -619,6 +619,12 @@ def collect_s3_compaction(options: Options) -> Outcome:
     return bench.collect(options)
 
 
+def collect_spark_cluster(options: Options) -> Outcome:
+    from benchmarks import bench_spark_cluster as bench
+
+    return bench.collect(options)
+
+
 def collect_orchestration(options: Options) -> Outcome:
     from benchmarks import bench_orchestration as bench
 
@@ -644,6 +650,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("s3_fleet", "Fleet sensor ticks on S3 with latency", "bench_s3_fleet", False, collect_s3_fleet),
     Benchmark(
         "s3_compaction", "Compaction on S3 with latency", "bench_s3_compaction", False, collect_s3_compaction
+    ),
+    Benchmark(
+        "spark_cluster",
+        "Spark: local[2] vs a two-worker standalone cluster",
+        "bench_spark_cluster",
+        True,
+        collect_spark_cluster,
     ),
     Benchmark(
         "orchestration",
