@@ -31,7 +31,7 @@ from slate_ops.admin import DbStatus, describe_db
 from slate_ops.admin.db import status_of
 from slate_ops.admin.fleet import latest_manifest_since
 from slate_ops.manifest.store import VersionedManifest
-from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.objstore import ObjectStore
 from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.resources import SlateDatabasesResource
@@ -106,12 +106,9 @@ def each_database(
 
 
 def store_of(slate: SlateDatabasesResource, db: DatabaseConfig) -> ObjectStore:
-    """The store of ``db``, opened from its own config with the resource's credentials.
-
-    ``slate.open_store(db.name)`` looks the name up again, which for a discovered database means
-    discovering the fleet again (a LIST of the whole discovery prefix) for every database.
-    """
-    return open_store(db.store_url, **slate._credentials())
+    """The store of ``db`` (:meth:`SlateDatabasesResource.store_for`); a seam the request-counting
+    tests replace."""
+    return slate.store_for(db)
 
 
 def describe(slate: SlateDatabasesResource, db: DatabaseConfig) -> DbStatus:

@@ -151,7 +151,12 @@ class SlateDatabasesResource(S3CredentialFields):
 
     def open_store(self, name: str) -> ObjectStore:
         """Open the object store that holds database ``name`` (S3 with the resource's credentials)."""
-        return open_store(self.database(name).store_url, **self._credentials())
+        return self.store_for(self.database(name))
+
+    def store_for(self, db: DatabaseConfig) -> ObjectStore:
+        """The store of ``db``, opened from its own config with the resource's credentials (no
+        lookup by name: for a discovered database, that would list the discovery prefix again)."""
+        return open_store(db.store_url, **self._credentials())
 
     def open_reader(self, name: str, checkpoint_id: uuid.UUID | None = None) -> DbReader:
         """A :class:`DbReader` of database ``name`` with its ``checkpoints.reader_lifetime``."""
