@@ -250,7 +250,7 @@ def render(ticks: list[Tick], notes: dict[str, str]) -> str:
 
 def collect(options: Options) -> Outcome:
     """The summary rows for ``python -m benchmarks`` (registered in benchmarks/suite.py)."""
-    from benchmarks.suite import Row, Target, _progress, command, row
+    from benchmarks.suite import Outcome, Row, Target, _progress, command, row
     from slate_ops.orchestration.fleet import FLEET_READ_THREADS
 
     sizes, delays = ((SERIAL_SIZE,), (0.0, 0.02)) if options.quick else (FULL_SIZES, FULL_DELAYS)
