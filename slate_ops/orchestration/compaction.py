@@ -40,7 +40,13 @@ from slate_ops.compaction import (
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
-from slate_ops.orchestration.fleet import ManifestTick, Read, database_schedule, manifest_sensor, store_of
+from slate_ops.orchestration.fleet import (
+    ManifestTick,
+    Unchanged,
+    database_schedule,
+    manifest_sensor,
+    store_of,
+)
 from slate_ops.orchestration.metadata import metadata_of, shape_markdown, shape_metadata
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
@@ -50,6 +56,8 @@ COMPACTION_JOB = "compaction_job"
 """Name of the job that runs :func:`compact_op`."""
 
 COMPACTION_SENSOR = "slate_ops_compaction_sensor"
+UNCHANGED_SHOWN = 10
+"""A skipped tick names at most this many of the databases without a new manifest."""
 
 SCHEDULE_NAME = "compaction_schedule"
 
@@ -239,17 +247,24 @@ def slate_ops_compaction_sensor(
 ) -> dg.SensorResult | dg.SkipReason:
     run_requests: list[dg.RunRequest] = []
     waiting: list[str] = []
+    unchanged: list[str] = []
     for db, observed in tick.found.results:
+        # The cursor holds the manifest each database was last evaluated at (below its threshold,
+        # or requested). Unchanged: no new manifest since, nothing new to decide, and one LIST was
+        # all it cost (its manifest is not read again).
+        if isinstance(observed, Unchanged) or tick.seen(db, observed):
+            unchanged.append(db.name)
+            continue
+        tick.mark(db, observed)
         threshold = l0_threshold(db)
-        # Unchanged: still at the manifest of the cursor, i.e. of the last request (not read again).
-        if isinstance(observed, Read) and observed.status.l0_ssts < threshold:
+        if observed.status.l0_ssts < threshold:
             waiting.append(f"{db.name} {observed.status.l0_ssts}/{threshold}")
-        elif tick.seen(db, observed):
-            waiting.append(f"{db.name} already requested at manifest {observed.manifest_id}")
         else:
-            tick.mark(db, observed)
             run_requests.append(compaction_run_request(db, f"compact-{db.name}-{observed.manifest_id}"))
-    return tick.result(f"no database reached its L0 threshold ({', '.join(waiting)})", run_requests)
+    if unchanged:
+        shown = ", ".join(unchanged[:UNCHANGED_SHOWN]) + (", …" if len(unchanged) > UNCHANGED_SHOWN else "")
+        waiting.append(f"{len(unchanged)} without a new manifest since the last tick: {shown}")
+    return tick.result(f"no database reached its L0 threshold ({'; '.join(waiting)})", run_requests)
 
 
 defs = dg.Definitions(

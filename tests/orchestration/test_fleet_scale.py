@@ -32,6 +32,7 @@ from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
 from tests.conftest import CREDENTIALS, isolate_aws_environment
 from tests.orchestration.conftest import add_checkpoint
+from tests.orchestration.test_compaction import skip_message
 
 pytestmark = pytest.mark.s3
 
@@ -199,7 +200,7 @@ def test_ticks_read_the_fleet_concurrently_within_the_bound(
     assert 1 < counter.max_in_flight <= FLEET_READ_THREADS
 
 
-def test_a_compaction_sensor_tick_costs_at_most_two_requests_per_database(
+def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_per_unchanged_database(
     endpoint: str, bucket: str, store: S3Store, counter: CountingApp
 ) -> None:
     databases = names(20)
@@ -226,11 +227,19 @@ def test_a_compaction_sensor_tick_costs_at_most_two_requests_per_database(
 
     counter.reset()
     again = tick(first.cursor)
-    assert isinstance(again, dg.SkipReason)
+    assert isinstance(again, dg.SkipReason)  # the cursor did not move
     message = again.skip_message or ""
-    assert "db_004 0/4" in message and "db_005 already requested at manifest" in message
-    # The cursor names the requested database's manifest: one LIST proves it unchanged.
-    assert dict(counter.requests) == {"GET": 2 * len(databases) - 1}
+    assert f"{len(databases)} without a new manifest since the last tick: db_000" in message
+    # The cursor names the manifest each database was evaluated at: one LIST each proves it unchanged.
+    assert dict(counter.requests) == {"GET": len(databases)}
+
+    with Db.open(f"{PREFIX}/db_004", store) as db:  # a new manifest: read (LIST + GET), still below
+        db.put(b"key", b"v")
+        db.flush_memtable()
+    counter.reset()
+    changed = tick(first.cursor)
+    assert "db_004 1/4" in (skip_message(changed) or "")
+    assert dict(counter.requests) == {"GET": len(databases) + 1}
 
 
 def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick(
