@@ -625,6 +625,12 @@ def collect_spark_cluster(options: Options) -> Outcome:
     return bench.collect(options)
 
 
+def collect_writer_memory(options: Options) -> Outcome:
+    from benchmarks import bench_writer_memory as bench
+
+    return bench.collect(options)
+
+
 def collect_orchestration(options: Options) -> Outcome:
     from benchmarks import bench_orchestration as bench
 
@@ -650,6 +656,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("s3_fleet", "Fleet sensor ticks on S3 with latency", "bench_s3_fleet", False, collect_s3_fleet),
     Benchmark(
         "s3_compaction", "Compaction on S3 with latency", "bench_s3_compaction", False, collect_s3_compaction
+    ),
+    Benchmark(
+        "writer_memory",
+        "Writer memory against its options' budget",
+        "bench_writer_memory",
+        False,
+        collect_writer_memory,
     ),
     Benchmark(
         "spark_cluster",
