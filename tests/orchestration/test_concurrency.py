@@ -1,5 +1,6 @@
-"""Concurrency and safety: the repo's instance/dagster.yaml, the slate_ops/db tag on every run request of every
-schedule and sensor, the Spark pool, retries only on idempotent ops, destructive ops dry by default."""
+"""Concurrency and safety: the repo's instance/dagster.yaml, the slate_ops/db tag on every run request
+of every schedule and sensor, the Spark pool, retries only on idempotent ops, destructive ops dry by
+default."""
 
 from __future__ import annotations
 
