@@ -123,16 +123,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "slate_ops/engine/db.py",
-                "            if segment.entries:\n"
-                "                self._write_wal_segment(segment)\n"
-                "            with self._write_lock:\n"
-                "                self._segments.pop(0)\n",
-                "            try:\n"
                 "                if segment.entries:\n"
                 "                    self._write_wal_segment(segment)\n"
-                "            finally:  # MUTATION: dropped from the queue even if the write raised\n"
                 "                with self._write_lock:\n"
-                "                    self._segments.pop(0)\n",
+                "                    self._segments.pop(0)\n"
+                "                    self._wal_queued_bytes -= segment.size\n",
+                "                try:\n"
+                "                    if segment.entries:\n"
+                "                        self._write_wal_segment(segment)\n"
+                "                finally:  # MUTATION: dropped from the queue even if the write raised\n"
+                "                    with self._write_lock:\n"
+                "                        self._segments.pop(0)\n"
+                "                        self._wal_queued_bytes -= segment.size\n",
             ),
         ),
     ),
