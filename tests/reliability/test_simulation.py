@@ -49,7 +49,9 @@ from tests.reliability.simulation import (
 CI_SEEDS = (1, 2, 3, 4)
 CI_STEPS = 200
 DURABLE_SEED = 1  # a crash loses a write acknowledged by await_durable within CI_STEPS
-SHARED_SEED = 9  # a split whose shards both read the source completes within CI_STEPS
+# A split whose shards both read the source completes within CI_STEPS (re-chosen when the engine
+# changes the simulation's draws).
+SHARED_SEED = 0
 LONG_SEEDS = int(os.environ.get("SLATE_OPS_SIM_LONG_SEEDS", "20"))
 LONG_STEPS = int(os.environ.get("SLATE_OPS_SIM_LONG_STEPS", "2000"))
 ROOT = Path(__file__).resolve().parents[2]
