@@ -20,11 +20,8 @@ Run: ``python -m benchmarks.bench_s3_fleet`` (``--quick``: 100 databases at +0 a
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
-from benchmarks.s3_fixtures import KEYS, REGION, new_bucket, ours_store
+from benchmarks.s3_fixtures import KEYS, REGION, MotoProcess, new_bucket, ours_store
 from slate_ops import admin
 
 if TYPE_CHECKING:
@@ -67,41 +64,6 @@ class Tick:
     def per_db(self) -> float:
         """Requests per database, the tick's discovery LIST(s) left out."""
         return (self.requests - self.discovery) / self.databases
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def moto_process() -> Iterator[str]:
-    """moto's S3 server in its own process on a free loopback port; yields its endpoint."""
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        os.environ.setdefault(name, value)
-    port = _free_port()
-    server = Path(sys.executable).with_name("moto_server")
-    command = [str(server)] if server.exists() else [sys.executable, "-m", "moto.server"]
-    proc = subprocess.Popen(
-        [*command, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start on {endpoint}") from None
-                time.sleep(0.2)
-        yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def create_fleet(endpoint: str, bucket: str, n: int) -> None:
@@ -188,7 +150,10 @@ def run(
 
     notes: dict[str, str] = {}
     ticks: list[Tick] = []
-    with moto_process() as endpoint:
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        os.environ.setdefault(name, value)  # the sensors' resource finds moto's keys in the environment
+    with MotoProcess(timeout=60) as moto:
+        endpoint = moto.endpoint
         notes["moto"] = "moto_server in its own process on loopback"
         for n in sizes:
             bucket = new_bucket(endpoint)

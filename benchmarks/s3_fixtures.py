@@ -77,6 +77,12 @@ class MotoProcess:
                     raise RuntimeError(f"moto.server did not start on port {port}") from None
                 time.sleep(0.1)
 
+    def __enter__(self) -> MotoProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         self.process.terminate()
         try:

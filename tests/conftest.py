@@ -40,13 +40,17 @@ class _SerializedApp:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         with self._lock:
-            body = self._app(environ, start_response)
-            try:
-                return [b"".join(body)]
-            finally:
-                close = getattr(body, "close", None)
-                if close is not None:
-                    close()
+            return drain(self._app(environ, start_response))
+
+
+def drain(body: Iterable[bytes]) -> list[bytes]:
+    """A WSGI response body read whole (and closed), so the app's work ends inside the caller."""
+    try:
+        return [b"".join(body)]
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
 
 
 class AtomicMotoServer(ThreadedMotoServer):

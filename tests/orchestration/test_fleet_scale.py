@@ -30,7 +30,7 @@ from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
 from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
-from tests.conftest import CREDENTIALS, isolate_aws_environment
+from tests.conftest import CREDENTIALS, drain, isolate_aws_environment
 from tests.orchestration.conftest import add_checkpoint
 from tests.orchestration.test_compaction import skip_message
 
@@ -65,13 +65,7 @@ class CountingApp:
         try:
             if self.delay:
                 time.sleep(self.delay)
-            body = self._app(environ, start_response)
-            try:
-                return [b"".join(body)]
-            finally:
-                close = getattr(body, "close", None)
-                if close is not None:
-                    close()
+            return drain(self._app(environ, start_response))
         finally:
             with self._lock:
                 self.in_flight -= 1
