@@ -11,7 +11,7 @@ from slate_ops.objstore.base import (
 from slate_ops.objstore.local import LocalStore
 from slate_ops.objstore.memory import MemoryStore
 from slate_ops.objstore.s3 import S3Store
-from slate_ops.objstore.url import open_store
+from slate_ops.objstore.url import open_store, redact_url
 from slate_ops.objstore.wrappers import CountingStore, FaultInjectingStore
 
 __all__ = [
@@ -26,5 +26,6 @@ __all__ = [
     "PutResult",
     "S3Store",
     "open_store",
+    "redact_url",
     "resolve_put_outcome",
 ]

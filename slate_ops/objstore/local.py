@@ -7,7 +7,8 @@ old or the new version (plus, at worst, an orphaned ``.tmp-`` file that ``list``
 Conditional puts are made atomic across threads and processes with ``fcntl.flock`` on lock files
 under ``<root>/.locks/``. All mutations of a key (every put mode and delete) take the key's lock,
 so an overwrite or delete cannot slip between an if-match's etag check and its rename. There are
-a fixed number of lock files (keys are hashed onto stripes) so they never accumulate.
+a fixed number of lock files (keys are hashed onto stripes) so they never accumulate. The root and
+``.locks/`` are created by the first write, never by opening the store or reading it.
 
 Limitations of mapping keys to paths: a key cannot be both an object and a "directory" of other
 keys (``a`` and ``a/b``), and keys whose first segment is ``.locks`` or with a segment starting
@@ -64,10 +65,11 @@ class LocalStore:
     """
 
     def __init__(self, root: str | Path) -> None:
+        # Nothing is created here: the root and its lock directory appear with the first write
+        # (put, or delete of an existing object), so opening a store and reading it change nothing
+        # on disk, even when the root was mistyped (docs/cli.md "Safety").
         self._root = Path(root).absolute()
-        self._root.mkdir(parents=True, exist_ok=True)
         self._lock_dir = self._root / _LOCK_DIR
-        self._lock_dir.mkdir(exist_ok=True)
 
     @property
     def root(self) -> Path:
@@ -179,6 +181,8 @@ class LocalStore:
 
     def delete(self, key: str) -> None:
         path = self._path(key)
+        if not os.path.lexists(path):
+            return  # no such object now (the delete's linearisation point): nothing to lock or write
         with self._lock(key):
             try:
                 os.unlink(path)
@@ -221,6 +225,13 @@ class LocalStore:
 
     def _make_parents(self, key: str, path: Path) -> None:
         """Create missing parent directories, fsyncing each new one's parent so it survives a crash."""
+        if not self._root.is_dir():
+            try:
+                self._root.mkdir(parents=True, exist_ok=True)  # the store's first write
+            except OSError as exc:
+                raise ObjectStoreError(
+                    f"cannot put {self.url}/{key}: cannot create the root: {exc}", key
+                ) from exc
         missing: list[Path] = []
         parent = path.parent
         while parent != self._root and not parent.is_dir():
@@ -244,7 +255,11 @@ class LocalStore:
         stripe = hashlib.sha256(key.encode()).digest()[0] % _LOCK_STRIPES
         path = self._lock_dir / f"{stripe:02x}"
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:  # the first write: the lock directory is created lazily
+                self._lock_dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise ObjectStoreError(f"cannot open lock file {path} for {key}: {exc}", key) from exc
         try:

@@ -5,13 +5,16 @@ S3 URLs take query options ``endpoint_url``, ``region``, ``access_key_id``, ``se
 appear in a URL); anything not given comes from boto3's usual chain (``AWS_*`` environment
 variables including ``AWS_ENDPOINT_URL_S3``, profiles, instance roles). Unknown options are refused
 so that a typo does not silently fall back to a default endpoint or credentials.
+
+:func:`redact_url` is the one redaction of store URLs for messages and logs: the store's errors, the
+CLI, the Dagster config and resources, and the Spark side all use it (docs/cli.md "Safety").
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, unquote_plus, urlsplit
 
 from slate_ops.errors import InvalidArgumentError, InvalidStoreUrlError
 from slate_ops.objstore.base import ObjectStore
@@ -20,7 +23,10 @@ from slate_ops.objstore.memory import MemoryStore
 from slate_ops.objstore.s3 import S3Store
 
 _S3_OPTIONS = ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token")
-_SECRET_OPTIONS = ("secret_access_key", "session_token")
+HARMLESS_OPTIONS = frozenset({"endpoint_url", "region"})
+"""The query options whose values :func:`redact_url` shows (still without userinfo); every other
+option's value, known or not, is masked: an allow-list, so a mistyped or unforeseen name never leaks."""
+REDACTED = "***"
 
 # memory:// stores live as long as the process, so that several opens of one URL share the data.
 _memory_stores: dict[str, MemoryStore] = {}
@@ -42,18 +48,23 @@ def open_store(
         raise InvalidStoreUrlError(f"store URL must be a non-empty string, got {url!r}")
     if "://" not in url:
         return LocalStore(Path(url))
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidStoreUrlError(f"store URL {redact_url(url)!r} cannot be parsed: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme == "file":
         if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-            raise InvalidStoreUrlError(f"file URL {url!r} must be file:///absolute/path")
+            raise InvalidStoreUrlError(f"file URL {redact_url(url)!r} must be file:///absolute/path")
         if parts.query or parts.fragment:
-            raise InvalidStoreUrlError(f"file URL {url!r} takes no query or fragment")
+            raise InvalidStoreUrlError(f"file URL {redact_url(url)!r} takes no query or fragment")
         return LocalStore(Path(unquote(parts.path)))
     if scheme == "memory":
         name = (parts.netloc + parts.path).strip("/")
+        if "@" in parts.netloc:
+            raise InvalidStoreUrlError(f"memory URL {redact_url(url)!r} takes no user or password")
         if parts.query or parts.fragment:
-            raise InvalidStoreUrlError(f"memory URL {url!r} takes no query or fragment")
+            raise InvalidStoreUrlError(f"memory URL {redact_url(url)!r} takes no query or fragment")
         with _memory_lock:
             store = _memory_stores.get(name)
             if store is None:
@@ -67,40 +78,76 @@ def open_store(
         }
         return _open_s3(url, {k: v for k, v in given.items() if v is not None})
     raise InvalidStoreUrlError(
-        f"store URL {_redact(url)!r} has unknown scheme {parts.scheme!r}; use file, memory or s3"
+        f"store URL {redact_url(url)!r} has unknown scheme {parts.scheme!r}; use file, memory or s3"
     )
 
 
-def _redact(url: str) -> str:
-    """The URL with secrets (query credentials, a password in the host part) masked, for errors."""
-    parts = urlsplit(url)
+def redact_url(url: str) -> str:
+    """``url`` fit to print: no userinfo, and only harmless option values.
+
+    - userinfo (``user:password@``) of the URL becomes ``***@``;
+    - each query option is judged by its *decoded* name (``secret%5Faccess%5Fkey`` is
+      ``secret_access_key``): the value of an option in :data:`HARMLESS_OPTIONS` is shown decoded, itself
+      redacted (``endpoint_url=http://user:pw@host`` shows ``***@host``); any other value is ``***``;
+      an item without ``=`` is ``***`` (it may be a pasted secret);
+    - a fragment becomes ``#***``.
+
+    Text that is not a URL (a plain path) comes back unchanged; text that cannot be parsed as a URL
+    keeps only its scheme.
+    """
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unbalanced "[" in the host part
+        return f"{url.partition('://')[0]}://{REDACTED}"
     netloc = parts.netloc
     if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    query = "&".join(
-        f"{name}=***" if name in _SECRET_OPTIONS else item
-        for item in parts.query.split("&")
-        for name in [item.partition("=")[0]]
-    )
-    if (netloc, query) == (parts.netloc, parts.query):
+        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+    query = "&".join(_redact_option(item) for item in parts.query.split("&")) if parts.query else ""
+    fragment = REDACTED if parts.fragment else ""
+    if (netloc, query, fragment) == (parts.netloc, parts.query, parts.fragment):
         return url  # geturl() would also normalise the URL, e.g. "s3:///x" to "s3:/x"
-    return parts._replace(netloc=netloc, query=query).geturl()
+    return parts._replace(netloc=netloc, query=query, fragment=fragment).geturl()
+
+
+def _redact_option(item: str) -> str:
+    raw_name, equals, raw_value = item.partition("=")
+    if not equals:
+        return REDACTED if item else item
+    name = unquote_plus(raw_name)
+    if name not in HARMLESS_OPTIONS:
+        return f"{raw_name}={REDACTED}"
+    return f"{raw_name}={quote(redact_url(unquote_plus(raw_value)), safe=':/*@[]')}"
+
+
+def _has_userinfo(url: str) -> bool:
+    try:
+        return "@" in urlsplit(url).netloc
+    except ValueError:
+        return True  # unparseable: treat as unsafe to show
 
 
 def _open_s3(raw_url: str, credentials: dict[str, str]) -> S3Store:
     parts = urlsplit(raw_url)
-    url = _redact(raw_url)
+    url = redact_url(raw_url)
     if not parts.netloc:
         raise InvalidStoreUrlError(f"S3 URL {url!r} names no bucket; use s3://bucket/prefix")
     if "@" in parts.netloc or ":" in parts.netloc:
         raise InvalidStoreUrlError(
             f"S3 URL {url!r}: give credentials and endpoint as query options, not in the host part"
         )
+    if parts.fragment:
+        raise InvalidStoreUrlError(f"S3 URL {url!r} takes no fragment")
     query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
     unknown = sorted(set(query) - set(_S3_OPTIONS))
-    if unknown:
+    bare = {unquote_plus(item) for item in parts.query.split("&") if item and "=" not in item}
+    if unknown or bare:
+        # Names only (never values); a bare item may be a pasted secret, so it is not named.
+        shown = [name for name in unknown if name not in bare] + [REDACTED] * bool(bare)
         raise InvalidStoreUrlError(
-            f"S3 URL {url!r} has unknown option(s) {', '.join(unknown)}; known: {', '.join(_S3_OPTIONS)}"
+            f"S3 URL {url!r} has unknown option(s) {', '.join(shown)}; known: {', '.join(_S3_OPTIONS)} "
+            "(each as name=value)"
         )
     options: dict[str, str | None] = {}
     for name in _S3_OPTIONS:
@@ -108,6 +155,12 @@ def _open_s3(raw_url: str, credentials: dict[str, str]) -> S3Store:
         if values is not None and len(values) != 1:
             raise InvalidStoreUrlError(f"S3 URL {url!r} gives option {name} more than once")
         options[name] = values[0] if values else credentials.get(name)
+    endpoint = options["endpoint_url"]
+    if endpoint is not None and _has_userinfo(endpoint):
+        raise InvalidStoreUrlError(
+            f"S3 URL {url!r}: endpoint_url carries a user or password; give credentials as "
+            "access_key_id/secret_access_key (or SLATE_OPS_S3_* / AWS_* variables), never in a URL"
+        )
     try:
         return S3Store(
             parts.netloc,

@@ -28,6 +28,7 @@ def supports_put_id(store: ObjectStore) -> bool:
     """Local stores keep put ids in an xattr, which not every filesystem supports."""
     if not isinstance(store, LocalStore):
         return True
+    store.root.mkdir(parents=True, exist_ok=True)  # a store's root appears with its first write
     probe = store.root / "xattr-probe"
     probe.write_bytes(b"")
     try:
