@@ -11,10 +11,11 @@ from slate_ops.objstore.base import (
 from slate_ops.objstore.local import LocalStore
 from slate_ops.objstore.memory import MemoryStore
 from slate_ops.objstore.s3 import S3Store
-from slate_ops.objstore.url import open_store, redact_url
+from slate_ops.objstore.url import HARMLESS_OPTIONS, open_store, redact_url
 from slate_ops.objstore.wrappers import CountingStore, FaultInjectingStore
 
 __all__ = [
+    "HARMLESS_OPTIONS",
     "CountingStore",
     "FaultInjectingStore",
     "GetResult",

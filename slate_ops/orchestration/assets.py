@@ -5,8 +5,6 @@ observations."""
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from urllib.parse import urlsplit
-
 import dagster as dg
 
 from slate_ops.admin import create_db, read_manifest
@@ -14,6 +12,7 @@ from slate_ops.admin.clone import ensure_clone
 from slate_ops.errors import ConfigError
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore import redact_url
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
 from slate_ops.orchestration.metadata import database_metadata
@@ -83,12 +82,6 @@ def read_manifest_or_none(path: str, store: ObjectStore) -> Manifest | None:
 
 def build_database_assets(config: SlateOpsConfig) -> list[dg.AssetsDefinition]:
     return [build_database_asset(db) for db in config.databases]
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its query string, which may carry credentials."""
-    parts = urlsplit(url)
-    return parts._replace(query="…" if parts.query else "", fragment="").geturl()
 
 
 databases_job = dg.define_asset_job(

@@ -64,6 +64,7 @@ from slate_ops.config import parse_duration
 from slate_ops.engine.options import ReaderOptions
 from slate_ops.errors import ConfigError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
+from slate_ops.objstore import HARMLESS_OPTIONS, redact_url
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
 """Names the databases config file; unset means the embedded default."""
@@ -221,7 +222,8 @@ class TagPolicyConfig(dg.Config):
 class DatabaseConfig(dg.Config):
     """One database that Dagster maintains."""
 
-    model_config = ConfigDict(extra="forbid")
+    # A refused store_url is shown redacted by its validator; pydantic would echo it whole.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     name: str = Field(
         pattern=_NAME_PATTERN,
@@ -277,14 +279,7 @@ class DatabaseConfig(dg.Config):
     @field_validator("store_url")
     @classmethod
     def _no_credentials(cls, url: str) -> str:
-        given = sorted(set(parse_qs(urlsplit(url).query)) & set(_CREDENTIAL_OPTIONS))
-        if given:
-            raise ValueError(
-                f"store_url carries credentials ({', '.join(given)}); secrets never go in the config "
-                f"file: set {', '.join(S3_CREDENTIAL_ENV.values())} (the slate resource reads them "
-                "with dagster.EnvVar), or use boto3's chain (AWS_* variables, profiles, roles)"
-            )
-        return url
+        return checked_store_url(url)
 
     def compactor_options(self) -> CompactorOptions:
         """The compactor options of this database's runs."""
@@ -307,11 +302,51 @@ _FLAT_FIELDS = (
 _CREDENTIAL_OPTIONS = ("access_key_id", "secret_access_key", "session_token")
 
 
+def checked_store_url(url: str) -> str:
+    """``url`` if it carries no secret; else a ``ValueError`` (a config error) that shows it only through
+    :func:`~slate_ops.objstore.redact_url`.
+
+    Refused: credential options (by decoded name), a user or password in the URL or in an option's URL
+    value (``endpoint_url=http://user:pw@host``), and any option other than ``endpoint_url`` and
+    ``region`` (an allow-list: a mistyped credential name is refused too, its value never shown).
+    """
+    fix = (
+        f"secrets never go in the config file: set {', '.join(S3_CREDENTIAL_ENV.values())} (the slate "
+        "resource reads them with dagster.EnvVar), or use boto3's chain (AWS_* variables, profiles, roles)"
+    )
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError(f"store_url {shown!r} is not a valid URL") from None
+    query = parse_qs(parts.query, keep_blank_values=True)
+    given = sorted(set(query) & set(_CREDENTIAL_OPTIONS))
+    if given:
+        raise ValueError(f"store_url {shown!r} carries credentials ({', '.join(given)}); {fix}")
+    if "@" in parts.netloc or any("@" in _netloc(value) for values in query.values() for value in values):
+        raise ValueError(f"store_url {shown!r} carries a user or password; {fix}")
+    unknown = sorted(set(query) - HARMLESS_OPTIONS)
+    if unknown and "://" in url:
+        raise ValueError(
+            f"store_url {shown!r} has option(s) a store URL does not take ({', '.join(unknown)}); "
+            f"allowed: {', '.join(sorted(HARMLESS_OPTIONS))}; {fix}"
+        )
+    return url
+
+
+def _netloc(value: str) -> str:
+    try:
+        return urlsplit(value).netloc
+    except ValueError:
+        return "@"  # unparseable: refused as if it carried userinfo
+
+
 class DiscoverConfig(dg.Config):
     """Where more databases are found by listing: every path under ``prefix`` in ``store_url`` that
     holds a ``manifest/`` (:func:`slate_ops.admin.reachability.discover_databases`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # A refused store_url is shown redacted by its validator; pydantic would echo it whole.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     store_url: str = Field(min_length=1, description="The store to list (no secrets); default: as databases.")
     prefix: str = Field(default="", description="List under this path; empty: the whole store.")
@@ -339,7 +374,8 @@ def discovered_name(path: str, prefix: str) -> str | None:
 class SlateOpsConfig(dg.Config):
     """Every configured database (names are unique), and where more are discovered."""
 
-    model_config = ConfigDict(extra="forbid")
+    # A refused store_url is shown redacted by its validator; pydantic would echo it whole.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     discover: DiscoverConfig | None = Field(
         default=None,

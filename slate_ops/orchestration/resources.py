@@ -30,7 +30,7 @@ from slate_ops.admin.reachability import discover_databases
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine import DbReader
 from slate_ops.errors import ConfigError
-from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.objstore import ObjectStore, open_store, redact_url
 from slate_ops.orchestration.config import (
     S3_CREDENTIAL_ENV,
     DatabaseConfig,
@@ -146,7 +146,7 @@ class SlateDatabasesResource(S3CredentialFields):
         discover = self.config.discover
         raise ConfigError(
             f"no database named {name!r} is configured or discovered under {discover.prefix!r} in "
-            f"{redact(discover.store_url)}"
+            f"{redact_url(discover.store_url)}"
         )
 
     def open_store(self, name: str) -> ObjectStore:
@@ -253,8 +253,3 @@ def local_pyspark_resource(
     }
     credentials = slate.credential_fields() if slate is not None else {}
     return LocalPySparkResource(spark_config=settings, **credentials)
-
-
-def redact(url: str) -> str:
-    """``url`` without its query string (which may carry options); for messages."""
-    return url.split("?", 1)[0]

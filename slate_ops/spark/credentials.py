@@ -15,6 +15,10 @@ job's closure, where :func:`~slate_ops.spark.executor._worker_store` opens the s
 They never become environment variables of the executors, and the key names match Spark's default
 ``spark.redaction.regex`` (``secret|token|access[.]?key``), so the Spark UI, the REST API and event
 logs show them as ``*********(redacted)``. Unset, the workers use boto3's chain as before.
+
+A store URL in a Spark job's message goes through :func:`~slate_ops.objstore.redact_url`, the one
+redaction the store, the CLI and Dagster use too (a URL given to ``bulk_load`` may carry query
+credentials), and :class:`S3Credentials` leaves the secret and the token out of its ``repr``.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from slate_ops.compaction import CompactionSpec, ExecutionResult, SubcompactionR
 from slate_ops.compaction import run_subcompaction as _run_subcompaction
 from slate_ops.errors import InvalidArgumentError, SlateOpsError
 from slate_ops.manifest.model import KeyRange
-from slate_ops.objstore import ObjectStore
+from slate_ops.objstore import ObjectStore, redact_url
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 
 Mode = Literal["auto", "rdd", "dataframe"]
@@ -154,7 +154,7 @@ class SparkExecutor:
 def _check_shareable(url: str) -> None:
     if urlsplit(url).scheme.lower() == "memory":
         raise InvalidArgumentError(
-            f"SparkExecutor cannot use the in-process store {url}: Spark tasks run in other "
+            f"SparkExecutor cannot use the in-process store {redact_url(url)}: Spark tasks run in other "
             "processes and would see an empty store. Use a file:// store (on a filesystem all "
             "workers share) or an s3:// store, or LocalExecutor for memory:// stores."
         )
