@@ -18,8 +18,22 @@ class InvalidDurationError(InvalidArgumentError):
     """A duration string such as ``"7days 30min 10s"`` could not be parsed."""
 
 
+class InvalidDatabaseNameError(InvalidArgumentError):
+    """A database path (name) is refused: one of its components is a directory name the layout
+    reserves (``wal``, ``manifest``, ...), ``.`` or ``..``, or it holds a backslash or a control
+    character, or it is too long; the message names the rule and the component (docs/design/names.md)."""
+
+
 class InvalidStoreUrlError(InvalidArgumentError):
     """A store URL has an unknown scheme or is missing a required part."""
+
+
+class StoreNotFoundError(InvalidStoreUrlError):
+    """A local store's root directory does not exist, so there is nothing to read; nothing was created.
+
+    The message names the directory and, when the text looks like a mistyped scheme (``s3//bucket``),
+    the URL that was probably meant.
+    """
 
 
 class ConfigError(SlateOpsError):
@@ -136,6 +150,24 @@ class BoundaryViolationError(SlateOpsError):
         self.boundary = boundary
 
 
+class NamespaceDeletedError(SlateOpsError):
+    """The versions of a sequenced namespace that this process read were deleted and nothing newer exists.
+
+    The database was destroyed (hard destroy, or GC of a soft-destroyed database): the process's cached
+    state describes a database that is gone. Nothing was committed; close the instance and reopen the
+    path (a new database there holds nothing old).
+    """
+
+    def __init__(self, directory: str, version_id: int) -> None:
+        super().__init__(
+            f"{directory}: version {version_id}, which this process read, was deleted or replaced and "
+            "nothing newer exists — the database was destroyed or deleted. Nothing was committed; close "
+            "this instance and reopen the path"
+        )
+        self.directory = directory
+        self.version_id = version_id
+
+
 class BoundaryMissingError(SlateOpsError):
     """A GC boundary file that this process saw before has disappeared.
 
@@ -159,6 +191,47 @@ class FencedError(SlateOpsError):
         self.role = role
         self.own_epoch = own_epoch
         self.stored_epoch = stored_epoch
+
+
+class DbDeletedError(FencedError):
+    """The database this writer or compactor holds was destroyed or deleted under it.
+
+    A :class:`FencedError`: nothing is committed or acknowledged after the deletion was observed. Close
+    the instance; a new database at the path holds nothing old.
+    """
+
+    def __init__(self, path: str, role: str, own_epoch: int) -> None:
+        SlateOpsError.__init__(
+            self,
+            f"{role} at {path} is fenced: the database was destroyed or deleted under it (the manifest "
+            f"it committed or read is gone and nothing newer exists). Nothing was acknowledged or "
+            "committed after that; close this instance, and reopen the path only to start a new database.",
+        )
+        self.path = path
+        self.role = role
+        self.own_epoch = own_epoch
+        self.stored_epoch = own_epoch
+
+
+class EpochCollisionError(FencedError):
+    """Another process writes the database with the same writer epoch (its WAL SST holds our next id).
+
+    Two processes cannot legitimately share an epoch; the writer stops (every later call raises this) rather
+    than retrying. Stop every other process writing the database, then reopen.
+    """
+
+    def __init__(self, path: str, role: str, own_epoch: int, key: str) -> None:
+        SlateOpsError.__init__(
+            self,
+            f"{role} at {path} stops: {key} holds another process's WAL data although the manifest still "
+            f"shows this {role}'s epoch {own_epoch} — another process writes this database with the same "
+            "epoch. Stop every other writer of the database, then reopen.",
+        )
+        self.path = path
+        self.role = role
+        self.own_epoch = own_epoch
+        self.stored_epoch = own_epoch
+        self.key = key
 
 
 # --- databases and checkpoints ----------------------------------------------------------------
@@ -189,6 +262,14 @@ class CheckpointNotFoundError(SlateOpsError):
 
 class CheckpointExpiredError(SlateOpsError):
     """The checkpoint exists but its expiry time has passed; refresh it or use another one."""
+
+
+class CheckpointProtectedError(SlateOpsError):
+    """The checkpoint protects another database (a clone's, shard's or merge target's final checkpoint,
+    or the source checkpoint of a clone, split or merge in progress) or is a tag, so it cannot be given
+    an expiry, shortened or deleted by hand; nothing was written. The message names the database that
+    depends on it and the command that releases it properly (destroy that database, or let the
+    operation finish; for a tag, ``delete-tag``)."""
 
 
 class TagExistsError(SlateOpsError):
