@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
-from slate_ops.config import CheckpointCreateResult, CheckpointOptions
-from slate_ops.errors import InvalidArgumentError
+from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX, SOURCE_CHECKPOINT_PREFIX
+from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
+from slate_ops.clock import SYSTEM_CLOCK, Clock, render_utc
+from slate_ops.config import CheckpointCreateResult, CheckpointOptions, check_duration
+from slate_ops.errors import CheckpointProtectedError, InvalidArgumentError
 from slate_ops.gc.checkpoints import CheckpointExpiryReport, expire_checkpoints
 from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import (
@@ -50,6 +53,11 @@ def create_checkpoint(
         raise InvalidArgumentError(
             f"checkpoint names starting with {TAG_PREFIX!r} are reserved for tags; use create_tag"
         )
+    if options.name is not None and options.name.startswith(RESERVED_NAME_PREFIX):
+        raise InvalidArgumentError(
+            f"checkpoint name {options.name!r}: names starting with {RESERVED_NAME_PREFIX!r} are reserved "
+            "for the checkpoints slate_ops takes itself (clones, splits, merges, compaction); pick another"
+        )
     manifests = ManifestStore(store, path)
     checkpoint_id = new_id()
     committed = manifests.update(checkpoint_adder(manifests, options, checkpoint_id, clock))
@@ -60,6 +68,104 @@ def create_checkpoint(
 
 TAG_PREFIX = "tag:"
 """Checkpoints named ``tag:<name>`` are tags (:mod:`slate_ops.admin.tags`): they never expire."""
+
+RESERVED_NAME_PREFIX = "slate_ops/"
+"""Names of the checkpoints slate_ops takes itself; ``create_checkpoint`` refuses them."""
+
+
+@dataclass(frozen=True)
+class Protection:
+    """Why a checkpoint may not be given an expiry, shortened or deleted by hand
+    (docs/design/clones-and-destroy.md, "Protected checkpoints").
+
+    ``what`` describes the checkpoint, ``dependents`` are the databases that depend on it (none for a
+    tag), ``release`` is the command that releases it properly and ``never_expires``
+    says whether it must keep no expiry at all (final checkpoints, tags) or may only not be shortened
+    (the source checkpoints of operations in progress, which expire by design).
+    """
+
+    what: str
+    dependents: tuple[str, ...]
+    release: str
+    never_expires: bool
+
+
+def protection_of(checkpoint: Checkpoint) -> Protection | None:
+    """The :class:`Protection` of ``checkpoint``, or None for an ordinary one (an operator's, a
+    reader's, the compactor's), which may be refreshed and deleted freely."""
+    name = checkpoint.name or ""
+    if name.startswith(TAG_PREFIX):
+        tag = name[len(TAG_PREFIX) :]
+        return Protection(
+            f"the tag {tag!r} (tags never expire)",
+            (),
+            f"delete the tag instead (`delete-tag -n {tag}`)",
+            True,
+        )
+    if name.startswith(FINAL_CHECKPOINT_PREFIX):
+        db = name[len(FINAL_CHECKPOINT_PREFIX) :]
+        return Protection(
+            f"the final checkpoint of database {db!r} (a clone, shard or merge target that reads this "
+            "database's SSTs in place)",
+            (db,),
+            f"destroy that database (`slate-ops --path {db} destroy`; its final checkpoints are released "
+            "when it is deleted, at once with `destroy --hard`), or let its GC detach this database once "
+            "it reads none of its SSTs any more",
+            True,
+        )
+    operations = (
+        (SOURCE_CHECKPOINT_PREFIX, "clone", "the clone"),
+        (SPLIT_CHECKPOINT_PREFIX, "split", "the split"),
+        (MERGE_CHECKPOINT_PREFIX, "merge", "the merge"),
+    )
+    for prefix, command, operation in operations:
+        if name.startswith(prefix):
+            targets = (
+                tuple(name[len(prefix) :].split(","))
+                if prefix == SPLIT_CHECKPOINT_PREFIX
+                else (name[len(prefix) :],)
+            )
+            return Protection(
+                f"the source checkpoint of {operation} creating {', '.join(map(repr, targets))}",
+                targets,
+                f"re-run the same `slate-ops {command}` to finish it (it then deletes this checkpoint), "
+                "or destroy the databases it created and let the checkpoint expire",
+                False,
+            )
+    return None
+
+
+def _refused(checkpoint: Checkpoint, protection: Protection, change: str, location: str) -> Exception:
+    dependents = ", ".join(repr(d) for d in protection.dependents)
+    depends = f", and {dependents} depends on it" if dependents else ""
+    return CheckpointProtectedError(
+        f"cannot {change} checkpoint {checkpoint.id} of {location}: it is {protection.what}{depends}; "
+        f"nothing was changed. To release it, {protection.release}"
+    )
+
+
+def require_refreshable(checkpoint: Checkpoint, expire_time_s: int | None, location: str) -> None:
+    """Refuse with :class:`CheckpointProtectedError` to move a protected checkpoint's expiry to
+    ``expire_time_s`` if that gives it an expiry it must not have, or an earlier one."""
+    protection = protection_of(checkpoint)
+    if protection is None or expire_time_s is None:
+        return
+    if protection.never_expires or checkpoint.expire_time_s is None:
+        raise _refused(checkpoint, protection, f"give an expiry ({render_utc(expire_time_s)}) to", location)
+    if expire_time_s < checkpoint.expire_time_s:
+        raise _refused(
+            checkpoint,
+            protection,
+            f"shorten (to {render_utc(expire_time_s)}, from {render_utc(checkpoint.expire_time_s)})",
+            location,
+        )
+
+
+def require_deletable(checkpoint: Checkpoint, location: str) -> None:
+    """Refuse with :class:`CheckpointProtectedError` to delete a protected checkpoint by hand."""
+    protection = protection_of(checkpoint)
+    if protection is not None:
+        raise _refused(checkpoint, protection, "delete", location)
 
 
 def checkpoint_adder(
@@ -93,8 +199,14 @@ def refresh_checkpoint(
 ) -> Checkpoint:
     """Set the checkpoint's expiry to now + ``lifetime`` (None: never expires).
 
-    An expired checkpoint is refused: GC may already have released what it pinned.
+    ``lifetime`` must be positive and at most 100 years (:class:`~slate_ops.errors.InvalidDurationError`).
+    An expired checkpoint is refused: GC may already have released what it pinned. A protected
+    checkpoint (:func:`protection_of`: a final checkpoint, an operation's source checkpoint, a tag) is
+    refused an expiry it must not have, or an earlier one (:class:`CheckpointProtectedError`, naming the
+    database that depends on it); a refused call writes nothing.
     """
+    if lifetime is not None:
+        check_duration(lifetime, "checkpoint lifetime")
     manifests = ManifestStore(store, path)
 
     def refresh(current: VersionedManifest) -> Manifest:
@@ -102,12 +214,9 @@ def refresh_checkpoint(
         require_not_destroyed(manifest, manifests.location)
         now = clock.now()
         checkpoint = live_checkpoint(manifest, checkpoint_id, now, manifests.location)
-        if checkpoint.name is not None and checkpoint.name.startswith(TAG_PREFIX) and lifetime is not None:
-            raise InvalidArgumentError(
-                f"checkpoint {checkpoint_id} is the tag {checkpoint.name[len(TAG_PREFIX) :]!r}: tags never "
-                "expire; delete the tag instead (delete-tag)"
-            )
-        return with_expiry(manifest, checkpoint_id, expiry_time(now, lifetime))
+        expire_time_s = expiry_time(now, lifetime)
+        require_refreshable(checkpoint, expire_time_s, manifests.location)
+        return with_expiry(manifest, checkpoint_id, expire_time_s)
 
     committed = manifests.update(refresh)
     refreshed = committed.value.checkpoint(checkpoint_id)
@@ -118,16 +227,19 @@ def refresh_checkpoint(
 def delete_checkpoint(
     path: str, store: ObjectStore, checkpoint_id: uuid.UUID, *, dry_run: bool = True
 ) -> Checkpoint:
-    """Remove the checkpoint from the manifest and return it; a missing id is refused.
+    """Remove the checkpoint from the manifest and return it; a missing id is refused, and so is a
+    protected one (:func:`protection_of`; :class:`CheckpointProtectedError` names the database that
+    depends on it and what releases it).
 
     A dry run (the default: deleting a checkpoint removes protection) returns the checkpoint that
-    would be removed and writes nothing.
+    would be removed, or raises what the real run would, and writes nothing.
     """
     manifests = ManifestStore(store, path)
     if dry_run:
         found = manifests.read_latest_required().value.checkpoint(checkpoint_id)
         if found is None:
             raise checkpoint_not_found(checkpoint_id, manifests.location)
+        require_deletable(found, manifests.location)
         return found
     removed: list[Checkpoint] = []
 
@@ -136,6 +248,7 @@ def delete_checkpoint(
         checkpoint = manifest.checkpoint(checkpoint_id)
         if checkpoint is None:
             raise checkpoint_not_found(checkpoint_id, manifests.location)
+        require_deletable(checkpoint, manifests.location)
         removed[:] = [checkpoint]
         return manifest.with_changes(
             checkpoints=tuple(c for c in manifest.checkpoints if c.id != checkpoint_id)
@@ -152,10 +265,16 @@ def list_checkpoints(path: str, store: ObjectStore, name: str | None = None) -> 
 
 
 __all__ = [
+    "RESERVED_NAME_PREFIX",
+    "TAG_PREFIX",
     "CheckpointExpiryReport",
+    "Protection",
     "create_checkpoint",
     "delete_checkpoint",
     "expire_checkpoints",
     "list_checkpoints",
+    "protection_of",
     "refresh_checkpoint",
+    "require_deletable",
+    "require_refreshable",
 ]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from slate_ops.admin.checkpoints import TAG_PREFIX
+from slate_ops.clock import render_utc
 from slate_ops.errors import CorruptObjectError, InvalidArgumentError, ObjectNotFoundError
 from slate_ops.manifest.model import Checkpoint, ExternalDb, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
@@ -308,7 +309,7 @@ def _describe(checkpoint: Checkpoint) -> str:
 
 
 def _iso(unix_s: float) -> str:
-    return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return render_utc(unix_s)
 
 
 __all__ = ["ManifestChange", "changes", "manifest_history"]

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from slate_ops.admin.checkpoints import TAG_PREFIX, checkpoint_adder
 from slate_ops.admin.tags import Tag, find_tags, validate_tag_name
-from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
+from slate_ops.clock import SYSTEM_CLOCK, UTC_MINUTES, Clock, ManualClock, render_utc
 from slate_ops.config import CheckpointOptions, Duration
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.model import Manifest
@@ -166,7 +166,7 @@ def _check_name_format(name_format: str, offset_s: int, period_s: int) -> str | 
 
 
 def _utc(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%MZ")
+    return render_utc(seconds, UTC_MINUTES)
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.clock import SYSTEM_CLOCK, UTC_SECONDS, Clock, render_utc
 from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.state import CompactionsStore
 from slate_ops.engine.options import DbOptions
@@ -340,7 +339,7 @@ def _checkpoint_name(checkpoint: Checkpoint) -> str:
 
 
 def _utc(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return render_utc(seconds, UTC_SECONDS)
 
 
 __all__ = [

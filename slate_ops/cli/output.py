@@ -19,12 +19,13 @@ import os
 import sys
 import uuid
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from pydantic import BaseModel
 from ulid import ULID
 
+from slate_ops.clock import render_utc
 from slate_ops.config import format_duration
 from slate_ops.keytext import render_bytes
 
@@ -111,13 +112,7 @@ def _is_seconds(value: Any) -> bool:
 def render_time(when: float | datetime | None) -> str | None:
     """Unix seconds or a datetime as ISO 8601 UTC to the second (``2026-11-23T07:30:00Z``); None stays
     None. A naive datetime is taken to be UTC."""
-    if when is None:
-        return None
-    if isinstance(when, datetime):
-        moment = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-    else:
-        moment = datetime.fromtimestamp(when, UTC)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return None if when is None else render_utc(when)
 
 
 # --- sizes and durations (tables) -----------------------------------------------------------------

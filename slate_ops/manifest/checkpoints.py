@@ -11,7 +11,7 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 
-from slate_ops.config import CheckpointOptions
+from slate_ops.config import CheckpointOptions, check_duration
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError
 from slate_ops.manifest.model import Checkpoint, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import VersionedManifest, require_not_destroyed, require_usable
@@ -85,5 +85,9 @@ def checkpoint_not_found(checkpoint_id: uuid.UUID, location: str) -> CheckpointN
 
 
 def expiry_time(now: float, lifetime: timedelta | None) -> int | None:
+    """``now + lifetime`` (None: never expires); a lifetime that is not positive or is longer than
+    :data:`slate_ops.config.MAX_DURATION` is refused (:class:`~slate_ops.errors.InvalidDurationError`)."""
+    if lifetime is None:
+        return None
     # Rounded up: a checkpoint may outlive its lifetime by under a second, never fall short of it.
-    return None if lifetime is None else math.ceil(now + lifetime.total_seconds())
+    return math.ceil(now + check_duration(lifetime, "checkpoint lifetime").total_seconds())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 
 import dagster as dg
 
@@ -13,13 +13,11 @@ from slate_ops.admin import DbStatus, LsmShape, shape_of
 from slate_ops.admin.db import status_of
 from slate_ops.admin.shape import shape_rows
 from slate_ops.admin.tags import find_tags, is_tag
+from slate_ops.clock import UTC_SECONDS, render_utc
 from slate_ops.manifest.store import VersionedManifest
 
 MetadataInput = dg.MetadataValue | str | bool | int | float | uuid.UUID
 """What :func:`metadata_of` takes: a metadata value, or a plain value it converts."""
-
-UTC_SECONDS = "%Y-%m-%dT%H:%M:%SZ"
-UTC_MINUTES = "%Y-%m-%dT%H:%MZ"
 
 
 def metadata_of(**values: MetadataInput) -> dict[str, dg.MetadataValue]:
@@ -47,10 +45,7 @@ def md_cell(value: object) -> str:
 
 def utc_text(when: float | datetime | None, fmt: str = UTC_SECONDS) -> str:
     """``when`` (epoch seconds or a datetime) as UTC text; ``never`` for None."""
-    if when is None:
-        return "never"
-    moment = when if isinstance(when, datetime) else datetime.fromtimestamp(when, UTC)
-    return moment.astimezone(UTC).strftime(fmt)
+    return "never" if when is None else render_utc(when, fmt)
 
 
 def status_metadata(status: DbStatus) -> dict[str, dg.MetadataValue]:

@@ -26,12 +26,13 @@ import pyarrow as pa
 from pydantic import Field
 
 from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
+from slate_ops.clock import UTC_MINUTES
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import database_schedule, store_of
-from slate_ops.orchestration.metadata import UTC_MINUTES, metadata_of, utc_text
+from slate_ops.orchestration.metadata import metadata_of, utc_text
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 

@@ -16,6 +16,7 @@ from slate_ops.config import CheckpointOptions
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
+    CheckpointProtectedError,
     InvalidArgumentError,
     TagExistsError,
     TagNotFoundError,
@@ -228,7 +229,7 @@ def test_tag_names_are_reserved_and_tags_cannot_be_given_a_lifetime() -> None:
         admin.create_checkpoint("db", memory, CheckpointOptions(name="tag:sneaky"))
     assert snapshot(memory) == before
     tag = admin.create_tag("db", memory, "keep")
-    with pytest.raises(InvalidArgumentError, match="tags never expire"):
+    with pytest.raises(CheckpointProtectedError, match="tags never expire"):
         admin.refresh_checkpoint("db", memory, tag.checkpoint_id, timedelta(days=1))
     assert admin.list_tags("db", memory).column("tag_name").to_pylist() == ["keep"]
     (checkpoint,) = admin.list_checkpoints("db", memory)
