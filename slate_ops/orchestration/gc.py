@@ -110,16 +110,48 @@ def gc_step(
     dry_run: bool,
 ) -> runs.StepResult[GcReport]:
     """One GC pass over ``name`` (shared by the ops). A pass with errors raises
-    :class:`dagster.Failure` carrying the report's metadata."""
+    :class:`dagster.Failure` carrying the report's metadata.
+
+    The GC's checkpoint task expires checkpoints, so a real pass over a database whose policy keeps
+    checkpoint expiry report-only (``checkpoints.expiry_dry_run``) leaves that task out
+    (:func:`honour_expiry_policy`); the metadata's ``checkpoint_expiry`` says so.
+    """
     db = slate.database(name)
+    options, dry_run, skipped = honour_expiry_policy(db, options, dry_run=dry_run)
     try:
         report = run_gc(db.path, slate.open_store(name), options, dry_run=dry_run, clock=slate.clock())
     except GcFailedError as error:
         metadata = gc_metadata(name, error.report) if isinstance(error.report, GcReport) else {}
         raise dg.Failure(description=str(error), metadata=metadata) from error
     summary = gc_summary(report)
+    metadata = gc_metadata(name, report)
+    if skipped is not None:
+        summary += f"; {skipped}"
+        metadata["checkpoint_expiry"] = dg.MetadataValue.text(skipped)
     context.log.info(f"{name}: {summary}")
-    return runs.StepResult(report, gc_metadata(name, report), summary)
+    return runs.StepResult(report, metadata, summary)
+
+
+EXPIRY_SKIPPED = (
+    "checkpoint expiry skipped (checkpoints.expiry_dry_run: the checkpoint expiry job reports them)"
+)
+
+
+def honour_expiry_policy(
+    db: DatabaseConfig, options: GcOptions, *, dry_run: bool
+) -> tuple[GcOptions, bool, str | None]:
+    """``(options, dry_run, note)`` of a GC pass over ``db`` that honours ``checkpoints.expiry_dry_run``.
+
+    A real pass of a database with that policy runs without the ``checkpoints`` task (a pass of that
+    task alone becomes a dry run); ``note`` says so, None when nothing changed. Every GC step (gc_job,
+    gc_schedule's runs, maintenance_gc) goes through here, so no step expires what the policy keeps.
+    """
+    if dry_run or not db.checkpoints.expiry_dry_run or "checkpoints" not in options.resources:
+        return options, dry_run, None
+    rest = options.resources - {"checkpoints"}
+    if not rest:
+        return options, True, EXPIRY_SKIPPED
+    return options.model_copy(update={"resources": rest}), dry_run, EXPIRY_SKIPPED
 
 
 def gc_summary(report: GcReport) -> str:
