@@ -8,6 +8,12 @@ A database at path ``<db>`` (``""`` is the store's root) owns these keys::
     <db>/wal/<20-digit id>.sst                  WAL SSTs and fence objects (WalStore, below)
     <db>/compacted/<ULID>.sst                   L0 and sorted-run SSTs (sst_key)
 
+The key builders and parsers below are the one place these names are spelled out: every listing
+matches a key by comparing it in full with the key built for the parsed id (:func:`parse_wal_key`,
+:func:`parse_sst_key`, :func:`parse_manifest_key`, ...), never by its last component alone, so the
+objects of a database nested under this one (``<db>/wal/wal/...`` of a database named ``<db>/wal``)
+are never taken for this database's own.
+
 An SST listed by one of the manifest's ``external_dbs`` lives under that database's path instead
 (clones, shards, merges: :func:`resolve_sst_path`). The WAL is here too, as :class:`WalStore`:
 contiguous ids, entries in sequence order, and an empty object at an id is a fence, never data.
@@ -27,7 +33,7 @@ from ulid import ULID
 
 from slate_ops.errors import ObjectNotFoundError, PreconditionFailedError, PutOutcomeUnknownError
 from slate_ops.manifest.model import CompactedSst, Manifest
-from slate_ops.manifest.store import MANIFEST_DIR
+from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX
 from slate_ops.objstore.base import (
     GetResult,
     ObjectMeta,
@@ -39,14 +45,103 @@ from slate_ops.objstore.base import (
 )
 from slate_ops.sst import SstReader, encode_sst
 from slate_ops.txn.paths import join, normalize_db_path
+from slate_ops.txn.sequenced import ID_DIGITS
 
 COMPACTED_DIR = "compacted"
 COMPACTIONS_DIR = "compactions"
+COMPACTIONS_SUFFIX = "compactions"
+WAL_DIR = "wal"
+GC_DIR = "gc"
+OWN_DIRECTORIES = (MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR)
+"""Every directory a database owns under its path: the names the layout reserves."""
+
+_ID = re.compile(rf"^\d{{{ID_DIGITS}}}$")
+_MANIFEST_TAIL = f"/{MANIFEST_DIR}/"
+
+
+def _id_of(name: str, suffix: str) -> int | None:
+    stem = name[: -len(suffix) - 1] if name.endswith("." + suffix) else ""
+    return int(stem) if _ID.match(stem) else None
+
+
+def _sequenced_key(db_path: str, directory: str, object_id: int, suffix: str) -> str:
+    return join(db_path, directory, f"{object_id:0{ID_DIGITS}d}.{suffix}")
+
+
+def _parse_sequenced(db_path: str, directory: str, suffix: str, key: str) -> int | None:
+    object_id = _id_of(key.rsplit("/", 1)[-1], suffix)
+    if object_id is None or key != _sequenced_key(db_path, directory, object_id, suffix):
+        return None
+    return object_id
+
+
+def manifest_key(db_path: str, manifest_id: int) -> str:
+    """``<db>/manifest/<20-digit id>.manifest``."""
+    return _sequenced_key(normalize_db_path(db_path), MANIFEST_DIR, manifest_id, MANIFEST_SUFFIX)
+
+
+def parse_manifest_key(key: str) -> tuple[str, int] | None:
+    """``(database path, manifest id)`` if ``key`` is the key of a manifest of some database (the
+    database is everything before its last ``/manifest/``), else None."""
+    object_id = _id_of(key.rsplit("/", 1)[-1], MANIFEST_SUFFIX)
+    if object_id is None:
+        return None
+    head = key[: key.rindex("/")]  # "<db>/manifest" or "manifest"
+    if head == MANIFEST_DIR:
+        db_path = ""
+    elif head.endswith(_MANIFEST_TAIL[:-1]) and head != _MANIFEST_TAIL[:-1]:
+        db_path = head[: -len(_MANIFEST_TAIL) + 1]
+    else:
+        return None
+    return (db_path, object_id) if key == manifest_key(db_path, object_id) else None
+
+
+def compactions_key(db_path: str, compactions_id: int) -> str:
+    """``<db>/compactions/<20-digit id>.compactions``."""
+    return _sequenced_key(normalize_db_path(db_path), COMPACTIONS_DIR, compactions_id, COMPACTIONS_SUFFIX)
+
+
+def parse_own_manifest_key(db_path: str, key: str) -> int | None:
+    """The id if ``key`` is a manifest of the database at ``db_path`` itself (full key), else None."""
+    return _parse_sequenced(normalize_db_path(db_path), MANIFEST_DIR, MANIFEST_SUFFIX, key)
+
+
+def parse_compactions_key(db_path: str, key: str) -> int | None:
+    """The id if ``key`` is a ``.compactions`` file of the database at ``db_path`` (full key)."""
+    return _parse_sequenced(normalize_db_path(db_path), COMPACTIONS_DIR, COMPACTIONS_SUFFIX, key)
+
+
+def wal_key(db_path: str, wal_id: int) -> str:
+    """``<db>/wal/<20-digit id>.sst``."""
+    return join(normalize_db_path(db_path), WAL_DIR, f"{wal_id:0{ID_DIGITS}d}.sst")
+
+
+def parse_wal_key(db_path: str, key: str) -> int | None:
+    """The id if ``key`` is a WAL SST (or fence) of the database at ``db_path`` (full key), else None."""
+    object_id = _id_of(key.rsplit("/", 1)[-1], "sst")
+    return object_id if object_id is not None and key == wal_key(db_path, object_id) else None
 
 
 def sst_key(db_path: str, sst_id: ULID) -> str:
     """The key of SST ``sst_id`` of the database at ``db_path``."""
     return join(db_path, COMPACTED_DIR, f"{sst_id}.sst")
+
+
+def parse_sst_key(db_path: str, key: str) -> ULID | None:
+    """The SST id if ``key`` is an SST under the database's own ``compacted/`` (full key), else None."""
+    name = key.rsplit("/", 1)[-1]
+    if not name.endswith(".sst"):
+        return None
+    try:
+        sst_id = ULID.from_str(name[: -len(".sst")])
+    except ValueError:
+        return None
+    return sst_id if key == sst_key(normalize_db_path(db_path), sst_id) else None
+
+
+def own_directory(db_path: str, directory: str) -> str:
+    """The listing prefix of one of the database's own directories: ``<db>/<directory>/``."""
+    return join(normalize_db_path(db_path), directory) + "/"
 
 
 def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str:
@@ -56,8 +151,6 @@ def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str
     return sst_key(db_path if owner is None else owner.path, sst.physical_id)
 
 
-WAL_DIR = "wal"
-_NAME = re.compile(r"^(\d{20})\.sst$")
 # WAL SSTs fetched at once by read_many (replay): on S3 each GET waits ~20-50 ms, so fetching one
 # after another makes a reopen after a few hundred WAL SSTs take many seconds. Bounded so that at
 # most this many segments are held in memory ahead of the one being applied.
@@ -69,22 +162,26 @@ Entry = tuple[bytes, int, int, bytes]
 class WalStore:
     def __init__(self, store: ObjectStore, db_path: str) -> None:
         self.store = store
-        self.directory = join(db_path, WAL_DIR)
+        self.db_path = normalize_db_path(db_path)
+        self.directory = join(self.db_path, WAL_DIR)
 
     def key(self, wal_id: int) -> str:
-        return join(self.directory, f"{wal_id:020d}.sst")
+        return wal_key(self.db_path, wal_id)
 
     def list_ids(self, after: int = 0) -> list[int]:
         """WAL ids greater than ``after``, ascending."""
         return [wal_id for wal_id, _ in self.list_sizes(after)]
 
     def list_sizes(self, after: int = 0) -> list[tuple[int, int]]:
-        """``(id, object size)`` of the WAL SSTs with ids greater than ``after``, ascending; one LIST."""
+        """``(id, object size)`` of the WAL SSTs with ids greater than ``after``, ascending; one LIST.
+
+        Keys are compared in full: the objects of a database nested in this one's ``wal/`` directory
+        (a database named ``<db>/wal``) are not this database's WAL."""
         found = []
         for meta in self.store.list(self.directory + "/", start_after=self.key(after) if after else None):
-            match = _NAME.match(meta.key.rsplit("/", 1)[-1])
-            if match:
-                found.append((int(match.group(1)), meta.size))
+            wal_id = parse_wal_key(self.db_path, meta.key)
+            if wal_id is not None and wal_id > after:
+                found.append((wal_id, meta.size))
         return found
 
     def max_seq(self, wal_id: int, size: int) -> int | None:
@@ -168,6 +265,13 @@ class WalStore:
         key = self.key(wal_id)
         return _WalSegment(self.store.url, key, self.store.get(key))
 
+    def size(self, wal_id: int) -> int | None:
+        """The size of WAL ``wal_id`` by one HEAD (0: a fence), or None if it does not exist."""
+        try:
+            return self.store.head(self.key(wal_id)).size
+        except ObjectNotFoundError:
+            return None
+
 
 class _WalSegment:
     """One fetched WAL SST; :meth:`scan` decodes it from memory (nothing for a fence)."""
@@ -220,11 +324,24 @@ class _FetchedObject:
 __all__ = [
     "COMPACTED_DIR",
     "COMPACTIONS_DIR",
+    "COMPACTIONS_SUFFIX",
+    "GC_DIR",
     "MANIFEST_DIR",
+    "MANIFEST_SUFFIX",
+    "OWN_DIRECTORIES",
     "WAL_DIR",
     "WalStore",
+    "compactions_key",
     "join",
+    "manifest_key",
     "normalize_db_path",
+    "own_directory",
+    "parse_compactions_key",
+    "parse_manifest_key",
+    "parse_own_manifest_key",
+    "parse_sst_key",
+    "parse_wal_key",
     "resolve_sst_path",
     "sst_key",
+    "wal_key",
 ]

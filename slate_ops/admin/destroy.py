@@ -3,13 +3,12 @@ API").
 
 Soft: fence any writer (bump the writer epoch and fence the WAL), remove the writer's checkpoint and
 set ``destroyed_at_s``; the garbage collector deletes the data once the grace period has passed and
-every checkpoint is gone. Hard: refuse while unexpired checkpoints exist, else set
-``destroyed_at_s``, release the final checkpoints this database holds on its external (parent)
-databases, delete every object under the path and the current manifest last, so a crash part-way
-leaves a destroyed manifest that a re-run finishes.
-
-Releasing the final checkpoints and deleting the objects are the garbage collector's steps for
-destroyed databases too (:mod:`slate_ops.gc.destroyed`); a hard destroy runs them at once.
+every checkpoint is gone. Hard: refuse while unexpired checkpoints exist, else delete the database
+now through :func:`slate_ops.gc.destroyed.delete_database` — the one code path GC uses too: mark it
+destroyed (fencing writers and compactors) and fence the WAL, release the final checkpoints it holds
+on external databases, commit a tombstone manifest, advance the GC boundaries, and delete only the
+database's own objects (matched by full key) except the tombstone, the WAL fence, the last
+``.compactions`` file and the ``gc/`` boundaries. A crash part-way is finished by a re-run.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.errors import InvalidDeletionError
-from slate_ops.gc.destroyed import delete_db_objects, release_external_checkpoints
+from slate_ops.gc.destroyed import delete_database, marked_destroyed
 from slate_ops.layout import WalStore
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest
@@ -37,6 +36,10 @@ class DestroyReport:
     deleted: tuple[str, ...]  # object keys, in deletion order (hard only)
     released_parent_checkpoints: tuple[tuple[str, uuid.UUID], ...]  # (external db path, checkpoint id)
     removed_writer_checkpoints: tuple[uuid.UUID, ...] = ()  # soft only
+    # Hard only: the tombstone manifest the deletion writes (or found), and every object it writes and
+    # keeps: the tombstone, the WAL fence, the last .compactions file.
+    tombstone: str | None = None
+    kept: tuple[str, ...] = ()
 
 
 def destroy(
@@ -55,10 +58,10 @@ def destroy(
     acts.
     """
     manifests = ManifestStore(store, path)
+    if not soft:
+        return _destroy_hard(manifests, dry_run, clock)
     current = manifests.read_latest_required()
-    if soft:
-        return _destroy_soft(manifests, current, dry_run, clock)
-    return _destroy_hard(manifests, current, dry_run, clock)
+    return _destroy_soft(manifests, current, dry_run, clock)
 
 
 def _destroy_soft(
@@ -85,13 +88,11 @@ def _destroy_soft(
     )
     now = int(clock.now())
     # Step 3. Through the fenced store: a writer opened since our claim makes this fail (re-run it).
-    committed = fenced.update(lambda latest: _marked_destroyed(latest.value, now))
+    committed = fenced.update(lambda latest: marked_destroyed(latest.value, now))
     return DestroyReport(manifests.path, True, False, committed.value.destroyed_at_s, (), (), tuple(removed))
 
 
-def _destroy_hard(
-    manifests: ManifestStore, current: VersionedManifest, dry_run: bool, clock: Clock
-) -> DestroyReport:
+def _destroy_hard(manifests: ManifestStore, dry_run: bool, clock: Clock) -> DestroyReport:
     now = clock.now()
 
     def refuse_if_checkpointed(manifest: Manifest) -> None:
@@ -105,51 +106,19 @@ def _destroy_hard(
                 "was deleted."
             )
 
-    if dry_run:
-        refuse_if_checkpointed(current.value)
-        keys = [meta.key for meta in delete_db_objects(manifests.path, manifests.store, dry_run=True)]
-        at = current.value.destroyed_at_s
-        if at is None:  # a real run first commits the next version with destroyed_at_s set
-            at = int(now)
-            keys.append(manifests.sequence.key(current.id + 1))
-        held = _held_external_checkpoints(current.value, manifests.store)
-        return DestroyReport(manifests.path, False, True, at, tuple(keys), tuple(held))
-
-    def mark_destroyed(latest: VersionedManifest) -> Manifest | None:
-        refuse_if_checkpointed(latest.value)  # steps 1-2 in one CAS: no checkpoint can slip in
-        return _marked_destroyed(latest.value, int(now))
-
-    committed = manifests.update(mark_destroyed)
-    # Once destroyed_at_s is set no checkpoint can be created, so the check stays true from here on.
-    released = release_external_checkpoints(committed.value, manifests.store)
-    deleted = delete_db_objects(manifests.path, manifests.store)  # steps 3-4: current manifest last
-    return DestroyReport(
-        manifests.path,
-        False,
-        False,
-        committed.value.destroyed_at_s,
-        tuple(meta.key for meta in deleted),
-        tuple(released),
+    done = delete_database(
+        manifests.path, manifests.store, now=now, refuse=refuse_if_checkpointed, dry_run=dry_run
     )
-
-
-def _marked_destroyed(manifest: Manifest, now: int) -> Manifest | None:
-    """``destroyed_at_s`` set (None if already set), also fencing any running compactor: its next
-    commit raises FencedError instead of adding SSTs and a checkpoint to a destroyed database."""
-    if manifest.destroyed_at_s is not None:
-        return None
-    return manifest.with_changes(destroyed_at_s=now, compactor_epoch=manifest.compactor_epoch + 1)
-
-
-def _held_external_checkpoints(manifest: Manifest, store: ObjectStore) -> list[tuple[str, uuid.UUID]]:
-    """The final checkpoints of ``manifest`` that its external databases hold now."""
-    held = []
-    for ed in manifest.external_dbs:
-        external = ManifestStore(store, ed.path)
-        latest = external.read_latest()
-        if latest is not None and latest.value.checkpoint(ed.final_checkpoint_id) is not None:
-            held.append((external.path, ed.final_checkpoint_id))
-    return held
+    return DestroyReport(
+        path=done.path,
+        soft=False,
+        dry_run=dry_run,
+        destroyed_at_s=int(now) if done.destroyed_at_s is None else done.destroyed_at_s,
+        deleted=done.deleted_keys,
+        released_parent_checkpoints=done.released,
+        tombstone=done.tombstone,
+        kept=done.kept,
+    )
 
 
 __all__ = ["DestroyReport", "destroy"]

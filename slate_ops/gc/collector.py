@@ -6,7 +6,9 @@ One run (:meth:`GarbageCollector.run_once`):
 1. **Snapshot**: list and read the manifests (latest, live checkpoints', the issue-204 history),
    then the ``.compactions`` state, then list the WAL and compacted SSTs — in that order, so an object
    written after the snapshot began is younger than every cutoff.
-2. **Destroyed database**: if it is due (:mod:`slate_ops.gc.destroyed`), delete it whole and stop.
+2. **Destroyed database**: if it is due (:mod:`slate_ops.gc.destroyed`), delete it and stop: its
+   tombstone manifest stays, fencing stale processes. A path whose latest manifest is a tombstone
+   (deleted already) only has an interrupted deletion's leftovers deleted.
 3. **Plan** every task from the snapshot alone: this is the dry-run answer.
 4. Real run only: expire checkpoints, then re-read the newest manifests and drop from the plan
    anything they (or a checkpoint that became live meanwhile) reference — the plan only ever shrinks.
@@ -179,6 +181,9 @@ class _Run:
         try:
             snapshot = read_snapshot(self.gc._manifests, self.now, history_cutoffs=history)
         except DbNotFoundError:
+            current = self.gc._manifests.read_current()
+            if current is not None and current.value.is_tombstone and runs("database"):
+                return self.destroy(None)  # deleted: finish what an interrupted deletion left
             raise
         except Exception as error:
             self.errors.append(f"reading the manifests: {type(error).__name__}: {error}")
@@ -328,12 +333,18 @@ class _Run:
         self.errors += errors
         return ResourceReport.build(resource, deleted, listed=listed, errors=errors)
 
-    def destroy(self, snapshot: Snapshot) -> GcReport:
+    def destroy(self, snapshot: Snapshot | None) -> GcReport:
+        """Step 2: the database's deletion (:func:`~slate_ops.gc.destroyed.delete_database`, the code
+        path a hard destroy runs too); ``snapshot`` is None when it was deleted already (a tombstone)."""
+        grace = self.options.db_delete_grace.total_seconds()
         outcome = self.attempt(
             "database",
-            lambda: delete_destroyed(self.gc.path, self.store, snapshot.latest.value, dry_run=self.dry_run),
+            lambda: delete_destroyed(
+                self.gc.path, self.store, now=self.now, grace_s=grace, dry_run=self.dry_run
+            ),
         )
         if outcome is None:
             return self.report(snapshot)
         self.notes += [f"released final checkpoint on {r}" for r in outcome.released]
+        self.notes.append(f"tombstone {outcome.tombstone} {'to be written' if self.dry_run else 'kept'}")
         return self.report(snapshot, destroyed=True, destroyed_objects=outcome.deleted)

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ulid import ULID
 
-from slate_ops.layout import COMPACTED_DIR, WAL_DIR, WalStore, sst_key
+from slate_ops.layout import COMPACTED_DIR, WAL_DIR, own_directory, parse_sst_key, parse_wal_key
 from slate_ops.objstore.base import ObjectMeta, ObjectStore
-from slate_ops.txn.paths import join
-
-_WAL_NAME = re.compile(r"^(\d{20})\.sst$")
 
 
 @dataclass(frozen=True)
@@ -32,27 +28,20 @@ class SstFile:
 
 
 def list_wal(store: ObjectStore, db_path: str) -> list[WalFile]:
-    """``<db>/wal/<20-digit id>.sst`` objects in id order."""
-    wal = WalStore(store, db_path)
+    """``<db>/wal/<20-digit id>.sst`` objects in id order (full keys: a nested database's are not ours)."""
     files = []
-    for meta in store.list(join(db_path, WAL_DIR) + "/"):
-        match = _WAL_NAME.match(meta.key.rsplit("/", 1)[-1])
-        if match and meta.key == wal.key(int(match.group(1))):
-            files.append(WalFile(int(match.group(1)), meta))
+    for meta in store.list(own_directory(db_path, WAL_DIR)):
+        wal_id = parse_wal_key(db_path, meta.key)
+        if wal_id is not None:
+            files.append(WalFile(wal_id, meta))
     return files
 
 
 def list_compacted(store: ObjectStore, db_path: str) -> list[SstFile]:
     """``<db>/compacted/<ULID>.sst`` objects (this database's own L0 and sorted-run SSTs)."""
     files = []
-    for meta in store.list(join(db_path, COMPACTED_DIR) + "/"):
-        name = meta.key.rsplit("/", 1)[-1]
-        if not name.endswith(".sst"):
-            continue
-        try:
-            sst_id = ULID.from_str(name[: -len(".sst")])
-        except ValueError:
-            continue
-        if meta.key == sst_key(db_path, sst_id):
+    for meta in store.list(own_directory(db_path, COMPACTED_DIR)):
+        sst_id = parse_sst_key(db_path, meta.key)
+        if sst_id is not None:
             files.append(SstFile(sst_id, meta))
     return files

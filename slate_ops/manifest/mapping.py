@@ -233,6 +233,8 @@ def encode_payload(m: Manifest) -> bytes:
     _fb_manifest.ManifestV2AddCheckpoints(b, checkpoints)
     if visible_range is not None:
         _fb_manifest.ManifestV2AddVisibleRange(b, visible_range)
+    if m.deleted_at_s is not None:
+        _fb_manifest.ManifestV2AddDeletedAtS(b, m.deleted_at_s)
     b.Finish(_fb_manifest.ManifestV2End(b))
     return bytes(b.Output())
 
@@ -371,6 +373,7 @@ class _Decoder:
             compacted=compacted,
             checkpoints=checkpoints,
             visible_range=self.manifest_range(tab),
+            deleted_at_s=root.DeletedAtS(),
         )
 
     def manifest_range(self, tab: Any) -> KeyRange | None:

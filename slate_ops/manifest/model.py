@@ -159,6 +159,16 @@ class Manifest:
     checkpoints: tuple[Checkpoint, ...] = field(default=())
     # The keys this database may hold (shards of a split); None = all keys.
     visible_range: KeyRange | None = None
+    # Set when the database's objects were deleted (hard destroy, or GC of a destroyed database):
+    # this manifest is then a tombstone. It keeps the epochs (fencing stale writers and compactors)
+    # and the WAL and manifest ids, and nothing else; the path reads as "no database" and a new
+    # database may be created there (docs/design/clones-and-destroy.md, "Deleting a Database").
+    deleted_at_s: int | None = None
+
+    @property
+    def is_tombstone(self) -> bool:
+        """The database was deleted: this manifest only keeps its epochs and ids."""
+        return self.deleted_at_s is not None
 
     def with_changes(self, **changes: object) -> Manifest:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from slate_ops.errors import (
     FencedError,
     InvalidDeletionError,
 )
-from slate_ops.gc.destroyed import delete_db_objects, release_external_checkpoints
+from slate_ops.gc.destroyed import release_external_checkpoints
 from slate_ops.manifest.model import ExternalDb, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore
@@ -59,6 +59,12 @@ def current(store: ObjectStore, path: str = DB) -> Manifest:
 
 def keys_under(store: ObjectStore, path: str) -> list[str]:
     return [m.key for m in store.list(path + "/")]
+
+
+def leftovers(store: ObjectStore, path: str) -> set[str]:
+    """What a deleted database keeps besides its gc/ boundary files: the tombstone manifest, the WAL
+    fence and the last .compactions file."""
+    return {k for k in keys_under(store, path) if not k.startswith(path + "/gc/")}
 
 
 def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
@@ -136,7 +142,7 @@ def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(store: LocalStore, 
     admin.destroy(DB, store, clock=clock, dry_run=False)
     report = admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
     assert report.destroyed_at_s == int(NOW) + 3601  # kept from the soft destroy
-    assert keys_under(store, DB) == []
+    assert leftovers(store, DB) == set(report.kept)
 
 
 def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
@@ -156,15 +162,17 @@ def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
     report = admin.destroy(DB, engine_store, soft=False, clock=clock, dry_run=False)
     assert report.released_parent_checkpoints == (("dbs/parent", final),)
     assert report.deleted[-1].endswith(".manifest") and len(report.deleted) == len(set(report.deleted))
-    assert keys_under(engine_store, DB) == []
+    assert leftovers(engine_store, DB) == set(report.kept) and report.tombstone in report.kept
     assert current(engine_store, "dbs/parent").checkpoint(final) is None
     assert snapshot(engine_store, "dbs/parent/compacted/") == parent_objects
     with DbReader.open("dbs/parent", engine_store, options=QUIET_READER) as reader:
         assert reader.get(b"wal-only") == b"w"
-    with pytest.raises(DbNotFoundError):
-        admin.destroy(DB, engine_store, soft=False, clock=clock, dry_run=False)  # nothing left to destroy
-    admin.destroy("dbs/parent", engine_store, soft=False, clock=clock, dry_run=False)  # now nothing holds it
-    assert keys_under(engine_store, "dbs/parent") == []
+    with pytest.raises(DbNotFoundError, match="was deleted at"):
+        current(engine_store)
+    again = admin.destroy(DB, engine_store, soft=False, clock=clock, dry_run=False)  # nothing left to delete
+    assert (again.deleted, again.tombstone) == ((), report.tombstone)
+    parent = admin.destroy("dbs/parent", engine_store, soft=False, clock=clock, dry_run=False)  # nothing holds it
+    assert leftovers(engine_store, "dbs/parent") == set(parent.kept)
 
 
 @pytest.mark.parametrize("already_soft", [False, True], ids=["live", "soft-destroyed"])
@@ -185,7 +193,8 @@ def test_hard_dry_run_reports_exactly_what_a_real_run_deletes(
     assert existing <= set(real.deleted) and set(real.deleted) - existing <= {real.deleted[-1]}
     assert dry.released_parent_checkpoints == real.released_parent_checkpoints
     assert dry.destroyed_at_s == real.destroyed_at_s
-    assert keys_under(store, DB) == []
+    assert (dry.tombstone, dry.kept) == (real.tombstone, real.kept)
+    assert leftovers(store, DB) == set(real.kept)
 
 
 def test_a_crash_at_every_step_of_a_hard_destroy_is_finished_by_a_rerun(
@@ -199,13 +208,13 @@ def test_a_crash_at_every_step_of_a_hard_destroy_is_finished_by_a_rerun(
         faulty = FaultInjectingStore(store)
         faulty.crash_after(n)
         try:
-            admin.destroy(clone, faulty, soft=False, clock=clock, dry_run=False)
+            report = admin.destroy(clone, faulty, soft=False, clock=clock, dry_run=False)
         except SimulatedCrash:
-            assert ManifestStore(store, clone).read_latest() is not None  # the manifest goes last
-            admin.destroy(clone, store, soft=False, clock=clock, dry_run=False)
+            assert ManifestStore(store, clone).read_current() is not None  # the tombstone stays
+            report = admin.destroy(clone, store, soft=False, clock=clock, dry_run=False)
         else:
             break
-        assert keys_under(store, clone) == []
+        assert leftovers(store, clone) == set(report.kept)
         assert not [
             c for c in current(store, "dbs/parent").checkpoints if c.name == FINAL_CHECKPOINT_PREFIX + clone
         ]
@@ -228,21 +237,25 @@ def test_release_external_checkpoints_is_idempotent_and_tolerates_missing_parent
     assert release_external_checkpoints(manifest, store) == []
 
 
-def test_delete_db_objects_puts_the_current_manifest_last_and_spares_nested_databases(
-    store: LocalStore,
+def test_hard_destroy_deletes_only_its_own_directories_and_spares_nested_databases_and_siblings(
+    store: LocalStore, clock: ManualClock
 ) -> None:
     fill(store)
     fill(store, DB + "/nested", rounds=1)
     fill(store, DB + "x", rounds=1)  # a sibling whose name starts the same
-    listed = delete_db_objects(DB, store, dry_run=True)
-    manifests = ManifestStore(store, DB).list()
-    assert listed[-1].key == manifests[-1].meta.key
-    assert [m.key for m in listed[-len(manifests) :]] == [f.meta.key for f in manifests]
-    assert not [m for m in listed if m.key.startswith((DB + "/nested/", DB + "x/"))]
-    deleted = delete_db_objects(DB, store)
-    assert [m.key for m in deleted] == [m.key for m in listed]
-    assert all(k.startswith((DB + "/nested/", DB + "x/")) for k in snapshot(store))
-    assert keys_under(store, DB + "/nested") and keys_under(store, DB + "x")
+    store.put(DB + "/README", b"not a database object")
+    others = {k: v for k, v in snapshot(store).items() if not k.startswith(DB + "/") or k == DB + "/README"}
+    others.update(snapshot(store, DB + "/nested/"))
+    dry = admin.destroy(DB, store, soft=False, dry_run=True, clock=clock)
+    assert not [k for k in dry.deleted if k.startswith((DB + "/nested/", DB + "x/")) or k == DB + "/README"]
+    real = admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
+    assert real.deleted == dry.deleted
+    survivors = snapshot(store)
+    assert {k: survivors.get(k) for k in others} == others
+    own = {k for k in survivors if k.startswith(DB + "/") and not k.startswith(DB + "/nested/")}
+    assert own - {DB + "/README"} == set(real.kept) | {k for k in own if k.startswith(DB + "/gc/")}
+    with DbReader.open(DB + "/nested", store, options=QUIET_READER) as reader:
+        assert reader.get(b"wal-only") == b"w"
 
 
 def test_a_crash_at_every_step_of_a_soft_destroy_is_finished_by_a_rerun(

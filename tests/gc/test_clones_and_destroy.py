@@ -10,6 +10,7 @@ from slate_ops.admin import create_clone, destroy, list_checkpoints
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.gc import GarbageCollector, GcOptions
+from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from tests.conftest import snapshot
 from tests.gc.conftest import MIN_AGE, gc, keys, latest, quiet, write_rounds
@@ -81,9 +82,12 @@ def test_soft_destroyed_database_is_deleted_after_the_grace_period(
     assert dry.destroyed and keys(store) == everything
     report = GarbageCollector("db", store, options, clock=clock).run_once(dry_run=False)
     assert report.destroyed and report.resources == ()
-    assert report.deleted_keys() == dry.deleted_keys() == everything
-    assert report.destroyed_objects[-1].key.startswith("db/manifest/")  # the current manifest last
-    assert keys(store) == set()
+    kept = keys(store)  # the tombstone, the WAL fence, the .compactions file, the gc/ boundaries
+    assert report.deleted_keys() == dry.deleted_keys() == everything - kept
+    assert {k.split("/")[1] for k in kept} == {"manifest", "wal", "compactions", "gc"}
+    assert len([k for k in kept if not k.startswith("db/gc/")]) == 3
+    assert any(f"tombstone {k} kept" in note for note in report.notes for k in kept)
+    assert ManifestStore(store, "db").read_latest() is None  # no database for readers
     assert snapshot(store, "neighbour/") == neighbour
 
 
@@ -115,7 +119,8 @@ def test_destroyed_clone_releases_its_parent_checkpoint_first_and_the_loop_ends(
     assert report is not None and report.destroyed
     assert any(f"parent: {external.final_checkpoint_id}" in note for note in report.notes)
     assert external.final_checkpoint_id not in {c.id for c in list_checkpoints("parent", store)}
-    assert keys(store, "clone/") == set()
+    assert ManifestStore(store, "clone").read_latest() is None
+    assert {k.split("/")[1] for k in keys(store, "clone/")} == {"manifest", "wal", "compactions", "gc"}
     assert latest(store, "parent")[0] >= 1
 
 

@@ -227,8 +227,15 @@ class ManifestV2(object):
             return obj
         return None
 
+    # ManifestV2
+    def DeletedAtS(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return None
+
 def ManifestV2Start(builder):
-    builder.StartObject(15)
+    builder.StartObject(16)
 
 def Start(builder):
     ManifestV2Start(builder)
@@ -352,6 +359,12 @@ def ManifestV2AddVisibleRange(builder, visibleRange):
 
 def AddVisibleRange(builder, visibleRange):
     ManifestV2AddVisibleRange(builder, visibleRange)
+
+def ManifestV2AddDeletedAtS(builder, deletedAtS):
+    builder.PrependUint64Slot(15, deletedAtS, None)
+
+def AddDeletedAtS(builder, deletedAtS):
+    ManifestV2AddDeletedAtS(builder, deletedAtS)
 
 def ManifestV2End(builder):
     return builder.EndObject()
