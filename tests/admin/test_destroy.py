@@ -171,8 +171,8 @@ def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
         current(engine_store)
     again = admin.destroy(DB, engine_store, soft=False, clock=clock, dry_run=False)  # nothing left to delete
     assert (again.deleted, again.tombstone) == ((), report.tombstone)
-    parent = admin.destroy("dbs/parent", engine_store, soft=False, clock=clock, dry_run=False)  # nothing holds it
-    assert leftovers(engine_store, "dbs/parent") == set(parent.kept)
+    parent = admin.destroy("dbs/parent", engine_store, soft=False, clock=clock, dry_run=False)
+    assert leftovers(engine_store, "dbs/parent") == set(parent.kept)  # nothing held it any more
 
 
 @pytest.mark.parametrize("already_soft", [False, True], ids=["live", "soft-destroyed"])

@@ -61,4 +61,5 @@ manifests = st.builds(
     compacted=st.lists(sorted_runs, max_size=3).map(tuple),
     checkpoints=st.lists(checkpoints, max_size=3).map(tuple),
     visible_range=st.none() | key_ranges,
+    deleted_at_s=st.none() | U64,
 )

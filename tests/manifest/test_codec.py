@@ -73,7 +73,9 @@ def test_empty_manifest_round_trips() -> None:
 
 def test_none_and_zero_are_distinct() -> None:
     zero = Manifest(
-        destroyed_at_s=0, checkpoints=(Checkpoint(uuid.UUID(int=0), 0, 0, expire_time_s=0, name=""),)
+        destroyed_at_s=0,
+        deleted_at_s=0,
+        checkpoints=(Checkpoint(uuid.UUID(int=0), 0, 0, expire_time_s=0, name=""),),
     )
     unset = Manifest(checkpoints=(Checkpoint(uuid.UUID(int=0), 0, 0),))
     assert decode_manifest(encode_manifest(zero), PATH) == zero
@@ -116,6 +118,7 @@ def test_decode_accepts_bytes_like_objects() -> None:
         Manifest(writer_epoch=-1),
         Manifest(last_l0_seq=2**64),
         Manifest(destroyed_at_s=2**64),
+        Manifest(deleted_at_s=-1),
         Manifest(compacted=(SortedRun(2**32),)),
         Manifest(ssts=(CompactedSst(ULID.from_int(1), SstInfo(b"", b"", -5, 0, 0, 0)),)),
         Manifest(ssts=(CompactedSst(ULID.from_int(1), SstInfo(b"", b"", 0, 0, 0, 0, format_version=2**32)),)),

@@ -6,7 +6,16 @@ from pathlib import Path
 import pytest
 
 from slate_ops import admin
-from slate_ops.errors import CorruptObjectError, FencedError, UnsupportedFormatVersionError
+from slate_ops.errors import (
+    CorruptObjectError,
+    DbAlreadyExistsError,
+    DbNotFoundError,
+    FencedError,
+    InvalidArgumentError,
+    UnsupportedFormatVersionError,
+)
+from slate_ops.gc.destroyed import tombstone_of
+from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import COMPACTOR_EPOCH, WRITER_EPOCH, ManifestStore
 from slate_ops.objstore import LocalStore, MemoryStore
 from tests.conftest import snapshot
@@ -61,3 +70,68 @@ def test_checkpoints_from_several_processes_are_all_kept(tmp_path: Path) -> None
     assert len(created) == 20
     assert {str(c.id) for c in admin.list_checkpoints("db", store)} == created
     assert admin.read_manifest("db", store).id == 21
+
+
+# --- tombstones (docs/design/clones-and-destroy.md, "Deleting a Database") ------------------------
+
+
+def _tombstoned(memory: MemoryStore) -> ManifestStore:
+    """``db`` at manifest 3 (writer epoch 4, compactor epoch 2), then its tombstone at 4 with WAL
+    fence 9, as a deletion leaves it."""
+    manifests = ManifestStore(memory, "db")
+    manifests.create_initial(
+        Manifest(writer_epoch=3, compactor_epoch=1, next_wal_sst_id=7, replay_after_wal_id=2)
+    )
+    manifests.update(lambda v: v.value.with_changes(last_l0_seq=5))
+    manifests.update(lambda v: v.value.with_changes(destroyed_at_s=10, writer_epoch=4, compactor_epoch=2))
+    manifests.sequence.update(lambda v: tombstone_of(v.value if v else Manifest(), 20, 9))
+    return manifests
+
+
+def test_a_tombstone_is_no_database_for_readers_updates_and_claims() -> None:
+    memory = MemoryStore()
+    manifests = _tombstoned(memory)
+    assert manifests.read_latest() is None
+    current = manifests.read_current()
+    assert current is not None and current.id == 4 and current.value.is_tombstone
+    fresh = ManifestStore(memory, "db")
+    with pytest.raises(
+        DbNotFoundError, match=r"deleted at 1970-01-01T00:00:20Z \(manifest 4 is its tombstone\)"
+    ):
+        fresh.read_latest_required()
+    before = snapshot(memory)
+    with pytest.raises(DbNotFoundError, match="was deleted"):
+        manifests.update(lambda v: v.value.with_changes(last_l0_seq=6))  # a stale admin process
+    with pytest.raises(DbNotFoundError):
+        fresh.claim(WRITER_EPOCH)
+    assert snapshot(memory) == before
+
+
+def test_create_initial_after_a_tombstone_continues_its_epochs_and_ids() -> None:
+    memory = MemoryStore()
+    manifests = _tombstoned(memory)
+    created = ManifestStore(memory, "db").create_initial(Manifest(initialized=True))
+    assert created.id == 5
+    m = created.value
+    assert (m.writer_epoch, m.compactor_epoch) == (4, 2)  # a stale writer at epoch <= 4 stays fenced
+    assert (m.replay_after_wal_id, m.wal_id_last_seen, m.next_wal_sst_id) == (
+        9,
+        9,
+        10,
+    )  # nothing <= the fence
+    assert (m.destroyed_at_s, m.deleted_at_s, m.last_l0_seq, m.ssts) == (None, None, 0, ())
+    assert manifests.read_latest() == created
+    with pytest.raises(DbAlreadyExistsError):
+        ManifestStore(memory, "db").create_initial(Manifest())
+
+
+def test_create_initial_after_a_tombstone_refuses_wal_ids_at_or_below_its_fence() -> None:
+    memory = MemoryStore()
+    _tombstoned(memory)
+    before = snapshot(memory)
+    clone_like = Manifest(initialized=False, replay_after_wal_id=3, wal_id_last_seen=12, next_wal_sst_id=13)
+    with pytest.raises(InvalidArgumentError, match=r"reserved WAL ids up to 9.*ids 4\.\.12"):
+        ManifestStore(memory, "db").create_initial(clone_like)
+    assert snapshot(memory) == before
+    above = clone_like.with_changes(replay_after_wal_id=9)
+    assert ManifestStore(memory, "db").create_initial(above).value.wal_id_last_seen == 12
