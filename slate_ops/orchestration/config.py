@@ -65,6 +65,7 @@ from slate_ops.engine.options import ReaderOptions
 from slate_ops.errors import ConfigError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
 from slate_ops.objstore import HARMLESS_OPTIONS, redact_url
+from slate_ops.txn.paths import normalize_db_path
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
 """Names the databases config file; unset means the embedded default."""
@@ -281,6 +282,14 @@ class DatabaseConfig(dg.Config):
     def _no_credentials(cls, url: str) -> str:
         return checked_store_url(url)
 
+    @field_validator("path")
+    @classmethod
+    def _valid_path(cls, path: str) -> str:
+        """A database path that :func:`~slate_ops.txn.paths.normalize_db_path` accepts (no reserved
+        directory name as a component, docs/design/names.md); its InvalidDatabaseNameError names why."""
+        normalize_db_path(path)
+        return path
+
     def compactor_options(self) -> CompactorOptions:
         """The compactor options of this database's runs."""
         lifetime = parse_duration(self.checkpoints.compaction_lifetime)
@@ -355,6 +364,12 @@ class DiscoverConfig(dg.Config):
     @classmethod
     def _no_credentials(cls, url: str) -> str:
         return DatabaseConfig._no_credentials(url)
+
+    @field_validator("prefix")
+    @classmethod
+    def _valid_prefix(cls, prefix: str) -> str:
+        normalize_db_path(prefix)  # a prefix is a path: the same rules (docs/design/names.md)
+        return prefix
 
 
 def discovered_name(path: str, prefix: str) -> str | None:

@@ -28,7 +28,7 @@ from slate_ops.errors import (
     PutOutcomeUnknownError,
 )
 from slate_ops.objstore.base import ObjectStore, PutMode, new_put_id, resolve_put_outcome
-from slate_ops.txn.paths import join
+from slate_ops.txn.paths import GC_DIR, join
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ METRICS = BoundaryMetrics()
 class BoundaryObject:
     def __init__(self, store: ObjectStore, db_path: str, namespace: str) -> None:
         self._store = store
-        self.key = join(db_path, "gc", f"{namespace}.boundary")
+        self.key = join(db_path, GC_DIR, f"{namespace}.boundary")
         self._namespace = namespace
         self._directory = join(db_path, namespace)
         self._seen = False

@@ -139,10 +139,12 @@ def test_a_clean_family_of_clones_shards_and_merges_passes() -> None:
 
 def test_discover_finds_every_database_including_nested_and_root_ones() -> None:
     fam = Family()
-    for path in ("", "a", "a/b", "x/manifest"):
+    for path in ("", "a", "a/b", "x/manifests"):
         admin.create_db(path, fam.store)
     fam.store.put("stray/manifest/notes.txt", b"")
-    assert discover_databases(fam.store) == ["", "a", "a/b", "x/manifest"]
+    # A manifest under a path no database may have (x/manifest: docs/design/names.md) is no database.
+    fam.store.put("x/manifest/manifest/00000000000000000001.manifest", b"")
+    assert discover_databases(fam.store) == ["", "a", "a/b", "x/manifests"]
     assert discover_databases(fam.store, "a") == ["a", "a/b"]
     assert fam.check() == []
 

@@ -223,11 +223,11 @@ def test_suggest_split_keys_explains_an_empty_answer(
     code, out, _ = cli(capsys, "--path", "small", "suggest-split-keys", "-n", "1")
     assert out["split_keys"] == [] and "n is 1" in out["reason"]
 
-    with Db.open("wal", store) as db:
+    with Db.open("walonly", store) as db:
         db.put(b"k", b"v")
         db.flush()
         simulate_crash(db)
-    code, out, _ = cli(capsys, "--path", "wal", "suggest-split-keys", "-n", "2")
+    code, out, _ = cli(capsys, "--path", "walonly", "suggest-split-keys", "-n", "2")
     assert code == 0 and out["split_keys"] == [] and "flush" in out["reason"]
 
     with Db.open("big", store) as db:
