@@ -65,6 +65,7 @@ COMMANDS = (
         _list_checkpoints,
         "List the checkpoints of the current manifest.",
         (arg("-n", "--name", help="only checkpoints with this name"),),
+        read_only=True,
     ),
     Command(
         "expire-checkpoints",

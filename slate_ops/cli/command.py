@@ -49,6 +49,22 @@ class Command:
     """Other names: the operator API's name in kebab case where the command's own is shorter."""
     needs_path: bool = True
     """False for a command that may run without ``--path`` (``list-dbs``: it then lists the store)."""
+    read_only: bool = False
+    """True for a command that never writes to the store (a command with ``--dry-run`` is read-only
+    when dry). Read-only commands refuse a local store root that does not exist (docs/cli.md "Safety")."""
+
+    def is_read_only(self, args: argparse.Namespace) -> bool:
+        """Whether this run of the command writes nothing: a read-only command, or a dry run."""
+        return self.read_only or getattr(args, "dry_run", False) is True
+
+
+def create_flag() -> Arg:
+    """``--create`` of a write command that would otherwise create a database that was never named."""
+    return arg(
+        "--create",
+        action="store_true",
+        help="create the database at --path if it does not exist (default: refuse; see create-db)",
+    )
 
 
 DRY_RUN_NOTE = "dry run: nothing was changed; run the same command with --no-dry-run to act"

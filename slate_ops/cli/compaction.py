@@ -86,5 +86,6 @@ COMMANDS = (
         _shape,
         "Print the LSM tree: L0 SSTs and sorted runs with key ranges and sizes (newest first).",
         aliases=("lsm-shape",),
+        read_only=True,
     ),
 )

@@ -5,7 +5,8 @@ hex is a usage error (exit 2). Output is JSON lines, one ``{"key": ..., "value":
 row, in the same convention (:mod:`slate_ops.keytext`), so any output can be pasted back as input.
 
 ``put`` and ``delete`` open the database as its writer (fencing any running writer), write with
-``await_durable=True`` and close. ``get`` and ``scan`` read through a :class:`~slate_ops.DbReader`,
+``await_durable=True`` and close; a database that does not exist is refused unless ``--create``.
+``get`` and ``scan`` read through a :class:`~slate_ops.DbReader`,
 which never fences the writer.
 """
 
@@ -16,8 +17,10 @@ from collections.abc import Iterator
 
 from slate_ops import Db, DbOptions, DbReader
 from slate_ops.cli.args import checkpoint_id, parse_bytes, parse_key, positive_int
-from slate_ops.cli.command import Command, arg
+from slate_ops.cli.command import Command, arg, create_flag
+from slate_ops.errors import DbNotFoundError
 from slate_ops.keytext import render_bytes
+from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore
 
 Row = dict[str, str | None]
@@ -28,13 +31,28 @@ def row(key: bytes, value: bytes | None) -> Row:
     return {"key": render_bytes(key), "value": None if value is None else render_bytes(value)}
 
 
+def require_db(args: argparse.Namespace, store: ObjectStore) -> None:
+    """Refuse to write to a database that does not exist unless ``--create`` was given: a mistyped
+    ``--path`` must not silently create a new database (docs/cli.md "Safety")."""
+    if args.create:
+        return
+    manifests = ManifestStore(store, args.path)
+    if manifests.read_latest() is None:
+        raise DbNotFoundError(
+            f"no database at {manifests.location}; nothing was written. Create it with "
+            f"`slate-ops --path {args.path} create-db` or pass --create (check --path for a typo)"
+        )
+
+
 def _put(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
+    require_db(args, store)
     with Db.open(args.path, store, options=DbOptions(await_durable=True)) as db:
         db.put(args.key, args.value)
     return iter([row(args.key, args.value)])
 
 
 def _delete(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
+    require_db(args, store)
     with Db.open(args.path, store, options=DbOptions(await_durable=True)) as db:
         db.delete(args.key)
     return iter([row(args.key, None)])
@@ -83,14 +101,20 @@ COMMANDS = (
         "put",
         _put,
         "Write KEY=VALUE durably. Opens the database as its writer, which fences any running writer.",
-        (_KEY, arg("value", metavar="VALUE", type=parse_bytes, help=_TEXT)),
+        (_KEY, arg("value", metavar="VALUE", type=parse_bytes, help=_TEXT), create_flag()),
     ),
-    Command("get", _get, 'Print KEY\'s value ("value": null if absent). Never fences the writer.', (_KEY,)),
+    Command(
+        "get",
+        _get,
+        'Print KEY\'s value ("value": null if absent). Never fences the writer.',
+        (_KEY,),
+        read_only=True,
+    ),
     Command(
         "delete",
         _delete,
         "Delete KEY durably. Opens the database as its writer, which fences any running writer.",
-        (_KEY,),
+        (_KEY, create_flag()),
     ),
     Command(
         "scan",
@@ -108,5 +132,6 @@ COMMANDS = (
             ),
             arg("--max-keys", metavar="N", type=positive_int, help="stop after N rows"),
         ),
+        read_only=True,
     ),
 )

@@ -100,8 +100,9 @@ COMMANDS = (
         _read_manifest,
         "Print the current manifest, or version ID.",
         (arg("-i", "--id", type=manifest_id),),
+        read_only=True,
     ),
-    Command("list-manifests", _list_manifests, "List the stored manifest versions."),
+    Command("list-manifests", _list_manifests, "List the stored manifest versions.", read_only=True),
     Command(
         "history",
         _history,
@@ -109,6 +110,7 @@ COMMANDS = (
         "compaction, checkpoint or tag added or removed, new writer, rollback, clone/split/merge, "
         "destroy).",
         (arg("--limit", metavar="N", type=positive_int, help="only the newest N versions"),),
+        read_only=True,
     ),
     Command(
         "list-dbs",
@@ -116,8 +118,11 @@ COMMANDS = (
         "List the databases whose path starts with --path (a store prefix; default: the whole store) "
         "with their state, owned SST bytes, latest manifest and last write.",
         needs_path=False,
+        read_only=True,
     ),
-    Command("describe", _describe, "Summarise the current manifest.", aliases=("describe-db",)),
+    Command(
+        "describe", _describe, "Summarise the current manifest.", aliases=("describe-db",), read_only=True
+    ),
     Command(
         "verify",
         _verify,
@@ -125,5 +130,6 @@ COMMANDS = (
         "unexpired, L0 below its limits, GC boundaries sane (the Dagster asset checks). Exits 1 if a "
         "check of severity error fails.",
         aliases=("verify-db",),
+        read_only=True,
     ),
 )

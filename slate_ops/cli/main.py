@@ -3,24 +3,32 @@
 Output is JSON (one object or a list; data commands stream JSON lines) unless ``--format table``,
 in one language (:mod:`slate_ops.cli.output`: keys as text or ``hex:``, times in ISO 8601 UTC).
 Usage errors exit 2; operation errors exit 1 with one line on stderr, in the CLI's words
-(:mod:`slate_ops.cli.hints`).
+(:mod:`slate_ops.cli.hints`), store URLs in them redacted (:func:`~slate_ops.objstore.redact_url`).
+
+Safety (docs/cli.md "Safety"): no option may be abbreviated (a mistyped one gets "did you mean");
+read-only commands write nothing and fail on a local root that does not exist; writes never create a
+database that was not named (``create-db``, or ``--create`` on ``put``/``delete``), nor a local root
+that looks like a mistyped scheme.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.metadata
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from slate_ops.cli import checkpoints, compaction, data, databases, gc, lifecycle, rescale, tags
 from slate_ops.cli.command import DRY_RUN_NOTE, Command, Exit
 from slate_ops.cli.hints import cli_message
 from slate_ops.cli.output import jsonable, print_json_lines, print_value, render
-from slate_ops.errors import SlateOpsError
-from slate_ops.objstore import open_store
+from slate_ops.errors import DbNotFoundError, SlateOpsError, StoreNotFoundError
+from slate_ops.objstore import LocalStore, ObjectStore, open_store, redact_url
 
 STORE_ENV = "SLATE_OPS_STORE"
 
@@ -50,7 +58,9 @@ def package_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    """The CLI's parser. No parser of the tree accepts abbreviated options (``allow_abbrev=False``):
+    ``gc --no-dry`` is an error with a hint, never ``--no-dry-run``."""
+    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     common.add_argument(
         "--store", default=argparse.SUPPRESS, help=f"store URL (default: ${STORE_ENV}, else ./.slate)"
     )
@@ -62,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="slate-ops",
         description="Operate slate_ops databases: data, checkpoints and manifests.",
         parents=[common],
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"slate-ops {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -73,16 +84,75 @@ def build_parser() -> argparse.ArgumentParser:
                 help=command.help,
                 description=command.help,
                 parents=[common],
+                allow_abbrev=False,
             )
-            sub.set_defaults(handler=command.handler, parser=sub, needs_path=command.needs_path)
+            sub.set_defaults(handler=command.handler, parser=sub, needs_path=command.needs_path, spec=command)
             for argument in command.args:
                 sub.add_argument(*argument.flags, **argument.options)
     return parser
 
 
+def unrecognized(parser: argparse.ArgumentParser, extras: Sequence[str]) -> NoReturn:
+    """Exit 2 (a usage error, as argparse does) naming ``extras``, with "did you mean" for each
+    mistyped option: the one option of ``parser`` it abbreviates, else the closest by ``difflib``."""
+    options = sorted({flag for action in parser._actions for flag in action.option_strings})
+    hints: list[str] = []
+    for token in extras:
+        if not token.startswith("-"):
+            continue
+        flag = token.split("=", 1)[0]
+        extended = [option for option in options if option.startswith(flag)]
+        close = extended if len(extended) == 1 else difflib.get_close_matches(flag, options, n=1)
+        if close:
+            hints.append(f"{flag}: did you mean {close[0]}?")
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if hints:
+        message += f" ({'; '.join(hints)} Options are never abbreviated.)"
+    parser.error(message)
+
+
+_MISTYPED_SCHEME = re.compile(r"(?i)^(s3|file|memory)[:/]+(.*)$")
+
+
+def mistyped_scheme(text: str) -> str | None:
+    """The URL probably meant by a store given as ``s3//bucket/x`` or ``s3:/bucket/x`` (read as a
+    relative directory), or None."""
+    match = _MISTYPED_SCHEME.match(text)
+    if "://" in text or match is None:
+        return None
+    scheme, rest = match.group(1).lower(), match.group(2)
+    return f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
+
+
+def refuse_mistyped_scheme(store: LocalStore, url: str) -> None:
+    """:class:`StoreNotFoundError` when the local root does not exist and ``url`` looks like a mistyped
+    scheme (``s3//bucket/x``): any command, a write included, would act on a directory never meant."""
+    meant = mistyped_scheme(url)
+    if meant is not None and not store.root.is_dir():
+        raise StoreNotFoundError(
+            f"no such directory {store.root} (store {redact_url(url)!r}); nothing was created. "
+            f"Did you mean {redact_url(meant)}?"
+        )
+
+
+def missing_root(store: ObjectStore, url: str, cause: str | None = None) -> StoreNotFoundError | None:
+    """The error of a read against a local store whose root does not exist (None if it exists):
+    ``cause`` (the command's own error, e.g. "no database at ...") and then the missing directory."""
+    if not isinstance(store, LocalStore) or store.root.is_dir():
+        return None
+    what = f"{cause}; the store's" if cause else "no database there: the store's"
+    return StoreNotFoundError(
+        f"{what} directory {store.root} does not exist (store {redact_url(url)!r}); nothing was read "
+        f"or created. Check --store or ${STORE_ENV} (a new store starts with "
+        "`slate-ops --path PATH create-db`)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        unrecognized(getattr(args, "parser", parser), extras)
     path = getattr(args, "path", None)
     if path is None:
         if args.needs_path:
@@ -90,9 +160,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = ""  # list-dbs: the whole store
     args.path = path
     args.format = getattr(args, "format", "json")
+    url = getattr(args, "store", None) or default_store_url()
     try:
-        store = open_store(getattr(args, "store", None) or default_store_url())
-        result = args.handler(args, store)
+        store = open_store(url)
+        if isinstance(store, LocalStore):
+            refuse_mistyped_scheme(store, url)
+        try:
+            result = args.handler(args, store)
+        except DbNotFoundError as error:  # also name a missing store directory, the likelier typo
+            missing = missing_root(store, url, str(error))
+            if missing is None:
+                raise
+            raise missing from error
+        missing = missing_root(store, url) if args.spec.is_read_only(args) else None
+        if missing is not None:  # e.g. list-dbs: an empty listing would hide the typo
+            raise missing
         if isinstance(result, Iterator):  # data commands stream JSON lines
             print_json_lines(result)
             return 0
@@ -101,7 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             result, code = result.value, result.code
         result = jsonable(result)
     except SlateOpsError as error:
-        print(f"slate-ops: error: {cli_message(str(error), args.path)}", file=sys.stderr)
+        message = cli_message(str(error), args.path)
+        if url != redact_url(url):  # a message quoting the URL as given shows it redacted
+            message = message.replace(url, redact_url(url))
+        print(f"slate-ops: error: {message}", file=sys.stderr)
         return 1
     print_value(render(result, args.format))
     if getattr(args, "dry_run", False):

@@ -119,6 +119,7 @@ COMMANDS = (
         _suggest,
         "Propose split keys that balance the SST bytes.",
         (arg("-n", type=positive_int, required=True, help="the number of shards (>= 1)"),),
+        read_only=True,
     ),
     Command(
         "flush",

@@ -113,7 +113,10 @@ COMMANDS = (
         ),
     ),
     Command(
-        "list-tags", _list_tags, "List the tags ($tags: name, checkpoint, manifest, time, records, bytes)."
+        "list-tags",
+        _list_tags,
+        "List the tags ($tags: name, checkpoint, manifest, time, records, bytes).",
+        read_only=True,
     ),
     Command(
         "rollback",

@@ -133,7 +133,7 @@ def test_default_store_is_dot_slate_in_cwd(tmp_path: Path) -> None:
 def test_verify_reports_every_check_and_fails_on_a_missing_sst(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(capsys, "--path", "db", "put", "k", "v")[0] == 0
+    assert run(capsys, "--path", "db", "put", "--create", "k", "v")[0] == 0
     assert run(capsys, "--path", "db", "flush")[0] == 0
     code, checks, _ = run(capsys, "--path", "db", "verify")
     assert code == 0 and isinstance(checks, list)

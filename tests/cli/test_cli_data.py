@@ -65,7 +65,7 @@ def test_render_and_parse_round_trip(raw: bytes, text: str) -> None:
 
 
 def test_text_round_trip(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli(capsys, "put", "greeting", "héllo wörld")[:2] == (
+    assert cli(capsys, "put", "--create", "greeting", "héllo wörld")[:2] == (
         0,
         [{"key": "greeting", "value": "héllo wörld"}],
     )
@@ -76,7 +76,7 @@ def test_text_round_trip(store_url: str, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_hex_round_trip(store_url: str, store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli(capsys, "put", "hex:00FF", "hex:deadbeef")[:2] == (
+    assert cli(capsys, "put", "--create", "hex:00FF", "hex:deadbeef")[:2] == (
         0,
         [{"key": "hex:00ff", "value": "hex:deadbeef"}],
     )
