@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from ulid import ULID
 
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
+from slate_ops.compaction.state import CompactionRecord
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import (
     DbDestroyedError,
     DbNotFoundError,
     FencedError,
     InvalidDeletionError,
+    SlateOpsError,
 )
+from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.gc.destroyed import release_external_checkpoints
 from slate_ops.manifest.model import ExternalDb, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import FaultInjectingStore, LocalStore
+from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from tests.conftest import snapshot
@@ -316,3 +322,181 @@ def test_cli_clone_and_destroy(
     assert code == 0 and isinstance(soft, dict) and soft["soft"] is True and soft["deleted"] == []
     with pytest.raises(SystemExit):
         main(["--path", "clone", "clone", "--parent", "parent", "--checkpoint", "nope"])
+
+
+# --- the adversary: stale processes across a deletion, the root database, nested names -------------
+# (docs/design/clones-and-destroy.md, "Deleting a Database")
+
+GRACE = timedelta(hours=1)
+
+
+def delete(store: ObjectStore, clock: ManualClock, route: str, path: str = DB) -> None:
+    """Soft destroy, then delete: by hard destroy (what docs/cli.md recommends) or by GC past the grace."""
+    admin.destroy(path, store, clock=clock, dry_run=False)
+    if route == "hard":
+        admin.destroy(path, store, soft=False, clock=clock, dry_run=False)
+    else:
+        clock.advance(GRACE.total_seconds())
+        report = GarbageCollector(path, store, GcOptions(db_delete_grace=GRACE), clock=clock).run_once(
+            dry_run=False
+        )
+        assert report.destroyed
+
+
+def manifest_ids(store: ObjectStore, path: str = DB) -> list[int]:
+    return [f.id for f in ManifestStore(store, path).list()]
+
+
+def assert_deleted_and_reusable(
+    store: ObjectStore, clock: ManualClock, tombstone_id: int, path: str = DB
+) -> None:
+    """The path reads as no database, its tombstone is still the latest manifest, nothing references
+    anything missing, and a new database there holds nothing old."""
+    manifests = ManifestStore(store, path)
+    current = manifests.read_current()
+    assert current is not None and current.id == tombstone_id and current.value.is_tombstone
+    assert max(manifest_ids(store, path)) == tombstone_id
+    assert manifests.read_latest() is None
+    with pytest.raises(DbNotFoundError, match="was deleted at"):
+        DbReader.open(path, store, options=QUIET_READER)
+    assert admin.check_references(store, now=clock.now()) == []
+    with Db.open(path, store, quiet(), clock=clock) as db:
+        assert list(db.scan()) == []
+        db.put(b"new", b"life")
+    with DbReader.open(path, store, options=QUIET_READER) as reader:
+        assert list(reader.scan()) == [(b"new", b"life")]
+
+
+@pytest.mark.parametrize("route", ["hard", "gc"])
+def test_a_paused_writer_cannot_acknowledge_commit_or_resurrect_after_a_deletion(
+    store: LocalStore, clock: ManualClock, route: str
+) -> None:
+    fill(store)
+    stale = Db.open(DB, store, quiet(), clock=clock)  # quiet: it does not poll the manifest ("paused")
+    stale.put(b"before", b"1", await_durable=True)
+    delete(store, clock, route)
+    tombstone = ManifestStore(store, DB).read_current()
+    assert tombstone is not None and tombstone.value.is_tombstone
+    with pytest.raises(FencedError):  # never acknowledged into a deleted database
+        stale.put(b"late", b"2", await_durable=True)
+    with pytest.raises(SlateOpsError):
+        stale.flush_memtable()  # its L0 commit: fenced (or refused: the writer already failed)
+    with contextlib.suppress(SlateOpsError):
+        stale.close()
+    assert_deleted_and_reusable(store, clock, tombstone.id)
+    with pytest.raises(SlateOpsError):  # the new database did not un-fence it
+        stale.put(b"later", b"3", await_durable=True)
+
+
+@pytest.mark.parametrize("route", ["hard", "gc"])
+def test_a_paused_compactor_cannot_commit_after_a_deletion(
+    store: LocalStore, clock: ManualClock, route: str
+) -> None:
+    fill(store, rounds=3)
+    compactor = Compactor(DB, store, clock=clock)
+    try:
+        delete(store, clock, route)
+        tombstone = ManifestStore(store, DB).read_current()
+        assert tombstone is not None
+        before = snapshot(store)
+        with pytest.raises(SlateOpsError):  # fenced, or its input SSTs are gone
+            compactor.run_once(full=True)
+        # Its .compactions commits are fenced by the file the deletion kept (and its boundary).
+        record = CompactionRecord(str(ULID()), compactor.epoch, "l0", "running", ())
+        with pytest.raises(FencedError):
+            compactor._state.record(record)
+        added = set(snapshot(store)) - set(before)
+        assert not [k for k in added if k.endswith((".manifest", ".compactions"))]
+    finally:
+        with contextlib.suppress(SlateOpsError):
+            compactor.close()
+    assert_deleted_and_reusable(store, clock, tombstone.id)
+
+
+@pytest.mark.parametrize("route", ["hard", "gc"])
+def test_a_stale_admin_process_cannot_commit_after_a_deletion(
+    store: LocalStore, clock: ManualClock, route: str
+) -> None:
+    fill(store)
+    stale = ManifestStore(store, DB)
+    stale.read_latest_required()  # holds manifest M
+    delete(store, clock, route)
+    tombstone = ManifestStore(store, DB).read_current()
+    assert tombstone is not None
+    with pytest.raises(DbNotFoundError, match="was deleted at"):
+        stale.update(lambda current: current.value.with_changes(last_l0_seq=99))
+    assert_deleted_and_reusable(store, clock, tombstone.id)
+
+
+def test_root_database_deletion_spares_objects_of_no_database_and_nested_databases(
+    store: LocalStore, clock: ManualClock
+) -> None:
+    fill(store, "")
+    fill(store, "team/db", rounds=1)
+    store.put("README", b"about this bucket")
+    store.put("backups/2026-11-01.tar", b"a backup")
+    others = {k: v for k, v in snapshot(store).items() if k.startswith(("README", "backups/", "team/"))}
+    dry = admin.destroy("", store, soft=False, dry_run=True, clock=clock)
+    assert dry.deleted and all(
+        k.startswith(("manifest/", "wal/", "compacted/", "compactions/")) for k in dry.deleted
+    )
+    real = admin.destroy("", store, soft=False, clock=clock, dry_run=False)
+    assert real.deleted == dry.deleted and (real.tombstone, real.kept) == (dry.tombstone, dry.kept)
+    after = snapshot(store)
+    assert {k: after.get(k) for k in others} == others
+    root_left = {k for k in after if k not in others}
+    assert root_left == set(real.kept) | {k for k in root_left if k.startswith("gc/")}
+    with DbReader.open("team/db", store, options=QUIET_READER) as reader:
+        assert reader.get(b"wal-only") == b"w"
+    assert admin.list_dbs("", store)[0].path == "team/db" and len(admin.list_dbs("", store)) == 1
+    assert_deleted_and_reusable(store, clock, int(real.tombstone.rsplit("/", 1)[1].split(".")[0]), "")
+
+
+RESERVED = ("wal", "manifest", "compacted", "compactions", "gc")
+
+
+def plant_nested(store: ObjectStore, path: str) -> dict[str, bytes]:
+    """A database copied under ``<path>/<name>`` for every reserved directory name: what a database
+    named ``a/wal`` (refused today, docs/design/names.md) would have written, or a foreign copy."""
+    source = MemoryStore()
+    with Db.open("src", source, quiet()) as db:
+        db.put(b"planted", b"p")
+        db.flush_memtable()
+        db.put(b"planted-wal", b"p")  # left in its WAL: ids 1.. under <path>/<name>/wal/
+    planted: dict[str, bytes] = {}
+    for name in RESERVED:
+        prefix = f"{path}/{name}" if path else name
+        for meta in source.list("src/"):
+            key = prefix + meta.key[len("src") :]
+            planted[key] = source.get(meta.key).data
+            store.put(key, planted[key])
+    return planted
+
+
+@pytest.mark.parametrize("path", ["", "a", "x/y/a"], ids=["root", "a", "x-y-a"])
+def test_a_database_nested_in_a_reserved_directory_never_breaks_the_outer_one(
+    clock: ManualClock, path: str
+) -> None:
+    store = MemoryStore("nested", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
+    fill(store, path)
+    planted = plant_nested(store, path)
+    with Db.open(path, store, quiet(), clock=clock) as db:  # replays its own WAL only
+        assert (db.get(b"wal-only"), db.get(b"k00"), db.get(b"planted-wal")) == (b"w", b"v1", None)
+        db.flush_memtable()
+    with DbReader.open(path, store, options=QUIET_READER) as reader:
+        assert reader.get(b"wal-only") == b"w" and reader.get(b"planted") is None
+    if path:  # split reads its WAL listing: the nested WAL is not "writes left in its WAL"
+        admin.split(path, store, [b"k10"], [f"shards{path}/0", f"shards{path}/1"], clock=clock)
+    clock.advance(7 * 86_400)
+    GarbageCollector(path, store, GcOptions(), clock=clock).run_once(dry_run=False)
+    assert {k: store.get(k).data for k in planted} == planted
+    with DbReader.open(path, store, options=QUIET_READER) as reader:
+        assert reader.get(b"wal-only") == b"w"
+    if path:
+        for shard in (f"shards{path}/0", f"shards{path}/1"):
+            admin.destroy(shard, store, soft=False, clock=clock, dry_run=False)
+    admin.destroy(path, store, clock=clock, dry_run=False)
+    dry = admin.destroy(path, store, soft=False, dry_run=True, clock=clock)
+    real = admin.destroy(path, store, soft=False, clock=clock, dry_run=False)
+    assert real.deleted == dry.deleted and not set(real.deleted) & set(planted)
+    assert {k: store.get(k).data for k in planted} == planted
