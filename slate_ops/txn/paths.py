@@ -92,10 +92,10 @@ def _check_component(path: str, part: str) -> None:
         )
     if part.lower() in RESERVED_DIRECTORIES:
         raise InvalidDatabaseNameError(
-            f"database path {_shown(path)} has the component {part!r}, a directory name every database "
-            f"uses for its own objects ({', '.join(sorted(RESERVED_DIRECTORIES))}, in any case); a database "
-            "there would mix its objects with another's. Rename that component (e.g. "
-            f"{part + '_db'!r})"
+            f"database path {_shown(path)} has the component {part!r}, a reserved name: every database "
+            f"keeps its own objects in directories of these names ({', '.join(sorted(RESERVED_DIRECTORIES))}, "
+            "in any case), so a database there would mix its objects with another's. Rename that "
+            f"component (e.g. {part + '_db'!r})"
         )
     size = len(part.encode("utf-8"))
     if size > MAX_COMPONENT_BYTES:
