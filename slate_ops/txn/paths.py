@@ -24,6 +24,8 @@ RESERVED_DIRECTORIES: frozenset[str] = frozenset(
 """Every directory a database owns under its path; no component of a database path may be one of
 these (compared case-insensitively: on a case-insensitive file system ``WAL`` is ``wal``)."""
 
+_RESERVED_LIST = ", ".join(sorted(RESERVED_DIRECTORIES))
+
 MAX_PATH_BYTES = 512
 """The longest database path, in UTF-8 bytes: its keys (``<path>/manifest/<20 digits>.manifest``)
 stay well inside S3's 1024-byte key limit."""
@@ -93,9 +95,9 @@ def _check_component(path: str, part: str) -> None:
     if part.lower() in RESERVED_DIRECTORIES:
         raise InvalidDatabaseNameError(
             f"database path {_shown(path)} has the component {part!r}, a reserved name: every database "
-            f"keeps its own objects in directories of these names ({', '.join(sorted(RESERVED_DIRECTORIES))}, "
-            "in any case), so a database there would mix its objects with another's. Rename that "
-            f"component (e.g. {part + '_db'!r})"
+            f"keeps its own objects in directories of these names ({_RESERVED_LIST}, in any case), so a "
+            f"database there would mix its objects with another's. Rename that component (e.g. "
+            f"{part + '_db'!r})"
         )
     size = len(part.encode("utf-8"))
     if size > MAX_COMPONENT_BYTES:
