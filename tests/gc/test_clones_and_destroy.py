@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from slate_ops import Db, DbReader
 from slate_ops.admin import create_clone, destroy, list_checkpoints
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.errors import DbNotFoundError, GcFailedError, SlateOpsError
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import MemoryStore
+from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from slate_ops.objstore.wrappers import SimulatedCrash
 from tests.conftest import snapshot
 from tests.gc.conftest import MIN_AGE, gc, keys, latest, quiet, write_rounds
 
@@ -126,3 +131,65 @@ def test_destroyed_clone_releases_its_parent_checkpoint_first_and_the_loop_ends(
 
 def test_options_grace_default_is_a_day() -> None:
     assert GcOptions().db_delete_grace == timedelta(days=1)
+
+
+def test_gc_of_a_new_database_after_a_deletion_cleans_what_stale_processes_left(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    write_rounds(store, clock, 2)
+    stale_writer = Db.open("db", store, quiet(), clock=clock)  # paused: it does not poll
+    stale_writer.put(b"acked", b"1", await_durable=True)
+    stale_admin = ManifestStore(store, "db")
+    stale_admin.read_latest_required()
+    destroy("db", store, soft=True, clock=clock, dry_run=False)
+    clock.advance(86_400)
+    assert gc(store, clock).run_once(dry_run=False).destroyed
+    tombstone = ManifestStore(store, "db").read_current()
+    assert tombstone is not None and tombstone.value.is_tombstone
+    kept = keys(store)
+    with pytest.raises(SlateOpsError):
+        stale_writer.put(b"late", b"2", await_durable=True)  # its WAL SST may land below the fence
+    with contextlib.suppress(SlateOpsError):
+        stale_writer.close()
+    with pytest.raises(DbNotFoundError):
+        stale_admin.update(lambda v: v.value.with_changes(last_l0_seq=99))  # lands below the boundary
+    orphans = keys(store) - kept
+    assert orphans and all(k.startswith(("db/manifest/", "db/wal/")) for k in orphans)
+    assert ManifestStore(store, "db").read_current() == tombstone  # still the latest
+
+    with Db.open("db", store, quiet(), clock=clock) as db:
+        assert list(db.scan()) == []  # nothing of the deleted database, nothing a stale process wrote
+        db.put(b"new", b"2")
+        db.flush()
+        db.flush_memtable()
+    clock.advance(86_400)
+    report = gc(store, clock).run_once(dry_run=False)
+    assert orphans <= set(report.deleted_keys())
+    assert not orphans & keys(store)
+    with DbReader.open("db", store, clock=clock) as reader:
+        assert list(reader.scan()) == [(b"new", b"2")]
+
+
+def test_gc_finishes_a_deletion_interrupted_at_any_point(clock: ManualClock) -> None:
+    for n in range(400):
+        store = MemoryStore("gc", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
+        write_rounds(store, clock, 2)
+        full_compaction(store, "db", clock)  # a .compactions namespace too
+        destroy("db", store, soft=True, clock=clock, dry_run=False)
+        clock.advance(86_400)
+        faulty = FaultInjectingStore(store)
+        faulty.crash_after(n)
+        try:
+            gc(faulty, clock).run_once(dry_run=False)
+        except (SimulatedCrash, GcFailedError):
+            pass
+        else:
+            break
+        done = gc(store, clock).run_once(dry_run=False)  # the re-run finishes it
+        assert done.destroyed
+        left = {k for k in keys(store) if not k.startswith("db/gc/")}
+        assert len(left) == 3 and {k.split("/")[1] for k in left} == {"manifest", "wal", "compactions"}
+        assert ManifestStore(store, "db").read_latest() is None
+    else:
+        pytest.fail("the deletion never completed")
+    assert n >= 10
