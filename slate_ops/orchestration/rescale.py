@@ -24,7 +24,7 @@ asset graph below the database they were split from. See docs/design/rescaling.m
 from enum import Enum
 
 import dagster as dg
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from slate_ops.admin import NewDatabase, RescaleReport, merge, split
 from slate_ops.errors import ConfigError
@@ -35,6 +35,7 @@ from slate_ops.orchestration.config import SlateOpsConfig
 from slate_ops.orchestration.metadata import metadata_of
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
+from slate_ops.txn.paths import normalize_db_path
 
 RESCALE_JOB = "rescale_job"
 """Name of the job that runs :func:`rescale_op`."""
@@ -57,6 +58,13 @@ class NewDatabaseConfig(dg.Config):
     path: str | None = Field(
         default=None, description="Path in the source's store; defaults to the configured database's path."
     )
+
+    @field_validator("path")
+    @classmethod
+    def _valid_path(cls, path: str | None) -> str | None:
+        if path is not None:
+            normalize_db_path(path)  # no reserved component (docs/design/names.md); the error says why
+        return path
 
 
 class RescaleConfig(dg.Config):

@@ -23,6 +23,7 @@ from slate_ops.layout import OWN_DIRECTORIES, manifest_key, parse_manifest_key, 
 from slate_ops.manifest.store import MANIFEST_DIR
 from slate_ops.objstore import MemoryStore, open_store
 from slate_ops.orchestration.config import parse_config
+from slate_ops.orchestration.rescale import NewDatabaseConfig
 from slate_ops.txn.paths import (
     MAX_COMPONENT_BYTES,
     MAX_PATH_BYTES,
@@ -193,3 +194,9 @@ def test_the_cli_refuses_them_and_writes_nothing(
         component = next(p for p in path.split("/") if p in RESERVED_DIRECTORIES)
         assert code in (1, 2) and "reserved name" in err and repr(component) in err, (argv, err)
     assert snapshot(open_store(url)) == before
+
+
+def test_a_rescale_target_path_in_run_config_is_refused() -> None:
+    with pytest.raises(ValueError, match="reserved name"):
+        NewDatabaseConfig(name="low", path="a/wal")
+    assert NewDatabaseConfig(name="low", path="a/low").path == "a/low"
