@@ -24,7 +24,7 @@ from typing import Any, cast
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from slate_ops.admin.reachability import discover_databases
 from slate_ops.clock import SYSTEM_CLOCK, Clock
@@ -51,6 +51,10 @@ unset: ``local[2]``."""
 class S3CredentialFields(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The S3 credential fields both resources have (``slate`` for its stores, ``pyspark`` for its
     tasks'), each set with ``dagster.EnvVar`` so the UI shows variable names, never values."""
+
+    # A refused value (a store_url with a password, a credential) must not be echoed by pydantic in
+    # the run's failure event; the validators' own messages show URLs redacted.
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     s3_access_key_id: str | None = Field(
         default=None,

@@ -15,7 +15,7 @@ from slate_ops.errors import (
     ObjectStoreError,
     PreconditionFailedError,
 )
-from slate_ops.objstore import LocalStore, ObjectStore, PutMode, S3Store
+from slate_ops.objstore import LocalStore, ObjectStore, PutMode, S3Store, open_store
 
 DATA = bytes(range(256)) * 4  # 1024 bytes, every offset distinguishable
 
@@ -296,3 +296,19 @@ def test_local_survives_reopen_and_inode_reuse(tmp_path: Path) -> None:
 
 def test_local_url(tmp_path: Path) -> None:
     assert LocalStore(tmp_path / "r").url == (tmp_path / "r").as_uri()
+
+
+def test_local_open_and_read_create_nothing(tmp_path: Path) -> None:
+    """Opening a store and reading it (even a delete of a missing key) leave the disk untouched; the
+    root and .locks/ appear with the first write (docs/cli.md "Safety")."""
+    root = tmp_path / "not" / "yet"
+    store = open_store(root.as_uri())
+    assert keys_of(store) == [] and keys_of(store, "a/") == []
+    with pytest.raises(ObjectNotFoundError):
+        store.get("a/b")
+    with pytest.raises(ObjectNotFoundError):
+        store.head("a/b")
+    store.delete("a/b")
+    assert not (tmp_path / "not").exists()
+    store.put("a/b", b"1", PutMode.create())
+    assert (root / ".locks").is_dir() and keys_of(store) == ["a/b"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slate_ops.errors import InvalidStoreUrlError
-from slate_ops.objstore import LocalStore, MemoryStore, S3Store, open_store
+from slate_ops.objstore import LocalStore, MemoryStore, S3Store, open_store, redact_url
 
 pytestmark = pytest.mark.usefixtures("aws_env")
 
@@ -129,3 +129,58 @@ def test_url_options_do_not_leak_into_environment() -> None:
     before = dict(os.environ)
     open_store("s3://b3?access_key_id=A&secret_access_key=B&region=us-east-1")
     assert dict(os.environ) == before
+
+
+# --- redaction (docs/cli.md "Safety") -------------------------------------------------------------
+
+SECRET = "S3CR3T-value-0123"
+
+SECRET_URLS = [
+    # percent-encoded option names, with an unknown option beside them
+    f"s3://bucket/x?secret%5Faccess%5Fkey={SECRET}&bogus=1",
+    f"s3://bucket/x?session%5Ftoken={SECRET}&bogus=1",
+    f"s3://bucket/x?access_key_id=AKID&Secret_Access_Key={SECRET}&bogus=1",
+    # userinfo in a URL-valued option, with and without an unknown option
+    f"s3://bucket/x?endpoint_url=http://user:{SECRET}@127.0.0.1:1&bogus=1",
+    f"s3://bucket/x?endpoint_url=http://user:{SECRET}@127.0.0.1:1",
+    f"s3://bucket/x?endpoint_url=http%3A%2F%2Fuser%3A{SECRET}%40127.0.0.1%3A1&region=eu-west-1",
+    # a mistyped name, a bare item, userinfo in the store URL itself, a fragment
+    f"s3://bucket/x?aws_secret_access_key={SECRET}",
+    f"s3://bucket/x?{SECRET}",
+    f"s3://user:{SECRET}@bucket/x",
+    f"s3://bucket/x#{SECRET}",
+    f"file://user:{SECRET}@host/tmp/x",
+    f"memory://user:{SECRET}@name",
+    f"gs://user:{SECRET}@bucket/x",
+]
+
+
+@pytest.mark.parametrize("url", SECRET_URLS)
+def test_a_secret_never_appears_in_the_error(url: str) -> None:
+    with pytest.raises(InvalidStoreUrlError) as raised:
+        open_store(url)
+    assert SECRET not in str(raised.value)
+    assert SECRET not in redact_url(url)
+    assert "bucket" in str(raised.value) or "host" in str(raised.value) or "name" in str(raised.value)
+
+
+def test_redaction_is_an_allow_list_on_decoded_names() -> None:
+    # harmless options keep their values, decoded; everything else is masked
+    assert (
+        redact_url("s3://b/p?endpoint_url=http%3A%2F%2F127.0.0.1%3A9&region=eu-west-1")
+        == "s3://b/p?endpoint_url=http://127.0.0.1:9&region=eu-west-1"
+    )
+    assert redact_url("s3://b/p?region=x&mystery=1") == "s3://b/p?region=x&mystery=***"
+    assert redact_url("s3://b/p?secret%5Faccess%5Fkey=v") == "s3://b/p?secret%5Faccess%5Fkey=***"
+    assert redact_url("s3://b/p?endpoint_url=http://u:pw@h:1") == "s3://b/p?endpoint_url=http://***@h:1"
+    assert redact_url("s3://u:pw@b/p") == "s3://***@b/p"
+    assert redact_url("s3://b/p#frag") == "s3://b/p#***"
+    # text that is not a URL, and URLs with nothing to hide, come back unchanged
+    for text in ("relative/dir", "/abs/dir?x=1", "s3//bucket/x", "s3:///x", "memory://name", "file:///tmp/x"):
+        assert redact_url(text) == text
+
+
+def test_the_unknown_option_is_named_but_not_its_value() -> None:
+    with pytest.raises(InvalidStoreUrlError) as raised:
+        open_store(f"s3://bucket/x?aws_secret_access_key={SECRET}")
+    assert "aws_secret_access_key" in str(raised.value) and SECRET not in str(raised.value)
