@@ -3,17 +3,15 @@ whether a database moved on from a manifest a caller already knows (the fleet se
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from slate_ops.admin.db import sst_counts
 from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
-from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore, VersionedManifest
+from slate_ops.layout import parse_manifest_key
+from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.txn.paths import normalize_db_path
-
-_MANIFEST_KEY = re.compile(rf"^(?:(.*)/)?{MANIFEST_DIR}/(\d{{20}})\.{MANIFEST_SUFFIX}$")
+from slate_ops.txn.paths import is_valid_db_path, normalize_db_path
 
 LIVE = "live"
 UNINITIALIZED = "uninitialized"
@@ -50,17 +48,19 @@ def list_dbs(prefix: str, store: ObjectStore) -> list[DbListing]:
     ``"team/"`` the databases under ``team``, ``"demo"`` also ``demo_clone``), in path order.
 
     One LIST of every object under the prefix (a database is a path holding ``manifest/<id>.manifest``
-    objects) and one GET of each database's latest manifest. A hard-destroyed database has no objects
-    left and is not listed.
+    objects) and one GET of each database's latest manifest. A deleted database (hard-destroyed, or
+    deleted by GC: its latest manifest is a tombstone) is not listed.
     """
     normalized = normalize_db_path(prefix)  # refuses '.' and '..'
     listed = normalized + "/" if normalized and prefix.endswith("/") else normalized
     latest: dict[str, tuple[int, datetime]] = {}
     for meta in store.list(listed):
-        match = _MANIFEST_KEY.match(meta.key)
-        if match is None:
+        parsed = parse_manifest_key(meta.key)
+        if parsed is None:
             continue
-        path, manifest_id = match.group(1) or "", int(match.group(2))
+        path, manifest_id = parsed
+        if not is_valid_db_path(path):
+            continue  # e.g. a/wal/manifest/…: a path no database may have (docs/design/names.md)
         if path not in latest or manifest_id > latest[path][0]:
             latest[path] = (manifest_id, meta.last_modified)
     listings = []
@@ -77,12 +77,14 @@ def _listing(store: ObjectStore, path: str, manifest_id: int, written: datetime)
     try:
         manifest = manifests.read(manifest_id).value
     except ObjectNotFoundError:
-        current = manifests.read_latest()  # superseded and deleted since the LIST; or hard-destroyed
+        current = manifests.read_latest()  # superseded and deleted since the LIST; or deleted
         if current is None:
             return None
         manifest_id, manifest = current.id, current.value
     except CorruptObjectError as error:
         return DbListing(path, UNREADABLE, manifest_id, False, None, 0, 0, 0, written, str(error))
+    if manifest.is_tombstone:
+        return None  # a deleted database: the path holds no database
     counts = sst_counts(manifest)
     if manifest.destroyed_at_s is not None:
         state = DESTROYED

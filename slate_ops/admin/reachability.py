@@ -50,7 +50,6 @@ SST those manifests may read, and a missing one is really missing. Nothing is wr
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -59,11 +58,11 @@ from dataclasses import dataclass, field
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
 from slate_ops.gc.references import own_sst_keys
-from slate_ops.layout import resolve_sst_path
+from slate_ops.layout import parse_manifest_key, resolve_sst_path
 from slate_ops.manifest.model import Checkpoint, ExternalDb, Manifest
-from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore, VersionedManifest
+from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.txn.paths import normalize_db_path
+from slate_ops.txn.paths import is_valid_db_path, normalize_db_path
 
 MISSING_SST = "missing_sst"
 MISSING_PINNED_MANIFEST = "missing_pinned_manifest"
@@ -86,7 +85,6 @@ KINDS: dict[str, str] = {
 }
 """Every kind of problem :func:`check_references` reports, and what it means."""
 
-_MANIFEST_KEY = re.compile(rf"^(?:(.*)/)?{MANIFEST_DIR}/\d{{20}}\.{MANIFEST_SUFFIX}$")
 _SHOWN = 3  # manifests named per missing SST
 
 
@@ -121,18 +119,31 @@ def check_references(
 
 
 def discover_databases(store: ObjectStore, prefix: str = "") -> list[str]:
-    """The paths under ``prefix`` that hold at least one manifest (``<path>/manifest/<id>.manifest``),
-    sorted; one LIST of the prefix."""
+    """The paths under ``prefix`` that hold a database, sorted: one LIST of the prefix for the paths
+    holding manifests (``<path>/manifest/<id>.manifest``, keys parsed in full by
+    :func:`~slate_ops.layout.parse_manifest_key`), then one GET of each one's highest listed manifest
+    to leave out deleted databases (whose latest manifest is a tombstone)."""
     root = normalize_db_path(prefix)
-    found: set[str] = set()
+    highest: dict[str, int] = {}
     for meta in store.list(f"{root}/" if root else ""):
-        match = _MANIFEST_KEY.match(meta.key)
-        if match is None:
-            continue
-        path = match.group(1) or ""
-        if ManifestStore(store, path).sequence.parse_id(meta.key) is not None:
-            found.add(path)
-    return sorted(found)
+        parsed = parse_manifest_key(meta.key)
+        if parsed is not None and is_valid_db_path(parsed[0]):  # else a path no database may have
+            path, manifest_id = parsed
+            highest[path] = max(highest.get(path, 0), manifest_id)
+    return sorted(path for path, manifest_id in highest.items() if not _deleted(store, path, manifest_id))
+
+
+def _deleted(store: ObjectStore, path: str, manifest_id: int) -> bool:
+    """Whether the database at ``path``, whose highest listed manifest is ``manifest_id``, was deleted
+    (a tombstone) or vanished since the LIST. An unreadable manifest is not deleted: the check
+    reports it."""
+    manifests = ManifestStore(store, path)
+    try:
+        return manifests.read(manifest_id).value.is_tombstone
+    except ObjectNotFoundError:
+        return manifests.read_latest() is None
+    except CorruptObjectError:
+        return False
 
 
 # --- the check -------------------------------------------------------------------------------------
