@@ -192,6 +192,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
 )
+MUTATIONS += (
+    Mutation(
+        "final-checkpoint-refreshable",
+        "refresh_checkpoint gives the parent-side final checkpoint of a clone, shard or merge an expiry "
+        "(issue 19, item 3): the parent's GC then deletes SSTs the dependent database reads",
+        (
+            Edit(
+                "slate_ops/admin/checkpoints.py",
+                "    protection = protection_of(checkpoint)\n"
+                "    if protection is None or expire_time_s is None:\n"
+                "        return\n",
+                "    protection = protection_of(checkpoint)\n"
+                "    if protection is None or expire_time_s is None:\n"
+                "        return\n"
+                "    if (checkpoint.name or '').startswith(FINAL_CHECKPOINT_PREFIX):  # MUTATION\n"
+                "        return\n",
+            ),
+        ),
+    ),
+    Mutation(
+        "root-prefix-deletion",
+        "deleting the root database (hard destroy, GC after its grace period) takes everything under its "
+        "empty prefix as its own SSTs (issue 19, item 4): objects of no database and nested databases go",
+        (
+            Edit(
+                "slate_ops/gc/destroyed.py",
+                "    ssts = [\n"
+                "        meta\n"
+                "        for meta in store.list(own_directory(path, COMPACTED_DIR))\n"
+                "        if parse_sst_key(path, meta.key) is not None\n"
+                "    ]\n",
+                "    ssts = [  # MUTATION: the root's own objects are everything under its empty prefix\n"
+                "        meta\n"
+                "        for meta in store.list(own_directory(path, COMPACTED_DIR) if path else '')\n"
+                "        if parse_sst_key(path, meta.key) is not None\n"
+                "        or (not path and parse_own_manifest_key(path, meta.key) is None)\n"
+                "    ]\n",
+            ),
+        ),
+    ),
+)
 BY_NAME = {m.name: m for m in MUTATIONS}
 
 

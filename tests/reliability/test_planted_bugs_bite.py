@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
-from slate_ops import Db, DbReader
+from slate_ops import Db, DbReader, admin
+from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
+from slate_ops.admin.reachability import check_references
+from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
-from slate_ops.errors import ObjectStoreError, SlateOpsError
+from slate_ops.errors import CheckpointProtectedError, ObjectStoreError, SlateOpsError
+from slate_ops.gc import GarbageCollector, GcOptions
+from slate_ops.manifest.model import Checkpoint
+from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from tests.engine.conftest import quiet, simulate_crash
 
@@ -209,3 +216,93 @@ def assert_reads(store: MemoryStore, model: dict[bytes, bytes]) -> None:
         for key in KEYS:
             assert reader.get(key) == model.get(key), f"{key!r} reads {reader.get(key)!r}"
         assert dict(reader.scan()) == model
+
+
+# --- final-checkpoint-refreshable (issue 19, item 3) ----------------------------------------------
+
+START = 1_700_000_000.0
+GC_OPTIONS = GcOptions.with_min_age(timedelta(minutes=2), db_delete_grace=timedelta(minutes=15))
+
+
+def _parent_and_clone(store: MemoryStore, clock: ManualClock) -> tuple[dict[bytes, bytes], Checkpoint]:
+    """``parent`` with data in L0, and a clone of it reading those SSTs in place; the parent's final
+    checkpoint that protects them."""
+    content = {b"a": b"1", b"b": b"2"}
+    with Db.open("parent", store, OPTIONS, clock=clock) as db:
+        for key, value in content.items():
+            db.put(key, value)
+        db.flush_memtable()
+    admin.create_clone("clone", "parent", store, clock=clock)
+    latest = ManifestStore(store, "parent").read_latest_required().value
+    finals = [c for c in latest.checkpoints if (c.name or "").startswith(FINAL_CHECKPOINT_PREFIX)]
+    assert len(finals) == 1, latest.checkpoints
+    return content, finals[0]
+
+
+def _parent_collected_a_day_later(store: MemoryStore, clock: ManualClock) -> None:
+    """The parent overwrites everything and compacts, a day passes, its GC runs."""
+    with Db.open("parent", store, OPTIONS, clock=clock) as db:
+        db.put(b"a", b"new")
+        db.delete(b"b")
+        db.flush_memtable()
+    Compactor("parent", store, CompactorOptions(min_sources=2), clock=clock).run_once(full=True)
+    clock.advance(86_400)
+    for _ in range(2):
+        GarbageCollector("parent", store, GC_OPTIONS, clock=clock).run_once(dry_run=False)
+        clock.advance(600)
+
+
+@pytest.mark.parametrize("lifetime", [timedelta(seconds=1), timedelta(days=1)])
+def test_a_final_checkpoint_cannot_be_given_an_expiry(lifetime: timedelta) -> None:
+    """``refresh_checkpoint`` with a lifetime on the parent's final checkpoint of a clone is refused
+    (naming the clone), and ``delete_checkpoint`` too; the clone still reads everything after the
+    parent's data is compacted away and collected a day later."""
+    store, clock = MemoryStore(), ManualClock(START)
+    content, final = _parent_and_clone(store, clock)
+    with pytest.raises(CheckpointProtectedError, match="clone"):
+        admin.refresh_checkpoint("parent", store, final.id, lifetime, clock=clock)
+    with pytest.raises(CheckpointProtectedError, match="clone"):
+        admin.delete_checkpoint("parent", store, final.id, dry_run=False)
+    kept = ManifestStore(store, "parent").read_latest_required().value.checkpoint(final.id)
+    assert kept is not None and kept.expire_time_s is None
+    _parent_collected_a_day_later(store, clock)
+    assert check_references(store, ["parent", "clone"], now=clock.now()) == []
+    with DbReader.open("clone", store, clock=clock) as reader:
+        assert dict(reader.scan()) == content
+
+
+# --- root-prefix-deletion (issue 19, item 4) ------------------------------------------------------
+
+STRAYS = {"README": b"not a database", "backup/2026-11-01.tar": b"a backup"}
+
+
+@pytest.mark.parametrize("how", ["hard", "gc"])
+def test_deleting_the_root_database_deletes_only_its_own_objects(how: str) -> None:
+    """The root database (path ``""``) is soft-destroyed, then hard-destroyed or collected by GC past
+    its grace period: objects of no database and a nested database are untouched, and the root's own
+    directories hold nothing but its tombstone."""
+    store, clock = MemoryStore(), ManualClock(START)
+    for key, data in STRAYS.items():
+        store.put(key, data)
+    with Db.open("", store, OPTIONS, clock=clock) as root:
+        root.put(b"r", b"root")
+        root.flush_memtable()
+        root.put(b"w", b"wal only")
+    with Db.open("nested/db", store, OPTIONS, clock=clock) as nested:
+        nested.put(b"n", b"nested")
+        nested.flush_memtable()
+        nested.put(b"m", b"in its wal")
+    admin.destroy("", store, soft=True, dry_run=False, clock=clock)
+    if how == "hard":
+        admin.destroy("", store, soft=False, dry_run=False, clock=clock)
+    else:
+        clock.advance(86_400 * 2)
+        GarbageCollector("", store, GC_OPTIONS, clock=clock).run_once(dry_run=False)
+    for key, data in STRAYS.items():
+        assert store.get(key).data == data, f"{key} belongs to no database but was changed or deleted"
+    with DbReader.open("nested/db", store, clock=clock) as reader:
+        assert dict(reader.scan()) == {b"n": b"nested", b"m": b"in its wal"}
+    assert check_references(store, ["nested/db"], now=clock.now()) == []
+    assert ManifestStore(store, "").read_latest() is None  # the root is deleted: a tombstone at most
+    left = [m.key for m in store.list("") if not m.key.startswith(("nested/", *STRAYS))]
+    assert all(k.startswith(("manifest/", "gc/", "wal/", "compactions/")) for k in left), left

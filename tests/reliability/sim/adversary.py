@@ -244,6 +244,7 @@ class Adversary:
             self.inner = MemoryStore("adversary", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
             for key, data in STRAYS.items():
                 self.inner.put(key, data)
+            self._create("", "root")  # every other database is nested under it
             for _ in range(2):
                 self._create(self._new_path("plain"), "plain")
             while self.step < self.config.steps:
@@ -780,7 +781,9 @@ class Adversary:
         return content
 
     def _destroy_episode(self) -> str:
-        member = self.rng.choice(self._live())
+        live = self._live()
+        root = self.members.get("")
+        member = root if root in live and self.rng.random() < 0.3 else self.rng.choice(live)
         outcome = self._destroy(member, soft=True)
         if self.rng.random() < 0.5:
             outcome += "; " + self._destroy(member, soft=False)
@@ -817,6 +820,8 @@ class Adversary:
         return "re-created"
 
     def _deleted_now(self, member: Member) -> None:
+        if member.path == "":
+            self.figures["root_deletions"] += 1
         member.state = "deleted"
         member.reset({})
         member.tags.clear()
