@@ -6,8 +6,8 @@ row, in the same convention (:mod:`slate_ops.keytext`), so any output can be pas
 
 ``put`` and ``delete`` open the database as its writer (fencing any running writer), write with
 ``await_durable=True`` and close; a database that does not exist is refused unless ``--create``.
-``get`` and ``scan`` read through a :class:`~slate_ops.DbReader`,
-which never fences the writer.
+``get`` and ``scan`` read through a :class:`~slate_ops.DbReader`, which never fences the writer; its
+checkpoint of the current state (added, then removed: two manifest versions) is all they write.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ COMMANDS = (
         _get,
         'Print KEY\'s value ("value": null if absent). Never fences the writer.',
         (_KEY,),
-        read_only=True,
+        # not read_only: the reader adds and then removes its own checkpoint (two manifest versions)
     ),
     Command(
         "delete",
@@ -132,6 +132,6 @@ COMMANDS = (
             ),
             arg("--max-keys", metavar="N", type=positive_int, help="stop after N rows"),
         ),
-        read_only=True,
+        # not read_only: without --checkpoint the reader adds and removes its own checkpoint
     ),
 )
