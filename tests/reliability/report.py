@@ -14,6 +14,8 @@ Usage::
     python -m tests.reliability.report record sweep-full         # every crash point, one and two crashes
     python -m tests.reliability.report record simulation-ci      # the CI seeds -> simulation_ci.json
     python -m tests.reliability.report record simulation         # 20 seeds x 2,000 steps -> simulation.json
+    python -m tests.reliability.report record adversary-ci       # its CI seeds -> adversary_ci.json
+    python -m tests.reliability.report record adversary          # 20 seeds x 5,000 steps -> adversary.json
     python -m tests.reliability.report record soak-ci            # 30 s, seed 0 -> soak_ci.json
     python -m tests.reliability.report record soak               # 600 s, seed 1 -> soak.json
 
@@ -27,6 +29,12 @@ The result files and who writes them:
   with the fields of the simulation's ``SimResult.to_json()`` (seed, steps, store, duration_s,
   checks, faults, figures, ...) plus ``violation`` for a seed that failed; see
   :func:`record_simulation`;
+* ``adversary.json`` (the long run) and ``adversary_ci.json``: the adversarial simulation
+  (tests/reliability/sim/adversary.py), ``{"runs": [AdvResult.to_json() or {seed, steps, violation}],
+  "totals", "config"}`` (``test_simulation.write_adversary_results``);
+* ``interleavings.json``: the exhaustive interleaving explorer (tests/reliability/interleavings/),
+  ``{"scenarios": [{"name", "description"?, <counts>...}], stamp...}``, each scenario's numbers rendered
+  as they are;
 * ``soak.json`` (the long run) and ``soak_ci.json``: ``SoakReport.as_dict()`` as
   ``python -m tests.reliability.soak --report FILE`` writes it (or ``SLATE_OPS_SOAK_REPORT=FILE``
   with the pytest soak).
@@ -383,6 +391,120 @@ def _test_name(node: str) -> str:
     return f"`{Path(path).name}::{rest}`" if rest else f"`{node}`"
 
 
+# --- the adversary (issue 19) ------------------------------------------------------------------------
+
+ADVERSARY_FIGURES = (
+    "races",
+    "interleaved_store_calls",
+    "race_interleaved_switches",
+    "opens_returning_already_fenced",
+    "races_with_two_acknowledging",
+    "durable_writes_acknowledged",
+    "paused_writers_fenced",
+    "paused_process_episodes",
+    "paused_process_stalls",
+    "destroy_softs",
+    "destroy_hards",
+    "gc_deleted_destroyed_dbs",
+    "root_deletions",
+    "paths_reused",
+)
+
+
+def adversary_section(ci: dict[str, Any] | None, long: dict[str, Any] | None) -> str:
+    columns = [(name, SimTotals.of(d)) for name, d in (("CI", ci), ("long", long)) if d is not None]
+    if not columns:
+        return _not_recorded("the adversarial simulation", f"{COMMAND} record adversary-ci")
+    header = "| | " + " | ".join(f"{name}: {t.shape()}" for name, t in columns) + " |"
+    lines = [header, "|---|" + "--:|" * len(columns)]
+
+    def row(label: str, values: Iterable[str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+
+    row("duration (sum over seeds)", (_s(t.seconds) for _, t in columns))
+    figures = set().union(*(t.figures for _, t in columns))
+    for episode in sorted(f for f in figures if f.startswith("episodes_")):
+        row(
+            f"episodes: {episode.removeprefix('episodes_').replace('_', ' ')}",
+            (_n(t.figures[episode]) for _, t in columns),
+        )
+    for prefix, label in (
+        ("paused_writer_across_", "paused writer across"),
+        ("admin_calls_", "admin calls on checkpoints,"),
+        ("names_", "names"),
+    ):
+        for figure in sorted(f for f in figures if f.startswith(prefix)):
+            what = figure.removeprefix(prefix).replace("_", " ")
+            row(f"{label} {what}", (_n(t.figures[figure]) for _, t in columns))
+    for figure in ADVERSARY_FIGURES:
+        if figure in figures:
+            row(f"`{figure}`", (_n(t.figures[figure]) for _, t in columns))
+    for check in sorted(set().union(*(t.checks for _, t in columns))):
+        row(f"invariant `{check}`", (_n(t.checks[check]) for _, t in columns))
+    row("invariant checks (all kinds)", (_n(sum(t.checks.values())) for _, t in columns))
+    row("**seeds failing an invariant**", (f"**{t.violations}**" for _, t in columns))
+    failing = [
+        f"seed {r['seed']}: {r['violation']}"
+        for _, d in (("CI", ci), ("long", long))
+        if d is not None
+        for r in d["runs"]
+        if r.get("violation")
+    ]
+    if failing:
+        lines += ["", "Failing seeds: " + "; ".join(failing) + "."]
+    lines += [
+        "",
+        "Recorded: "
+        + "; ".join(
+            f"{name} {_stamp(d)}" for name, d in (("CI", ci), ("long", long)) if d is not None and _stamp(d)
+        )
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
+def interleavings_section(data: dict[str, Any] | None) -> str:
+    """tests/reliability/results/interleavings.json (tests/reliability/interleavings/): one row per
+    scenario, every number the explorer recorded for it."""
+    if data is None:
+        return _not_recorded(
+            "the interleaving counts",
+            "pytest -m slow tests/reliability/interleavings (writes interleavings.json)",
+        )
+    scenarios = data.get("scenarios", [])
+    if isinstance(scenarios, dict):
+        scenarios = [{"name": name, **value} for name, value in scenarios.items()]
+    keys: list[str] = []
+    for scenario in scenarios:
+        for key, value in scenario.items():
+            if (
+                key not in ("name", "description")
+                and isinstance(value, int | float | bool | str)
+                and key not in keys
+            ):
+                keys.append(key)
+    lines = ["| scenario | " + " | ".join(k.replace("_", " ") for k in keys) + " |"]
+    lines.append("|---|" + "".join("--:|" for _ in keys))
+    for scenario in scenarios:
+        name = f"`{scenario.get('name', '?')}`"
+        if scenario.get("description"):
+            name += f": {scenario['description']}"
+        cells = []
+        for key in keys:
+            value = scenario.get(key, "")
+            cells.append(
+                _n(value) if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    stamp_text = _stamp(data)
+    if stamp_text:
+        lines += [
+            "",
+            f"Recorded: {stamp_text}" + (f"; `{data['command']}`" if data.get("command") else "") + ".",
+        ]
+    return "\n".join(lines)
+
+
 def mutations_section(result: dict[str, Any] | None) -> str:
     if result is None:
         return _not_recorded("the mutation check", "python -m tests.reliability.mutations")
@@ -439,6 +561,8 @@ def summary_section(
     soak_long: dict[str, Any] | None,
     bad_inputs: int,
     mutations: dict[str, Any] | None,
+    adversary: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
+    interleavings: dict[str, Any] | None = None,
 ) -> str:
     missing = "not recorded"
     lines = ["| proof | CI run | long run | data lost |", "|---|---|---|---|"]
@@ -466,6 +590,21 @@ def summary_section(
         f"| seeded multi-actor simulation | {cells[0]} | {cells[1]} | "
         f"{missing if not failing else _n(sum(failing))} |"
     )
+
+    advs = [None if d is None else SimTotals.of(d) for d in adversary]
+    cells = [missing if t is None else f"{t.shape()}, {_s(t.seconds)}" for t in advs]
+    failing = [t.violations for t in advs if t is not None]
+    lines.append(
+        f"| adversarial simulation (racing, paused and stale processes, protected checkpoints, hostile "
+        f"names; seeds failing an invariant) | {cells[0]} | {cells[1]} | "
+        f"{missing if not failing else _n(sum(failing))} |"
+    )
+    if interleavings is None:
+        lines.append(f"| exhaustive interleavings of the fencing protocol | {missing} | {missing} | — |")
+    else:
+        lines.append(
+            f"| exhaustive interleavings of the fencing protocol | {_interleavings_cell(interleavings)} |"
+        )
 
     def soak_cell(d: dict[str, Any] | None) -> str:
         if d is None:
@@ -497,6 +636,20 @@ def summary_section(
     return "\n".join(lines)
 
 
+def _interleavings_cell(data: dict[str, Any]) -> str:
+    """The summary row's cells (CI | long | lost) for the interleaving explorer's result file."""
+    scenarios = data.get("scenarios", [])
+    if isinstance(scenarios, dict):
+        scenarios = list(scenarios.values())
+    counted = [
+        next((v for k, v in s.items() if k in ("executions", "interleavings", "explored", "complete")), None)
+        for s in scenarios
+    ]
+    total = sum(c for c in counted if isinstance(c, int | float))
+    failing = sum(1 for s in scenarios if s.get("violations") or s.get("failures"))
+    return f"— | {len(scenarios)} scenarios, {_n(total)} interleavings explored | {_n(failing)}"
+
+
 # --- the document ---------------------------------------------------------------------------------------
 
 
@@ -513,13 +666,25 @@ def render(results: Path = RESULTS, bad_inputs: Mapping[str, int] | None = None)
     sim_ci, sim_long = load(results, "simulation_ci.json"), load(results, "simulation.json")
     soak_ci, soak_long = load(results, "soak_ci.json"), load(results, "soak.json")
     mutations = load(results, "mutations.json")
+    adv_ci, adv_long = load(results, "adversary_ci.json"), load(results, "adversary.json")
+    interleavings = load(results, "interleavings.json")
     groups = bad_input_groups() if bad_inputs is None else dict(bad_inputs)
     where = "tests/reliability/results/"
     return [
         Section(
             "summary",
             f"{where}*.json and the bad-input catalogue",
-            summary_section(sweep, sim_ci, sim_long, soak_ci, soak_long, sum(groups.values()), mutations),
+            summary_section(
+                sweep,
+                sim_ci,
+                sim_long,
+                soak_ci,
+                soak_long,
+                sum(groups.values()),
+                mutations,
+                (adv_ci, adv_long),
+                interleavings,
+            ),
         ),
         Section("crash-sweep", f"{where}crash_sweep.json", sweep_section(sweep)),
         Section(
@@ -527,6 +692,12 @@ def render(results: Path = RESULTS, bad_inputs: Mapping[str, int] | None = None)
             f"{where}simulation_ci.json and simulation.json",
             simulation_section(sim_ci, sim_long),
         ),
+        Section(
+            "adversary",
+            f"{where}adversary_ci.json and adversary.json",
+            adversary_section(adv_ci, adv_long),
+        ),
+        Section("interleavings", f"{where}interleavings.json", interleavings_section(interleavings)),
         Section("soak", f"{where}soak_ci.json and soak.json", soak_section(soak_ci, soak_long)),
         Section("bad-inputs", "tests/reliability/test_bad_inputs.py's catalogue", bad_inputs_section(groups)),
         Section("mutations", f"{where}mutations.json", mutations_section(mutations)),
@@ -745,6 +916,45 @@ def _run_simulation(which: str, results: Path) -> int:
     return 1 if any("violation" in r for r in runs) else 0
 
 
+def _run_adversary(which: str, results: Path) -> int:
+    import logging
+
+    from tests.reliability import test_simulation
+    from tests.reliability.sim.adversary import AdvConfig, run_adversary
+    from tests.reliability.simulation import InvariantViolation
+
+    logging.disable(logging.CRITICAL)
+    if which == "adversary":  # the slow test writes adversary.json itself
+        env = {**os.environ, "SLATE_OPS_ADV_RESULTS": str(results / "adversary.json")}
+        command = [sys.executable, "-m", "pytest", "-m", "slow", "-p", "no:cacheprovider", "-q"]
+        command += ["tests/reliability/test_simulation.py", "-k", "test_adversary_long"]
+        return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
+    runs = []
+    started_all = time.monotonic()
+    for seed in test_simulation.ADVERSARY_CI_SEEDS:
+        config = AdvConfig(seed=seed, steps=test_simulation.ADVERSARY_CI_STEPS)
+        started = time.monotonic()
+        try:
+            result = run_adversary(config)
+        except InvariantViolation as violation:
+            runs.append(
+                {
+                    "seed": seed,
+                    "steps": config.steps,
+                    "duration_s": round(time.monotonic() - started, 2),
+                    "violation": str(violation).splitlines()[1].strip(),
+                }
+            )
+            print(f"seed {seed}: VIOLATION {runs[-1]['violation']}", flush=True)
+            continue
+        runs.append(result.to_json())
+        print(result.summary().splitlines()[0], flush=True)
+    test_simulation.write_adversary_results(
+        results / "adversary_ci.json", runs, time.monotonic() - started_all, f"{COMMAND} record {which}"
+    )
+    return 1 if any("violation" in r for r in runs) else 0
+
+
 def _run_soak(which: str, results: Path) -> int:
     from tests.reliability import soak
 
@@ -761,6 +971,8 @@ RECORDERS: dict[str, Callable[[str, Path], int]] = {
     "sweep-full": _run_sweeps,
     "simulation-ci": _run_simulation,
     "simulation": _run_simulation,
+    "adversary-ci": _run_adversary,
+    "adversary": _run_adversary,
     "soak-ci": _run_soak,
     "soak": _run_soak,
 }

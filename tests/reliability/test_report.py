@@ -23,7 +23,7 @@ def test_the_generated_blocks_of_docs_reliability_md_match_the_results() -> None
 def test_every_result_file_is_rendered() -> None:
     """A result file nothing reads would be a figure the document silently leaves out."""
     rendered = {"crash_sweep.json", "simulation.json", "simulation_ci.json", "soak.json", "soak_ci.json"}
-    rendered.add("mutations.json")
+    rendered |= {"mutations.json", "adversary.json", "adversary_ci.json", "interleavings.json"}
     stored = {p.name for p in report.RESULTS.glob("*.json")}
     assert stored <= rendered, f"result files no block renders: {sorted(stored - rendered)}"
 

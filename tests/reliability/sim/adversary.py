@@ -326,7 +326,8 @@ class Adversary:
             f"adversarial simulation seed {self.config.seed} violated an invariant at step {self.step} "
             f"(episode {self.episode}, {self._running}, clock +{self.clock.now() - START_TIME:.1f}s):\n"
             f"  {what}\nreplay: {self.config.replay_command()}\n"
-            f"last {min(len(self.trace), self.config.trace_tail)} trace entries (step, actor, action, outcome):\n"
+            f"last {min(len(self.trace), self.config.trace_tail)} trace entries "
+            "(step, actor, action, outcome):\n"
             f"{tail}"
         )
         return InvariantViolation(message, list(self.trace))
@@ -405,7 +406,9 @@ class Adversary:
                 writer.db.put(key, value, await_durable=durable)
         except Exception as error:
             writer.fenced_seen |= isinstance(error, FencedError)
-            self._tick(writer.name, "delete" if delete else "put", self._refused(writer.name, error, _WRITE_REFUSALS))
+            self._tick(
+                writer.name, "delete" if delete else "put", self._refused(writer.name, error, _WRITE_REFUSALS)
+            )
             return False
         if durable:
             self._acknowledged(writer, "put(await_durable=True)")
@@ -475,9 +478,10 @@ class Adversary:
         if not self._open(writer, store):
             return
         for _ in range(writes):
-            if not self._write(
-                writer, durable=self.rng.random() < 0.35, delete=self.rng.random() < 0.1
-            ) and writer.fenced_seen:
+            if (
+                not self._write(writer, durable=self.rng.random() < 0.35, delete=self.rng.random() < 0.1)
+                and writer.fenced_seen
+            ):
                 break
         if writer.db is not None:
             self._finish(writer, ending)
@@ -602,7 +606,9 @@ class Adversary:
         outcomes = self._interleave(interleaver, tasks)
         self.figures["paused_process_episodes"] += 1
         self.figures["paused_process_stalls"] += interleaver.stalls
-        return f"ok {member.path or '<root>'}: {', '.join(chosen)}, {interleaver.stalls} stalls " + _errors(outcomes)
+        return f"ok {member.path or '<root>'}: {', '.join(chosen)}, {interleaver.stalls} stalls " + _errors(
+            outcomes
+        )
 
     def _process_task(self, name: str, member: Member, store: ObjectStore) -> Callable[[], None]:
         def compactor() -> None:
@@ -638,7 +644,11 @@ class Adversary:
         for _ in range(calls):
             target = self.rng.choice(present) if present else None
             path = target.path if target is not None else "nowhere"
-            if ids and self.rng.random() < 0.85:
+            protected = [i for i in ids if i[1].startswith(("slate_ops/", "tag:"))]
+            if protected and self.rng.random() < 0.5:  # what an operator must not be able to release
+                checkpoint_id, what, owner = self.rng.choice(protected)
+                path = owner
+            elif ids and self.rng.random() < 0.85:
                 checkpoint_id, what, owner = self.rng.choice(ids)
                 if self.rng.random() < 0.8:
                     path = owner  # mostly at the database that holds it: the call would act
@@ -712,7 +722,9 @@ class Adversary:
         self._tick("names", how, f"ok {name!r}")
         member = self.members[name]
         if member.kind != "clone" and self.rng.random() < 0.8:
-            self._session(self._new_writer(member, "names-writer"), self.inner, self.rng.randint(1, 3), "close")
+            self._session(
+                self._new_writer(member, "names-writer"), self.inner, self.rng.randint(1, 3), "close"
+            )
         return f"ok {how} {name!r}"
 
     def _incarnation(self, name: str) -> int:
@@ -754,8 +766,14 @@ class Adversary:
             self._tick("admin", "split", outcome)
             return outcome
         for target, (lo, hi) in zip(targets, ((member.lo, at), (at, member.hi)), strict=True):
-            content = {k: v for k, v in self._readable(member).items() if (lo is None or k >= lo) and (hi is None or k < hi)}
-            self.members[target] = Member(target, "shard", settled=content, lo=lo, hi=hi, parents=(member.path,))
+            content = {
+                k: v
+                for k, v in self._readable(member).items()
+                if (lo is None or k >= lo) and (hi is None or k < hi)
+            }
+            self.members[target] = Member(
+                target, "shard", settled=content, lo=lo, hi=hi, parents=(member.path,)
+            )
         self._tick("admin", "split", f"ok {member.path or '<root>'} at {at.decode()}")
         return "split"
 
@@ -943,7 +961,9 @@ class Adversary:
 
     def _check_tag(self, member: Member, name: str, content: dict[bytes, bytes]) -> None:
         latest = self._latest(member.path)
-        tag = None if latest is None else next((c for c in latest.checkpoints if c.name == f"tag:{name}"), None)
+        tag = (
+            None if latest is None else next((c for c in latest.checkpoints if c.name == f"tag:{name}"), None)
+        )
         self.checks["tags_read_what_they_pinned"] += 1
         if tag is None:
             raise self.violation(f"the tag {name} of {member.path or '<root>'} is gone (nobody deleted it)")
@@ -954,7 +974,9 @@ class Adversary:
             finally:
                 reader.close()
         except Exception as error:
-            raise self.violation(f"the tag {name} of {member.path or '<root>'} cannot be read: {error}") from error
+            raise self.violation(
+                f"the tag {name} of {member.path or '<root>'} cannot be read: {error}"
+            ) from error
         if observed != content:
             raise self.violation(
                 f"the tag {name} of {member.path or '<root>'} reads differently: {diff(observed, content)}"
@@ -969,8 +991,8 @@ class Adversary:
                 manifest = manifests.read(listed.id).value
             except Exception as error:
                 raise self.violation(
-                    f"{member.path or '<root>'} was deleted, but manifest {listed.id} is there and unreadable: "
-                    f"{type(error).__name__}: {error}"
+                    f"{member.path or '<root>'} was deleted, but manifest {listed.id} is there and "
+                    f"unreadable: {type(error).__name__}: {error}"
                 ) from error
             if not _deleted(manifest):
                 raise self.violation(
@@ -983,7 +1005,8 @@ class Adversary:
             if isinstance(error, DbNotFoundError) or type(error).__name__ in _GONE_ERRORS:
                 return
             raise self.violation(
-                f"a reader of the deleted {member.path or '<root>'} fails with {type(error).__name__}: {error}"
+                f"a reader of the deleted {member.path or '<root>'} fails with {type(error).__name__}: "
+                f"{error}"
             ) from error
         reader.close()
         raise self.violation(f"a reader opened the deleted database {member.path or '<root>'}")

@@ -59,7 +59,7 @@ class SerialExecutor(Executor):
         future: Future[_R] = Future()
         try:
             future.set_result(fn(*args, **kwargs))
-        except BaseException as error:  # noqa: BLE001 - delivered through the future, as a pool would
+        except BaseException as error:
             future.set_exception(error)
         return future
 
@@ -91,11 +91,11 @@ def _patched(module: object, attribute: str, value: object) -> Iterator[None]:
         setattr(module, attribute, original)
 
 
-class Livelock(BaseException):  # noqa: N818 - a verdict, not an error a caller handles
+class Livelock(BaseException):
     """A task made more store calls than the interleaver allows: it retries without end."""
 
 
-class Stuck(AssertionError):  # noqa: N818 - a verdict
+class Stuck(AssertionError):
     """A task blocked outside a store call (a lock, a condition) and never came back."""
 
 
@@ -236,7 +236,7 @@ class Interleaver:
             self._cond.wait_for(lambda: self._holder == task.name)
         try:
             task.outcome.value = task.work()
-        except BaseException as error:  # noqa: BLE001 - the outcome carries it to the caller
+        except BaseException as error:
             task.outcome.error = error
         finally:
             with self._cond:
