@@ -447,7 +447,9 @@ def test_adversary_replay() -> None:
     seed = os.environ.get("SLATE_OPS_ADV_SEED")
     if seed is None:
         pytest.skip("set SLATE_OPS_ADV_SEED (and SLATE_OPS_ADV_STEPS) to replay an adversarial seed")
-    config = AdvConfig(seed=int(seed), steps=int(os.environ.get("SLATE_OPS_ADV_STEPS", str(ADVERSARY_CI_STEPS))))
+    config = AdvConfig(
+        seed=int(seed), steps=int(os.environ.get("SLATE_OPS_ADV_STEPS", str(ADVERSARY_CI_STEPS)))
+    )
     result = run_adversary(config)  # a violation prints the seed, the replay command, the trace tail
     print(result.summary())
     shown = result.trace if os.environ.get("SLATE_OPS_SIM_TRACE") == "all" else result.trace[-60:]
