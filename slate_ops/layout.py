@@ -44,16 +44,21 @@ from slate_ops.objstore.base import (
     resolve_put_outcome,
 )
 from slate_ops.sst import SstReader, encode_sst
-from slate_ops.txn.paths import join, normalize_db_path
+from slate_ops.txn.paths import (
+    COMPACTED_DIR,
+    COMPACTIONS_DIR,
+    GC_DIR,
+    WAL_DIR,
+    is_valid_db_path,
+    join,
+    normalize_db_path,
+)
 from slate_ops.txn.sequenced import ID_DIGITS
 
-COMPACTED_DIR = "compacted"
-COMPACTIONS_DIR = "compactions"
 COMPACTIONS_SUFFIX = "compactions"
-WAL_DIR = "wal"
-GC_DIR = "gc"
 OWN_DIRECTORIES = (MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR)
-"""Every directory a database owns under its path: the names the layout reserves."""
+"""Every directory a database owns under its path: the names the layout reserves (defined in
+:mod:`slate_ops.txn.paths`, whose ``normalize_db_path`` refuses them as components of a database path)."""
 
 _ID = re.compile(rf"^\d{{{ID_DIGITS}}}$")
 _MANIFEST_TAIL = f"/{MANIFEST_DIR}/"
@@ -93,7 +98,35 @@ def parse_manifest_key(key: str) -> tuple[str, int] | None:
         db_path = head[: -len(_MANIFEST_TAIL) + 1]
     else:
         return None
+    if not is_valid_db_path(db_path):
+        return None  # e.g. a/wal/manifest/…: no database may have that path (docs/design/names.md)
     return (db_path, object_id) if key == manifest_key(db_path, object_id) else None
+
+
+DELETED_MARKER = "deleted"
+
+
+def deleted_marker_key(db_path: str, tombstone_id: int) -> str:
+    """``<db>/gc/deleted.<20-digit id>``: the empty marker a deletion writes beside its tombstone
+    manifest ``tombstone_id``, so that one LIST tells a deleted database from a live one."""
+    return join(normalize_db_path(db_path), GC_DIR, f"{DELETED_MARKER}.{tombstone_id:0{ID_DIGITS}d}")
+
+
+def parse_deleted_marker_key(key: str) -> tuple[str, int] | None:
+    """``(database path, tombstone id)`` if ``key`` is a deletion marker of some database, else None."""
+    head, _, name = key.rpartition("/")
+    stem, _, digits = name.partition(".")
+    if stem != DELETED_MARKER or not _ID.match(digits):
+        return None
+    if head == GC_DIR:
+        db_path = ""
+    elif head.endswith("/" + GC_DIR):
+        db_path = head[: -len(GC_DIR) - 1]
+    else:
+        return None
+    if not is_valid_db_path(db_path):
+        return None
+    return (db_path, int(digits)) if key == deleted_marker_key(db_path, int(digits)) else None
 
 
 def compactions_key(db_path: str, compactions_id: int) -> str:
@@ -332,11 +365,13 @@ __all__ = [
     "WAL_DIR",
     "WalStore",
     "compactions_key",
+    "deleted_marker_key",
     "join",
     "manifest_key",
     "normalize_db_path",
     "own_directory",
     "parse_compactions_key",
+    "parse_deleted_marker_key",
     "parse_manifest_key",
     "parse_own_manifest_key",
     "parse_sst_key",

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
 from slate_ops.gc.references import own_sst_keys
-from slate_ops.layout import parse_manifest_key, resolve_sst_path
+from slate_ops.layout import parse_deleted_marker_key, parse_manifest_key, resolve_sst_path
 from slate_ops.manifest.model import Checkpoint, ExternalDb, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
@@ -119,31 +119,25 @@ def check_references(
 
 
 def discover_databases(store: ObjectStore, prefix: str = "") -> list[str]:
-    """The paths under ``prefix`` that hold a database, sorted: one LIST of the prefix for the paths
-    holding manifests (``<path>/manifest/<id>.manifest``, keys parsed in full by
-    :func:`~slate_ops.layout.parse_manifest_key`), then one GET of each one's highest listed manifest
-    to leave out deleted databases (whose latest manifest is a tombstone)."""
+    """The paths under ``prefix`` that hold a database, sorted; one LIST of the prefix.
+
+    A path holds a database when it holds manifests (``<path>/manifest/<id>.manifest``, keys parsed
+    in full by :func:`~slate_ops.layout.parse_manifest_key`) and was not deleted: a deletion leaves a
+    tombstone manifest ``T`` and the marker ``<path>/gc/deleted.<T>``, and a path whose highest
+    manifest is such a tombstone is left out (a new database created there later has higher ids).
+    """
     root = normalize_db_path(prefix)
     highest: dict[str, int] = {}
+    deleted: dict[str, int] = {}
     for meta in store.list(f"{root}/" if root else ""):
         parsed = parse_manifest_key(meta.key)
         if parsed is not None and is_valid_db_path(parsed[0]):  # else a path no database may have
             path, manifest_id = parsed
             highest[path] = max(highest.get(path, 0), manifest_id)
-    return sorted(path for path, manifest_id in highest.items() if not _deleted(store, path, manifest_id))
-
-
-def _deleted(store: ObjectStore, path: str, manifest_id: int) -> bool:
-    """Whether the database at ``path``, whose highest listed manifest is ``manifest_id``, was deleted
-    (a tombstone) or vanished since the LIST. An unreadable manifest is not deleted: the check
-    reports it."""
-    manifests = ManifestStore(store, path)
-    try:
-        return manifests.read(manifest_id).value.is_tombstone
-    except ObjectNotFoundError:
-        return manifests.read_latest() is None
-    except CorruptObjectError:
-        return False
+        elif (marker := parse_deleted_marker_key(meta.key)) is not None:
+            path, tombstone_id = marker
+            deleted[path] = max(deleted.get(path, 0), tombstone_id)
+    return sorted(path for path, manifest_id in highest.items() if manifest_id > deleted.get(path, 0))
 
 
 # --- the check -------------------------------------------------------------------------------------

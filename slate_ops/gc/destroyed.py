@@ -12,12 +12,14 @@
 3. Commit the *tombstone* as the next manifest ``T``: ``destroyed_at_s`` and ``deleted_at_s`` set,
    the epochs kept, ``next_wal_sst_id = F + 1`` and nothing else. Readers see no database; a new
    database created at the path continues its epochs and ids (``ManifestStore.create_initial``).
-4. Claim the ``.compactions`` namespace at the tombstone's compactor epoch (its file ``C``), then
+4. Claim the ``.compactions`` namespace at the tombstone's compactor epoch (its file ``C``), write
+   the empty marker ``gc/deleted.<T>`` (one LIST then tells discovery the path is deleted), then
    advance the GC boundaries: ``manifest`` to ``T - 1`` and ``compactions`` to ``C - 1``, before
    deleting any of those files; boundary files are never deleted and never move backward.
 5. Delete the database's own objects, matched by full key (:mod:`slate_ops.layout`): manifests
    below ``T``, WAL objects below ``F``, every SST under ``compacted/``, ``.compactions`` files below
-   ``C``. Kept: the tombstone, the WAL fence ``F``, the ``.compactions`` file ``C`` and ``gc/``.
+   ``C``. Kept: the tombstone, the WAL fence ``F``, the ``.compactions`` file ``C`` and ``gc/`` (the
+   boundaries and the marker).
    Nothing else under the path is touched: not a nested database, not an object of no database.
 
 Why the kept objects fence every stale process: a writer caching manifest ``M < T`` commits ``M + 1``,
@@ -45,6 +47,7 @@ from slate_ops.layout import (
     MANIFEST_DIR,
     WAL_DIR,
     WalStore,
+    deleted_marker_key,
     own_directory,
     parse_compactions_key,
     parse_own_manifest_key,
@@ -175,6 +178,7 @@ def delete_database(
         released = release_external_checkpoints(destroyed, store)
         tombstone = _commit_tombstone(manifests, now, fence, refuse)
     compactions_id = _claim_compactions(store, manifests.path, tombstone.value.compactor_epoch, now)
+    store.put(deleted_marker_key(manifests.path, tombstone.id), b"")  # discovery skips the path
     if tombstone.id > 1:
         manifests.advance_boundary(tombstone.id - 1)
     if compactions_id > 1:
@@ -213,7 +217,12 @@ def _fence_of(tombstone: Manifest) -> int:
 def _kept(manifests: ManifestStore, tombstone_id: int, fence: int, compactions_id: int) -> tuple[str, ...]:
     wal = WalStore(manifests.store, manifests.path)
     compactions = CompactionsStore(manifests.store, manifests.path).sequence
-    return (manifests.sequence.key(tombstone_id), wal.key(fence), compactions.key(compactions_id))
+    return (
+        manifests.sequence.key(tombstone_id),
+        wal.key(fence),
+        compactions.key(compactions_id),
+        deleted_marker_key(manifests.path, tombstone_id),
+    )
 
 
 def _mark_destroyed(

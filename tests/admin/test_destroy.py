@@ -69,9 +69,9 @@ def keys_under(store: ObjectStore, path: str) -> list[str]:
 
 
 def leftovers(store: ObjectStore, path: str) -> set[str]:
-    """What a deleted database keeps besides its gc/ boundary files: the tombstone manifest, the WAL
-    fence and the last .compactions file."""
-    return {k for k in keys_under(store, path) if not k.startswith(path + "/gc/")}
+    """What a deleted database keeps besides its GC boundary files: the tombstone manifest, the WAL
+    fence, the last .compactions file and the gc/deleted.<id> marker."""
+    return {k for k in keys_under(store, path) if not k.endswith(".boundary")}
 
 
 def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
