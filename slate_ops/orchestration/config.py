@@ -95,7 +95,8 @@ class CheckpointPolicy(dg.Config):
     expiry_dry_run: bool = Field(
         default=False,
         description="Automated checkpoint expiry (manifest sensor, checkpoint_expiry_schedule, "
-        "maintenance runs) only reports, never removes.",
+        "maintenance runs) only reports, never removes; every GC step (gc_job, gc_schedule, "
+        "maintenance_gc) then runs without its checkpoint task.",
     )
     reader_lifetime: str = Field(
         default="10min",
