@@ -70,6 +70,7 @@ from slate_ops.compaction import Compactor, LocalExecutor
 from slate_ops.engine import Db
 from slate_ops.errors import (
     DbNotFoundError,
+    EpochCollisionError,
     FencedError,
     InvalidDeletionError,
     SlateOpsError,
@@ -405,7 +406,7 @@ class Adversary:
             else:
                 writer.db.put(key, value, await_durable=durable)
         except Exception as error:
-            writer.fenced_seen |= isinstance(error, FencedError)
+            self._fenced(writer, error, "put")
             self._tick(
                 writer.name, "delete" if delete else "put", self._refused(writer.name, error, _WRITE_REFUSALS)
             )
@@ -433,7 +434,7 @@ class Adversary:
             else:
                 db.close()
         except Exception as error:
-            writer.fenced_seen |= isinstance(error, FencedError)
+            self._fenced(writer, error, how)
             outcome = self._refused(f"{writer.name}.{how}", error, _WRITE_REFUSALS)
             if how == "close" or isinstance(error, FencedError):
                 simulate_crash(db)
@@ -445,6 +446,33 @@ class Adversary:
         self._acknowledged(writer, f"{how}()")
         self._tick(writer.name, how, "ok")
         return "ok"
+
+    def _fenced(self, writer: Writer, error: Exception, what: str) -> None:
+        """The first FencedError a writer sees must have a cause: a newer epoch holds the database, or
+        it was deleted (or deleted and created again). Two processes never share an epoch here, so
+        an :class:`EpochCollisionError` is a violation too: the rightful writer could not write."""
+        if isinstance(error, EpochCollisionError):
+            raise self.violation(
+                f"{writer.name} (epoch {writer.epoch}) on {writer.member.path or '<root>'} stopped with "
+                f"EpochCollisionError in {what}, but no other process holds its epoch: {error}"
+            ) from error
+        if not isinstance(error, FencedError) or writer.fenced_seen:
+            return
+        writer.fenced_seen = True
+        member = writer.member
+        latest = self._latest(member.path)
+        self.checks["fenced_only_by_a_newer_epoch_or_deletion"] += 1
+        if (
+            latest is not None
+            and not _deleted(latest)
+            and member.incarnation == writer.incarnation
+            and latest.writer_epoch <= writer.epoch
+        ):
+            raise self.violation(
+                f"{writer.name} (epoch {writer.epoch}) was refused as fenced in {what} on "
+                f"{member.path or '<root>'}, but the latest manifest still holds its epoch "
+                f"({latest.writer_epoch}) and nobody deleted the database: {error}"
+            ) from error
 
     def _acknowledged(self, writer: Writer, what: str) -> None:
         """Invariant 2: the writer's epoch was not superseded (and its database not deleted or
@@ -531,8 +559,10 @@ class Adversary:
         candidates = [m for m in self._live() if m.kind != "hostile"] or self._live()
         member = self.rng.choice(candidates)
         interference = self.rng.choice(
-            ("soft", "soft_hard", "soft_gc", "hard_recreate", "split", "rollback", "takeover")
+            ("soft", "soft_hard", "soft_gc", "hard_recreate", "split", "rollback", "takeover", "by_hand")
         )
+        if interference == "by_hand" and self._has_dependents(member):
+            interference = "soft_hard"
         tag_content: dict[bytes, bytes] | None = None
         if interference == "rollback":
             tag_content = self._tag_member(member, "pause")
@@ -580,6 +610,8 @@ class Adversary:
             member.reset(tag_content)
             self._tick("admin", "rollback", "ok")
             return "rolled back"
+        if interference == "by_hand":
+            return self._remove_by_hand(member)
         outcome = self._destroy(member, soft=True)
         if interference == "soft":
             return outcome
@@ -821,6 +853,26 @@ class Adversary:
         self._tick("admin", action, f"ok {member.path or '<root>'}")
         self.figures[f"{action}s"] += 1
         return f"{action} ok"
+
+    def _has_dependents(self, member: Member) -> bool:
+        """Whether a checkpoint of ``member`` pins it for another database (a clone, a shard)."""
+        latest = self._latest(member.path)
+        return latest is not None and any((c.name or "").startswith("slate_ops/") for c in latest.checkpoints)
+
+    def _remove_by_hand(self, member: Member) -> str:
+        """An operator deletes every object of the database's own directories with a tool that knows
+        nothing of slate_ops (``aws s3 rm --recursive``): no tombstone, no fence, nothing left."""
+        prefix = f"{member.path}/" if member.path else ""
+        removed = 0
+        for meta in list(self.inner.list(prefix)):
+            parts = meta.key[len(prefix) :].split("/")
+            if len(parts) == 2 and parts[0] in RESERVED:
+                self.inner.delete(meta.key)
+                removed += 1
+        self._deleted_now(member)
+        self.figures["databases_removed_by_hand"] += 1
+        self._tick("operator", "rm -r", f"ok {removed} objects of {member.path or '<root>'}")
+        return f"removed {removed} objects by hand"
 
     def _recreate(self, member: Member) -> str:
         try:
