@@ -106,13 +106,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "slate_ops/engine/db.py",
-                "    def _write_wal_segment(self, segment: _Segment) -> None:\n"
-                "        wal_id = self._next_wal_id\n",
-                "    def _write_wal_segment(self, segment: _Segment) -> None:\n"
-                "        wal_id = self._next_wal_id\n"
+                "        table = entries_to_table(segment.entries)\n"
+                "        for _ in range(MAX_FENCE_SKIPS + 1):\n",
                 "        with self._durable:  # MUTATION: durable before the WAL SST exists\n"
                 "            self._durable_seq = max(self._durable_seq, segment.entries[-1][1])\n"
-                "            self._durable.notify_all()\n",
+                "            self._durable.notify_all()\n"
+                "        table = entries_to_table(segment.entries)\n"
+                "        for _ in range(MAX_FENCE_SKIPS + 1):\n",
             ),
         ),
     ),
@@ -193,6 +193,66 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
 )
 MUTATIONS += (
+    Mutation(
+        "no-epoch-check-after-wal-fence",
+        "a writer opening does not check its epoch after creating its WAL fence (issue 19, item 1): "
+        "a writer whose fence landed above a newer writer's opens, and the newer one then finds WAL "
+        "data at its own epoch",
+        (
+            Edit(
+                "slate_ops/engine/db.py",
+                "        self._fenced.confirm()\n        self._next_wal_id = fence_id + 1\n",
+                "        self._next_wal_id = fence_id + 1  # MUTATION: no epoch check after the WAL fence\n",
+            ),
+        ),
+    ),
+    Mutation(
+        "vanished-version-read-as-latest",
+        "a sequenced namespace whose cached version vanished with nothing newer reads that version as "
+        "still the latest (issue 19, item 2): a writer of a database deleted under it acknowledges "
+        "writes and re-creates its manifest",
+        (
+            Edit(
+                "slate_ops/txn/sequenced.py",
+                "                if not newer:\n"
+                "                    if has_floor:\n"
+                "                        return floor, floor_etag\n"
+                "                    raise NamespaceDeletedError(self.directory, floor.id)\n",
+                "                if not newer:  # MUTATION: a vanished version is still the latest\n"
+                "                    return floor, floor_etag\n",
+            ),
+        ),
+    ),
+    Mutation(
+        "l0-commit-skips-epoch-check",
+        "the writer's manifest commit on the L0-flush path skips its epoch check (issue 19's held-out "
+        "bug): a fenced writer whose WAL write went through commits its L0 SST over the new writer's",
+        (
+            Edit(
+                "slate_ops/engine/db.py",
+                "            self._commit(self._l0_flushed(memtable, CompactedSst(sst_id, info)), "
+                "reestablish=True)\n",
+                "            self._commit(  # MUTATION: no epoch check\n"
+                "                self._l0_flushed(memtable, CompactedSst(sst_id, info)), reestablish=True, "
+                "unchecked=True\n"
+                "            )\n",
+            ),
+            Edit(
+                "slate_ops/engine/db.py",
+                "    def _commit(self, change: Callable[[Manifest], Manifest], *, reestablish: bool) -> "
+                "VersionedManifest:\n",
+                "    def _commit(\n"
+                "        self, change: Callable[[Manifest], Manifest], *, reestablish: bool, unchecked: bool = "
+                "False\n"
+                "    ) -> VersionedManifest:\n",
+            ),
+            Edit(
+                "slate_ops/engine/db.py",
+                "                    committed = self._fenced.update(apply)\n",
+                "                    committed = (self._manifests if unchecked else self._fenced).update(apply)\n",
+            ),
+        ),
+    ),
     Mutation(
         "final-checkpoint-refreshable",
         "refresh_checkpoint gives the parent-side final checkpoint of a clone, shard or merge an expiry "

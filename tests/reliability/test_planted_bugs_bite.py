@@ -17,7 +17,7 @@ path that decides the verdict — so the planted bug of the same name in
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -27,11 +27,18 @@ from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.admin.reachability import check_references
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
-from slate_ops.errors import CheckpointProtectedError, ObjectStoreError, SlateOpsError
+from slate_ops.errors import (
+    CheckpointProtectedError,
+    DbNotFoundError,
+    FencedError,
+    ObjectStoreError,
+    SlateOpsError,
+)
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from tests.engine.conftest import quiet, simulate_crash
 
 WAL = "db/wal/"
@@ -306,3 +313,122 @@ def test_deleting_the_root_database_deletes_only_its_own_objects(how: str) -> No
     assert ManifestStore(store, "").read_latest() is None  # the root is deleted: a tombstone at most
     left = [m.key for m in store.list("") if not m.key.startswith(("nested/", *STRAYS))]
     assert all(k.startswith(("manifest/", "gc/", "wal/", "compactions/")) for k in left), left
+
+
+# --- fencing under races and deletion (issue 19, items 1-2, and the held-out L0-flush commit) ------
+
+
+class Interpose:
+    """A store through which one process talks; ``arm`` makes another process act (``action``, on
+    the plain store) right before this one's first request matching ``op`` and ``key_contains`` —
+    a race decided by the test, not by timing."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self._armed: tuple[str, str, Callable[[], None]] | None = None
+        self.fired = False
+
+    @property
+    def url(self) -> str:
+        return self.inner.url
+
+    def arm(self, op: str, key_contains: str, action: Callable[[], None]) -> None:
+        self._armed, self.fired = (op, key_contains, action), False
+
+    def _before(self, op: str, key: str) -> None:
+        armed = self._armed
+        if armed is not None and armed[0] == op and armed[1] in key:
+            self._armed = None
+            armed[2]()
+            self.fired = True
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+        self._before("get", key)
+        return self.inner.get(key, byte_range)
+
+    def head(self, key: str) -> ObjectMeta:
+        self._before("head", key)
+        return self.inner.head(key)
+
+    def put(
+        self, key: str, data: bytes, mode: PutMode = PutMode.overwrite(), put_id: str | None = None
+    ) -> PutResult:
+        self._before("put", key)
+        return self.inner.put(key, data, mode, put_id)
+
+    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
+        self._before("list", prefix)
+        return self.inner.list(prefix, start_after)
+
+    def delete(self, key: str) -> None:
+        self._before("delete", key)
+        self.inner.delete(key)
+
+
+def test_a_writer_fenced_before_its_wal_fence_lands_does_not_open() -> None:
+    """Writer A claims its epoch; right before A creates its WAL fence, writer B opens (a higher
+    epoch, its fence at the id A wanted). A's fence lands above B's: A must find B's epoch after it
+    (the post-fence epoch check) and refuse to open; B acknowledges and its write is read."""
+    store = MemoryStore()
+    admin.create_db("db", store)
+    interposed = Interpose(store)
+    newer: list[Db] = []
+    interposed.arm("put", WAL, lambda: newer.append(Db.open("db", store, OPTIONS)))
+    with pytest.raises(FencedError):
+        Db.open("db", interposed, OPTIONS)
+    assert interposed.fired and len(newer) == 1
+    with newer[0] as b:
+        b.put(b"k", b"from B", await_durable=True)
+    with DbReader.open("db", store) as reader:
+        assert reader.get(b"k") == b"from B"
+
+
+def test_a_writer_whose_database_was_removed_by_hand_acknowledges_nothing() -> None:
+    """Every object of the database is deleted under a writer by a tool that knows nothing of
+    slate_ops (no tombstone, no fence). The version the writer cached has vanished and nothing newer
+    exists: that is a deleted database, never "still the latest". Its durable put is refused, its
+    close commits nothing, and the path stays empty."""
+    store = MemoryStore()
+    db = Db.open("db", store, OPTIONS)
+    try:
+        db.put(b"a", b"1")
+        db.flush_memtable()
+        for meta in list(store.list("db/")):
+            store.delete(meta.key)
+        with pytest.raises(FencedError):
+            db.put(b"b", b"2", await_durable=True)
+        with pytest.raises(FencedError):
+            db.close()
+    finally:
+        simulate_crash(db)
+    assert [m.key for m in store.list("db/manifest/")] == []
+    with pytest.raises(DbNotFoundError):
+        DbReader.open("db", store)
+
+
+def test_a_writer_fenced_between_its_l0_upload_and_its_commit_commits_nothing() -> None:
+    """Writer A's L0 flush: its WAL write was acknowledged; right before it uploads the L0 SST,
+    writer B opens, overwrites the key durably and flushes to L0. A's manifest commit must check
+    its epoch (FencedError), so readers keep seeing B's value, not the one B overwrote."""
+    store = MemoryStore()
+    interposed = Interpose(store)
+    a = Db.open("db", interposed, OPTIONS)
+    try:
+        a.put(b"k", b"old")
+        a.flush()  # acknowledged: in a WAL SST, the epoch confirmed
+
+        def newer() -> None:
+            with Db.open("db", store, OPTIONS) as b:
+                b.put(b"k", b"new", await_durable=True)
+                b.flush_memtable()
+
+        interposed.arm("put", "db/compacted/", newer)
+        with pytest.raises(FencedError):
+            a.flush_memtable()
+        assert interposed.fired
+    finally:
+        simulate_crash(a)
+    with DbReader.open("db", store) as reader:
+        assert reader.get(b"k") == b"new"
+    latest = ManifestStore(store, "db").read_latest_required().value
+    assert len(latest.l0) == 1, "the fenced writer's L0 SST was committed"
