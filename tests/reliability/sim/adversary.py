@@ -531,7 +531,9 @@ class Adversary:
         """Two or three writers race Db.open on one path, then write and close, interleaved."""
         member = self.rng.choice(self._live())
         n = 3 if self.rng.random() < 0.25 else 2
-        interleaver = self._interleaver(stall_rate=0.0)
+        # Some races switch at almost every request, others let one writer run a while (a claim of
+        # several requests lands between two of another writer's).
+        interleaver = self._interleaver(stall_rate=0.0, switch_rate=self.rng.choice((0.15, 0.3, 0.6)))
         writers = [self._new_writer(member, f"racer{i}") for i in range(n)]
 
         def task(writer: Writer) -> Callable[[], None]:
@@ -929,11 +931,13 @@ class Adversary:
         self._collect_everything()
         return "ok"
 
-    def _interleaver(self, *, stall_rate: float, max_stall_s: float = 60.0) -> Interleaver:
+    def _interleaver(
+        self, *, stall_rate: float, max_stall_s: float = 60.0, switch_rate: float = 0.5
+    ) -> Interleaver:
         return Interleaver(
             random.Random(derive(self.config.seed, "interleave", str(self.episode))),
             clock=self.clock,
-            switch_rate=0.5,
+            switch_rate=switch_rate,
             stall_rate=stall_rate,
             max_stall_s=max_stall_s,
             max_calls=self.config.max_calls,
