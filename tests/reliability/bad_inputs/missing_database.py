@@ -8,9 +8,11 @@ from tests.reliability.bad_inputs.catalogue import NO_DB, case, cli
 from tests.reliability.bad_inputs.cli_usage import SAMPLES
 from tests.reliability.bad_inputs.states import build
 
-CREATES_DB = {"create-db", "put", "delete"}  # documented: a writer creates the database it opens
+CREATES_DB = {"create-db"}  # put/delete refuse a missing database unless --create (docs/cli.md "Safety")
 LISTS_PREFIX = {"list-dbs"}  # --path is a store prefix: one without databases is an empty list
 ON_MISSING_DB: dict[str, tuple[str, ...]] = {
+    "put": ("k", "v"),
+    "delete": ("k",),
     "create-checkpoint": (),
     "refresh-checkpoint": ("-i", SAMPLES["slate_ops.cli.args.checkpoint_id"]),
     "delete-checkpoint": ("-i", SAMPLES["slate_ops.cli.args.checkpoint_id"]),
