@@ -6,7 +6,9 @@
 1. Unless already destroyed: mark the database destroyed in one CAS that bumps ``writer_epoch`` (a
    claim) and ``compactor_epoch``, which fences every writer's and compactor's manifest commits (and
    refuses while the caller's ``refuse`` objects, e.g. to unexpired checkpoints). Then fence the WAL:
-   an empty object at the first free WAL id, ``F``.
+   an empty object at the first free WAL id, ``F`` — unless the database was never initialised (an
+   unfinished clone, split or merge, which no writer can open): then no fence is needed, its WAL is
+   deleted whole and a new database there (the clone made again) starts its WAL ids afresh.
 2. Release the final checkpoints this database (a clone, shard or merge) holds on its external
    databases.
 3. Commit the *tombstone* as the next manifest ``T``: ``destroyed_at_s`` and ``deleted_at_s`` set,
@@ -172,9 +174,11 @@ def delete_database(
             current = _mark_destroyed(manifests, now, refuse)
             marked = manifests.sequence.key(current.id)
         destroyed = current.value
-        fence = WalStore(store, manifests.path).fence(
-            max(destroyed.replay_after_wal_id, destroyed.next_wal_sst_id - 1)
-        )
+        fence = NO_FENCE
+        if destroyed.initialized:  # else no writer ever held it (writers refuse it): nothing to fence
+            fence = WalStore(store, manifests.path).fence(
+                max(destroyed.replay_after_wal_id, destroyed.next_wal_sst_id - 1)
+            )
         released = release_external_checkpoints(destroyed, store)
         tombstone = _commit_tombstone(manifests, now, fence, refuse)
     compactions_id = _claim_compactions(store, manifests.path, tombstone.value.compactor_epoch, now)
@@ -183,7 +187,7 @@ def delete_database(
         manifests.advance_boundary(tombstone.id - 1)
     if compactions_id > 1:
         CompactionsStore(store, manifests.path).sequence.advance_boundary(compactions_id - 1)
-    doomed = _own_objects(store, manifests.path, tombstone.id, _fence_of(tombstone.value), compactions_id)
+    doomed = _own_objects(store, manifests.path, tombstone.id, _wal_below(tombstone.value), compactions_id)
     if manifests.sequence.list(start_after_id=tombstone.id):
         # A new database was created at the path after the tombstone: what is left belongs to its
         # GC (it never reads an id at or below the tombstone's), and its new SSTs must not be touched.
@@ -210,8 +214,18 @@ def _no_database(manifests: ManifestStore) -> NoReturn:
     )
 
 
+NO_FENCE = 0
+"""The "fence" of a deleted database that was never initialised (an unfinished clone, split or merge):
+no writer ever held it, so its WAL is deleted whole and a new database there starts its WAL afresh."""
+
+
 def _fence_of(tombstone: Manifest) -> int:
     return tombstone.next_wal_sst_id - 1
+
+
+def _wal_below(tombstone: Manifest) -> int:
+    fence = _fence_of(tombstone)
+    return UNBOUNDED if fence == NO_FENCE else fence
 
 
 def _kept(manifests: ManifestStore, tombstone_id: int, fence: int, compactions_id: int) -> tuple[str, ...]:
@@ -219,7 +233,7 @@ def _kept(manifests: ManifestStore, tombstone_id: int, fence: int, compactions_i
     compactions = CompactionsStore(manifests.store, manifests.path).sequence
     return (
         manifests.sequence.key(tombstone_id),
-        wal.key(fence),
+        *([] if fence == NO_FENCE else [wal.key(fence)]),
         compactions.key(compactions_id),
         deleted_marker_key(manifests.path, tombstone_id),
     )
@@ -249,7 +263,8 @@ def marked_destroyed(manifest: Manifest, now: int) -> Manifest | None:
 
 def tombstone_of(manifest: Manifest, now: int, fence: int) -> Manifest:
     """The tombstone of the destroyed ``manifest`` whose WAL was fenced at ``fence``: its epochs and
-    ``destroyed_at_s``, ``deleted_at_s = now``, WAL ids continuing above the fence, nothing else."""
+    ``destroyed_at_s``, ``deleted_at_s = now``, WAL ids continuing above the fence (from 1 with
+    :data:`NO_FENCE`), nothing else."""
     return Manifest(
         destroyed_at_s=manifest.destroyed_at_s,
         deleted_at_s=now,
@@ -348,7 +363,7 @@ def _plan(manifests: ManifestStore, current: VersionedManifest) -> Deletion:
             None,
             m.destroyed_at_s,
         )
-        wal_below = fence
+        wal_below = _wal_below(m)
         manifest_below = tombstone_id
         released: list[tuple[str, uuid.UUID]] = []
     else:
@@ -358,7 +373,7 @@ def _plan(manifests: ManifestStore, current: VersionedManifest) -> Deletion:
         epoch = m.compactor_epoch + (1 if marked_id is not None else 0)
         wal = WalStore(store, path)
         after = max(m.replay_after_wal_id, m.next_wal_sst_id - 1)
-        fence = max([after, *wal.list_ids(after)]) + 1  # where WalStore.fence puts it
+        fence = max([after, *wal.list_ids(after)]) + 1 if m.initialized else NO_FENCE  # as WalStore.fence
         destroyed_at = m.destroyed_at_s
         wal_below = manifest_below = UNBOUNDED  # everything stored now is below the fence and the tombstone
         released = held_external_checkpoints(m, store)
