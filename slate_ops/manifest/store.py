@@ -15,8 +15,8 @@ look at the tombstone (:meth:`~ManifestStore.read_current`); docs/design/clones-
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 
+from slate_ops.clock import render_utc
 from slate_ops.errors import (
     DbAlreadyExistsError,
     DbDestroyedError,
@@ -212,9 +212,4 @@ def continue_after(tombstone: VersionedManifest, manifest: Manifest, location: s
 
 
 def _utc(seconds: int | None) -> str:
-    if seconds is None:
-        return "an unknown time"
-    try:
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return f"{seconds} (unix seconds)"
+    return "an unknown time" if seconds is None else render_utc(seconds)
