@@ -136,3 +136,16 @@ def test_gc_options_and_numbers_are_bounded() -> None:
     with pytest.raises(ValueError, match="maximum of 100 years"):
         GcOptions(wal_min_age="101years")
     assert format_duration(GcOptions(wal_min_age="100years").wal_min_age) == "36525days"
+
+
+def test_times_are_rendered_by_one_function() -> None:
+    """Every time shown goes through :func:`slate_ops.clock.render_utc`; the only other conversions
+    of Unix seconds make data (a store's mtime, a GC report's start, a tag policy's tag name)."""
+    allowed = {"clock.py", "objstore/local.py", "gc/collector.py", "admin/tag_policy.py"}
+    root = Path(__file__).resolve().parents[2] / "slate_ops"
+    offenders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "fromtimestamp(" in path.read_text(encoding="utf-8") and str(path.relative_to(root)) not in allowed
+    ]
+    assert offenders == []
