@@ -32,9 +32,10 @@ The result files and who writes them:
 * ``adversary.json`` (the long run) and ``adversary_ci.json``: the adversarial simulation
   (tests/reliability/sim/adversary.py), ``{"runs": [AdvResult.to_json() or {seed, steps, violation}],
   "totals", "config"}`` (``test_simulation.write_adversary_results``);
-* ``interleavings.json``: the exhaustive interleaving explorer (tests/reliability/interleavings/),
-  ``{"scenarios": [{"name", "description"?, <counts>...}], stamp...}``, each scenario's numbers rendered
-  as they are;
+* ``interleavings.json``: the exhaustive interleaving explorer (tests/reliability/interleavings/run.py
+  documents it: ``{"reduction", "independence", "gated", "full" | "ci" | "baseline": {stamp...,
+  "seconds", "scenarios": [{name, description, preemption_bound, exhaustive, complete, interleavings,
+  sleep_blocked, max_depth, violating, problems, ...}]}}``);
 * ``soak.json`` (the long run) and ``soak_ci.json``: ``SoakReport.as_dict()`` as
   ``python -m tests.reliability.soak --report FILE`` writes it (or ``SLATE_OPS_SOAK_REPORT=FILE``
   with the pytest soak).
@@ -463,45 +464,55 @@ def adversary_section(ci: dict[str, Any] | None, long: dict[str, Any] | None) ->
     return "\n".join(lines)
 
 
+INTERLEAVING_RUNS = (
+    ("full", "full (`slow`)"),
+    ("ci", "CI"),
+    ("baseline", "before the fixes"),
+)
+
+
 def interleavings_section(data: dict[str, Any] | None) -> str:
-    """tests/reliability/results/interleavings.json (tests/reliability/interleavings/): one row per
-    scenario, every number the explorer recorded for it."""
+    """tests/reliability/results/interleavings.json (tests/reliability/interleavings/run.py): one row
+    per scenario and run (full, CI, the code before issue 19's fixes)."""
     if data is None:
-        return _not_recorded(
-            "the interleaving counts",
-            "pytest -m slow tests/reliability/interleavings (writes interleavings.json)",
-        )
-    scenarios = data.get("scenarios", [])
-    if isinstance(scenarios, dict):
-        scenarios = [{"name": name, **value} for name, value in scenarios.items()]
-    keys: list[str] = []
-    for scenario in scenarios:
-        for key, value in scenario.items():
-            if (
-                key not in ("name", "description")
-                and isinstance(value, int | float | bool | str)
-                and key not in keys
-            ):
-                keys.append(key)
-    lines = ["| scenario | " + " | ".join(k.replace("_", " ") for k in keys) + " |"]
-    lines.append("|---|" + "".join("--:|" for _ in keys))
-    for scenario in scenarios:
-        name = f"`{scenario.get('name', '?')}`"
-        if scenario.get("description"):
-            name += f": {scenario['description']}"
-        cells = []
-        for key in keys:
-            value = scenario.get(key, "")
-            cells.append(
-                _n(value) if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+        return _not_recorded("the interleaving counts", "python -m tests.reliability.interleavings.run")
+    lines = [
+        "| scenario | run | preemption bound | interleavings explored | cut by sleep sets | most calls in "
+        "one | violating | violations by kind | time |",
+        "|---|---|---|--:|--:|--:|--:|---|--:|",
+    ]
+    stamps = []
+    for key, label in INTERLEAVING_RUNS:
+        run = data.get(key)
+        if not run:
+            continue
+        for sc in run.get("scenarios", []):
+            bound = "none" if sc.get("preemption_bound") is None else _n(sc["preemption_bound"])
+            if not sc.get("complete", True):
+                bound += " (stopped early: a lower bound)"
+            explored = _n(sc.get("interleavings", 0))
+            if sc.get("exhaustive"):
+                explored += " (all)"
+            violating = sc.get("violating", 0)
+            problems = ", ".join(f"{k} {_n(v)}" for k, v in sorted(sc.get("problems", {}).items())) or "—"
+            lines.append(
+                f"| `{sc['name']}`: {sc.get('description', '')} | {label} | {bound} | {explored} | "
+                f"{_n(sc.get('sleep_blocked', 0))} | {_n(sc.get('max_depth', 0))} | "
+                f"{f'**{_n(violating)}**' if violating else '0'} | {problems} | "
+                f"{_s(sc.get('seconds', 0.0))} |"
             )
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    stamp_text = _stamp(data)
-    if stamp_text:
-        lines += [
-            "",
-            f"Recorded: {stamp_text}" + (f"; `{data['command']}`" if data.get("command") else "") + ".",
-        ]
+        stamp_text = _stamp(run)
+        if stamp_text:
+            stamps.append(f"{label} {stamp_text}" + (f" (`{run['command']}`)" if run.get("command") else ""))
+    for field_name, what in (
+        ("reduction", "Reduction"),
+        ("independence", "Independence"),
+        ("gated", "Gated"),
+    ):
+        if data.get(field_name):
+            lines += ["", f"{what}: {data[field_name]}."]
+    if stamps:
+        lines += ["", "Recorded: " + "; ".join(stamps) + "."]
     return "\n".join(lines)
 
 
@@ -637,17 +648,18 @@ def summary_section(
 
 
 def _interleavings_cell(data: dict[str, Any]) -> str:
-    """The summary row's cells (CI | long | lost) for the interleaving explorer's result file."""
-    scenarios = data.get("scenarios", [])
-    if isinstance(scenarios, dict):
-        scenarios = list(scenarios.values())
-    counted = [
-        next((v for k, v in s.items() if k in ("executions", "interleavings", "explored", "complete")), None)
-        for s in scenarios
-    ]
-    total = sum(c for c in counted if isinstance(c, int | float))
-    failing = sum(1 for s in scenarios if s.get("violations") or s.get("failures"))
-    return f"— | {len(scenarios)} scenarios, {_n(total)} interleavings explored | {_n(failing)}"
+    """The summary row's cells (CI | long | violating interleavings) for interleavings.json."""
+
+    def cell(run: dict[str, Any] | None) -> str:
+        if not run:
+            return "not recorded"
+        scenarios = run.get("scenarios", [])
+        total = sum(int(sc.get("interleavings", 0)) for sc in scenarios)
+        return f"{len(scenarios)} scenarios, {_n(total)} interleavings, {_s(float(run.get('seconds', 0.0)))}"
+
+    runs = [data.get("ci"), data.get("full")]
+    violating = sum(int(sc.get("violating", 0)) for run in runs if run for sc in run.get("scenarios", []))
+    return f"{cell(runs[0])} | {cell(runs[1])} | {_n(violating)} violating"
 
 
 # --- the document ---------------------------------------------------------------------------------------

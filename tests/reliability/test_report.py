@@ -88,3 +88,64 @@ def test_markers_that_do_not_match_the_renderers_are_refused() -> None:
         and "\ntext\n<!-- end of generated: one -->\nb\n" in updated
     )
     assert report.stale(doc, sections) == ["one"] and report.stale(updated, sections) == []
+
+
+def test_the_adversary_and_interleaving_tables(tmp_path: Path) -> None:
+    adversary = {
+        "seed": 1,
+        "steps": 500,
+        "duration_s": 2.0,
+        "checks": {"no_fenced_writer_acknowledges": 4, "references_reachable": 3},
+        "figures": {
+            "races": 2,
+            "episodes_race": 2,
+            "paused_writer_across_soft": 1,
+            "names_refused_hostile": 1,
+        },
+    }
+    failed = {"seed": 2, "steps": 500, "violation": "racer0 acknowledged after a newer claim"}
+    (tmp_path / "adversary_ci.json").write_text(json.dumps({"runs": [adversary]}))
+    (tmp_path / "adversary.json").write_text(json.dumps({"runs": [adversary, failed]}))
+    scenario = {
+        "name": "two_writers",
+        "description": "two writers open and put",
+        "preemption_bound": None,
+        "exhaustive": True,
+        "complete": True,
+        "interleavings": 1234,
+        "sleep_blocked": 55,
+        "max_depth": 30,
+        "violating": 0,
+        "problems": {},
+        "seconds": 12.5,
+    }
+    broken = {**scenario, "violating": 7, "problems": {"stale writer acknowledged": 7}}
+    interleavings = {
+        "reduction": "sleep sets",
+        "full": {"recorded": "2026-11-26", "seconds": 20.0, "scenarios": [scenario]},
+        "baseline": {"seconds": 20.0, "scenarios": [broken]},
+    }
+    (tmp_path / "interleavings.json").write_text(json.dumps(interleavings))
+    sections = {s.name: s.text for s in report.render(tmp_path, bad_inputs={})}
+    table = sections["adversary"]
+    assert (
+        "| | CI: 1 seeds \u00d7 500 steps = 500 steps | long: 2 seeds \u00d7 500 steps = 1,000 steps |"
+        in table
+    )
+    assert "| invariant `no_fenced_writer_acknowledges` | 4 | 4 |" in table
+    assert "| paused writer across soft | 1 | 1 |" in table
+    assert "| **seeds failing an invariant** | **0** | **1** |" in table
+    assert "seed 2: racer0 acknowledged after a newer claim" in table
+    rows = sections["interleavings"]
+    assert (
+        "| `two_writers`: two writers open and put | full (`slow`) | none | 1,234 (all) | 55 | 30 | 0 |"
+        in rows
+    )
+    assert "| before the fixes | none | 1,234 (all) | 55 | 30 | **7** | stale writer acknowledged 7 |" in rows
+    assert "Reduction: sleep sets." in rows
+    summary = sections["summary"]
+    assert (
+        "| 1 seeds \u00d7 500 steps = 500 steps, 2.0 s | 2 seeds \u00d7 500 steps = 1,000 steps, 2.0 s | 1 |"
+        in summary
+    )
+    assert "| not recorded | 1 scenarios, 1,234 interleavings, 20 s | 0 violating |" in summary
