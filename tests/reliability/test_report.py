@@ -106,7 +106,7 @@ def test_the_adversary_and_interleaving_tables(tmp_path: Path) -> None:
     failed = {"seed": 2, "steps": 500, "violation": "racer0 acknowledged after a newer claim"}
     (tmp_path / "adversary_ci.json").write_text(json.dumps({"runs": [adversary]}))
     (tmp_path / "adversary.json").write_text(json.dumps({"runs": [adversary, failed]}))
-    scenario = {
+    scenario: dict[str, object] = {
         "name": "two_writers",
         "description": "two writers open and put",
         "preemption_bound": None,
