@@ -150,13 +150,14 @@ def require_refreshable(checkpoint: Checkpoint, expire_time_s: int | None, locat
     protection = protection_of(checkpoint)
     if protection is None or expire_time_s is None:
         return
-    if protection.never_expires or checkpoint.expire_time_s is None:
+    current = checkpoint.expires_at  # None: never expires (stored absent or 0)
+    if protection.never_expires or current is None:
         raise _refused(checkpoint, protection, f"give an expiry ({render_utc(expire_time_s)}) to", location)
-    if expire_time_s < checkpoint.expire_time_s:
+    if expire_time_s < current:
         raise _refused(
             checkpoint,
             protection,
-            f"shorten (to {render_utc(expire_time_s)}, from {render_utc(checkpoint.expire_time_s)})",
+            f"shorten (to {render_utc(expire_time_s)}, from {render_utc(current)})",
             location,
         )
 
