@@ -46,6 +46,7 @@ from slate_ops.errors import (
     BackpressureTimeoutError,
     DbAlreadyExistsError,
     DbClosedError,
+    EpochCollisionError,
     FencedError,
     InvalidArgumentError,
     SlateOpsError,
@@ -66,6 +67,9 @@ WAL_INLINE_FACTOR = 2
 is behind, e.g. encoding an L0 SST), so the WAL queue stays bounded."""
 STALL_WARNING_INTERVAL_S = 60.0
 """A writer stalled on L0 warns at once, then at most this often while it stays stalled."""
+MAX_FENCE_SKIPS = 16
+"""Empty WAL objects (fences of lower-epoch openers that then fail their post-fence check) a writer skips
+in a row at its next WAL id before it gives up with :class:`EpochCollisionError`."""
 
 
 class _Segment:
@@ -174,6 +178,9 @@ class Db:
         self._lsm = LsmState(manifest, self.path, self._readers)
 
         fence_id = self._wal.fence(max(manifest.replay_after_wal_id, manifest.next_wal_sst_id - 1))
+        # Post-fence epoch check (docs/design/coordination.md, "Fencing under races"): a newer writer
+        # that claimed before our fence landed may have fenced below it; we then never write the WAL.
+        self._fenced.confirm()
         self._next_wal_id = fence_id + 1
         self._last_seq = manifest.last_l0_seq
         self._memtable = Memtable()
@@ -183,7 +190,8 @@ class Db:
         self._segments: list[_Segment] = [_Segment(self._memtable)]
         self._wal_queued_bytes = 0  # of the segments not yet written
         self._replay(manifest.replay_after_wal_id, fence_id)
-        self._durable_seq = self._last_seq
+        self._durable_seq = self._last_seq  # acknowledged: WAL written and the epoch confirmed after
+        self._written_seq = self._last_seq  # in WAL SSTs that exist, confirmed or not
         self._last_poll = time.monotonic()
 
         self._compactor = None if compactor is None else compactor(path, store, clock)
@@ -284,9 +292,11 @@ class Db:
         self._wake.set()
 
     def _write_wal_inline(self) -> None:
-        """Write the queued WAL segments in this (writing) thread; the flusher retries store errors."""
+        """Write the queued WAL segments in this (writing) thread; the flusher retries store errors.
+
+        No confirmation here: the flusher's next WAL flush acknowledges them."""
         try:
-            self._guard(self._flush_wal)
+            self._guard(lambda: self._flush_wal(confirm=False))
         except FencedError:
             raise
         except SlateOpsError as error:
@@ -423,13 +433,14 @@ class Db:
             self._fail(error)
             raise
 
-    def _flush_wal(self) -> None:
-        """Write every WAL segment that holds entries as a WAL SST, oldest first.
+    def _flush_wal(self, *, confirm: bool = True) -> None:
+        """Write every WAL segment that holds entries as a WAL SST, oldest first; then acknowledge.
 
         Writers only append to the last segment, so the current one is sealed first; a segment
         leaves the queue only once its WAL SST exists, so a failed flush loses nothing. Runs under
         ``_wal_lock`` only (not ``_flush_lock``): a write may call it while the flusher encodes an
-        L0 SST, whose memtable's segments are all written already.
+        L0 SST, whose memtable's segments are all written already. With ``confirm``, the writes
+        now in WAL SSTs are acknowledged (:meth:`_acknowledge`).
         """
         with self._wal_lock:
             with self._write_lock:
@@ -443,21 +454,63 @@ class Db:
                 with self._write_lock:
                     self._segments.pop(0)
                     self._wal_queued_bytes -= segment.size
+            if confirm:
+                self._acknowledge()
+
+    def _acknowledge(self, *, always: bool = False) -> None:
+        """Raise ``durable_seq`` to the writes in WAL SSTs, once the epoch is confirmed ours.
+
+        The confirmation (:meth:`FenceableStore.confirm`, one round trip) starts after those WAL SSTs
+        were created, so a newer writer (or a deletion) that could have missed them shows in it:
+        :class:`FencedError` then, and nothing is acknowledged. One confirmation covers every WAL SST
+        written before it started. ``always`` confirms even with nothing to acknowledge (close).
+        """
+        written = self._written_seq
+        if written <= self._durable_seq and not always:
+            return
+        with self._failing_when_fenced():
+            self._fenced.confirm()
+        with self._durable:
+            self._durable_seq = max(self._durable_seq, written)
+            self._durable.notify_all()
 
     def _write_wal_segment(self, segment: _Segment) -> None:
-        wal_id = self._next_wal_id
-        if not self._wal.write(wal_id, entries_to_table(segment.entries), segment.put_id):
+        """Create the segment's WAL SST at the next WAL id.
+
+        The id taken: a higher epoch (or a deleted database) in the manifest raises FencedError; at
+        our own epoch an empty object is the fence of a lower-epoch opener that fails its post-fence
+        check, so the id is skipped; data at our epoch is another process with the same epoch
+        (:class:`EpochCollisionError`) — never retried (docs/design/coordination.md, "Fencing under
+        races").
+        """
+        table = entries_to_table(segment.entries)
+        for _ in range(MAX_FENCE_SKIPS + 1):
+            wal_id = self._next_wal_id
+            if self._wal.write(wal_id, table, segment.put_id):
+                break
             with self._failing_when_fenced():
-                self._fenced.refresh()  # raises FencedError: a newer writer bumps the epoch before fencing
-            raise SlateOpsError(
-                f"{self._wal.key(wal_id)} exists but the manifest shows no newer writer; another "
-                "process writes this database with the same epoch. Stop it and reopen."
+                self._fenced.confirm()  # FencedError: a newer writer bumps the epoch before fencing
+                size = self._wal.size(wal_id)
+                if size is None:
+                    continue  # vanished meanwhile: try the id again
+                if size:
+                    raise EpochCollisionError(
+                        self._manifests.location, "writer", self._fenced.epoch, self._wal.key(wal_id)
+                    )
+            log.info(
+                "%s is a lower-epoch opener's fence at writer epoch %d; the WAL continues after it",
+                self._wal.key(wal_id),
+                self._fenced.epoch,
             )
+            self._next_wal_id = wal_id + 1
+        else:
+            with self._failing_when_fenced():
+                raise EpochCollisionError(
+                    self._manifests.location, "writer", self._fenced.epoch, self._wal.key(self._next_wal_id)
+                )
         self._next_wal_id = wal_id + 1
         segment.memtable.max_wal_id = wal_id
-        with self._durable:
-            self._durable_seq = max(self._durable_seq, segment.entries[-1][1])
-            self._durable.notify_all()
+        self._written_seq = max(self._written_seq, segment.entries[-1][1])
 
     def _flush_memtables(self, *, blocking: bool) -> None:
         """Flush frozen memtables to L0, oldest first; waits for L0 room only when ``blocking``.
@@ -714,7 +767,10 @@ class Db:
         try:
             self._check_usable()
             with self._flush_lock:
-                self._guard(self._flush_wal)
+                self._guard(lambda: self._flush_wal(confirm=False))
+                # The last writes are acknowledged, and the epoch confirmed before the release commits:
+                # a stale writer of a deleted database raises here and commits nothing.
+                self._acknowledge(always=True)
                 self._guard(self._release_checkpoint)
         finally:
             self._closed = True

@@ -4,14 +4,19 @@ A writer or compactor bumps its epoch exactly once when it opens; every later up
 that the stored epoch still equals its own. A higher stored epoch means a newer instance took over:
 the update is refused with :class:`FencedError`, raised to the caller — never logged and dropped,
 which is the data-loss flaw SlateDB's manifest design (docs/design/coordination.md)'s NOTE describes.
+
+A namespace deleted under the holder (the database was destroyed: the version it read is gone and
+nothing newer exists) fences it too: :class:`DbDeletedError`, a :class:`FencedError`
+(docs/design/coordination.md, "Fencing under races").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from slate_ops.errors import CorruptObjectError, FencedError
+from slate_ops.errors import CorruptObjectError, DbDeletedError, FencedError, NamespaceDeletedError
 from slate_ops.txn.sequenced import SequencedStore, Versioned
 
 T = TypeVar("T")
@@ -77,18 +82,46 @@ class FenceableStore(Generic[T]):
 
         def fenced_change(current: Versioned[T] | None) -> T | None:
             if current is None:
-                raise CorruptObjectError(self.sequence.directory, "the namespace disappeared")
+                raise self._deleted()
             self.check(current.value)
             return change(current)
 
-        committed = self.sequence.update(fenced_change)
+        with self._deletion_fences():
+            committed = self.sequence.update(fenced_change)
         assert committed is not None
         return committed
 
     def refresh(self) -> Versioned[T]:
         """Re-read the latest version and raise :class:`FencedError` if a newer epoch holds it."""
-        latest = self.sequence.read_latest()
+        with self._deletion_fences():
+            latest = self.sequence.read_latest()
+        return self._checked(latest)
+
+    def confirm(self) -> Versioned[T]:
+        """Confirm, with requests that all start now, that the chain is intact at our epoch.
+
+        :meth:`SequencedStore.confirm_latest`: the version last read or committed still exists
+        unchanged and nothing follows it (one round trip), or the newer versions hold our epoch.
+        Raises :class:`FencedError` for a higher epoch and :class:`DbDeletedError` if the database
+        was deleted. A writer acknowledges a durable write only after a confirmation that started
+        after its WAL SST was written.
+        """
+        with self._deletion_fences():
+            latest = self.sequence.confirm_latest()
+        return self._checked(latest)
+
+    def _checked(self, latest: Versioned[T] | None) -> Versioned[T]:
         if latest is None:
-            raise CorruptObjectError(self.sequence.directory, "the namespace disappeared")
+            raise self._deleted()
         self.check(latest.value)
         return latest
+
+    def _deleted(self) -> DbDeletedError:
+        return DbDeletedError(self.sequence.directory, self.field.role, self.epoch)
+
+    @contextlib.contextmanager
+    def _deletion_fences(self) -> Iterator[None]:
+        try:
+            yield
+        except NamespaceDeletedError as error:
+            raise self._deleted() from error

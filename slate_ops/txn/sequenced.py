@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -21,6 +22,7 @@ from slate_ops.errors import (
     BoundaryViolationError,
     CommitRetriesExhaustedError,
     CorruptObjectError,
+    NamespaceDeletedError,
     ObjectNotFoundError,
     PreconditionFailedError,
     PutOutcomeUnknownError,
@@ -34,6 +36,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 ID_DIGITS = 20
+
+_CONFIRM_POOL = ThreadPoolExecutor(8, thread_name_prefix="slate-ops-confirm")
+"""Runs the HEAD of a confirmation (:meth:`SequencedStore.confirm_latest`) beside its GET."""
 
 
 class Codec(Protocol[T]):
@@ -68,6 +73,11 @@ class SequencedStore(Generic[T]):
     deleted it. That cannot happen to an id created after the cache was last confirmed while the
     cache is younger than GC's minimum age, so a cache older than ``cache_ttl_s`` (keep it well below
     GC's min_age floor) is re-confirmed by LIST instead.
+
+    A cached version that has vanished is never read as "still the latest": a LIST starts at the
+    cached id itself, and finding neither it (with the etag this process read or wrote) nor anything
+    newer raises :class:`NamespaceDeletedError` — the database was deleted
+    (docs/design/coordination.md, "Fencing under races").
     """
 
     def __init__(
@@ -95,6 +105,7 @@ class SequencedStore(Generic[T]):
         self._cache_ttl_s = cache_ttl_s
         self._monotonic = monotonic
         self._cached: Versioned[T] | None = None
+        self._cached_etag: str | None = None  # of the cached version's object, as read or written
         self._cached_at = 0.0
         self._lock = threading.Lock()
 
@@ -122,25 +133,64 @@ class SequencedStore(Generic[T]):
 
     def read(self, object_id: int) -> Versioned[T]:
         """Read one version; raises :class:`ObjectNotFoundError` if it does not exist."""
-        path = self.key(object_id)
-        return Versioned(object_id, self._codec.decode(self._store.get(path).data, path))
+        return self._read_tagged(object_id)[0]
 
-    def _try_read(self, object_id: int) -> Versioned[T] | None:
+    def _read_tagged(self, object_id: int) -> _Tagged[T]:
+        path = self.key(object_id)
+        got = self._store.get(path)
+        return Versioned(object_id, self._codec.decode(got.data, path)), got.meta.etag
+
+    def _try_read(self, object_id: int) -> _Tagged[T] | None:
         try:
-            return self.read(object_id)
+            return self._read_tagged(object_id)
         except ObjectNotFoundError:
             return None
 
     def read_latest(self) -> Versioned[T] | None:
-        """The current version, or None if the namespace is empty."""
+        """The current version, or None if the namespace is empty.
+
+        Raises :class:`NamespaceDeletedError` when a LIST shows that the cached version vanished (or
+        was replaced) and nothing newer exists.
+        """
         with self._lock:
-            cached = self._cached
+            cached, etag = self._cached, self._cached_etag
             fresh = self._monotonic() - self._cached_at < self._cache_ttl_s
         if cached is not None and fresh:
-            latest = self._probe_from(cached)
+            latest, latest_etag = self._probe_from(cached, etag)
         else:
-            latest = self._read_latest_by_list(cached)
-        self._remember(latest)
+            latest, latest_etag = self._read_latest_by_list(cached, etag)
+        self._remember(latest, latest_etag)
+        return latest
+
+    def confirm_latest(self) -> Versioned[T] | None:
+        """The current version, confirmed by requests that all start after this call does.
+
+        With a cached version ``M``: HEAD of ``M`` (it must still exist with the etag this process
+        read or wrote) and GET of ``M + 1`` (expected absent), in parallel — one round trip. ``M + 1``
+        found: the latest is probed from it. ``M`` gone or replaced and nothing at ``M + 1``: a LIST
+        decides, and raises :class:`NamespaceDeletedError` if nothing newer exists. Without a cached
+        version it is :meth:`read_latest` by LIST.
+        """
+        with self._lock:
+            cached, etag = self._cached, self._cached_etag
+        if cached is None:
+            latest, latest_etag = self._read_latest_by_list(None, None)
+        else:
+            head: Future[ObjectMeta] = _CONFIRM_POOL.submit(self._store.head, self.key(cached.id))
+            try:
+                following = self._try_read(cached.id + 1)
+            finally:
+                try:
+                    meta: ObjectMeta | None = head.result()
+                except ObjectNotFoundError:
+                    meta = None
+            if following is not None:
+                latest, latest_etag = self._probe_from(*following)
+            elif meta is not None and (etag is None or _same_etag(meta.etag, etag)):
+                latest, latest_etag = cached, etag if etag is not None else meta.etag
+            else:
+                latest, latest_etag = self._read_latest_by_list(cached, etag)
+        self._remember(latest, latest_etag)
         return latest
 
     def cached(self) -> Versioned[T] | None:
@@ -148,21 +198,37 @@ class SequencedStore(Generic[T]):
         with self._lock:
             return self._cached
 
-    def _probe_from(self, known: Versioned[T]) -> Versioned[T] | None:
-        latest = known
+    def _probe_from(self, known: Versioned[T], etag: str | None) -> _MaybeTagged[T]:
+        latest, latest_etag = known, etag
         for _ in range(self._probe_limit):
             following = self._try_read(latest.id + 1)
             if following is None:
-                return latest
-            latest = following
-        return self._read_latest_by_list(latest)
+                return latest, latest_etag
+            latest, latest_etag = following
+        return self._read_latest_by_list(latest, latest_etag)
 
-    def _read_latest_by_list(self, floor: Versioned[T] | None) -> Versioned[T] | None:
+    def _read_latest_by_list(self, floor: Versioned[T] | None, floor_etag: str | None) -> _MaybeTagged[T]:
+        """The latest version by one LIST that starts AT ``floor`` (the version last seen).
+
+        The floor listed (with the same etag) and nothing after it: the floor is still the latest (no
+        GET). Something after it: that is read (GC deletes old versions once newer ones exist). The
+        floor gone or replaced and nothing after it: the namespace was deleted under this process —
+        :class:`NamespaceDeletedError`, never "still the latest".
+        """
         # A LIST and GET are not atomic: if the listed latest vanished (a destroy), list again.
         for _ in range(self._max_attempts):
-            files = self.list(start_after_id=None if floor is None else floor.id)
-            if not files:
-                return floor
+            files = self.list(start_after_id=None if floor is None else floor.id - 1)
+            if floor is not None:
+                has_floor = bool(files) and files[0].id == floor.id
+                if has_floor and floor_etag is not None and not _same_etag(files[0].meta.etag, floor_etag):
+                    raise NamespaceDeletedError(self.directory, floor.id)  # deleted and re-created
+                newer = files[1:] if has_floor else files
+                if not newer:
+                    if has_floor:
+                        return floor, floor_etag
+                    raise NamespaceDeletedError(self.directory, floor.id)
+            elif not files:
+                return None, None
             latest = self._try_read(files[-1].id)
             if latest is not None:
                 return latest
@@ -172,10 +238,11 @@ class SequencedStore(Generic[T]):
         with self._lock:
             self._cached_at = float("-inf")
 
-    def _remember(self, version: Versioned[T] | None) -> None:
+    def _remember(self, version: Versioned[T] | None, etag: str | None) -> None:
         with self._lock:
             if version is None or self._cached is None or version.id >= self._cached.id:
                 self._cached = version
+                self._cached_etag = etag
                 self._cached_at = self._monotonic()
 
     # --- committing -----------------------------------------------------------------------------
@@ -191,9 +258,9 @@ class SequencedStore(Generic[T]):
         put_id = new_put_id()
         try:
             try:
-                self._store.put(path, data, PutMode.create(), put_id=put_id)
+                etag = self._store.put(path, data, PutMode.create(), put_id=put_id).etag
             except PutOutcomeUnknownError:
-                resolve_put_outcome(self._store, path, data, PutMode.create(), put_id)
+                etag = resolve_put_outcome(self._store, path, data, PutMode.create(), put_id).etag
         except PreconditionFailedError:
             raise SequenceConflictError(path) from None
         try:
@@ -206,7 +273,7 @@ class SequencedStore(Generic[T]):
                 "it is not confirmed: check whether the operation took effect before retrying it",
             ) from error
         committed = Versioned(object_id, value)
-        self._remember(committed)
+        self._remember(committed, etag or None)
         return committed
 
     def update(self, change: Callable[[Versioned[T] | None], T | None]) -> Versioned[T] | None:
@@ -240,3 +307,12 @@ class SequencedStore(Generic[T]):
     def advance_boundary(self, boundary: int) -> int:
         """GC's step before deleting versions ``<= boundary`` (docs/design/gc.md, "Advancing Boundaries")."""
         return self.boundary.advance(boundary)
+
+
+_Tagged = tuple[Versioned[T], str]
+"""A version and the etag of its object."""
+_MaybeTagged = tuple[Versioned[T] | None, str | None]
+
+
+def _same_etag(a: str, b: str) -> bool:
+    return a.strip('"') == b.strip('"')

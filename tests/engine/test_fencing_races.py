@@ -1,0 +1,195 @@
+"""Fencing under races and across deletion (docs/design/coordination.md, "Fencing under races").
+
+1. Two writers opening at once: A claims epoch e, B claims e + 1 and fences the WAL, then A's fence lands
+   above B's (A listed the WAL before B's fence existed). A's post-fence check sees B's epoch, so A's open
+   fails with nothing written; B skips A's empty fence at its next WAL id and its durable put returns.
+2. Data at the writer's next WAL id while the manifest still shows its epoch is another process with the
+   same epoch: the writer fails with EpochCollisionError (recorded, raised by every later call) instead of
+   retrying for ever.
+3. A paused writer across soft + hard destroy: its durable put is not acknowledged (the confirmation sees
+   its manifest gone), and ``close`` commits no manifest.
+
+Every scenario is deterministic: a gate on the store holds one call back, and a thread joined with a
+timeout turns "never returns" into a failure instead of a hung suite.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from slate_ops import Db
+from slate_ops.engine import DbReader
+from slate_ops.errors import DbDeletedError, EpochCollisionError, FencedError, SlateOpsError
+from slate_ops.layout import WalStore
+from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.sst import entries_to_table
+from tests.engine.conftest import QUIET, QUIET_READER
+
+TIMEOUT_S = 20
+
+
+def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[BaseException], list[object]]:
+    errors: list[BaseException] = []
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            results.append(call())
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors, results
+
+
+def finished(thread: threading.Thread) -> bool:
+    thread.join(TIMEOUT_S)
+    return not thread.is_alive()
+
+
+def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory: MemoryStore) -> None:
+    Db.open("db", memory, QUIET).close()
+    racing = FaultInjectingStore(memory)
+    held = racing.gate("list", key_contains="db/wal/")  # A's WAL listing, after A's claim
+    opening, open_errors, opened = in_thread(lambda: Db.open("db", racing, QUIET))
+    assert held.wait_until_reached(TIMEOUT_S)
+    b = Db.open("db", memory, QUIET)  # claims e + 1 and fences the WAL while A's listing is held
+    held.release()  # A now fences above B's fence: at B's next WAL id
+    assert finished(opening)
+    assert opened == [] and len(open_errors) == 1 and isinstance(open_errors[0], FencedError)
+    a_fence = b._next_wal_id
+    assert WalStore(memory, "db").size(a_fence) == 0  # A's fence is there, empty
+
+    putting, put_errors, _ = in_thread(lambda: b.put(b"k", b"from-b", await_durable=True))
+    assert finished(putting), "B's durable put never returned"
+    assert put_errors == []
+    assert b._next_wal_id == a_fence + 2  # A's fence skipped, B's WAL SST right after it
+    b.close()
+    with Db.open("db", memory, QUIET) as reopened:
+        assert reopened.get(b"k") == b"from-b"
+
+
+def test_a_lower_epoch_opener_whose_fence_lands_first_is_fenced_at_its_first_write(memory: MemoryStore) -> None:
+    """The other order: A's fence and post-fence check pass before B claims; A's first WAL write then
+    finds B's fence (or its confirmation B's epoch) and nothing A writes is acknowledged."""
+    a = Db.open("db", memory, QUIET)
+    b = Db.open("db", memory, QUIET)
+    with pytest.raises(FencedError):
+        a.put(b"k", b"from-a", await_durable=True)
+    b.put(b"k", b"from-b", await_durable=True)
+    b.close()
+    with Db.open("db", memory, QUIET) as reopened:
+        assert reopened.get(b"k") == b"from-b"
+
+
+def test_data_at_the_next_wal_id_at_our_epoch_fails_the_writer(memory: MemoryStore) -> None:
+    db = Db.open("db", memory, QUIET)
+    db.put(b"a", b"1", await_durable=True)
+    intruder = entries_to_table([(b"x", 999, 0, b"intruder")])
+    assert WalStore(memory, "db").write(db._next_wal_id, intruder)  # same epoch: no manifest change
+
+    putting, errors, _ = in_thread(lambda: db.put(b"b", b"2", await_durable=True))
+    assert finished(putting), "the durable put was retried for ever"
+    assert len(errors) == 1 and isinstance(errors[0], EpochCollisionError)
+    assert "same epoch" in str(errors[0])
+    for call in (lambda: db.put(b"c", b"3"), db.flush, lambda: db.get(b"a"), db.close):
+        with pytest.raises(EpochCollisionError):
+            call()
+
+
+def test_many_lower_epoch_fences_are_skipped_up_to_the_bound(memory: MemoryStore) -> None:
+    db = Db.open("db", memory, QUIET)
+    wal = WalStore(memory, "db")
+    first = db._next_wal_id
+    for offset in range(3):  # three failed openers' fences in a row
+        assert wal.create(first + offset, b"")
+    db.put(b"k", b"v", await_durable=True)
+    assert wal.size(first + 3) not in (None, 0)
+    db.close()
+    with Db.open("db", memory, QUIET) as reopened:
+        assert reopened.get(b"k") == b"v"
+
+
+# --- a paused writer across destroy ----------------------------------------------------------------
+
+
+def delete_everything_under(store: ObjectStore, path: str) -> None:
+    """What a hard destroy deletes today (every object under the path); H2's tombstone keeps more."""
+    for meta in list(store.list(path + "/")):
+        store.delete(meta.key)
+
+
+def soft_then_hard_destroy(store: ObjectStore, path: str) -> None:
+    from slate_ops.admin.destroy import destroy
+
+    destroy(path, store, soft=True, dry_run=False)
+    try:
+        destroy(path, store, soft=False, dry_run=False)
+    except SlateOpsError:
+        delete_everything_under(store, path)  # a hard destroy refused here: delete as it would
+
+
+@pytest.mark.parametrize("deletion", ["soft+hard", "objects deleted"])
+def test_a_paused_writer_cannot_acknowledge_or_commit_into_a_destroyed_database(
+    memory: MemoryStore, deletion: str
+) -> None:
+    db = Db.open("db", memory, QUIET)
+    db.put(b"before", b"1", await_durable=True)
+    db.flush_memtable()
+    if deletion == "soft+hard":
+        soft_then_hard_destroy(memory, "db")
+    else:
+        delete_everything_under(memory, "db")
+    manifests_after_deletion = [f.meta.key for f in ManifestStore(memory, "db").list()]
+
+    putting, errors, _ = in_thread(lambda: db.put(b"after", b"2", await_durable=True))
+    assert finished(putting)
+    assert len(errors) == 1 and isinstance(errors[0], FencedError)
+    with pytest.raises(FencedError):
+        db.close()
+    assert [f.meta.key for f in ManifestStore(memory, "db").list()] == manifests_after_deletion
+
+
+def test_a_paused_idle_writer_closing_after_deletion_commits_no_manifest(memory: MemoryStore) -> None:
+    """No write pending: close's own confirmation finds the database gone before releasing its checkpoint."""
+    db = Db.open("db", memory, QUIET)
+    db.put(b"before", b"1", await_durable=True)
+    delete_everything_under(memory, "db")
+    with pytest.raises(DbDeletedError, match="destroyed or deleted"):
+        db.close()
+    assert ManifestStore(memory, "db").list() == []
+    with Db.open("db", memory, QUIET) as fresh:  # the path is reusable and holds nothing old
+        assert fresh.get(b"before") is None
+
+
+def test_a_paused_writer_flushing_after_deletion_raises(memory: MemoryStore) -> None:
+    db = Db.open("db", memory, QUIET)
+    db.put(b"before", b"1", await_durable=True)
+    delete_everything_under(memory, "db")
+    db.put(b"after", b"2")
+    with pytest.raises(DbDeletedError):
+        db.flush()
+    with pytest.raises(DbDeletedError):
+        db.put(b"later", b"3")
+    assert ManifestStore(memory, "db").list() == []
+
+
+def test_a_reader_of_the_newer_writer_sees_its_value(memory: MemoryStore) -> None:
+    Db.open("db", memory, QUIET).close()
+    racing = FaultInjectingStore(memory)
+    held = racing.gate("list", key_contains="db/wal/")
+    opening, open_errors, _ = in_thread(lambda: Db.open("db", racing, QUIET))
+    assert held.wait_until_reached(TIMEOUT_S)
+    with Db.open("db", memory, QUIET) as b:
+        held.release()
+        assert finished(opening) and open_errors and isinstance(open_errors[0], FencedError)
+        b.put(b"k", b"b", await_durable=True)
+        b.flush_memtable()
+    with DbReader.open("db", memory, options=QUIET_READER) as reader:
+        assert reader.get(b"k") == b"b"
