@@ -204,16 +204,19 @@ class WriterAcrossDestroy:
             problems += _unexpected(outcome.of("D", name), (FencedError, InvalidDeletionError))
         opened, put = outcome.of("W", "open"), outcome.of("W", "put")
         hard = outcome.of("D", "destroy-hard")
-        claim = _first_manifest_put(outcome, "D")
+        claim, w_claim = _claim_step(outcome, "D"), _claim_step(outcome, "W")
         new_db = bool(hard is not None and hard.ok and opened is not None and opened.began > (hard.end or 0))
-        acked = put is not None and put.ok and put.end is not None
-        if acked and put is not None and claim is not None and (put.end or 0) > claim and not new_db:
+        # W is stale once the destroy claimed the database after W's own claim (a W that claimed after
+        # the destroy is the newer writer: the destroy then fails with FencedError, or W's open with
+        # DbDestroyedError).
+        stale = claim is not None and w_claim is not None and w_claim < claim
+        if stale and put is not None and put.ok and (put.end or 0) > (claim or 0):
             problems.append(
                 f"stale writer acknowledged: W's durable put returned at step {put.end}, after the "
-                f"soft destroy claimed the database (step {claim})"
+                f"soft destroy claimed the database (step {claim}; W claimed at step {w_claim})"
             )
         close = outcome.of("W", "close")
-        if close is not None and close.ok and claim is not None and close.began > claim and not new_db:
+        if stale and close is not None and close.ok and close.began > (claim or 0):
             problems.append(
                 f"stale writer committed: W's close (from step {close.began}) released its checkpoint "
                 f"after the soft destroy claimed the database (step {claim})"
@@ -221,6 +224,13 @@ class WriterAcrossDestroy:
         state, contents = _read_all(outcome.store)
         if state.startswith("broken"):
             problems.append(f"path unreadable: {state}")
+        try:
+            found = check_references(outcome.store, [PATH], now=START)
+        except Exception as error:
+            problems.append(f"check_references fails: {_name(error)}: {error}")
+        else:
+            if found:
+                problems.append(f"references broken: {'; '.join(str(p) for p in found[:3])}")
         if hard is not None and hard.ok and not new_db:
             left = [k for k in _keys(outcome.store) if not k.startswith(f"{PATH}/gc/")]
             manifests = [k for k in left if k.startswith(f"{PATH}/manifest/")]
@@ -248,11 +258,17 @@ class WriterAcrossDestroy:
         return " ".join(parts)
 
 
-def _first_manifest_put(outcome: Outcome, actor: str) -> int | None:
-    """The step (1-based) of ``actor``'s first manifest put: a destroy's claim."""
+def _claim_step(outcome: Outcome, actor: str) -> int | None:
+    """The step (1-based) of ``actor``'s epoch claim: its last manifest put before its first WAL put
+    (the fence a new writer and a soft destroy create right after claiming); None if it never fenced."""
+    claim = None
     for step, call in enumerate(outcome.schedule, 1):
-        if call.actor == actor and call.op == "put" and "/manifest/" in call.key:
-            return step
+        if call.actor != actor or call.op != "put":
+            continue
+        if "/wal/" in call.key:
+            return claim
+        if "/manifest/" in call.key:
+            claim = step
     return None
 
 
