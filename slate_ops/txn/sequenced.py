@@ -220,11 +220,11 @@ class SequencedStore(Generic[T]):
             files = self.list(start_after_id=None if floor is None else floor.id - 1)
             if floor is not None:
                 has_floor = bool(files) and files[0].id == floor.id
-                if has_floor and floor_etag is not None and not _same_etag(files[0].meta.etag, floor_etag):
-                    raise NamespaceDeletedError(self.directory, floor.id)  # deleted and re-created
                 newer = files[1:] if has_floor else files
                 if not newer:
-                    if has_floor:
+                    # The floor's object replaced (another etag) with nothing newer: deleted and
+                    # re-created. (With newer versions, it is a stale write GC's boundary rejected.)
+                    if has_floor and (floor_etag is None or _same_etag(files[0].meta.etag, floor_etag)):
                         return floor, floor_etag
                     raise NamespaceDeletedError(self.directory, floor.id)
             elif not files:
