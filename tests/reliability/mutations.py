@@ -60,6 +60,7 @@ COMMAND = "python -m tests.reliability.mutations"
 
 PROOF = (
     "tests/reliability/test_planted_bugs_bite.py",
+    "tests/reliability/test_adversary.py",
     "tests/reliability/test_simulation.py",
     "tests/reliability/test_crash_sweep.py",
     "tests/engine/test_model.py",
@@ -242,14 +243,18 @@ MUTATIONS += (
                 "    def _commit(self, change: Callable[[Manifest], Manifest], *, reestablish: bool) -> "
                 "VersionedManifest:\n",
                 "    def _commit(\n"
-                "        self, change: Callable[[Manifest], Manifest], *, reestablish: bool, unchecked: bool = "
-                "False\n"
+                "        self,\n"
+                "        change: Callable[[Manifest], Manifest],\n"
+                "        *,\n"
+                "        reestablish: bool,\n"
+                "        unchecked: bool = False,\n"
                 "    ) -> VersionedManifest:\n",
             ),
             Edit(
                 "slate_ops/engine/db.py",
                 "                    committed = self._fenced.update(apply)\n",
-                "                    committed = (self._manifests if unchecked else self._fenced).update(apply)\n",
+                "                    store = self._manifests if unchecked else self._fenced\n"
+                "                    committed = store.update(apply)\n",
             ),
         ),
     ),

@@ -31,7 +31,7 @@ The result files and who writes them:
   :func:`record_simulation`;
 * ``adversary.json`` (the long run) and ``adversary_ci.json``: the adversarial simulation
   (tests/reliability/sim/adversary.py), ``{"runs": [AdvResult.to_json() or {seed, steps, violation}],
-  "totals", "config"}`` (``test_simulation.write_adversary_results``);
+  "totals", "config"}`` (``test_adversary.write_adversary_results``);
 * ``interleavings.json``: the exhaustive interleaving explorer (tests/reliability/interleavings/run.py
   documents it: ``{"reduction", "independence", "gated", "full" | "ci" | "baseline": {stamp...,
   "seconds", "scenarios": [{name, description, preemption_bound, exhaustive, complete, interleavings,
@@ -931,7 +931,7 @@ def _run_simulation(which: str, results: Path) -> int:
 def _run_adversary(which: str, results: Path) -> int:
     import logging
 
-    from tests.reliability import test_simulation
+    from tests.reliability import test_adversary
     from tests.reliability.sim.adversary import AdvConfig, run_adversary
     from tests.reliability.simulation import InvariantViolation
 
@@ -939,12 +939,12 @@ def _run_adversary(which: str, results: Path) -> int:
     if which == "adversary":  # the slow test writes adversary.json itself
         env = {**os.environ, "SLATE_OPS_ADV_RESULTS": str(results / "adversary.json")}
         command = [sys.executable, "-m", "pytest", "-m", "slow", "-p", "no:cacheprovider", "-q"]
-        command += ["tests/reliability/test_simulation.py", "-k", "test_adversary_long"]
+        command += ["tests/reliability/test_adversary.py"]
         return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
     runs = []
     started_all = time.monotonic()
-    for seed in test_simulation.ADVERSARY_CI_SEEDS:
-        config = AdvConfig(seed=seed, steps=test_simulation.ADVERSARY_CI_STEPS)
+    for seed in test_adversary.ADVERSARY_CI_SEEDS:
+        config = AdvConfig(seed=seed, steps=test_adversary.ADVERSARY_CI_STEPS)
         started = time.monotonic()
         try:
             result = run_adversary(config)
@@ -961,7 +961,7 @@ def _run_adversary(which: str, results: Path) -> int:
             continue
         runs.append(result.to_json())
         print(result.summary().splitlines()[0], flush=True)
-    test_simulation.write_adversary_results(
+    test_adversary.write_adversary_results(
         results / "adversary_ci.json", runs, time.monotonic() - started_all, f"{COMMAND} record {which}"
     )
     return 1 if any("violation" in r for r in runs) else 0

@@ -318,6 +318,9 @@ def test_deleting_the_root_database_deletes_only_its_own_objects(how: str) -> No
 # --- fencing under races and deletion (issue 19, items 1-2, and the held-out L0-flush commit) ------
 
 
+OVERWRITE = PutMode.overwrite()
+
+
 class Interpose:
     """A store through which one process talks; ``arm`` makes another process act (``action``, on
     the plain store) right before this one's first request matching ``op`` and ``key_contains`` —
@@ -350,9 +353,7 @@ class Interpose:
         self._before("head", key)
         return self.inner.head(key)
 
-    def put(
-        self, key: str, data: bytes, mode: PutMode = PutMode.overwrite(), put_id: str | None = None
-    ) -> PutResult:
+    def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE, put_id: str | None = None) -> PutResult:
         self._before("put", key)
         return self.inner.put(key, data, mode, put_id)
 

@@ -37,7 +37,6 @@ from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from tests.reliability import report
-from tests.reliability.sim.adversary import AdvConfig, AdvResult, run_adversary
 from tests.reliability.sim.runtime import ManualDb
 from tests.reliability.simulation import (
     WRITER_OPTIONS,
@@ -58,14 +57,6 @@ LONG_STEPS = int(os.environ.get("SLATE_OPS_SIM_LONG_STEPS", "2000"))
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(
     os.environ.get("SLATE_OPS_SIM_RESULTS", str(ROOT / "tests/reliability/results/simulation.json"))
-)
-# The adversarial simulation (tests/reliability/sim/adversary.py, issue 19).
-ADVERSARY_CI_SEEDS = (1, 2, 3)
-ADVERSARY_CI_STEPS = 500
-ADVERSARY_LONG_SEEDS = int(os.environ.get("SLATE_OPS_ADV_LONG_SEEDS", "20"))
-ADVERSARY_LONG_STEPS = int(os.environ.get("SLATE_OPS_ADV_LONG_STEPS", "5000"))
-ADVERSARY_RESULTS = Path(
-    os.environ.get("SLATE_OPS_ADV_RESULTS", str(ROOT / "tests/reliability/results/adversary.json"))
 )
 
 
@@ -317,140 +308,5 @@ def test_replay(tmp_path: Path) -> None:
         root=tmp_path / "store",
     )
     result = _run(config)  # a violation fails here, printing the seed, the replay command and the trace tail
-    shown = result.trace if os.environ.get("SLATE_OPS_SIM_TRACE") == "all" else result.trace[-60:]
-    print("\n".join(str(entry) for entry in shown))
-
-
-# --- the adversary (issue 19) -------------------------------------------------------------------
-
-
-def _assert_adversary_exercised(result: AdvResult) -> None:
-    """The adversarial actors ran and every invariant was checked."""
-    figures, checks = result.figures, result.checks
-    assert figures["races"] > 0 and figures["interleaved_store_calls"] > 0
-    assert sum(n for k, n in figures.items() if k.startswith("paused_writer_across_")) > 0
-    assert figures["paused_process_episodes"] > 0 and figures["paused_process_stalls"] > 0
-    assert sum(n for k, n in figures.items() if k.startswith("admin_calls_")) > 0
-    assert sum(n for k, n in figures.items() if k.startswith("names_")) > 0
-    assert figures["durable_writes_acknowledged"] > 0
-    for invariant in (
-        "references_reachable",
-        "no_fenced_writer_acknowledges",
-        "acknowledged_writes_readable",
-        "objects_of_no_database_kept",
-    ):
-        assert checks[invariant] > 0, invariant
-
-
-@pytest.mark.parametrize("seed", ADVERSARY_CI_SEEDS)
-def test_adversary(seed: int) -> None:
-    """Racing writers, paused writers across destroy/GC/split/rollback, paused compactors and GC,
-    admin calls on protected checkpoints, hostile names: every invariant holds."""
-    result = run_adversary(AdvConfig(seed=seed, steps=ADVERSARY_CI_STEPS))
-    print(result.summary())
-    _assert_adversary_exercised(result)
-
-
-def test_adversary_same_seed_same_trace() -> None:
-    """Real threads, one store call at a time: the seed alone decides the interleaving."""
-    first = run_adversary(AdvConfig(seed=21, steps=150))
-    second = run_adversary(AdvConfig(seed=21, steps=150))
-    other = run_adversary(AdvConfig(seed=22, steps=150))
-    assert first.trace == second.trace
-    assert first.digest == second.digest
-    assert other.digest != first.digest
-
-
-def test_adversary_same_seed_in_another_process() -> None:
-    config = AdvConfig(seed=23, steps=100)
-    here = run_adversary(config).digest
-    script = (
-        "import logging; logging.disable(logging.CRITICAL)\n"
-        "from tests.reliability.sim.adversary import AdvConfig, run_adversary\n"
-        "print(run_adversary(AdvConfig(seed=23, steps=100)).digest)\n"
-    )
-    env = {**os.environ, "PYTHONHASHSEED": "4321", "PYTHONPATH": str(ROOT)}
-    there = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
-    assert there.returncode == 0, there.stderr[-3000:]
-    assert there.stdout.strip() == here
-
-
-@pytest.fixture(scope="module")
-def adversary_results() -> Iterator[dict[int, dict[str, Any]]]:
-    runs: dict[int, dict[str, Any]] = {}
-    started = time.monotonic()
-    yield runs
-    if runs:
-        write_adversary_results(
-            ADVERSARY_RESULTS,
-            [runs[seed] for seed in sorted(runs)],
-            time.monotonic() - started,
-            "pytest tests/reliability/test_simulation.py -m slow -k adversary_long",
-        )
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-@pytest.mark.parametrize("seed", range(2000, 2000 + ADVERSARY_LONG_SEEDS))
-def test_adversary_long(seed: int, adversary_results: dict[int, dict[str, Any]]) -> None:
-    """The long run: ``ADVERSARY_LONG_SEEDS`` x ``ADVERSARY_LONG_STEPS`` steps (20 x 5,000 = 100,000)."""
-    config = AdvConfig(seed=seed, steps=ADVERSARY_LONG_STEPS)
-    started = time.monotonic()
-    try:
-        result = run_adversary(config)
-    except InvariantViolation as violation:
-        adversary_results[seed] = {
-            "seed": seed,
-            "steps": config.steps,
-            "duration_s": round(time.monotonic() - started, 2),
-            "violation": str(violation).splitlines()[1].strip(),
-            "details": str(violation),
-        }
-        raise
-    adversary_results[seed] = result.to_json()
-    _assert_adversary_exercised(result)
-
-
-def write_adversary_results(path: Path, runs: list[dict[str, Any]], seconds: float, command: str) -> None:
-    """``{stamp..., "config", "totals", "runs": [AdvResult.to_json() or {seed, steps, violation}]}``."""
-    totals: dict[str, Any] = {"seeds": len(runs), "steps": 0, "duration_s": 0.0, "violations": 0}
-    sums: dict[str, Counter[str]] = {part: Counter() for part in ("checks", "operations", "figures")}
-    for run in runs:
-        totals["steps"] += run["steps"]
-        totals["duration_s"] += run.get("duration_s", 0.0)
-        totals["violations"] += "violation" in run
-        for part, counter in sums.items():
-            counter.update(run.get(part, {}))
-    totals["duration_s"] = round(totals["duration_s"], 1)
-    totals["invariant_checks"] = sum(sums["checks"].values())
-    for part, counter in sums.items():
-        totals[part] = dict(sorted(counter.items()))
-    document = {
-        **report.stamp(command),
-        "config": {
-            "seeds": [run["seed"] for run in runs],
-            "steps_per_seed": sorted({run["steps"] for run in runs}),
-            "defaults": {k: v for k, v in vars(AdvConfig(seed=0)).items() if k not in ("seed", "steps")},
-            "cpus": os.cpu_count(),
-            "wall_s": round(seconds, 1),
-        },
-        "totals": totals,
-        "runs": runs,
-    }
-    report.write_json(path, document)
-
-
-def test_adversary_replay() -> None:
-    """Replays ``SLATE_OPS_ADV_SEED`` for ``SLATE_OPS_ADV_STEPS`` steps (skipped without them)."""
-    seed = os.environ.get("SLATE_OPS_ADV_SEED")
-    if seed is None:
-        pytest.skip("set SLATE_OPS_ADV_SEED (and SLATE_OPS_ADV_STEPS) to replay an adversarial seed")
-    config = AdvConfig(
-        seed=int(seed), steps=int(os.environ.get("SLATE_OPS_ADV_STEPS", str(ADVERSARY_CI_STEPS)))
-    )
-    result = run_adversary(config)  # a violation prints the seed, the replay command, the trace tail
-    print(result.summary())
     shown = result.trace if os.environ.get("SLATE_OPS_SIM_TRACE") == "all" else result.trace[-60:]
     print("\n".join(str(entry) for entry in shown))

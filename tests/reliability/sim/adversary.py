@@ -82,7 +82,14 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from tests.engine.conftest import simulate_crash
-from tests.reliability.sim.interleave import Interleaver, Livelock, Stuck, TaskOutcome, serial_io
+from tests.reliability.sim.interleave import (
+    Event,
+    Interleaver,
+    Livelock,
+    Stuck,
+    TaskOutcome,
+    serial_io,
+)
 from tests.reliability.sim.runtime import (
     COMPACTOR_OPTIONS,
     READER_OPTIONS,
@@ -107,7 +114,7 @@ STRAYS = {
 }
 REPLAY = (
     "SLATE_OPS_ADV_SEED={seed} SLATE_OPS_ADV_STEPS={steps} "
-    "pytest tests/reliability/test_simulation.py -k adversary_replay -s"
+    "pytest tests/reliability/test_adversary.py -k replay -s"
 )
 MemberState = Literal["live", "soft", "deleted"]
 
@@ -212,6 +219,7 @@ class Writer:
     issued: list[int] = field(default_factory=list)  # global indexes of its writes
     acked: int = 0  # writes acknowledged so far
     fenced_seen: bool = False
+    acked_at: int = 0  # interleaved store calls made before its last acknowledgement
 
 
 class Adversary:
@@ -485,12 +493,16 @@ class Adversary:
                 f"{writer.name} (epoch {writer.epoch}) acknowledged {what} on {member.path or '<root>'}, "
                 "which was deleted before the acknowledgement"
             )
-        if latest.writer_epoch > writer.epoch:
+        interleaving = self._interleaving
+        if interleaving is None and latest.writer_epoch > writer.epoch:
+            # Nothing runs concurrently: the newer epoch claimed before this operation's requests.
             raise self.violation(
                 f"{writer.name} acknowledged {what} on {member.path or '<root>'} with epoch {writer.epoch}, "
                 f"but writer epoch {latest.writer_epoch} had claimed the database before it returned "
                 "(a fenced writer acknowledged)"
             )
+        if interleaving is not None:
+            self._check_interleaved_ack(writer, what, interleaving)
         if member.incarnation != writer.incarnation:
             raise self.violation(
                 f"{writer.name} acknowledged {what} on {member.path or '<root>'}, which was deleted and "
@@ -501,6 +513,55 @@ class Adversary:
                 if i == index:
                     member.acked[key] = max(member.acked.get(key, 0), index)
         writer.acked = len(writer.issued)
+
+    def _check_interleaved_ack(self, writer: Writer, what: str, interleaving: Interleaver) -> None:
+        """In an interleaved episode, an acknowledgement is wrong when a newer epoch's claim landed
+        before one of the requests that wrote what it acknowledges (its WAL SSTs, L0 SSTs, manifest
+        commits since its previous acknowledgement): the newer writer may not see it, or it lands on
+        top of the newer writer's state. Requests after the last such write (a boundary read after a
+        commit) do not matter: the acknowledged state was decided before the claim."""
+        prefix = f"{writer.member.path}/" if writer.member.path else ""
+        events = interleaving.events
+        claim = self._claimed_after(events, prefix, writer)
+        written = [
+            e
+            for e in events[writer.acked_at :]
+            if e.task == writer.name
+            and e.ok
+            and e.op == "put"
+            and e.key.startswith(prefix)
+            and e.key[len(prefix) :].split("/")[0] in ("wal", "compacted", "manifest")
+        ]
+        writer.acked_at = len(events)
+        late = [e for e in written if claim is not None and e.index > claim.index]
+        if late:
+            assert claim is not None
+            raise self.violation(
+                f"{writer.name} (epoch {writer.epoch}) acknowledged {what} on "
+                f"{writer.member.path or '<root>'}, but {claim.task}'s claim of a newer epoch "
+                f"({claim.key}, store call {claim.index}) landed before its write {late[0].key} (store "
+                f"call {late[0].index}): a fenced writer acknowledged"
+            )
+
+    def _claimed_after(self, events: list[Event], prefix: str, writer: Writer) -> Event | None:
+        """The first manifest another task committed with a writer epoch above ``writer``'s."""
+        for event in events:
+            relative = event.key[len(prefix) :] if event.key.startswith(prefix) else ""
+            if event.task == writer.name or not event.ok or event.op != "put":
+                continue
+            if not relative.startswith("manifest/") or relative.count("/") != 1:
+                continue
+            manifest = ManifestStore(self.inner, writer.member.path)
+            object_id = manifest.sequence.parse_id(event.key)
+            if object_id is None:
+                continue
+            try:
+                committed = manifest.sequence.read(object_id).value
+            except SlateOpsError:
+                continue
+            if committed.writer_epoch > writer.epoch:
+                return event
+        return None
 
     def _session(self, writer: Writer, store: ObjectStore, writes: int, ending: str) -> None:
         if not self._open(writer, store):
