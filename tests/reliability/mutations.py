@@ -215,12 +215,10 @@ MUTATIONS += (
         (
             Edit(
                 "slate_ops/txn/sequenced.py",
-                "                if not newer:\n"
-                "                    if has_floor:\n"
                 "                        return floor, floor_etag\n"
                 "                    raise NamespaceDeletedError(self.directory, floor.id)\n",
-                "                if not newer:  # MUTATION: a vanished version is still the latest\n"
-                "                    return floor, floor_etag\n",
+                "                        return floor, floor_etag\n"
+                "                    return floor, floor_etag  # MUTATION: a vanished version is the latest\n",
             ),
         ),
     ),
