@@ -15,7 +15,7 @@ Usage::
     python -m tests.reliability.report record simulation-ci      # the CI seeds -> simulation_ci.json
     python -m tests.reliability.report record simulation         # 20 seeds x 2,000 steps -> simulation.json
     python -m tests.reliability.report record adversary-ci       # its CI seeds -> adversary_ci.json
-    python -m tests.reliability.report record adversary          # 20 seeds x 5,000 steps -> adversary.json
+    python -m tests.reliability.report record adversary          # 20 x 5,000 steps, 3 processes
     python -m tests.reliability.report record soak-ci            # 30 s, seed 0 -> soak_ci.json
     python -m tests.reliability.report record soak               # 600 s, seed 1 -> soak.json
 
@@ -46,6 +46,7 @@ Each recorder stamps ``recorded`` (UTC date), ``command``, ``git_commit`` and th
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -932,39 +933,49 @@ def _run_adversary(which: str, results: Path) -> int:
     import logging
 
     from tests.reliability import test_adversary
+
+    logging.disable(logging.CRITICAL)
+    started_all = time.monotonic()
+    if which == "adversary":  # the long run: its seeds in parallel processes
+        seeds = [2000 + i for i in range(test_adversary.ADVERSARY_LONG_SEEDS)]
+        steps = test_adversary.ADVERSARY_LONG_STEPS
+        workers = int(os.environ.get("SLATE_OPS_ADV_WORKERS", "3"))
+        with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+            runs = list(pool.map(_adversary_run, seeds, [steps] * len(seeds)))
+        file = "adversary.json"
+    else:
+        seeds, steps = list(test_adversary.ADVERSARY_CI_SEEDS), test_adversary.ADVERSARY_CI_STEPS
+        runs = [_adversary_run(seed, steps) for seed in seeds]
+        file = "adversary_ci.json"
+    test_adversary.write_adversary_results(
+        results / file, runs, time.monotonic() - started_all, f"{COMMAND} record {which}"
+    )
+    return 1 if any("violation" in r for r in runs) else 0
+
+
+def _adversary_run(seed: int, steps: int) -> dict[str, Any]:
+    """One adversarial seed (in this process or a worker): its JSON, or the violation."""
+    import logging
+
     from tests.reliability.sim.adversary import AdvConfig, run_adversary
     from tests.reliability.simulation import InvariantViolation
 
     logging.disable(logging.CRITICAL)
-    if which == "adversary":  # the slow test writes adversary.json itself
-        env = {**os.environ, "SLATE_OPS_ADV_RESULTS": str(results / "adversary.json")}
-        command = [sys.executable, "-m", "pytest", "-m", "slow", "-p", "no:cacheprovider", "-q"]
-        command += ["tests/reliability/test_adversary.py"]
-        return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
-    runs = []
-    started_all = time.monotonic()
-    for seed in test_adversary.ADVERSARY_CI_SEEDS:
-        config = AdvConfig(seed=seed, steps=test_adversary.ADVERSARY_CI_STEPS)
-        started = time.monotonic()
-        try:
-            result = run_adversary(config)
-        except InvariantViolation as violation:
-            runs.append(
-                {
-                    "seed": seed,
-                    "steps": config.steps,
-                    "duration_s": round(time.monotonic() - started, 2),
-                    "violation": str(violation).splitlines()[1].strip(),
-                }
-            )
-            print(f"seed {seed}: VIOLATION {runs[-1]['violation']}", flush=True)
-            continue
-        runs.append(result.to_json())
-        print(result.summary().splitlines()[0], flush=True)
-    test_adversary.write_adversary_results(
-        results / "adversary_ci.json", runs, time.monotonic() - started_all, f"{COMMAND} record {which}"
-    )
-    return 1 if any("violation" in r for r in runs) else 0
+    started = time.monotonic()
+    try:
+        result = run_adversary(AdvConfig(seed=seed, steps=steps))
+    except InvariantViolation as violation:
+        print(f"seed {seed}: VIOLATION {str(violation).splitlines()[1].strip()}", flush=True)
+        return {
+            "seed": seed,
+            "steps": steps,
+            "duration_s": round(time.monotonic() - started, 2),
+            "violation": str(violation).splitlines()[1].strip(),
+            "details": str(violation),
+        }
+    print(result.summary().splitlines()[0], flush=True)
+    data: dict[str, Any] = result.to_json()
+    return data
 
 
 def _run_soak(which: str, results: Path) -> int:
