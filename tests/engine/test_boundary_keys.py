@@ -8,6 +8,8 @@ not only by the reliability layer after ~90 s. The run is made by a real compact
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ulid import ULID
@@ -71,7 +73,7 @@ def sorted_run_manifest(store: MemoryStore, keys: list[bytes], cuts: list[int]) 
     """A manifest whose only sorted run splits ``keys`` (sorted) at ``cuts`` into several SSTs."""
     bounds = [0, *sorted(set(cuts)), len(keys)]
     ssts, views = [], []
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    for start, end in itertools.pairwise(bounds):
         if start == end:
             continue
         sst_id = ULID()
@@ -88,7 +90,9 @@ def sorted_run_manifest(store: MemoryStore, keys: list[bytes], cuts: list[int]) 
     st.sets(st.integers(1, 500), min_size=1, max_size=60).map(sorted),
     st.lists(st.integers(0, 60), max_size=12),
 )
-def test_any_boundaries_of_a_sorted_run_read_every_key_and_no_neighbour(numbers: list[int], cuts: list[int]) -> None:
+def test_any_boundaries_of_a_sorted_run_read_every_key_and_no_neighbour(
+    numbers: list[int], cuts: list[int]
+) -> None:
     store = MemoryStore()
     keys = [key(n) for n in numbers]
     manifest = sorted_run_manifest(store, keys, [c for c in cuts if 0 < c < len(keys)])

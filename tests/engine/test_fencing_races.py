@@ -75,7 +75,9 @@ def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory: MemoryS
         assert reopened.get(b"k") == b"from-b"
 
 
-def test_a_lower_epoch_opener_whose_fence_lands_first_is_fenced_at_its_first_write(memory: MemoryStore) -> None:
+def test_a_lower_epoch_opener_whose_fence_lands_first_is_fenced_at_its_first_write(
+    memory: MemoryStore,
+) -> None:
     """The other order: A's fence and post-fence check pass before B claims; A's first WAL write then
     finds B's fence (or its confirmation B's epoch) and nothing A writes is acknowledged."""
     a = Db.open("db", memory, QUIET)

@@ -22,7 +22,9 @@ def delete_namespace(memory: MemoryStore) -> None:
         memory.delete(meta.key)
 
 
-def test_a_stale_cache_whose_version_vanished_raises_instead_of_reading_it_as_latest(memory: MemoryStore) -> None:
+def test_a_stale_cache_whose_version_vanished_raises_instead_of_reading_it_as_latest(
+    memory: MemoryStore,
+) -> None:
     clock = FakeMonotonic()
     seq = counter_store(memory, monotonic=clock)
     seq.update(increment)
@@ -96,7 +98,9 @@ def test_confirm_follows_newer_versions(memory: MemoryStore) -> None:
 FIELD: EpochField[int] = EpochField("writer", lambda v: v // 1000, lambda v, e: e * 1000 + v % 1000)
 
 
-def test_fenceable_confirm_raises_fenced_for_a_newer_epoch_and_deleted_for_a_deletion(memory: MemoryStore) -> None:
+def test_fenceable_confirm_raises_fenced_for_a_newer_epoch_and_deleted_for_a_deletion(
+    memory: MemoryStore,
+) -> None:
     counter_store(memory).update(lambda current: 0)
     ours, _ = FenceableStore.claim(counter_store(memory), FIELD)
     assert ours.confirm().value == 1000
