@@ -25,6 +25,7 @@ Usage::
     python -m tests.reliability.mutations --check         # only check that every patch applies
     python -m tests.reliability.mutations --list
     python -m tests.reliability.mutations --show NAME     # the patched lines, as a diff
+    python -m tests.reliability.mutations --exitfirst     # a planted run stops at its first failure
 
 By default the copy is the working tree: tracked files plus untracked ones that git does not ignore
 (what ``pytest`` in this checkout would see); ``--rev`` copies a commit instead (``git archive``).
@@ -218,7 +219,7 @@ MUTATIONS += (
                 "                        return floor, floor_etag\n"
                 "                    raise NamespaceDeletedError(self.directory, floor.id)\n",
                 "                        return floor, floor_etag\n"
-                "                    return floor, floor_etag  # MUTATION: a vanished version is the latest\n",
+                "                    return floor, floor_etag  # MUTATION: vanished, yet the latest\n",
             ),
         ),
     ),
@@ -476,7 +477,13 @@ def parse_junit(path: Path, root: Path) -> tuple[int, list[tuple[str, float]]]:
 
 
 def run_proof(
-    root: Path, proof: Sequence[str], junit: Path, *, timeout_s: float, test_timeout: int | None
+    root: Path,
+    proof: Sequence[str],
+    junit: Path,
+    *,
+    timeout_s: float,
+    test_timeout: int | None,
+    exitfirst: bool = False,
 ) -> RunResult:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SLATE_OPS_"))}
     env.update(PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
@@ -486,6 +493,8 @@ def run_proof(
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *proof]
     if test_timeout is not None:
         command.append(f"--timeout={test_timeout}")
+    if exitfirst:
+        command.append("-x")
     started = time.monotonic()
     process = subprocess.Popen(
         command,
@@ -582,6 +591,7 @@ def run_all(
     keep: bool,
     progress: Callable[[str], None],
     tests: Sequence[str] = (),
+    exitfirst: bool = False,
 ) -> dict[str, Any]:
     started_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     load_start = _load_average()
@@ -620,6 +630,7 @@ def run_all(
                     scratch / f"{name}-{attempt}.xml",
                     timeout_s=timeout_s,
                     test_timeout=test_timeout,
+                    exitfirst=exitfirst and mutation is not None,  # the baseline always runs whole
                 )
                 results.append(result)
                 if mutation is None:
@@ -650,6 +661,7 @@ def run_all(
         "started": started_at,
         "seconds": round(time.monotonic() - started, 1),
         "runs_per_mutation": runs,
+        "exitfirst": exitfirst,
         "proof": proof,
         "machine": {
             "cpus": os.cpu_count(),
@@ -700,6 +712,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="TEST",
         help="run these pytest arguments instead of the proof",
     )
+    parser.add_argument(
+        "--exitfirst",
+        action="store_true",
+        help="stop a planted run at its first failing test (pytest -x): the verdict is the same, the "
+        "tests that caught it are only the first; the baseline still runs whole",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch copies")
     parser.add_argument("--check", action="store_true", help="only check that every patch applies")
     parser.add_argument("--list", action="store_true", help="list the mutations")
@@ -735,6 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         test_timeout=args.test_timeout,
         keep=args.keep,
         tests=args.tests,
+        exitfirst=args.exitfirst,
         progress=lambda line: print(line, flush=True),
     )
     result["command"] = " ".join([COMMAND, *(argv if argv is not None else sys.argv[1:])])

@@ -535,6 +535,12 @@ def mutations_section(result: dict[str, Any] | None) -> str:
             f"| `{m['name']}` | {m['plants']} | {caught} | {first} | {len(m['caught_by'])} | {after} "
             f"| {_s(m['seconds_per_run'])} |"
         )
+    if result.get("exitfirst"):
+        lines += [
+            "",
+            'Run with `--exitfirst`: each planted run stopped at its first failing test, so "tests that '
+            'caught it" counts only that one.',
+        ]
     base = result.get("baseline")
     baseline = (
         "no unpatched run"
