@@ -670,12 +670,15 @@ class Explorer:
             return run.waiting()
 
     def _finish(self, run: _Run, threads: list[threading.Thread]) -> None:
+        """Stop everything the execution started: actors end at their next store call (every call
+        raises :class:`Abandoned` now); the writers they opened are closed here too, which stops
+        their flushers (an actor cut mid-way never closed its writer; one waiting forever for
+        durability is woken by the close)."""
         for thread in threads:
-            thread.join(0.5)
-        if any(t.is_alive() for t in threads):
-            for resource in list(run.resources):  # e.g. a writer waiting for durability forever
-                with contextlib.suppress(BaseException):
-                    resource.close()
+            thread.join(0.2)
+        for resource in list(run.resources):
+            with contextlib.suppress(BaseException):
+                resource.close()
         for thread in threads:
             thread.join(10)
             if thread.is_alive():
