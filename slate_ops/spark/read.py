@@ -37,7 +37,7 @@ from slate_ops.errors import InvalidArgumentError, TagNotFoundError
 from slate_ops.layout import WalStore
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import ObjectStore
+from slate_ops.objstore import ObjectStore, redact_url
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
 from slate_ops.sst import KIND_VALUE, SCHEMA
@@ -63,8 +63,9 @@ def require_shareable(url: str, what: str) -> None:
     """Refuse ``memory://`` URLs: Spark tasks run in other processes and would see an empty store."""
     if urlsplit(url).scheme.lower() == "memory":
         raise InvalidArgumentError(
-            f"{what} cannot use the in-process store {url}: Spark tasks run in other processes and "
-            "would see an empty store. Use a file:// store (on a filesystem all workers share) or s3://."
+            f"{what} cannot use the in-process store {redact_url(url)}: Spark tasks run in other "
+            "processes and would see an empty store. Use a file:// store (on a filesystem all workers "
+            "share) or s3://."
         )
 
 

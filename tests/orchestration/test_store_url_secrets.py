@@ -1,5 +1,6 @@
 """A store_url never carries a secret into Dagster: the config refuses it and shows it redacted, and a run
-launched with such a config fails without the secret in its event log (docs/cli.md "Safety")."""
+launched with such a config fails without the secret in its event log; the Spark side's messages show
+store URLs through the same redaction (docs/cli.md "Safety")."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from slate_ops.errors import ConfigError
+from slate_ops.errors import ConfigError, InvalidArgumentError
 from slate_ops.orchestration import SlateDatabasesResource
 from slate_ops.orchestration.config import parse_config
+from slate_ops.spark.executor import _check_shareable
+from slate_ops.spark.read import require_shareable
 
 SECRET = "S3CR3T-dagster-0123"
 
@@ -82,3 +85,11 @@ def test_a_run_with_a_secret_store_url_fails_without_logging_it(url: str) -> Non
         assert any("carries a user or password" in repr(entry) for entry in logs), failures
         assert SECRET not in repr(logs)
         assert SECRET not in repr(instance.get_run_by_id(result.run_id).tags)
+
+
+def test_spark_messages_show_store_urls_redacted() -> None:
+    url = f"memory://user:{SECRET}@name?token={SECRET}"
+    for check in (lambda: require_shareable(url, "bulk_load"), lambda: _check_shareable(url)):
+        with pytest.raises(InvalidArgumentError) as raised:
+            check()
+        assert "memory://***@name" in str(raised.value) and SECRET not in str(raised.value)
