@@ -3,8 +3,10 @@
 S3 URLs take query options ``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key`` and
 ``session_token``; credentials may instead be given to :func:`open_store` as arguments (so they never
 appear in a URL); anything not given comes from boto3's usual chain (``AWS_*`` environment
-variables including ``AWS_ENDPOINT_URL_S3``, profiles, instance roles). Unknown options are refused
-so that a typo does not silently fall back to a default endpoint or credentials.
+variables including ``AWS_ENDPOINT_URL_S3``, profiles, instance roles). Unknown options (and items
+without ``=``, and fragments) are refused so that a typo does not silently fall back to a default
+endpoint or credentials; so is an ``endpoint_url`` with a user or password (credentials never ride in a
+URL that messages and logs show). Opening a ``file://`` store creates nothing (:class:`LocalStore`).
 
 :func:`redact_url` is the one redaction of store URLs for messages and logs: the store's errors, the
 CLI, the Dagster config and resources, and the Spark side all use it (docs/cli.md "Safety").
