@@ -28,6 +28,9 @@ from slate_ops.objstore.base import ObjectStore
 
 MAX_TAG_NAME_CHARS = 200
 
+_FIRST_SECOND = -62_135_596_800  # 0001-01-01T00:00:00Z
+_LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z
+
 TAGS_SCHEMA = pa.schema(
     [
         pa.field("tag_name", pa.string(), nullable=False),
@@ -171,7 +174,9 @@ def list_tags(path: str, store: ObjectStore) -> pa.Table:
 
     ``record_count`` and ``bytes`` sum ``num_entries`` and ``size_bytes`` over the SSTs the tagged
     manifest references (L0 and sorted runs, each SST once): ``record_count`` counts stored versions
-    and tombstones, not distinct live keys, and leaves out writes only in the WAL.
+    and tombstones, not distinct live keys, and leaves out writes only in the WAL. A stored
+    ``create_time_s`` outside the calendar (years 1 to 9999; slate_ops never writes one, a hostile or
+    damaged manifest may) is shown as the calendar's nearest end, so the table always builds.
     """
     manifests = ManifestStore(store, path)
     tags = find_tags(manifests.read_latest_required().value)
@@ -184,7 +189,7 @@ def list_tags(path: str, store: ObjectStore) -> pa.Table:
             "tag_name": [t.name for t in tags],
             "checkpoint_id": [str(t.checkpoint_id) for t in tags],
             "manifest_id": [t.manifest_id for t in tags],
-            "create_time": [t.create_time_s for t in tags],
+            "create_time": [min(max(t.create_time_s, _FIRST_SECOND), _LAST_SECOND) for t in tags],
             "record_count": [totals[t.manifest_id][0] for t in tags],
             "bytes": [totals[t.manifest_id][1] for t in tags],
         },

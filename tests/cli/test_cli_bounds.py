@@ -149,3 +149,16 @@ def test_times_are_rendered_by_one_function() -> None:
         if "fromtimestamp(" in path.read_text(encoding="utf-8") and str(path.relative_to(root)) not in allowed
     ]
     assert offenders == []
+
+
+def test_a_tag_created_beyond_the_calendar_lists(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, "--path", "db", "create-db")
+    manifests = ManifestStore(open_store(store_url), "db")
+    tag = Checkpoint(uuid.uuid4(), 1, U64_MAX, expire_time_s=None, name="tag:far")
+    manifests.update(lambda c: c.value.with_changes(checkpoints=(*c.value.checkpoints, tag)))
+    code, out, err = run(capsys, "--path", "db", "list-tags")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["tag_name"] == "far" and row["create_time"] == "9999-12-31T23:59:59Z"
+    code, out, err = run(capsys, "--path", "db", "list-checkpoints")
+    assert code == 0 and json.loads(out)[0]["create_time"] == f"{U64_MAX} (beyond year 9999)"
