@@ -27,8 +27,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Literal, Protocol, Self
 
 from ulid import ULID
 
@@ -70,6 +71,10 @@ STALL_WARNING_INTERVAL_S = 60.0
 MAX_FENCE_SKIPS = 16
 """Empty WAL objects (fences of lower-epoch openers that then fail their post-fence check) a writer skips
 in a row at its next WAL id before it gives up with :class:`EpochCollisionError`."""
+_ACK_POOL = ThreadPoolExecutor(16, thread_name_prefix="slate-ops-ack")
+"""Runs the writers' background acknowledgements (:meth:`Db._request_ack`): a confirmation overlaps the
+next WAL write instead of delaying it."""
+Ack = Literal["sync", "async", "none"]
 
 
 class _Segment:
@@ -137,6 +142,9 @@ class Db:
         self._stopping = threading.Event()
         self._failure: BaseException | None = None
         self._closed = False
+        self._ack_lock = threading.Lock()
+        self._ack_running = False  # a background acknowledgement is in flight (at most one)
+        self._ack_again = False  # WAL SSTs were written since it started
         self._last_stall_warning: float | None = None
         self._stall_lock = threading.Lock()
 
@@ -294,9 +302,9 @@ class Db:
     def _write_wal_inline(self) -> None:
         """Write the queued WAL segments in this (writing) thread; the flusher retries store errors.
 
-        No confirmation here: the flusher's next WAL flush acknowledges them."""
+        They are acknowledged in the background (:meth:`_request_ack`)."""
         try:
-            self._guard(lambda: self._flush_wal(confirm=False))
+            self._guard(lambda: self._flush_wal(ack="async"))
         except FencedError:
             raise
         except SlateOpsError as error:
@@ -433,14 +441,16 @@ class Db:
             self._fail(error)
             raise
 
-    def _flush_wal(self, *, confirm: bool = True) -> None:
+    def _flush_wal(self, *, ack: Ack = "sync") -> None:
         """Write every WAL segment that holds entries as a WAL SST, oldest first; then acknowledge.
 
         Writers only append to the last segment, so the current one is sealed first; a segment
         leaves the queue only once its WAL SST exists, so a failed flush loses nothing. Runs under
         ``_wal_lock`` only (not ``_flush_lock``): a write may call it while the flusher encodes an
-        L0 SST, whose memtable's segments are all written already. With ``confirm``, the writes
-        now in WAL SSTs are acknowledged (:meth:`_acknowledge`).
+        L0 SST, whose memtable's segments are all written already. The writes now in WAL SSTs are
+        then acknowledged: ``"sync"`` in this thread (:meth:`_acknowledge`; ``flush()``), ``"async"``
+        in the background (:meth:`_request_ack`; the flusher), ``"none"`` not at all (``close()``,
+        which confirms itself).
         """
         with self._wal_lock:
             with self._write_lock:
@@ -454,8 +464,10 @@ class Db:
                 with self._write_lock:
                     self._segments.pop(0)
                     self._wal_queued_bytes -= segment.size
-            if confirm:
-                self._acknowledge()
+        if ack == "sync":
+            self._acknowledge()
+        elif ack == "async":
+            self._request_ack()
 
     def _acknowledge(self, *, always: bool = False) -> None:
         """Raise ``durable_seq`` to the writes in WAL SSTs, once the epoch is confirmed ours.
@@ -473,6 +485,44 @@ class Db:
         with self._durable:
             self._durable_seq = max(self._durable_seq, written)
             self._durable.notify_all()
+
+    def _request_ack(self) -> None:
+        """Acknowledge the writes in WAL SSTs in the background, overlapping the next WAL writes.
+
+        At most one background confirmation is in flight per writer; WAL SSTs written while it runs
+        get the next one, started as soon as it ends (each starts after the writes it covers). A
+        fence fails the writer (and wakes every waiter); a store error leaves the writes to the
+        flusher's next pass.
+        """
+        if self._written_seq <= self._durable_seq:
+            return
+        with self._ack_lock:
+            if self._ack_running:
+                self._ack_again = True
+                return
+            self._ack_running = True
+        try:
+            _ACK_POOL.submit(self._ack_in_background)
+        except RuntimeError:  # the interpreter is shutting down
+            with self._ack_lock:
+                self._ack_running = False
+
+    def _ack_in_background(self) -> None:
+        while True:
+            try:
+                self._acknowledge()
+            except FencedError as error:
+                log.error("%s", error)
+            except Exception as error:  # transient: the flusher's next pass asks again
+                log.warning(
+                    "acknowledging writes to %s failed, will retry: %s", self._manifests.location, error
+                )
+                self._wake.set()
+            with self._ack_lock:
+                if not self._ack_again or self._failure is not None:
+                    self._ack_running = False
+                    return
+                self._ack_again = False
 
     def _write_wal_segment(self, segment: _Segment) -> None:
         """Create the segment's WAL SST at the next WAL id.
@@ -512,7 +562,7 @@ class Db:
         segment.memtable.max_wal_id = wal_id
         self._written_seq = max(self._written_seq, segment.entries[-1][1])
 
-    def _flush_memtables(self, *, blocking: bool) -> None:
+    def _flush_memtables(self, *, blocking: bool, ack: Ack = "sync") -> None:
         """Flush frozen memtables to L0, oldest first; waits for L0 room only when ``blocking``.
 
         A memtable goes to L0 only once all its WAL SSTs exist, so the commit's
@@ -521,11 +571,11 @@ class Db:
         last segment queued: that is written first. Flushing it to L0 before would leave the
         segment to be written afterwards, after the replay point, though L0 holds its writes.
         """
-        self._flush_wal()
+        self._flush_wal(ack=ack)
         while self._immutables:
             memtable = self._immutables[0]
             while self._wal_pending(memtable):
-                self._flush_wal()
+                self._flush_wal(ack=ack)
             if not self._await_l0_room(blocking):
                 return
             sst_id = ULID()
@@ -720,7 +770,7 @@ class Db:
                 return
             try:
                 with self._flush_lock:
-                    self._flush_memtables(blocking=False)
+                    self._flush_memtables(blocking=False, ack="async")
                     if time.monotonic() - self._last_poll >= poll:
                         self._poll_manifest()
                     self._merge_memtable_runs()
@@ -767,7 +817,7 @@ class Db:
         try:
             self._check_usable()
             with self._flush_lock:
-                self._guard(lambda: self._flush_wal(confirm=False))
+                self._guard(lambda: self._flush_wal(ack="none"))
                 # The last writes are acknowledged, and the epoch confirmed before the release commits:
                 # a stale writer of a deleted database raises here and commits nothing.
                 self._acknowledge(always=True)
