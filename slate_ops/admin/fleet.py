@@ -113,7 +113,8 @@ def latest_manifest_since(path: str, store: ObjectStore, known_id: int | None) -
     still exists and nothing newer does, so an unchanged database costs that one request; if newer
     ones are listed, a GET of the newest. GC never deletes the latest manifest, so when the listing is
     empty ``known_id`` is gone with nothing after it (a hard destroy, maybe re-created with lower ids):
-    the database is read as without ``known_id`` (:class:`~slate_ops.errors.DbNotFoundError` if none).
+    the database is read as without ``known_id`` (:class:`~slate_ops.errors.DbNotFoundError` if none,
+    or if the newest manifest is a tombstone: the database was deleted).
     """
     manifests = ManifestStore(store, path)
     if known_id is None or known_id < 1:
@@ -123,9 +124,13 @@ def latest_manifest_since(path: str, store: ObjectStore, known_id: int | None) -
         return None
     if listed:
         try:
-            return manifests.read(listed[-1].id)
+            newest = manifests.read(listed[-1].id)
         except ObjectNotFoundError:
             pass  # deleted since the LIST (a destroy): read it afresh
+        else:
+            if newest.value.is_tombstone:
+                raise manifests.deleted(newest)  # DbNotFoundError: the database was deleted
+            return newest
     return manifests.read_latest_required()
 
 

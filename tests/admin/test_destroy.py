@@ -12,6 +12,7 @@ from ulid import ULID
 
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
+from slate_ops.admin.fleet import latest_manifest_since
 from slate_ops.admin.reachability import discover_databases
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
@@ -362,6 +363,9 @@ def assert_deleted_and_reusable(
         DbReader.open(path, store, options=QUIET_READER)
     assert admin.check_references(store, now=clock.now()) == []
     assert path not in discover_databases(store) and path not in [d.path for d in admin.list_dbs("", store)]
+    for known in (None, 1, tombstone_id - 1):  # a fleet sensor's tick: the database is gone
+        with pytest.raises(DbNotFoundError, match="was deleted at"):
+            latest_manifest_since(path, store, known)
     with Db.open(path, store, quiet(), clock=clock) as db:
         assert list(db.scan()) == []
         db.put(b"new", b"life")
