@@ -37,7 +37,7 @@ class DestroyReport:
     released_parent_checkpoints: tuple[tuple[str, uuid.UUID], ...]  # (external db path, checkpoint id)
     removed_writer_checkpoints: tuple[uuid.UUID, ...] = ()  # soft only
     # Hard only: the tombstone manifest the deletion writes (or found), and every object it writes and
-    # keeps: the tombstone, the WAL fence, the last .compactions file.
+    # keeps: the tombstone, the WAL fence, the last .compactions file, the gc/deleted.<id> marker.
     tombstone: str | None = None
     kept: tuple[str, ...] = ()
 
@@ -53,9 +53,11 @@ def destroy(
     """Destroy the database at ``path``, softly (the default) or hard; see the module docstring.
 
     A hard destroy raises :class:`InvalidDeletionError` while unexpired checkpoints exist (a live
-    writer's, a reader's, a clone's final checkpoint) and then changes nothing. The default dry run
-    reports exactly what a real run would delete and change, and changes nothing; ``dry_run=False``
-    acts.
+    writer's, a reader's, a clone's final checkpoint) and then changes nothing; on a path already
+    deleted (its tombstone is the latest manifest) it deletes what an interrupted run left and
+    reports the tombstone. :class:`DbNotFoundError` if the path never held a database. The default
+    dry run reports exactly what a real run would delete and change, and changes nothing;
+    ``dry_run=False`` acts.
     """
     manifests = ManifestStore(store, path)
     if not soft:
