@@ -31,9 +31,12 @@ Invariants, after every episode (and, for acknowledgements, at the moment of the
 1. **references**: :func:`slate_ops.admin.check_references` over every database not deleted finds
    nothing missing or unpinned;
 2. **no fenced writer acknowledges**: when ``put(await_durable=True)``, ``flush``, ``flush_memtable`` or
-   ``close`` returns, the latest manifest still shows the writer's epoch and the incarnation of the
-   database it opened (the check runs while no other task can make a store call, so the writer's last
-   request came after any newer epoch's claim);
+   ``close`` returns, the database it opened is neither deleted nor deleted and created again, and no
+   newer writer epoch superseded it first: outside interleaved episodes the latest manifest still
+   holds its epoch; inside them no other task's manifest commit with a higher writer epoch precedes
+   (in the interleaver's order of store calls) any of the WAL, L0 or manifest writes this
+   acknowledgement covers. A ``FencedError`` needs a cause (a newer epoch or a deletion), and an
+   ``EpochCollisionError`` is a violation: no two processes here share an epoch;
 3. **no deleted database comes back**: a deleted database's path holds no manifest but tombstones, a
    reader refuses it with a typed error, and a database re-created there holds nothing old;
 4. **every acknowledged write of a live database is readable**: a fresh reader sees, for every key,
