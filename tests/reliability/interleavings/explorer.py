@@ -155,7 +155,7 @@ class _Run:
 
     def __init__(self, actors: Sequence[str], max_calls: int) -> None:
         self.cond = threading.Condition()
-        self.parked: dict[str, list[tuple[Call, threading.Event, int, bool]]] = {a: [] for a in actors}
+        self.parked: dict[str, list[tuple[Call, threading.Event, int]]] = {a: [] for a in actors}
         self.done: set[str] = set()
         self.steps = 0
         self.calls: Counter[str] = Counter()
@@ -164,8 +164,8 @@ class _Run:
         self.livelocked: set[str] = set()
         self.stuck: set[str] = set()  # seen waiting outside the store (not waited for again)
         self.parked_threads: set[int] = set()
-        self.tasks = 0  # pool tasks submitted during the execution and not finished
-        self.parked_tasks = 0  # of those, parked at the gate
+        self.queued = 0  # pool tasks submitted during the execution and not started
+        self.task_threads: set[int] = set()  # pool workers running one of those tasks
         self.known: set[int] = set()  # threads that existed before the execution (not checked)
         self.ops: list[OpRecord] = []
         self.current: dict[str, OpRecord] = {}  # each actor's operation in progress
@@ -183,10 +183,8 @@ class _Run:
                 self.cond.notify_all()
                 raise Livelock(f"{actor} made more than {self.max_calls} store calls ({op} {key})")
             ident = threading.get_ident()
-            in_task = bool(getattr(_local, "in_task", False))
-            self.parked[actor].append((me, go, ident, in_task))
+            self.parked[actor].append((me, go, ident))
             self.parked_threads.add(ident)
-            self.parked_tasks += in_task
             self.cond.notify_all()
             while not go.is_set() and not self.abandoned:
                 self.cond.wait()
@@ -203,7 +201,7 @@ class _Run:
         """No thread of the execution can run: every pool task is parked, and every thread started
         during the execution (actors, flushers) is parked, finished, or waits on a condition nobody
         has notified (see :func:`_blocked`). Called with ``cond`` held."""
-        if self.tasks != self.parked_tasks:
+        if self.queued:
             return False
         frames = sys._current_frames()
         threads = {t.ident: t for t in threading.enumerate()}
@@ -213,18 +211,11 @@ class _Run:
             thread = threads.get(ident)
             if thread is None:
                 return False  # starting: not yet registered
-            if not _is_pool_worker(thread) and not _blocked(frame):
+            if _is_pool_worker(thread) and ident not in self.task_threads:
+                continue  # an idle worker
+            if not _blocked(frame):
                 return False
         return True
-
-    def task_started(self) -> None:
-        with self.cond:
-            self.tasks += 1
-
-    def task_finished(self) -> None:
-        with self.cond:
-            self.tasks -= 1
-            self.cond.notify_all()
 
     def enabled(self) -> list[Call]:
         return sorted(entry[0] for calls in self.parked.values() for entry in calls)
@@ -232,11 +223,10 @@ class _Run:
     def release(self, call: Call) -> None:
         with self.cond:
             calls = self.parked[call.actor]
-            for i, (parked, go, ident, in_task) in enumerate(calls):
+            for i, (parked, go, ident) in enumerate(calls):
                 if parked == call:
                     del calls[i]
                     self.parked_threads.discard(ident)  # running from now on
-                    self.parked_tasks -= in_task
                     self.steps += 1
                     op = self.current.get(call.actor)
                     if op is not None and op.first is None:
@@ -250,9 +240,8 @@ class _Run:
         with self.cond:
             self.abandoned = True
             for calls in self.parked.values():
-                for _, _, ident, in_task in calls:
+                for _, _, ident in calls:
                     self.parked_threads.discard(ident)
-                    self.parked_tasks -= in_task
                 calls.clear()
             self.cond.notify_all()
 
@@ -399,6 +388,7 @@ class Report:
             f"{self.scenario}: {self.interleavings} interleavings (+{self.sleep_blocked} sleep-set blocked "
             f"prefixes), depth <= {self.max_depth}, preemption bound {bound}, {self.violating} violating, "
             f"{self.duration_s:.1f} s{'' if self.complete else ' (stopped early)'}"
+            + (f", {self.stuck_waits} settles timed out" if self.stuck_waits else "")
         )
 
 
@@ -606,23 +596,35 @@ class Explorer:
             run = explorer._run
             if run is None:
                 return submit(pool, fn, *args, **kwargs)
-            run.task_started()
+            started: list[int] = []
+            with run.cond:
+                run.queued += 1
 
             def task() -> Any:
-                _local.in_task = True
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    _local.in_task = False
+                ident = threading.get_ident()
+                with run.cond:
+                    run.queued -= 1
+                    run.task_threads.add(ident)
+                    started.append(ident)
+                return fn(*args, **kwargs)
+
+            def finished(_: Future[Any]) -> None:
+                # Runs after the result's waiters are notified (in the worker, or in the thread that
+                # cancelled a task that never started), so a waiter never looks blocked in between.
+                with run.cond:
+                    if started:
+                        run.task_threads.discard(started[0])
+                    else:
+                        run.queued -= 1
+                    run.cond.notify_all()
 
             try:
                 future = submit(pool, task)
             except BaseException:
-                run.task_finished()
+                with run.cond:
+                    run.queued -= 1
                 raise
-            # Finished only once the waiters are notified (callbacks run after that), so a thread
-            # waiting for the result never looks blocked in between.
-            future.add_done_callback(lambda _: run.task_finished())
+            future.add_done_callback(finished)
             return future
 
         return tracked
@@ -663,6 +665,8 @@ class Explorer:
                 else:
                     quiet_since = None
                 if now - started >= self.stuck_after_s:
+                    if _DEBUG:
+                        _dump(run, "timeout")
                     report.stuck_waits += 1
                     run.stuck.update(run.waiting())
                     break
@@ -685,13 +689,12 @@ class Explorer:
                 raise AssertionError(f"{thread.name} did not stop after the execution was abandoned")
 
 
-_local = threading.local()
 _DEBUG = bool(__import__("os").environ.get("H6_DEBUG"))
 
 
 def _dump(run: _Run, why: str) -> None:
     frames = sys._current_frames()
-    print(f"--- settle {why}: step {run.steps} tasks {run.tasks}/{run.parked_tasks} waiting {run.waiting()}")
+    print(f"--- settle {why}: step {run.steps} queued {run.queued} waiting {run.waiting()}")
     for thread in threading.enumerate():
         frame = frames.get(thread.ident or 0)
         if frame is None or thread.ident in run.known:

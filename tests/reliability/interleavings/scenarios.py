@@ -160,12 +160,17 @@ class WriterAcrossDestroy:
     """Writer W opens the database (which holds an older write), ``put(await_durable=True)`` one key
     and closes, while D runs ``destroy`` (soft) then ``destroy`` (hard), both for real.
 
-    Invariants: both finish; every error is typed (W: FencedError or DbDestroyedError; D: FencedError or
-    InvalidDeletionError); W acknowledges only before D's soft destroy claimed the database (its first
-    manifest commit), unless W opened after the hard destroy finished (a new database); after a hard
-    destroy no manifest besides the tombstone and no WAL, SST or compactions object is left, unless W
-    created a new database after it; a fresh reader reads the path or is refused with a typed error
-    (never ObjectNotFoundError); the path is reusable: a new writer opens there and holds nothing old.
+    A W whose first manifest commit comes after the hard destroy's tombstone (its first manifest
+    commit; the end of the hard destroy if it commits none) creates a new database at the path: its
+    writes must then be kept, and nothing old read.
+
+    Invariants: both finish; every error is typed (W: FencedError, DbDestroyedError or DbNotFoundError;
+    D: FencedError or InvalidDeletionError); a W that claimed before the destroy did (a stale writer)
+    acknowledges no put and commits no close after the destroy's claim; after a hard destroy no
+    manifest besides the tombstone and no WAL or SST object holding data is left (empty fence objects
+    may stay), unless W created a new database after it; a fresh reader reads the path or is refused
+    with a typed error (never ObjectNotFoundError); the path is reusable: a new writer opens there and
+    holds nothing old.
     """
 
     name = "writer_across_destroy"
@@ -205,7 +210,18 @@ class WriterAcrossDestroy:
         opened, put = outcome.of("W", "open"), outcome.of("W", "put")
         hard = outcome.of("D", "destroy-hard")
         claim, w_claim = _claim_step(outcome, "D"), _claim_step(outcome, "W")
-        new_db = bool(hard is not None and hard.ok and opened is not None and opened.began > (hard.end or 0))
+        # W created a new database at the path if its first manifest commit came after the hard
+        # destroy's tombstone (its first manifest put), or after the hard destroy (none committed).
+        tombstone = _first_put_within(outcome, "D", "/manifest/", hard)
+        w_first = _first_put_within(outcome, "W", "/manifest/", opened)
+        new_db = bool(
+            hard is not None
+            and hard.ok
+            and opened is not None
+            and opened.ok
+            and w_first is not None
+            and w_first > (tombstone if tombstone is not None else (hard.end or 0))
+        )
         # W is stale once the destroy claimed the database after W's own claim (a W that claimed after
         # the destroy is the newer writer: the destroy then fails with FencedError, or W's open with
         # DbDestroyedError).
@@ -232,11 +248,15 @@ class WriterAcrossDestroy:
             if found:
                 problems.append(f"references broken: {'; '.join(str(p) for p in found[:3])}")
         if hard is not None and hard.ok and not new_db:
-            left = [k for k in _keys(outcome.store) if not k.startswith(f"{PATH}/gc/")]
+            # The tombstone may stay, and so may empty fence objects (WAL, .compactions) that keep
+            # stale processes fenced; nothing else: no older manifest, no WAL SST holding writes.
+            left = _objects(outcome.store)
             manifests = [k for k in left if k.startswith(f"{PATH}/manifest/")]
-            others = [k for k in left if not k.startswith(f"{PATH}/manifest/")]
-            if len(manifests) > 1 or others:
-                problems.append(f"left after hard destroy: {', '.join(left)}")
+            data = [
+                k for k, size in left.items() if k.startswith((f"{PATH}/wal/", f"{PATH}/compacted/")) and size
+            ]
+            if len(manifests) > 1 or data:
+                problems.append(f"left after hard destroy: {', '.join(manifests + data)}")
             if state == "live":
                 problems.append(f"deleted database came back: a reader reads {sorted(contents)}")
             problems += _reusable(outcome.store)
@@ -258,6 +278,17 @@ class WriterAcrossDestroy:
         return " ".join(parts)
 
 
+def _first_put_within(outcome: Outcome, actor: str, directory: str, op: OpRecord | None) -> int | None:
+    """The step (1-based) of ``actor``'s first put under ``directory`` during operation ``op``."""
+    if op is None:
+        return None
+    last = op.end if op.end is not None else len(outcome.schedule)
+    for step, call in enumerate(outcome.schedule, 1):
+        if op.began <= step <= last and call.actor == actor and call.op == "put" and directory in call.key:
+            return step
+    return None
+
+
 def _claim_step(outcome: Outcome, actor: str) -> int | None:
     """The step (1-based) of ``actor``'s epoch claim: its last manifest put before its first WAL put
     (the fence a new writer and a soft destroy create right after claiming); None if it never fenced."""
@@ -272,8 +303,9 @@ def _claim_step(outcome: Outcome, actor: str) -> int | None:
     return None
 
 
-def _keys(store: ObjectStore) -> list[str]:
-    return sorted(meta.key for meta in store.list(f"{PATH}/"))
+def _objects(store: ObjectStore) -> dict[str, int]:
+    """Every object under the path, with its size."""
+    return {meta.key: meta.size for meta in store.list(f"{PATH}/")}
 
 
 def _reusable(store: ObjectStore) -> list[str]:
