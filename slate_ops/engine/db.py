@@ -508,21 +508,26 @@ class Db:
                 self._ack_running = False
 
     def _ack_in_background(self) -> None:
-        while True:
-            try:
-                self._acknowledge()
-            except FencedError as error:
-                log.error("%s", error)
-            except Exception as error:  # transient: the flusher's next pass asks again
-                log.warning(
-                    "acknowledging writes to %s failed, will retry: %s", self._manifests.location, error
-                )
-                self._wake.set()
-            with self._ack_lock:
-                if not self._ack_again or self._failure is not None:
+        again = True
+        try:
+            while again:
+                try:
+                    self._acknowledge()
+                except FencedError as error:
+                    log.error("%s", error)
+                except Exception as error:  # transient: the flusher's next pass asks again
+                    log.warning(
+                        "acknowledging writes to %s failed, will retry: %s", self._manifests.location, error
+                    )
+                    self._wake.set()
+                with self._ack_lock:
+                    again = self._ack_again and self._failure is None
+                    self._ack_again = False
+                    self._ack_running = again
+        finally:
+            if again:  # left by an exception that is not an error (an interrupt): allow the next one
+                with self._ack_lock:
                     self._ack_running = False
-                    return
-                self._ack_again = False
 
     def _write_wal_segment(self, segment: _Segment) -> None:
         """Create the segment's WAL SST at the next WAL id.
