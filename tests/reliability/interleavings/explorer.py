@@ -19,16 +19,28 @@ trace; with sleep sets alone no two *complete* executions explored are equivalen
 keys (a LIST of a prefix touches every key under it); calls of one actor are always dependent (the
 actor's threads share memory). A branch whose every enabled call is asleep is *sleep-set blocked*:
 it is cut (counted, not checked) because an equivalent execution is explored elsewhere. An optional
-preemption bound (CHESS) limits how often the explorer switches away from an actor that could go on;
-the scenarios here run without a bound (``preemption_bound=None``: exhaustive).
+preemption bound (CHESS) limits how often the explorer switches away from an *actor* that could go on
+(switching between threads of one actor, or away from an actor that finished or waits, is free).
+Without a bound the search is exhaustive up to trace equivalence. With a bound it covers every
+execution within the bound except that sleep sets may also cut one whose equivalent explored
+execution needs more preemptions (a known interaction of the two reductions), so bounded counts are
+what was checked, not a count of all executions within the bound; tests/reliability/interleavings/
+run.py states the bound of each scenario.
+
+**Settling.** After releasing a call the explorer waits until nothing can run: no submitted pool
+task is waiting to start, and every thread started during the execution (the actors, a writer's
+flusher, pool workers running one of the execution's tasks) is parked at the gate, finished, or
+waits in ``Condition.wait`` (an Event, a Future, a Condition) with its waiter still queued, i.e.
+not notified (:func:`_blocked`). ``ThreadPoolExecutor.submit`` is wrapped during an exploration so
+a task counts as running from its submission until its future's waiters are notified. Then every
+actor with a parked call is enabled.
 
 **Termination.** "Nobody waits forever" is checked in two ways: an actor that makes more than
 ``max_calls`` gated calls retries without end (:class:`Livelock`, raised in its thread); an actor
-that is neither parked nor finished for ``stuck_after_s`` seconds waits on something other than the
-store — if nobody else can move either, it waits forever and the execution fails with its schedule.
-
-**Determinism.** The enabled set at every replayed step must equal the one recorded when that node
-was first reached; a mismatch raises :class:`Nondeterminism` (it would make the counts unreliable).
+that is neither parked nor finished while nothing can run (for ``QUIET_S``) waits on something no
+store call can change — if it still does when nobody else can move, it waits forever and the
+execution fails with its schedule. ``stuck_after_s`` bounds a settle in which something never looks
+blocked (a thread blocked on a plain lock); reports count such settles (``stuck_waits``, expected 0).
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """Interleavings of the fencing protocol, explored through the real code (issue 19).
 
-The default run explores every scenario with a preemption bound of 1 (every interleaving in which
-the explorer switches away from an actor that could go on at most once; switches at an actor's end
-or block are free) — :data:`~tests.reliability.interleavings.run.CI_RUNS`. ``-m slow`` runs
-:data:`~tests.reliability.interleavings.run.FULL_RUNS` (exhaustive where stated) and records the
-counts in tests/reliability/results/interleavings.json (format: ``tests/reliability/interleavings/
-run.py``). Also here: the harness is deterministic (same schedules, same counts), and the proof can
-fail (a writer without its epoch check is caught).
+The default run explores every scenario with a preemption bound of 1 (the explorer switches away
+from an actor that could go on at most once; switches at an actor's end or block, and between the
+threads of one actor, are free) — :data:`~tests.reliability.interleavings.run.CI_RUNS`, about 30 s.
+``-m slow`` runs :data:`~tests.reliability.interleavings.run.FULL_RUNS` (the writer scenarios at 2
+preemptions, the compactor takeover exhaustively) and records the counts in
+tests/reliability/results/interleavings.json (format: ``tests/reliability/interleavings/run.py``).
+Also here: the harness is deterministic (same schedules, same counts), and the proof can fail (a
+writer without its epoch check is caught).
 
 Replay by hand: ``python -m tests.reliability.interleavings.run --scenario two_writers --bound none``.
 """
