@@ -414,7 +414,8 @@ class Db:
     # --- flushing ---------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Make every write so far durable in the WAL."""
+        """Make every write so far durable in the WAL: written, and the epoch confirmed ours after
+        that (a fenced writer, or one whose database was deleted, raises :class:`FencedError`)."""
         self._check_usable()
         with self._flush_lock:
             self._guard(self._flush_wal)
@@ -811,7 +812,10 @@ class Db:
     # --- closing ----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush the WAL, release the writer checkpoint and stop. Raises FencedError if fenced."""
+        """Flush the WAL, confirm the epoch, release the writer checkpoint and stop.
+
+        Raises FencedError if fenced, and DbDeletedError (a FencedError) if the database was deleted
+        under the writer; nothing is committed then."""
         if self._closed:
             return
         if self._compactor is not None:
