@@ -9,14 +9,17 @@ WAL SSTs are durable. The L0 flush commits the manifest with ``replay_after_wal_
 memtable's last WAL id, so reopening replays exactly the writes that are not in L0.
 
 Fencing (SlateDB's manifest design (docs/design/coordination.md)): ``open`` bumps the writer epoch (removing
-older writers' checkpoints and adding its own in the same commit) and then creates an empty fence object at
-the next WAL id. A fenced writer finds its next WAL id taken, or a higher epoch in the manifest, the first
-time it writes the WAL or the manifest or polls the manifest (the background thread does within
-``wal_flush_interval`` of a write, and every ``manifest_poll_interval``). That failure is recorded where it is
-observed, and from then on every call — writes, reads, flushes, checkpoints, close — raises
-:class:`FencedError`. The new writer replays every WAL SST below its fence, so nothing the old writer
-acknowledged as durable is lost; what can be lost are non-durable writes it accepted before it observed the
-fence that were not yet in a WAL SST when the new writer fenced the WAL.
+older writers' checkpoints and adding its own in the same commit), then creates an empty fence object at the
+next WAL id and confirms the manifest after it: a newer epoch there fails the open before anything is
+written. A durable write is acknowledged only after a manifest confirmation that started after its WAL SST
+was written still shows our epoch (docs/design/coordination.md, "Fencing under races"). A fenced writer
+finds its next WAL id taken, or a higher epoch in the manifest, the first time it writes the WAL or the
+manifest or polls the manifest (the background thread does within ``wal_flush_interval`` of a write, and
+every ``manifest_poll_interval``). That failure is recorded where it is observed, and from then on every
+call — writes, reads, flushes, checkpoints, close — raises :class:`FencedError`. The new writer replays
+every WAL SST below its fence, so nothing the old writer acknowledged as durable is lost; what can be lost
+are non-durable writes it accepted before it observed the fence that were not yet in a WAL SST when the new
+writer fenced the WAL.
 """
 
 from __future__ import annotations
