@@ -218,13 +218,16 @@ class _Run:
         frames = sys._current_frames()
         threads = {t.ident: t for t in threading.enumerate()}
         for ident, frame in frames.items():
-            if ident in self.known or ident in self.parked_threads:
+            if ident in self.parked_threads:
                 continue
-            thread = threads.get(ident)
-            if thread is None:
-                return False  # starting: not yet registered
-            if _is_pool_worker(thread) and ident not in self.task_threads:
-                continue  # an idle worker
+            if ident not in self.task_threads:  # a worker (maybe of an earlier execution) runs ours
+                if ident in self.known:
+                    continue
+                thread = threads.get(ident)
+                if thread is None:
+                    return False  # starting: not yet registered
+                if _is_pool_worker(thread):
+                    continue  # an idle worker
             if not _blocked(frame):
                 return False
         return True
