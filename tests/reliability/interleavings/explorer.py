@@ -578,9 +578,9 @@ class Explorer:
         outcome = Outcome(store, list(run.ops), taken, waiting, livelocked, setup)
         problems: list[str] = []
         for actor in livelocked:
-            problems.append(f"{actor} retries without end (more than {self.max_calls} store calls)")
+            problems.append(f"retries without end: {actor} made more than {self.max_calls} store calls")
         for actor in waiting:
-            problems.append(f"{actor} waits forever (blocked outside the store, nobody else can move)")
+            problems.append(f"waits forever: {actor} is blocked outside the store and nobody else can move")
         if not problems:
             problems = self.scenario.check(outcome)
         if self.classify is not None:
