@@ -410,6 +410,7 @@ ADVERSARY_FIGURES = (
     "gc_deleted_destroyed_dbs",
     "root_deletions",
     "paths_reused",
+    "databases_removed_by_hand",
 )
 
 
