@@ -109,8 +109,8 @@ def check_references(
     empty when everything every database can read is there and protected by its own pins.
 
     ``now`` (unix seconds) decides which checkpoints are live. Read-only; see the module docstring
-    for the kinds of problem and the cost. Paths without a database are skipped (a hard-destroyed
-    database has nothing left to check).
+    for the kinds of problem and the cost. Paths without a database are skipped (a deleted database,
+    whose latest manifest is a tombstone, has nothing left to check).
     """
     chosen = (
         discover_databases(store) if paths is None else list(dict.fromkeys(map(normalize_db_path, paths)))
@@ -299,9 +299,9 @@ class _Check:
             self.report(
                 path,
                 MISSING_EXTERNAL_DB,
-                f"it references {count} SST(s) of {entry.path!r}, which has no manifest (hard-destroyed or "
-                f"deleted by GC): reads of those keys fail. Restore {entry.path!r} from a backup, or "
-                f"destroy {path!r}",
+                f"it references {count} SST(s) of {entry.path!r}, which holds no database (no manifest, or "
+                "deleted: hard-destroyed or deleted by GC): reads of those keys fail. Restore "
+                f"{entry.path!r} from a backup, or destroy {path!r}",
             )
             return None
         checkpoint = external.value.checkpoint(entry.final_checkpoint_id)
