@@ -200,12 +200,13 @@ class DbDeletedError(FencedError):
     the instance; a new database at the path holds nothing old.
     """
 
-    def __init__(self, path: str, role: str, own_epoch: int) -> None:
+    def __init__(self, path: str, role: str, own_epoch: int, detail: str | None = None) -> None:
+        detail = detail or "the manifest it committed or read is gone and nothing newer exists"
         SlateOpsError.__init__(
             self,
-            f"{role} at {path} is fenced: the database was destroyed or deleted under it (the manifest "
-            f"it committed or read is gone and nothing newer exists). Nothing was acknowledged or "
-            "committed after that; close this instance, and reopen the path only to start a new database.",
+            f"{role} at {path} is fenced: the database was destroyed or deleted under it ({detail}). "
+            "Nothing was acknowledged or committed after that; close this instance, and reopen the path "
+            "only to start a new database.",
         )
         self.path = path
         self.role = role

@@ -69,9 +69,13 @@ class FenceableStore(Generic[T]):
         if stored > self.epoch:
             raise FencedError(self.sequence.directory, self.field.role, self.epoch, stored)
         if stored < self.epoch:
-            raise CorruptObjectError(
+            # Epochs never go down in one namespace: it was deleted and created again under us.
+            raise DbDeletedError(
                 self.sequence.directory,
-                f"stored {self.field.role} epoch {stored} is lower than the claimed epoch {self.epoch}",
+                self.field.role,
+                self.epoch,
+                f"the stored {self.field.role} epoch {stored} is lower than its own, so the namespace was "
+                "deleted and created again",
             )
 
     def update(self, change: Callable[[Versioned[T]], T | None]) -> Versioned[T]:

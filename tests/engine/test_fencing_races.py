@@ -21,7 +21,7 @@ from collections.abc import Callable
 import pytest
 
 from slate_ops import Db
-from slate_ops.engine import DbReader
+from slate_ops.engine import CheckpointScope, DbReader
 from slate_ops.errors import DbDeletedError, EpochCollisionError, FencedError, SlateOpsError
 from slate_ops.layout import WalStore
 from slate_ops.manifest.store import ManifestStore
@@ -195,3 +195,25 @@ def test_a_reader_of_the_newer_writer_sees_its_value(memory: MemoryStore) -> Non
         b.flush_memtable()
     with DbReader.open("db", memory, options=QUIET_READER) as reader:
         assert reader.get(b"k") == b"b"
+
+
+def test_a_paused_writer_of_a_path_removed_by_hand_and_created_again_is_fenced(memory: MemoryStore) -> None:
+    """The new database's epochs start again below the stale writer's: never read as corruption and
+    retried for ever — the stale writer is fenced (DbDeletedError) and its durable put returns."""
+    for _ in range(3):
+        Db.open("db", memory, QUIET).close()
+    stale = Db.open("db", memory, QUIET)  # writer epoch 4
+    stale.put(b"old", b"1", await_durable=True)
+    delete_everything_under(memory, "db")
+    with Db.open("db", memory, QUIET) as fresh:  # writer epoch 1, more versions than the stale one saw
+        fresh.put(b"new", b"2", await_durable=True)
+        for _ in range(8):
+            fresh.create_checkpoint(CheckpointScope.DURABLE)
+    assert ManifestStore(memory, "db").read_latest_required().value.writer_epoch < stale.writer_epoch
+
+    putting, errors, _ = in_thread(lambda: stale.put(b"b", b"refused", await_durable=True))
+    assert finished(putting), "the stale writer's durable put never returned"
+    assert len(errors) == 1 and isinstance(errors[0], DbDeletedError)
+    assert "created again" in str(errors[0])
+    with pytest.raises(DbDeletedError):
+        stale.close()
