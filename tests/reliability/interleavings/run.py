@@ -46,6 +46,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -68,7 +69,8 @@ RESULTS = Path(
 REDUCTION = (
     "sleep sets (Godefroid) over a depth-first search that replays every schedule from scratch: sound "
     "(at least one execution of every Mazurkiewicz trace) and no two complete executions equivalent; "
-    "an optional CHESS preemption bound, stated per scenario"
+    "an optional CHESS preemption bound, stated per scenario (a bounded run checks the executions "
+    "within the bound that the sleep sets do not cut as equivalent to another explored one)"
 )
 INDEPENDENCE = (
     "two store calls are independent when they come from different actors and both only read (get, "
@@ -218,7 +220,9 @@ def main(argv: list[str] | None = None) -> None:
             Run(r.scenario, bound if args.bound is not None else r.preemption_bound, args.max_executions)
             for r in runs
         )
-    command = "python -m tests.reliability.interleavings.run " + " ".join(argv or [])
+    command = "python -m tests.reliability.interleavings.run " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     data = run_json(runs, command.strip(), args.baseline)
     for scenario in data["scenarios"]:
         if scenario["first_violation"]:
