@@ -15,15 +15,19 @@ Replay by hand: ``python -m tests.reliability.interleavings.run --scenario two_w
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import WRITER_EPOCH
+from slate_ops.objstore import MemoryStore
+from slate_ops.objstore.base import ObjectStore
 from slate_ops.txn.fencing import FenceableStore
 from tests.reliability.interleavings import run as runner
-from tests.reliability.interleavings.explorer import Call, Explorer, Report, dependent
+from tests.reliability.interleavings.explorer import Call, Context, Explorer, Outcome, Report, dependent
 from tests.reliability.interleavings.scenarios import TwoWriters
 
 
@@ -110,3 +114,63 @@ def test_independence_is_conservative() -> None:
     assert not dependent(list_wal, get_manifest)
     assert not dependent(put_wal, put_manifest)
     assert dependent(list_wal, Call("A", "flusher", "get", "db/gc/manifest.boundary"))  # same actor
+
+
+class _Releaser:
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def close(self) -> None:
+        self.event.set()
+
+
+class _Synthetic:
+    """Two actors over a memory store: X reads a key and then waits (forever, or not at all), or
+    retries a read without end; Y writes the key. For the explorer's own verdicts."""
+
+    name = "synthetic"
+    actors: tuple[str, ...] = ("X", "Y")
+
+    def __init__(self, behaviour: str) -> None:
+        self.behaviour = behaviour
+
+    def setup(self) -> tuple[ObjectStore, Any]:
+        return MemoryStore(), threading.Event()
+
+    def act(self, actor: str, ctx: Context, setup: Any) -> None:
+        if actor == "Y":
+            key = "db/wal/k" if self.behaviour == "independent" else "db/manifest/k"
+            ctx.op("put", lambda: ctx.store.put(key, b"v"))
+            return
+        if self.behaviour == "livelock":
+            while True:
+                ctx.store.list("db/manifest/")
+        ctx.op("get", lambda: ctx.store.list("db/manifest/"))
+        if self.behaviour == "wait":
+            ctx.keep(_Releaser(setup))  # what the explorer closes when it abandons the execution
+            ctx.op("wait", lambda: setup.wait())  # nobody else sets it: waits outside the store
+
+    def check(self, outcome: Outcome) -> list[str]:
+        return []
+
+
+def test_an_actor_waiting_outside_the_store_is_reported_with_its_schedule() -> None:
+    report = Explorer(_Synthetic("wait"), stop_on_violation=True).explore()
+    assert report.violating == 1
+    rendered = report.violations[0].render()
+    assert "waits forever: X" in rendered and "schedule:" in rendered, rendered
+
+
+def test_an_actor_retrying_without_end_is_reported() -> None:
+    report = Explorer(_Synthetic("livelock"), max_calls=20, stop_on_violation=True).explore()
+    assert report.violating == 1
+    assert "retries without end: X" in report.violations[0].render()
+
+
+def test_sleep_sets_explore_each_trace_once() -> None:
+    """X lists ``db/manifest/`` while Y puts a key: under the prefix the two orders differ (two
+    traces, both explored); elsewhere they commute (one trace: the other order is cut)."""
+    conflicting = Explorer(_Synthetic("none")).explore()
+    assert (conflicting.interleavings, conflicting.violating) == (2, 0)
+    independent = Explorer(_Synthetic("independent")).explore()
+    assert (independent.interleavings, independent.sleep_blocked) == (1, 1)
