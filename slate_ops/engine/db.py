@@ -50,6 +50,7 @@ from slate_ops.errors import (
     BackpressureTimeoutError,
     DbAlreadyExistsError,
     DbClosedError,
+    DbDeletedError,
     EpochCollisionError,
     FencedError,
     InvalidArgumentError,
@@ -203,6 +204,7 @@ class Db:
         self._replay(manifest.replay_after_wal_id, fence_id)
         self._durable_seq = self._last_seq  # acknowledged: WAL written and the epoch confirmed after
         self._written_seq = self._last_seq  # in WAL SSTs that exist, confirmed or not
+        self._unacknowledged_wal: list[tuple[int, int]] = []  # (WAL id, its last seq) not yet acknowledged
         self._last_poll = time.monotonic()
 
         self._compactor = None if compactor is None else compactor(path, store, clock)
@@ -443,6 +445,8 @@ class Db:
             yield
         except FencedError as error:
             self._fail(error)
+            if isinstance(error, DbDeletedError):
+                self._withdraw_unacknowledged()
             raise
 
     def _flush_wal(self, *, ack: Ack = "sync") -> None:
@@ -488,7 +492,25 @@ class Db:
             self._fenced.confirm()
         with self._durable:
             self._durable_seq = max(self._durable_seq, written)
+            self._unacknowledged_wal = [w for w in self._unacknowledged_wal if w[1] > self._durable_seq]
             self._durable.notify_all()
+
+    def _withdraw_unacknowledged(self) -> None:
+        """The database was deleted under this writer: delete the WAL SSTs it wrote since its last
+        acknowledgement (none of their writes was acknowledged), so a database created at the path
+        afterwards does not replay them. Best effort: a new database that already replayed one (it
+        was created while this writer still wrote) is beyond what a removal by hand can promise."""
+        with self._durable:
+            withdrawn, self._unacknowledged_wal = self._unacknowledged_wal, []
+        for wal_id, _ in withdrawn:
+            with contextlib.suppress(SlateOpsError):
+                self._store.delete(self._wal.key(wal_id))
+        if withdrawn:
+            log.warning(
+                "the database at %s was deleted under its writer: deleted its %d unacknowledged WAL SST(s)",
+                self._manifests.location,
+                len(withdrawn),
+            )
 
     def _request_ack(self) -> None:
         """Acknowledge the writes in WAL SSTs in the background, overlapping the next WAL writes.
@@ -569,6 +591,8 @@ class Db:
                 )
         self._next_wal_id = wal_id + 1
         segment.memtable.max_wal_id = wal_id
+        with self._durable:
+            self._unacknowledged_wal.append((wal_id, segment.entries[-1][1]))
         self._written_seq = max(self._written_seq, segment.entries[-1][1])
 
     def _flush_memtables(self, *, blocking: bool, ack: Ack = "sync") -> None:

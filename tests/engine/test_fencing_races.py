@@ -180,6 +180,10 @@ def test_a_paused_writer_flushing_after_deletion_raises(memory: MemoryStore) -> 
     with pytest.raises(DbDeletedError):
         db.put(b"later", b"3")
     assert ManifestStore(memory, "db").list() == []
+    # The WAL SST of the refused write was withdrawn: a database created here later cannot replay it.
+    assert list(memory.list("db/wal/")) == []
+    with Db.open("db", memory, QUIET) as fresh:
+        assert fresh.get(b"after") is None and fresh.get(b"before") is None
 
 
 def test_a_reader_of_the_newer_writer_sees_its_value(memory: MemoryStore) -> None:

@@ -92,15 +92,13 @@ def test_adversary_same_seed_same_trace() -> None:
     assert there.stdout.strip() == first.digest
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (found by the adversary's long run, seeds 2014 and 2017): a database created at a path "
-    "whose objects were removed by hand replays a WAL SST a stale writer created after the removal",
-)
 def test_a_path_removed_by_hand_and_created_again_holds_nothing_old() -> None:
     """A writer's database is removed by hand (``aws s3 rm --recursive``: no tombstone, no fence);
     the writer's next durable put is refused — but its WAL SST was created before the confirmation
-    that refused it. A database created at the path afterwards must hold nothing of the old one."""
+    that refused it. A database created at the path afterwards must hold nothing of the old one.
+    (Found by the adversary's long run, seeds 2014 and 2017; fixed: a writer that finds its database
+    deleted deletes the WAL SSTs it wrote since its last acknowledgement — docs/design/coordination.md,
+    "Fencing under races".)"""
     store = MemoryStore()
     admin.create_db("db", store)
     stale = ManualDb.open("db", store, WRITER_OPTIONS)
