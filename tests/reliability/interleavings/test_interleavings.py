@@ -1,8 +1,9 @@
 """Interleavings of the fencing protocol, explored through the real code (issue 19).
 
-The default run explores every scenario with a preemption bound of 1 (the explorer switches away
-from an actor that could go on at most once; switches at an actor's end or block, and between the
-threads of one actor, are free) — :data:`~tests.reliability.interleavings.run.CI_RUNS`, about 30 s.
+The default run explores the two writers and the compactor takeover with a preemption bound of 1
+(the explorer switches away from an actor that could go on at most once; switches at an actor's end
+or block, and between the threads of one actor, are free) and the writer across a destroy with a
+bound of 2 — :data:`~tests.reliability.interleavings.run.CI_RUNS`, about 50 s.
 ``-m slow`` runs :data:`~tests.reliability.interleavings.run.FULL_RUNS` (the writer scenarios at 2
 preemptions, the compactor takeover exhaustively) and records the counts in
 tests/reliability/results/interleavings.json (format: ``tests/reliability/interleavings/run.py``).
