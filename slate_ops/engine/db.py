@@ -30,9 +30,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Literal, Protocol, Self
+from typing import Protocol, Self
 
 from ulid import ULID
 
@@ -75,10 +74,6 @@ STALL_WARNING_INTERVAL_S = 60.0
 MAX_FENCE_SKIPS = 16
 """Empty WAL objects (fences of lower-epoch openers that then fail their post-fence check) a writer skips
 in a row at its next WAL id before it gives up with :class:`EpochCollisionError`."""
-_ACK_POOL = ThreadPoolExecutor(16, thread_name_prefix="slate-ops-ack")
-"""Runs the writers' background acknowledgements (:meth:`Db._request_ack`): a confirmation overlaps the
-next WAL write instead of delaying it."""
-Ack = Literal["sync", "async", "none"]
 
 
 class _Segment:
@@ -146,9 +141,6 @@ class Db:
         self._stopping = threading.Event()
         self._failure: BaseException | None = None
         self._closed = False
-        self._ack_lock = threading.Lock()
-        self._ack_running = False  # a background acknowledgement is in flight (at most one)
-        self._ack_again = False  # WAL SSTs were written since it started
         self._last_stall_warning: float | None = None
         self._stall_lock = threading.Lock()
 
@@ -307,9 +299,9 @@ class Db:
     def _write_wal_inline(self) -> None:
         """Write the queued WAL segments in this (writing) thread; the flusher retries store errors.
 
-        They are acknowledged in the background (:meth:`_request_ack`)."""
+        The flusher's next pass acknowledges them (:meth:`_acknowledge`)."""
         try:
-            self._guard(lambda: self._flush_wal(ack="async"))
+            self._guard(lambda: self._flush_wal(confirm=False))
         except FencedError:
             raise
         except SlateOpsError as error:
@@ -449,16 +441,15 @@ class Db:
                 self._withdraw_unacknowledged()
             raise
 
-    def _flush_wal(self, *, ack: Ack = "sync") -> None:
+    def _flush_wal(self, *, confirm: bool = True) -> None:
         """Write every WAL segment that holds entries as a WAL SST, oldest first; then acknowledge.
 
         Writers only append to the last segment, so the current one is sealed first; a segment
         leaves the queue only once its WAL SST exists, so a failed flush loses nothing. Runs under
         ``_wal_lock`` only (not ``_flush_lock``): a write may call it while the flusher encodes an
-        L0 SST, whose memtable's segments are all written already. The writes now in WAL SSTs are
-        then acknowledged: ``"sync"`` in this thread (:meth:`_acknowledge`; ``flush()``), ``"async"``
-        in the background (:meth:`_request_ack`; the flusher), ``"none"`` not at all (``close()``,
-        which confirms itself).
+        L0 SST, whose memtable's segments are all written already. With ``confirm`` the writes now
+        in WAL SSTs are then acknowledged (:meth:`_acknowledge`), outside the WAL lock, so a write
+        that writes the WAL itself does not wait for the confirmation.
         """
         with self._wal_lock:
             with self._write_lock:
@@ -472,10 +463,8 @@ class Db:
                 with self._write_lock:
                     self._segments.pop(0)
                     self._wal_queued_bytes -= segment.size
-        if ack == "sync":
+        if confirm:
             self._acknowledge()
-        elif ack == "async":
-            self._request_ack()
 
     def _acknowledge(self, *, always: bool = False) -> None:
         """Raise ``durable_seq`` to the writes in WAL SSTs, once the epoch is confirmed ours.
@@ -511,49 +500,6 @@ class Db:
                 self._manifests.location,
                 len(withdrawn),
             )
-
-    def _request_ack(self) -> None:
-        """Acknowledge the writes in WAL SSTs in the background, overlapping the next WAL writes.
-
-        At most one background confirmation is in flight per writer; WAL SSTs written while it runs
-        get the next one, started as soon as it ends (each starts after the writes it covers). A
-        fence fails the writer (and wakes every waiter); a store error leaves the writes to the
-        flusher's next pass.
-        """
-        if self._written_seq <= self._durable_seq:
-            return
-        with self._ack_lock:
-            if self._ack_running:
-                self._ack_again = True
-                return
-            self._ack_running = True
-        try:
-            _ACK_POOL.submit(self._ack_in_background)
-        except RuntimeError:  # the interpreter is shutting down
-            with self._ack_lock:
-                self._ack_running = False
-
-    def _ack_in_background(self) -> None:
-        again = True
-        try:
-            while again:
-                try:
-                    self._acknowledge()
-                except FencedError as error:
-                    log.error("%s", error)
-                except Exception as error:  # transient: the flusher's next pass asks again
-                    log.warning(
-                        "acknowledging writes to %s failed, will retry: %s", self._manifests.location, error
-                    )
-                    self._wake.set()
-                with self._ack_lock:
-                    again = self._ack_again and self._failure is None
-                    self._ack_again = False
-                    self._ack_running = again
-        finally:
-            if again:  # left by an exception that is not an error (an interrupt): allow the next one
-                with self._ack_lock:
-                    self._ack_running = False
 
     def _write_wal_segment(self, segment: _Segment) -> None:
         """Create the segment's WAL SST at the next WAL id.
@@ -595,7 +541,7 @@ class Db:
             self._unacknowledged_wal.append((wal_id, segment.entries[-1][1]))
         self._written_seq = max(self._written_seq, segment.entries[-1][1])
 
-    def _flush_memtables(self, *, blocking: bool, ack: Ack = "sync") -> None:
+    def _flush_memtables(self, *, blocking: bool) -> None:
         """Flush frozen memtables to L0, oldest first; waits for L0 room only when ``blocking``.
 
         A memtable goes to L0 only once all its WAL SSTs exist, so the commit's
@@ -604,11 +550,11 @@ class Db:
         last segment queued: that is written first. Flushing it to L0 before would leave the
         segment to be written afterwards, after the replay point, though L0 holds its writes.
         """
-        self._flush_wal(ack=ack)
+        self._flush_wal()
         while self._immutables:
             memtable = self._immutables[0]
             while self._wal_pending(memtable):
-                self._flush_wal(ack=ack)
+                self._flush_wal()
             if not self._await_l0_room(blocking):
                 return
             sst_id = ULID()
@@ -803,7 +749,7 @@ class Db:
                 return
             try:
                 with self._flush_lock:
-                    self._flush_memtables(blocking=False, ack="async")
+                    self._flush_memtables(blocking=False)
                     if time.monotonic() - self._last_poll >= poll:
                         self._poll_manifest()
                     self._merge_memtable_runs()
@@ -853,7 +799,7 @@ class Db:
         try:
             self._check_usable()
             with self._flush_lock:
-                self._guard(lambda: self._flush_wal(ack="none"))
+                self._guard(lambda: self._flush_wal(confirm=False))
                 # The last writes are acknowledged, and the epoch confirmed before the release commits:
                 # a stale writer of a deleted database raises here and commits nothing.
                 self._acknowledge(always=True)
