@@ -148,4 +148,4 @@ def test_the_adversary_and_interleaving_tables(tmp_path: Path) -> None:
         "| 1 seeds \u00d7 500 steps = 500 steps, 2.0 s | 2 seeds \u00d7 500 steps = 1,000 steps, 2.0 s | 1 |"
         in summary
     )
-    assert "| not recorded | 1 scenarios, 1,234 interleavings, 20 s | 0 violating |" in summary
+    assert "| not recorded | 1 scenarios, 1,234 interleavings, 20 s | 0 violating interleavings |" in summary
