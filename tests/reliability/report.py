@@ -411,6 +411,7 @@ ADVERSARY_FIGURES = (
     "root_deletions",
     "paths_reused",
     "databases_removed_by_hand",
+    "paths_removed_by_hand_created_again",
 )
 
 

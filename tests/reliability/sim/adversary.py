@@ -790,10 +790,10 @@ class Adversary:
         ]
         name = self.rng.choice(candidates)
         existing = self.members.get(name)
-        if existing is not None and (existing.state != "deleted" or existing.removed_by_hand):
-            # A path removed by hand is not created again: a stale writer's refused WAL write may
-            # be left there, and a new database would replay it (see _remove_by_hand).
+        if existing is not None and existing.state != "deleted":
             name = self._new_path("nested", base)
+        elif existing is not None and existing.removed_by_hand:
+            self.figures["paths_removed_by_hand_created_again"] += 1
         kind = "root" if name == "" else ("hostile" if name.split("/")[-1] in RESERVED else "nested")
         how = self.rng.choice(("create_db", "open", "clone"))
         parent = self.rng.choice(present) if present else None
@@ -933,11 +933,12 @@ class Adversary:
         """An operator deletes every object of the database's own directories with a tool that knows
         nothing of slate_ops (``aws s3 rm --recursive``): no tombstone, no fence, nothing left.
 
-        The paused writer must acknowledge nothing after it and commit no manifest there. Its
-        refused WAL write may stay, though (it is created before the confirmation that refuses it),
-        and a database created at the path later would replay it: found by the long run (seeds 2014
-        and 2017), an open question for slate_ops (``test_adversary.py``'s xfail test), so the
-        simulation never creates a database again at a path removed by hand."""
+        The paused writer must acknowledge nothing after it and commit no manifest there, and a
+        database created at the path later (the names episode may) must hold nothing old. The long
+        run's seeds 2014 and 2017 found that it replayed the stale writer's refused WAL write (created
+        before the confirmation that refused it); fixed in the writer, which now withdraws the WAL
+        SSTs it wrote since its last acknowledgement when it finds its database deleted
+        (``test_adversary.py::test_a_path_removed_by_hand_and_created_again_holds_nothing_old``)."""
         prefix = f"{member.path}/" if member.path else ""
         removed = 0
         for meta in list(self.inner.list(prefix)):
