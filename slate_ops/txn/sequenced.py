@@ -14,7 +14,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -27,6 +26,7 @@ from slate_ops.errors import (
     PreconditionFailedError,
     PutOutcomeUnknownError,
     SequenceConflictError,
+    SlateOpsError,
 )
 from slate_ops.objstore.base import ObjectMeta, ObjectStore, PutMode, new_put_id, resolve_put_outcome
 from slate_ops.txn.boundary import BoundaryObject
@@ -36,9 +36,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 ID_DIGITS = 20
-
-_CONFIRM_POOL = ThreadPoolExecutor(8, thread_name_prefix="slate-ops-confirm")
-"""Runs the HEAD of a confirmation (:meth:`SequencedStore.confirm_latest`) beside its GET."""
 
 
 class Codec(Protocol[T]):
@@ -163,33 +160,20 @@ class SequencedStore(Generic[T]):
         return latest
 
     def confirm_latest(self) -> Versioned[T] | None:
-        """The current version, confirmed by requests that all start after this call does.
+        """The current version, confirmed by one request that starts after this call does.
 
-        With a cached version ``M``: HEAD of ``M`` (it must still exist with the etag this process
-        read or wrote) and GET of ``M + 1`` (expected absent), in parallel — one round trip. ``M + 1``
-        found: the latest is probed from it. ``M`` gone or replaced and nothing at ``M + 1``: a LIST
-        decides, and raises :class:`NamespaceDeletedError` if nothing newer exists. Without a cached
-        version it is :meth:`read_latest` by LIST.
+        One LIST that starts AT the cached version ``M`` (:meth:`_read_latest_by_list`): ``M`` listed
+        with the etag this process read or wrote and nothing after it confirms ``M`` (no GET);
+        anything newer is read; ``M`` gone or replaced with nothing newer raises
+        :class:`NamespaceDeletedError`. A single LIST sees one state of the directory. A HEAD of ``M``
+        beside a GET of ``M + 1`` does not: the HEAD can land before a destroy and the GET after it
+        has deleted both, which reads a deleted database as current (found by the interleaving
+        explorer, tests/reliability/interleavings). Without a cached version it is a LIST from the
+        start.
         """
         with self._lock:
             cached, etag = self._cached, self._cached_etag
-        if cached is None:
-            latest, latest_etag = self._read_latest_by_list(None, None)
-        else:
-            head: Future[ObjectMeta] = _CONFIRM_POOL.submit(self._store.head, self.key(cached.id))
-            try:
-                following = self._try_read(cached.id + 1)
-            finally:
-                try:
-                    meta: ObjectMeta | None = head.result()
-                except ObjectNotFoundError:
-                    meta = None
-            if following is not None:
-                latest, latest_etag = self._probe_from(*following)
-            elif meta is not None and (etag is None or _same_etag(meta.etag, etag)):
-                latest, latest_etag = cached, etag if etag is not None else meta.etag
-            else:
-                latest, latest_etag = self._read_latest_by_list(cached, etag)
+        latest, latest_etag = self._read_latest_by_list(cached, etag)
         self._remember(latest, latest_etag)
         return latest
 
@@ -265,6 +249,9 @@ class SequencedStore(Generic[T]):
             raise SequenceConflictError(path) from None
         try:
             self.boundary.check(object_id, path)
+        except BoundaryViolationError:
+            self._withdraw(path)
+            raise
         except CorruptObjectError as error:
             raise CorruptObjectError(
                 error.path,
@@ -275,6 +262,15 @@ class SequencedStore(Generic[T]):
         committed = Versioned(object_id, value)
         self._remember(committed, etag or None)
         return committed
+
+    def _withdraw(self, path: str) -> None:
+        """Delete our own create that the boundary rejected: it is no version (GC may already have
+        deleted ids up to the boundary, or a deletion left a tombstone above it), and left in place a
+        stale process's probe could read it. Best effort: GC collects it otherwise."""
+        try:
+            self._store.delete(path)
+        except SlateOpsError as error:
+            log.warning("could not delete the rejected stale write %s (GC collects it): %s", path, error)
 
     def update(self, change: Callable[[Versioned[T] | None], T | None]) -> Versioned[T] | None:
         """Apply ``change`` to the latest version and commit the result as the next id.

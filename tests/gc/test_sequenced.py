@@ -157,13 +157,16 @@ def test_failed_boundary_advance_deletes_nothing_and_is_reported_and_raised(
 
 
 def test_a_stale_file_behind_the_boundary_is_deleted_once_old(store: MemoryStore, clock: ManualClock) -> None:
-    """A stalled writer's create behind the boundary leaves a young file; GC removes it later."""
+    """A stalled writer's create behind the boundary is withdrawn by its writer; one left by a writer
+    that crashed before withdrawing it is a young file that GC removes later."""
     commit_manifests(store, clock, 5)
     clock.advance(10_000)
     gc(store, clock).run_once(dry_run=False)
     stale = ManifestStore(store, "db").sequence
     with pytest.raises(Exception, match="GC boundary 4"):
         stale.create(2, ManifestStore(store, "db").read(5).value)
+    assert manifest_ids(store) == [5]  # withdrawn
+    store.put(stale.key(2), store.get(stale.key(5)).data)  # the same create, its writer crashed after it
     assert manifest_ids(store) == [2, 5]
     report = gc(store, clock).run_once(dry_run=False)
     assert deleted(report, "manifest") == set()  # young: kept for min_age
