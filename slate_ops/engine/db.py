@@ -141,6 +141,7 @@ class Db:
         self._stopping = threading.Event()
         self._failure: BaseException | None = None
         self._closed = False
+        self._unacknowledged_wal: list[tuple[int, int]] = []  # (WAL id, its last seq) not yet acknowledged
         self._last_stall_warning: float | None = None
         self._stall_lock = threading.Lock()
 
@@ -196,7 +197,6 @@ class Db:
         self._replay(manifest.replay_after_wal_id, fence_id)
         self._durable_seq = self._last_seq  # acknowledged: WAL written and the epoch confirmed after
         self._written_seq = self._last_seq  # in WAL SSTs that exist, confirmed or not
-        self._unacknowledged_wal: list[tuple[int, int]] = []  # (WAL id, its last seq) not yet acknowledged
         self._last_poll = time.monotonic()
 
         self._compactor = None if compactor is None else compactor(path, store, clock)
@@ -437,9 +437,15 @@ class Db:
             yield
         except FencedError as error:
             self._fail(error)
-            if isinstance(error, DbDeletedError):
+            if isinstance(error, DbDeletedError) or self._destroyed_under_us():
                 self._withdraw_unacknowledged()
             raise
+
+    def _destroyed_under_us(self) -> bool:
+        """Whether the manifest that fenced us marks the database destroyed (soft or hard destroy):
+        nobody will ever replay this writer's WAL SSTs then."""
+        latest = self._manifests.sequence.cached()
+        return latest is not None and latest.value.destroyed_at_s is not None
 
     def _flush_wal(self, *, confirm: bool = True) -> None:
         """Write every WAL segment that holds entries as a WAL SST, oldest first; then acknowledge.
@@ -485,10 +491,11 @@ class Db:
             self._durable.notify_all()
 
     def _withdraw_unacknowledged(self) -> None:
-        """The database was deleted under this writer: delete the WAL SSTs it wrote since its last
-        acknowledgement (none of their writes was acknowledged), so a database created at the path
-        afterwards does not replay them. Best effort: a new database that already replayed one (it
-        was created while this writer still wrote) is beyond what a removal by hand can promise."""
+        """The database was destroyed or deleted under this writer: delete the WAL SSTs it wrote since
+        its last acknowledgement (none of their writes was acknowledged), so nothing of them is left
+        after a hard destroy and a database created at the path afterwards does not replay them. Best
+        effort: a new database that already replayed one (it was created while this writer still
+        wrote) is beyond what a removal by hand can promise."""
         with self._durable:
             withdrawn, self._unacknowledged_wal = self._unacknowledged_wal, []
         for wal_id, _ in withdrawn:

@@ -727,6 +727,9 @@ QUIET_S = 0.03
 POLL_S = 0.0005
 _CONDITION_WAIT = threading.Condition.wait.__code__
 _THREAD_START = threading.Thread.start.__code__
+# Thread.join waits in here (Python 3.11): the joined thread was started during the execution, so it is
+# inspected too — if it can run, the execution is not quiet anyway.
+_JOIN_WAIT = threading.Thread._wait_for_tstate_lock.__code__  # type: ignore[attr-defined]
 
 
 def _is_pool_worker(thread: threading.Thread) -> bool:
@@ -737,6 +740,8 @@ def _blocked(frame: Any) -> bool:
     """Whether a thread whose innermost frame is ``frame`` waits on a condition (Event, Future,
     Condition) that nobody has notified yet: ``Condition.wait`` with its waiter lock still queued.
     Anything else (running, or blocked on a plain lock) counts as able to run."""
+    if frame.f_code is _JOIN_WAIT:
+        return True  # joining a thread of the execution (a writer's close joins its flusher)
     if frame.f_code is not _CONDITION_WAIT:
         return False
     caller = frame.f_back
