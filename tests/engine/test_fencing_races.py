@@ -156,6 +156,8 @@ def test_a_paused_writer_cannot_acknowledge_or_commit_into_a_destroyed_database(
     with pytest.raises(FencedError):
         db.close()
     assert [f.meta.key for f in ManifestStore(memory, "db").list()] == manifests_after_deletion
+    # The refused write's WAL SST was withdrawn: no WAL data is left (empty fence objects may stay).
+    assert [m.key for m in memory.list("db/wal/") if m.size] == []
 
 
 def test_a_paused_idle_writer_closing_after_deletion_commits_no_manifest(memory: MemoryStore) -> None:
