@@ -200,8 +200,8 @@ def test_an_admin_update_from_a_stale_cache_cannot_recreate_a_deleted_database(m
     tombstone = ManifestStore(memory, "db").list()[-1].id
     with pytest.raises(SlateOpsError):
         admin.update(lambda current: current.value.with_changes(wal_id_last_seen=99))
-    # Its create below the tombstone is a stale write the boundary rejected (GC removes it); nothing
-    # follows the tombstone and the path still reads as "no database".
+    # Its create below the tombstone is a stale write the boundary rejected (withdrawn by the admin
+    # process itself); nothing follows the tombstone and the path still reads as "no database".
     assert ManifestStore(memory, "db").list()[-1].id == tombstone
     assert ManifestStore(memory, "db").read_latest() is None
     with Db.open("db", memory, QUIET) as fresh:
