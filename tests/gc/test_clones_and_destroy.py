@@ -14,9 +14,11 @@ from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.errors import DbNotFoundError, GcFailedError, SlateOpsError
 from slate_ops.gc import GarbageCollector, GcOptions
+from slate_ops.layout import WalStore
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.sst import entries_to_table
 from tests.conftest import snapshot
 from tests.gc.conftest import MIN_AGE, gc, keys, latest, quiet, write_rounds
 
@@ -153,6 +155,12 @@ def test_gc_of_a_new_database_after_a_deletion_cleans_what_stale_processes_left(
         stale_writer.close()
     with pytest.raises(DbNotFoundError):
         stale_admin.update(lambda v: v.value.with_changes(last_l0_seq=99))  # lands below the boundary
+    # Both stale processes withdrew what they wrote (the writer its unacknowledged WAL SST, the admin its
+    # create the boundary rejected); one that crashed before withdrawing leaves them behind:
+    assert keys(store) == kept
+    sequence = ManifestStore(store, "db").sequence
+    store.put(sequence.key(1), store.get(sequence.key(tombstone.id)).data)  # below the boundary
+    WalStore(store, "db").write(1, entries_to_table([(b"late", 99, 0, b"2")]))  # below replay_after
     orphans = keys(store) - kept
     assert orphans and all(k.startswith(("db/manifest/", "db/wal/")) for k in orphans)
     assert ManifestStore(store, "db").read_current() == tombstone  # still the latest
