@@ -275,19 +275,25 @@ def split_keys(store: RecordingStore, db: Database, shards: int) -> tuple[list[b
 
 def one_repetition(
     store: RecordingStore, db: Database, keys: Sequence[bytes], tag: str, shards: int
-) -> tuple[Sample, Sample, list[int]]:
-    """Split ``db`` into fresh shard paths, merge them into a fresh path; restore the source."""
-    before = {c.id for c in ManifestStore(store.inner, db.path).read_latest_required().value.checkpoints}
+) -> tuple[Sample, Sample, list[int], list[str]]:
+    """Split ``db`` into fresh shard paths and merge them into a fresh path; returns the samples, the
+    shards' SST counts and the new databases (merged first: see :func:`remove_targets`)."""
     base = f"{db.path.rsplit('/', 1)[0]}/{tag}"
     targets = [f"{base}/shard{i}" for i in range(shards)]
     split, split_report = measure(store, lambda: rescale.split(db.path, store, keys, targets))
     merge, _ = measure(store, lambda: rescale.merge(targets, store, f"{base}/merged"))
-    after = ManifestStore(store.inner, db.path).read_latest_required().value.checkpoints
-    for checkpoint in after:
-        if checkpoint.id not in before:
-            admin.delete_checkpoint(db.path, store.inner, checkpoint.id, dry_run=False)
     assert isinstance(split_report, rescale.RescaleReport)
-    return split, merge, [d.ssts for d in split_report.databases]
+    return split, merge, [d.ssts for d in split_report.databases], [f"{base}/merged", *targets]
+
+
+def remove_targets(store: RecordingStore, db: Database, created: Sequence[str]) -> None:
+    """Hard-destroy a repetition's databases (merged first: it holds final checkpoints on the shards),
+    which releases their final checkpoints on the source, so every repetition starts from the same
+    source manifest (the API refuses to delete a final checkpoint by hand)."""
+    for path in created:
+        admin.destroy(path, store.inner, soft=False, dry_run=False)
+    left = ManifestStore(store.inner, db.path).read_latest_required().value.checkpoints
+    assert not left, f"removing {list(created)} left checkpoints {[c.id for c in left]} on {db.path}"
 
 
 def summarize(samples: list[Sample], shard_ssts: list[int] | None = None) -> dict[str, Any]:
@@ -340,7 +346,9 @@ def run(
         pairs = list(zip(databases, chosen, strict=True))
         for db, (keys, _, _) in pairs if rep % 2 == 0 else reversed(pairs):  # alternate the order
             tag = f"warmup{rep}" if rep < warmup else f"rep{rep - warmup}"
-            split, merge, ssts = one_repetition(recording, db, keys, tag, shards)
+            split, merge, ssts, created = one_repetition(recording, db, keys, tag, shards)
+            if rep < warmup + repeat - 1:  # the last repetition's databases are kept to be read
+                remove_targets(recording, db, created)
             if rep >= warmup:
                 splits[db.label].append(split)
                 merges[db.label].append(merge)
