@@ -774,7 +774,8 @@ def stale(doc: str, sections: Sequence[Section]) -> list[str]:
 # --- recording ------------------------------------------------------------------------------------------
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
+    """The short HEAD commit, with " (modified)" when slate_ops/ or tests/ has uncommitted changes."""
     try:
         done = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
@@ -799,7 +800,7 @@ def stamp(command: str) -> dict[str, Any]:
     return {
         "recorded": datetime.now(UTC).strftime("%Y-%m-%d"),
         "command": command,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "load_average": load,
     }
 

@@ -51,17 +51,17 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import thread as _pool_thread
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from slate_ops import layout
-from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
+from slate_ops.objstore.base import ObjectStore
+from tests.reliability.hooked_store import HookedStore
 
 _R = TypeVar("_R")
-_OVERWRITE = PutMode.overwrite()
 WRITE_OPS = frozenset({"put", "delete"})
 
 
@@ -293,38 +293,18 @@ class Context:
             self._run.resources.append(resource)
 
 
-class GatedStore:
+class GatedStore(HookedStore):
     """An actor's view of the store: coordination calls park until the explorer releases them."""
 
     def __init__(self, run: _Run, actor: str, inner: ObjectStore) -> None:
         self._run = run
         self.actor = actor
-        self.inner = inner
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
+        super().__init__(inner)
 
     def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
         if not is_sst_data(op, key):
             self._run.gate(self.actor, op, key)
         return call()
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        return self._call("get", key, lambda: self.inner.get(key, byte_range))
-
-    def head(self, key: str) -> ObjectMeta:
-        return self._call("head", key, lambda: self.inner.head(key))
-
-    def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
-        return self._call("put", key, lambda: self.inner.put(key, data, mode, put_id))
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        # Materialised: the request happens at the gated moment, not when the caller iterates.
-        return self._call("list", prefix, lambda: iter(list(self.inner.list(prefix, start_after))))
-
-    def delete(self, key: str) -> None:
-        self._call("delete", key, lambda: self.inner.delete(key))
 
 
 @dataclass

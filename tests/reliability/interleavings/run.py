@@ -45,7 +45,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -59,6 +58,7 @@ from tests.reliability.interleavings.scenarios import (
     TwoWriters,
     WriterAcrossDestroy,
 )
+from tests.reliability.report import git_commit as current_commit
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = Path(
@@ -150,23 +150,6 @@ def scenario_json(run: Run, report: Report) -> dict[str, Any]:
     }
 
 
-def _git_commit() -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "slate_ops", "tests"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() + (" (modified)" if dirty.stdout.strip() else "")
-
-
 def run_json(runs: tuple[Run, ...], command: str, git_commit: str | None = None) -> dict[str, Any]:
     started = time.monotonic()
     scenarios = []
@@ -181,7 +164,7 @@ def run_json(runs: tuple[Run, ...], command: str, git_commit: str | None = None)
     return {
         "recorded": datetime.now(UTC).strftime("%Y-%m-%d"),
         "command": command,
-        "git_commit": git_commit or _git_commit(),
+        "git_commit": git_commit or current_commit(),
         "load_average": load,
         "seconds": round(time.monotonic() - started, 1),
         "scenarios": scenarios,

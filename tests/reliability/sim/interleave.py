@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from slate_ops.clock import ManualClock
-from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
+from slate_ops.objstore.base import ObjectStore
+from tests.reliability.hooked_store import HookedStore
 
 _R = TypeVar("_R")
-_OVERWRITE = PutMode.overwrite()
 
 
 _POOLED_MODULES = (
@@ -248,17 +248,13 @@ class Interleaver:
                     self._cond.notify_all()
 
 
-class TurnStore:
+class TurnStore(HookedStore):
     """A task's view of the store: each call waits for the task's turn (see :class:`Interleaver`)."""
 
     def __init__(self, interleaver: Interleaver, task: str, inner: ObjectStore) -> None:
         self._interleaver = interleaver
         self.task = task
-        self.inner = inner
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
+        super().__init__(inner)
 
     def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
         self._interleaver._before_call(self.task, op, key)
@@ -269,18 +265,3 @@ class TurnStore:
             raise
         self._interleaver._after_call(self.task, op, key, True)
         return result
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        return self._call("get", key, lambda: self.inner.get(key, byte_range))
-
-    def head(self, key: str) -> ObjectMeta:
-        return self._call("head", key, lambda: self.inner.head(key))
-
-    def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
-        return self._call("put", key, lambda: self.inner.put(key, data, mode, put_id))
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        return self._call("list", prefix, lambda: iter(list(self.inner.list(prefix, start_after))))
-
-    def delete(self, key: str) -> None:
-        self._call("delete", key, lambda: self.inner.delete(key))
