@@ -53,6 +53,7 @@ from slate_ops.errors import (
     EpochCollisionError,
     FencedError,
     InvalidArgumentError,
+    ObjectNotFoundError,
     SlateOpsError,
 )
 from slate_ops.layout import WalStore, sst_key
@@ -194,7 +195,14 @@ class Db:
         # max_unflushed_bytes
         self._segments: list[_Segment] = [_Segment(self._memtable)]
         self._wal_queued_bytes = 0  # of the segments not yet written
-        self._replay(manifest.replay_after_wal_id, fence_id)
+        try:
+            self._replay(manifest.replay_after_wal_id, fence_id)
+        except ObjectNotFoundError:
+            # A WAL SST listed a moment ago is gone: only a deletion (a destroy; a newer writer's L0
+            # flush and GC) removes one, and each fences us first — say so (FencedError,
+            # DbDeletedError) rather than report a missing object. Still ours: the WAL is damaged.
+            self._fenced.confirm()
+            raise
         self._durable_seq = self._last_seq  # acknowledged: WAL written and the epoch confirmed after
         self._written_seq = self._last_seq  # in WAL SSTs that exist, confirmed or not
         self._last_poll = time.monotonic()

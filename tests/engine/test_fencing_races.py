@@ -223,3 +223,21 @@ def test_a_paused_writer_of_a_path_removed_by_hand_and_created_again_is_fenced(m
     assert "created again" in str(errors[0])
     with pytest.raises(DbDeletedError):
         stale.close()
+
+
+def test_an_opener_whose_wal_replay_is_deleted_under_it_is_told_the_database_was_destroyed(
+    memory: MemoryStore,
+) -> None:
+    """The interleaving explorer's schedule: W claims and fences, a soft + hard destroy runs while W's
+    replay has listed the WAL but not fetched it; the missing WAL SST is reported as the fence it is
+    (FencedError / DbDeletedError), never as ObjectNotFoundError."""
+    with Db.open("db", memory, QUIET) as db:
+        db.put(b"k", b"in the WAL", await_durable=True)  # not in L0: the next open replays it
+    racing = FaultInjectingStore(memory)
+    held = racing.gate("get", key_contains="db/wal/")  # W's replay fetch, after its listing
+    opening, errors, opened = in_thread(lambda: Db.open("db", racing, QUIET))
+    assert held.wait_until_reached(TIMEOUT_S)
+    soft_then_hard_destroy(memory, "db")
+    held.release()
+    assert finished(opening)
+    assert opened == [] and len(errors) == 1 and isinstance(errors[0], FencedError), errors

@@ -1,11 +1,11 @@
 """Interleavings of the fencing protocol, explored through the real code (issue 19).
 
-The default run explores the two writers and the compactor takeover with a preemption bound of 1
-(the explorer switches away from an actor that could go on at most once; switches at an actor's end
-or block, and between the threads of one actor, are free) and the writer across a destroy with a
-bound of 2 — :data:`~tests.reliability.interleavings.run.CI_RUNS`, about 50 s.
-``-m slow`` runs :data:`~tests.reliability.interleavings.run.FULL_RUNS` (the writer scenarios at 2
-preemptions, the compactor takeover exhaustively) and records the counts in
+The default run explores the two writers and the writer across a destroy with a preemption bound of 2
+(the explorer switches away from an actor that could go on at most twice; switches at an actor's end
+or block, and between the threads of one actor, are free) and the compactor takeover with a bound of
+1 — :data:`~tests.reliability.interleavings.run.CI_RUNS`, a few seconds.
+``-m slow`` runs :data:`~tests.reliability.interleavings.run.FULL_RUNS` (every scenario exhaustively,
+no bound; about 6 minutes) and records the counts in
 tests/reliability/results/interleavings.json (format: ``tests/reliability/interleavings/run.py``).
 Also here: the harness is deterministic (same schedules, same counts), and the proof can fail (a
 writer without its epoch check is caught).
