@@ -15,8 +15,6 @@ The long run: ``pytest -m slow tests/reliability/test_adversary.py`` (seeds and 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -31,7 +29,12 @@ from slate_ops.objstore import MemoryStore
 from tests.engine.conftest import simulate_crash
 from tests.reliability import report
 from tests.reliability.sim.adversary import AdvConfig, AdvResult, run_adversary
-from tests.reliability.sim.runtime import WRITER_OPTIONS, InvariantViolation, ManualDb
+from tests.reliability.sim.runtime import (
+    WRITER_OPTIONS,
+    InvariantViolation,
+    ManualDb,
+    digest_in_another_process,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ADVERSARY_CI_SEEDS = (1, 2, 3)
@@ -79,17 +82,11 @@ def test_adversary_same_seed_same_trace() -> None:
     assert first.trace == second.trace
     assert first.digest == second.digest
     assert other.digest != first.digest
-    script = (
-        "import logging; logging.disable(logging.CRITICAL)\n"
+    statement = (
         "from tests.reliability.sim.adversary import AdvConfig, run_adversary\n"
-        "print(run_adversary(AdvConfig(seed=21, steps=150)).digest)\n"
+        "print(run_adversary(AdvConfig(seed=21, steps=150)).digest)"
     )
-    env = {**os.environ, "PYTHONHASHSEED": "4321", "PYTHONPATH": str(ROOT)}
-    there = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
-    assert there.returncode == 0, there.stderr[-3000:]
-    assert there.stdout.strip() == first.digest
+    assert digest_in_another_process(statement, hash_seed=4321) == first.digest
 
 
 def test_a_path_removed_by_hand_and_created_again_holds_nothing_old() -> None:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -37,7 +35,7 @@ from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from tests.reliability import report
-from tests.reliability.sim.runtime import ManualDb
+from tests.reliability.sim.runtime import ManualDb, digest_in_another_process
 from tests.reliability.simulation import (
     WRITER_OPTIONS,
     InvariantViolation,
@@ -112,17 +110,11 @@ def test_same_seed_same_trace_in_another_process() -> None:
     """What a replay relies on: another process (another hash seed) reproduces the run exactly."""
     config = SimConfig(seed=13, steps=100)
     here = run_simulation(config).digest
-    script = (
-        "import logging; logging.disable(logging.CRITICAL)\n"
+    statement = (
         "from tests.reliability.simulation import SimConfig, run_simulation\n"
-        "print(run_simulation(SimConfig(seed=13, steps=100)).digest)\n"
+        "print(run_simulation(SimConfig(seed=13, steps=100)).digest)"
     )
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
-    there = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
-    assert there.returncode == 0, there.stderr[-3000:]
-    assert there.stdout.strip() == here
+    assert digest_in_another_process(statement, hash_seed=12345) == here
 
 
 # --- the invariants can fail --------------------------------------------------------------------

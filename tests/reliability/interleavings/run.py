@@ -48,7 +48,6 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ from tests.reliability.interleavings.scenarios import (
     TwoWriters,
     WriterAcrossDestroy,
 )
-from tests.reliability.report import git_commit as current_commit
+from tests.reliability.report import stamp
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = Path(
@@ -156,15 +155,11 @@ def run_json(runs: tuple[Run, ...], command: str, git_commit: str | None = None)
         report = explore(run)
         print(report.summary(), flush=True)
         scenarios.append(scenario_json(run, report))
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = []
+    record = stamp(command)
+    if git_commit:
+        record["git_commit"] = git_commit
     return {
-        "recorded": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "command": command,
-        "git_commit": git_commit or current_commit(),
-        "load_average": load,
+        **record,
         "seconds": round(time.monotonic() - started, 1),
         "scenarios": scenarios,
     }

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import random
+import subprocess
 import sys
 import types
 import uuid
@@ -527,3 +529,16 @@ def is_injected(error: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def digest_in_another_process(statement: str, hash_seed: int) -> str:
+    """What ``statement`` (Python that prints a run's digest) prints in a fresh interpreter with
+    another hash seed: replays must not depend on the process."""
+    root = Path(__file__).resolve().parents[3]
+    script = f"import logging; logging.disable(logging.CRITICAL)\n{statement}\n"
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "PYTHONPATH": str(root)}
+    there = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, check=False
+    )
+    assert there.returncode == 0, there.stderr[-3000:]
+    return there.stdout.strip()
