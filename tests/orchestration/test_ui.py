@@ -282,7 +282,7 @@ def screenshot(ui: UiSession, name: str) -> None:
 def test_the_demo_says_how_to_reach_the_ui_and_the_automation(ui: UiSession) -> None:
     assert "maintenance_job of demo" in ui.demo_output and "SUCCESS" in ui.demo_output
     assert "Schedules and sensors start switched off" in ui.demo_output
-    assert "dagster dev -w workspace.yaml" in ui.demo_output
+    assert "dg dev" in ui.demo_output
 
 
 def test_ui_lists_our_jobs(ui: UiSession) -> None:
