@@ -1,23 +1,9 @@
-"""The Dagster code location of slate_ops (loaded by ``workspace.yaml``).
-
-``defs`` merges :func:`slate_ops.orchestration.database_definitions` (one asset per database with
-its checks, ``slate_ops_databases_job`` and the resources, for the databases config:
-``$SLATE_OPS_CONFIG``, else the embedded default with one ``demo`` database under ``./.slate``) with
-one Definitions per domain, ``jobs.DOMAINS`` (checkpoints, compaction, GC, tags, clones, rescaling,
-maintenance: each domain's jobs, schedules and sensors).
-"""
+"""The repository's Dagster code location (loaded by ``workspace.yaml``): a thin delegate to
+:mod:`slate_ops.orchestration.definitions`, which the installed package holds (the wheel installs
+nothing at the top level but ``slate_ops``)."""
 
 from __future__ import annotations
 
-import dagster as dg
+from slate_ops.orchestration.definitions import defs, make_definitions
 
-import jobs
-from slate_ops.orchestration import SlateOpsConfig, database_definitions
-
-
-def make_definitions(config: SlateOpsConfig | None = None) -> dg.Definitions:
-    """Everything Dagster shows, for ``config`` (default: the loaded config file)."""
-    return dg.Definitions.merge(database_definitions(config), *jobs.DOMAINS)
-
-
-defs = make_definitions()
+__all__ = ["defs", "make_definitions"]

@@ -5,7 +5,10 @@ observations."""
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
+import re
+
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from slate_ops.admin import create_db, read_manifest
 from slate_ops.admin.clone import ensure_clone
@@ -15,11 +18,12 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import redact_url
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.lineage import lineage_version
 from slate_ops.orchestration.metadata import database_metadata
-from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.orchestration.naming import ASSET_PREFIX as ASSET_PREFIX
+from slate_ops.orchestration.naming import DEFAULT, Naming
+from slate_ops.orchestration.naming import GROUP_NAME as GROUP_NAME
 
-ASSET_PREFIX = "slate_ops"
-GROUP_NAME = "slate_ops"
 ORIGIN_TAG = "slate_ops/origin"
 """Asset tag saying how a database comes to exist: ``created``, ``clone`` or ``rescale``."""
 RESCALE_ORIGIN = "rescale"
@@ -29,36 +33,62 @@ DATABASES_JOB = "slate_ops_databases_job"
 
 
 def database_asset_key(name: str) -> dg.AssetKey:
-    return dg.AssetKey([ASSET_PREFIX, name])
+    """The asset key of database ``name`` in the default (unprefixed) fleet: ``slate_ops/<name>``."""
+    return DEFAULT.default_asset_key(name)
 
 
-def build_database_asset(db: DatabaseConfig) -> dg.AssetsDefinition:
-    """The asset ``slate_ops/<name>`` of ``db``."""
-    name = db.name
-
-    @dg.asset(
-        key=database_asset_key(name),
-        group_name=GROUP_NAME,
+def default_asset_spec(db: DatabaseConfig, config: SlateOpsConfig, naming: Naming = DEFAULT) -> dg.AssetSpec:
+    """slate_ops' spec of ``db``'s asset: its key, its origins as deps, group, tags, metadata."""
+    return dg.AssetSpec(
+        key=naming.default_asset_key(db.name),
+        group_name=naming.group,
         description=db.description or f"slate_ops database {db.path!r}",
         metadata={"store_url": dg.MetadataValue.text(redact_url(db.store_url)), "path": db.path},
-        deps=[database_asset_key(origin) for origin in origins(db)] or None,  # clone, split, merge lineage
+        # clone, split, merge lineage
+        deps=[naming.asset_key_of(config.database(origin)) for origin in origins(db)],
         tags={ORIGIN_TAG: origin_of(db)},
     )
-    def _database(slate: SlateDatabasesResource) -> dg.MaterializeResult[None]:
+
+
+def database_asset_spec(db: DatabaseConfig, config: SlateOpsConfig, naming: Naming = DEFAULT) -> dg.AssetSpec:
+    """The spec of ``db``'s asset: :func:`default_asset_spec` through ``naming``'s ``asset_spec`` hook."""
+    return naming.asset_spec(db, default_asset_spec(db, config, naming))
+
+
+def op_name_of(key: dg.AssetKey) -> str:
+    """The op name of the asset ``key`` (its components joined by ``__``, other characters ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(key.path))
+
+
+def build_database_asset(
+    db: DatabaseConfig, config: SlateOpsConfig | None = None, naming: Naming = DEFAULT
+) -> dg.AssetsDefinition:
+    """The asset of ``db`` (``slate_ops/<name>``, or as ``naming`` names it) in ``config`` (default:
+    a config of ``db`` alone)."""
+    name = db.name
+    spec = database_asset_spec(db, config if config is not None else SlateOpsConfig(databases=[db]), naming)
+
+    @dg.multi_asset(specs=[spec], name=op_name_of(spec.key), required_resource_keys=naming.slate_keys)
+    def _database(context: dg.AssetExecutionContext) -> dg.MaterializeResult[None]:
+        slate = naming.slate(context)
         current = slate.database(name)
         store = slate.open_store(name)
         if current.rescaled_from is not None:
             if read_manifest_or_none(current.path, store) is None:
                 raise ConfigError(
                     f"database {name!r} ({current.path}) does not exist yet: a split or merge of "
-                    f"{', '.join(current.rescaled_from)} creates it; launch rescale_job"
+                    f"{', '.join(current.rescaled_from)} creates it; launch {naming.name('rescale_job')}"
                 )
         elif current.parent is None:
             create_db(current.path, store, exist_ok=True)
         else:
             ensure_clone(current.path, slate.database(current.parent).path, store, clock=slate.clock())
         state = read_manifest(current.path, store)
-        return dg.MaterializeResult(metadata=database_metadata(current.path, state, slate.clock().now()))
+        return dg.MaterializeResult(
+            asset_key=spec.key,
+            metadata=database_metadata(current.path, state, slate.clock().now()),
+            data_version=lineage_version(slate.config, name),  # what children depend on: not every write
+        )
 
     return _database
 
@@ -80,15 +110,20 @@ def read_manifest_or_none(path: str, store: ObjectStore) -> Manifest | None:
     return None if latest is None else latest.value
 
 
-def build_database_assets(config: SlateOpsConfig) -> list[dg.AssetsDefinition]:
-    return [build_database_asset(db) for db in config.databases]
+def build_database_assets(config: SlateOpsConfig, naming: Naming = DEFAULT) -> list[dg.AssetsDefinition]:
+    return [build_database_asset(db, config, naming) for db in config.databases]
 
 
-databases_job = dg.define_asset_job(
-    DATABASES_JOB,
-    # Shards and merges are created together by rescale_job, never one asset at a time.
-    selection=dg.AssetSelection.groups(GROUP_NAME) - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN),
-    executor_def=dg.in_process_executor,  # short steps: one process per run, not one per step
-    description="Create every configured database that is missing (clones included; shards and "
-    "merges come from rescale_job) and record its state.",
-)
+def build_databases_job(naming: Naming = DEFAULT) -> UnresolvedAssetJobDefinition:
+    """``slate_ops_databases_job`` of the fleet ``naming`` names."""
+    return dg.define_asset_job(
+        naming.name(DATABASES_JOB),
+        # Shards and merges are created together by rescale_job, never one asset at a time.
+        selection=dg.AssetSelection.groups(naming.group) - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN),
+        executor_def=dg.in_process_executor,  # short steps: one process per run, not one per step
+        description="Create every configured database that is missing (clones included; shards and "
+        f"merges come from {naming.name('rescale_job')}) and record its state.",
+    )
+
+
+databases_job = build_databases_job()

@@ -38,10 +38,10 @@ from pydantic import Field
 from slate_ops.admin import CheckpointExpiryReport, expire_checkpoints
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.orchestration import runs
-from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import ManifestTick, database_schedule, describe, manifest_sensor
 from slate_ops.orchestration.metadata import database_metadata, md_cell, metadata_of, utc_text
+from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 
@@ -50,6 +50,8 @@ CHECKPOINT_EXPIRY_JOB = "checkpoint_expiry_job"
 
 SENSOR_NAME = "slate_ops_manifest_sensor"
 
+SCHEDULE_NAME = "checkpoint_expiry_schedule"
+
 
 class ExpireCheckpointsConfig(runs.DatabaseOpConfig):
     """Run config of :func:`expire_checkpoints_op`."""
@@ -57,16 +59,27 @@ class ExpireCheckpointsConfig(runs.DatabaseOpConfig):
     dry_run: bool = Field(default=True, description="Only report what would be removed (the default).")
 
 
-@dg.op(
-    description="Remove the database's expired checkpoints (dry run by default) and report them.",
-    retry_policy=runs.IDEMPOTENT_RETRY,
-)
-def expire_checkpoints_op(
-    context: dg.OpExecutionContext, config: ExpireCheckpointsConfig, slate: SlateDatabasesResource
-) -> dg.Output[CheckpointExpiryReport]:
-    return runs.run_step(
-        context, config.database, lambda name: expire_step(context, slate, name, dry_run=config.dry_run)
+def build_expire_checkpoints_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
+    """``expire_checkpoints_op`` of the fleet ``naming`` names."""
+
+    @dg.op(
+        name=naming.name("expire_checkpoints_op"),
+        description="Remove the database's expired checkpoints (dry run by default) and report them.",
+        retry_policy=runs.IDEMPOTENT_RETRY,
+        required_resource_keys=naming.slate_keys,
     )
+    def _op(
+        context: dg.OpExecutionContext, config: ExpireCheckpointsConfig
+    ) -> dg.Output[CheckpointExpiryReport]:
+        slate = naming.slate(context)
+        return runs.run_step(
+            context,
+            config.database,
+            lambda name: expire_step(context, slate, name, dry_run=config.dry_run),
+            naming=naming,
+        )
+
+    return _op
 
 
 def expire_step(
@@ -111,67 +124,84 @@ def checkpoints_markdown(checkpoints: tuple[Checkpoint, ...], dry_run: bool) -> 
     return "\n".join(rows)
 
 
-def expiry_run_config(database: str, dry_run: bool) -> dict[str, Any]:
+def expiry_run_config(database: str, dry_run: bool, naming: Naming = DEFAULT) -> dict[str, Any]:
     """Run config of the checkpoint expiry job for ``database``."""
-    return runs.op_run_config("expire_checkpoints_op", database=database, dry_run=dry_run)
+    return runs.op_run_config(naming.name("expire_checkpoints_op"), database=database, dry_run=dry_run)
 
 
-def expiry_run_request(db: DatabaseConfig, key: str) -> dg.RunRequest:
+def expiry_run_request(db: DatabaseConfig, key: str, naming: Naming = DEFAULT) -> dg.RunRequest:
     """A checkpoint expiry run of ``db``, tagged for the per-database concurrency limit.
 
     Automated runs remove for real unless the database sets ``checkpoints.expiry_dry_run``.
     """
-    return runs.database_run_request(db, key, expiry_run_config(db.name, db.checkpoints.expiry_dry_run))
-
-
-checkpoint_expiry_job = runs.one_op_job(
-    expire_checkpoints_op,
-    partitions_def=runs.DATABASES,
-    name=CHECKPOINT_EXPIRY_JOB,
-    description=f"Remove one database's expired checkpoints (run tag {DB_TAG}=<name>; dry run by default).",
-)
-
-
-checkpoint_expiry_schedule = database_schedule(
-    "checkpoint_expiry_schedule",
-    checkpoint_expiry_job,
-    "0 * * * *",
-    "Hourly: expire checkpoints in every database that has expired ones.",
-    wants_run=lambda slate, db: describe(slate, db).expired_checkpoints > 0,
-    run_request=lambda db, tick: expiry_run_request(db, runs.run_key("expire", db.name, tick)),
-    nothing_to_do="no database has expired checkpoints",
-)
-
-
-@manifest_sensor(
-    name=SENSOR_NAME,
-    job_name=CHECKPOINT_EXPIRY_JOB,
-    description="Observes each database's manifest; requests checkpoint expiry when checkpoints expired.",
-)
-def slate_ops_manifest_sensor(
-    tick: ManifestTick, slate: SlateDatabasesResource, log: logging.Logger
-) -> dg.SensorResult | dg.SkipReason:
-    changed = list(tick.changed())
-    configured = {db.name for db in slate.config.databases}  # a discovered database has no asset
-    now = slate.clock().now()
-    observations = [
-        dg.AssetObservation(
-            asset_key=database_asset_key(db.name), metadata=database_metadata(db.path, read.current, now)
-        )
-        for db, read in changed
-        if db.name in configured
-    ]
-    run_requests = [
-        expiry_run_request(db, f"expire-{db.name}-{read.manifest_id}")
-        for db, read in changed
-        if read.status.expired_checkpoints
-    ]
-    return tick.result(
-        f"no manifest changed in {len(tick.found.results)} database(s)", run_requests, observations
+    return runs.database_run_request(
+        db, key, expiry_run_config(db.name, db.checkpoints.expiry_dry_run, naming), naming=naming
     )
 
 
-defs = dg.Definitions(
-    jobs=[checkpoint_expiry_job], schedules=[checkpoint_expiry_schedule], sensors=[slate_ops_manifest_sensor]
-)
+def build(naming: Naming = DEFAULT) -> Domain:
+    """The checkpoints domain of the fleet ``naming`` names: ``checkpoint_expiry_job``, its schedule
+    and ``slate_ops_manifest_sensor``."""
+    op = build_expire_checkpoints_op(naming)
+    job = runs.one_op_job(
+        op,
+        partitions_def=naming.partitions,
+        name=naming.name(CHECKPOINT_EXPIRY_JOB),
+        description=f"Remove one database's expired checkpoints (run tag {DB_TAG}=<name>; dry run by "
+        "default).",
+    )
+    schedule = database_schedule(
+        naming.name(SCHEDULE_NAME),
+        job,
+        "0 * * * *",
+        "Hourly: expire checkpoints in every database that has expired ones.",
+        wants_run=lambda slate, db: describe(slate, db).expired_checkpoints > 0,
+        run_request=lambda db, tick: expiry_run_request(db, runs.run_key("expire", db.name, tick), naming),
+        nothing_to_do="no database has expired checkpoints",
+        naming=naming,
+    )
+
+    @manifest_sensor(
+        name=naming.name(SENSOR_NAME),
+        job_name=job.name,
+        description="Observes each database's manifest; requests checkpoint expiry when checkpoints expired.",
+        naming=naming,
+    )
+    def sensor(
+        tick: ManifestTick, slate: SlateDatabasesResource, log: logging.Logger
+    ) -> dg.SensorResult | dg.SkipReason:
+        changed = list(tick.changed())
+        configured = {db.name for db in slate.config.databases}  # a discovered database has no asset
+        now = slate.clock().now()
+        observations = [
+            dg.AssetObservation(
+                asset_key=naming.asset_key_of(db), metadata=database_metadata(db.path, read.current, now)
+            )
+            for db, read in changed
+            if db.name in configured
+        ]
+        run_requests = [
+            expiry_run_request(db, f"expire-{db.name}-{read.manifest_id}", naming)
+            for db, read in changed
+            if read.status.expired_checkpoints
+        ]
+        return tick.result(
+            f"no manifest changed in {len(tick.found.results)} database(s)", run_requests, observations
+        )
+
+    return Domain(
+        jobs={CHECKPOINT_EXPIRY_JOB: job},
+        schedules={SCHEDULE_NAME: schedule},
+        sensors={SENSOR_NAME: sensor},
+        ops={"expire_checkpoints_op": op},
+    )
+
+
+_DEFAULT = build()
+expire_checkpoints_op = _DEFAULT.ops["expire_checkpoints_op"]
+checkpoint_expiry_job = _DEFAULT.jobs[CHECKPOINT_EXPIRY_JOB]
+checkpoint_expiry_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
+slate_ops_manifest_sensor = _DEFAULT.sensors[SENSOR_NAME]
+
+defs = _DEFAULT.definitions()
 """The checkpoints domain of the code location."""

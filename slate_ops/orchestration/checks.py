@@ -20,10 +20,12 @@ import dagster as dg
 from slate_ops.admin import read_manifest
 from slate_ops.admin.verify import CHECKS, CheckResult, Severity, verify_db
 from slate_ops.errors import SlateOpsError
-from slate_ops.orchestration.assets import database_asset_key
+from slate_ops.orchestration.assets import database_asset_spec, origins
 from slate_ops.orchestration.compaction import l0_threshold
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.lineage import lineage_tags, lineage_version
 from slate_ops.orchestration.metadata import database_metadata
+from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 
 PROBLEMS_SHOWN = 50
@@ -33,15 +35,20 @@ _SEVERITY = {Severity.ERROR: dg.AssetCheckSeverity.ERROR, Severity.WARN: dg.Asse
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 
 
-def check_op_name(name: str) -> str:
-    """The op that runs the checks of database ``name``."""
-    return f"slate_ops__{name}__checks"
+def check_op_name(name: str, naming: Naming = DEFAULT) -> str:
+    """The op that runs the checks of database ``name`` (``<prefix>slate_ops__<name>__checks``)."""
+    return naming.name(f"slate_ops__{name}__checks")
 
 
-def build_database_check(db: DatabaseConfig) -> dg.AssetChecksDefinition:
-    """The checks of ``slate_ops/<db.name>``, computed by one :func:`verify_db` call."""
+def build_database_check(
+    db: DatabaseConfig, config: SlateOpsConfig | None = None, naming: Naming = DEFAULT
+) -> dg.AssetChecksDefinition:
+    """The checks of ``db``'s asset (``slate_ops/<db.name>``, or as ``naming`` names it), computed by
+    one :func:`verify_db` call."""
     name = db.name
-    key = database_asset_key(name)
+    key = database_asset_spec(
+        db, config if config is not None else SlateOpsConfig(databases=[db]), naming
+    ).key
     specs = [
         dg.AssetCheckSpec(check, asset=key, description=description, blocking=False)
         for check, (_, description) in CHECKS.items()
@@ -49,15 +56,14 @@ def build_database_check(db: DatabaseConfig) -> dg.AssetChecksDefinition:
 
     @dg.multi_asset_check(
         specs=specs,
-        name=check_op_name(name),
+        name=check_op_name(name, naming),
         can_subset=True,
+        required_resource_keys=naming.slate_keys,
         description=f"Read-only consistency checks of database {name!r} (slate_ops.admin.verify_db).",
     )
-    def _checks(
-        context: dg.AssetCheckExecutionContext, slate: SlateDatabasesResource
-    ) -> Iterator[dg.AssetCheckResult]:
+    def _checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
         selected = {k.name for k in context.selected_asset_check_keys}
-        for result in verify_results(slate, name, context.log):
+        for result in verify_results(naming.slate(context), name, context.log, naming):
             if result.check_name in selected:
                 yield result
 
@@ -65,12 +71,15 @@ def build_database_check(db: DatabaseConfig) -> dg.AssetChecksDefinition:
 
 
 def verify_results(
-    slate: SlateDatabasesResource, name: str, log: logging.Logger | dg.DagsterLogManager
+    slate: SlateDatabasesResource,
+    name: str,
+    log: logging.Logger | dg.DagsterLogManager,
+    naming: Naming = DEFAULT,
 ) -> list[dg.AssetCheckResult]:
     """Every check of database ``name`` (one :func:`verify_db` call): what its ``multi_asset_check``
     reports, and what a maintenance run records again after changing the database. A database that
     cannot be read fails every check with the error (and a warning in ``log``)."""
-    key = database_asset_key(name)
+    key = naming.asset_key(slate, name)
     current = slate.database(name)
     try:
         results = verify_db(
@@ -88,6 +97,7 @@ def record_state(
     name: str,
     after: str = "maintenance",
     metadata: Mapping[str, dg.MetadataValue] | None = None,
+    naming: Naming = DEFAULT,
 ) -> None:
     """Record the checks of ``name`` (the same :func:`verify_results` as its ``multi_asset_check``)
     and a materialization of the state the run left it in (its metadata, plus ``metadata``), so the
@@ -97,8 +107,8 @@ def record_state(
     has no asset: nothing to record. A failed read only logs a warning (the checks say what is wrong)."""
     if not slate.configured(name):
         return
-    key = database_asset_key(name)
-    for result in verify_results(slate, name, context.log):
+    key = naming.asset_key(slate, name)
+    for result in verify_results(slate, name, context.log, naming):
         context.log_event(check_evaluation(key, result))  # type: ignore[arg-type]  # supported, not typed
     try:
         db = slate.database(name)
@@ -111,6 +121,14 @@ def record_state(
             asset_key=key,
             description=f"the database as {after} left it",
             metadata={**database_metadata(db.path, state, slate.clock().now()), **(metadata or {})},
+            # Its lineage version and provenance, as the asset's own materialization: no false "Unsynced"
+            tags=lineage_tags(
+                context.instance,
+                key,
+                lineage_version(slate.config, name),
+                [naming.asset_key(slate, origin) for origin in origins(db)],
+                context.run_id,
+            ),
         )
     )
 
@@ -129,9 +147,9 @@ def check_evaluation(key: dg.AssetKey, result: dg.AssetCheckResult) -> dg.AssetC
     )
 
 
-def build_database_checks(config: SlateOpsConfig) -> list[dg.AssetChecksDefinition]:
+def build_database_checks(config: SlateOpsConfig, naming: Naming = DEFAULT) -> list[dg.AssetChecksDefinition]:
     """One :func:`build_database_check` per configured database."""
-    return [build_database_check(db) for db in config.databases]
+    return [build_database_check(db, config, naming) for db in config.databases]
 
 
 def check_result(key: dg.AssetKey, result: CheckResult) -> dg.AssetCheckResult:

@@ -26,6 +26,7 @@ from slate_ops.errors import ConfigError
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.checks import record_state
 from slate_ops.orchestration.metadata import metadata_of
+from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 
@@ -68,11 +69,32 @@ class CloneResult:
     external_dbs: tuple[str, ...]
 
 
-@dg.op(description="Create (or finish creating) a clone of the database and report it.")
-def clone_op(
-    context: dg.OpExecutionContext, config: CloneConfig, slate: SlateDatabasesResource
+def build_clone_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
+    """``clone_op`` of the fleet ``naming`` names."""
+
+    @dg.op(
+        name=naming.name("clone_op"),
+        description="Create (or finish creating) a clone of the database and report it.",
+        required_resource_keys=naming.slate_keys,
+    )
+    def _op(context: dg.OpExecutionContext, config: CloneConfig) -> dg.Output[CloneResult]:
+        parent_name = runs.target_database(context, config.database)
+        output: dg.Output[CloneResult] = naming.run_step(
+            context, parent_name, lambda: clone(context, config, naming.slate(context), parent_name, naming)
+        )
+        return output
+
+    return _op
+
+
+def clone(
+    context: dg.OpExecutionContext,
+    config: CloneConfig,
+    slate: SlateDatabasesResource,
+    parent_name: str,
+    naming: Naming = DEFAULT,
 ) -> dg.Output[CloneResult]:
-    parent_name = runs.target_database(context, config.database)
+    """The step of ``clone_op``: clone ``parent_name`` as ``config`` says and record both databases."""
     parent = slate.database(parent_name)
     configured = next((d for d in slate.config.databases if d.name == config.clone_name), None)
     if configured is not None and configured.parent != parent_name:
@@ -107,7 +129,9 @@ def clone_op(
         f"{result.source_checkpoint_id}; manifest {result.manifest_id}"
     )
     for name in (parent_name, config.clone_name):
-        record_state(context, slate, name, after="cloning")  # their checks as the run left them
+        record_state(
+            context, slate, name, after="cloning", naming=naming
+        )  # their checks as the run left them
     return dg.Output(result, metadata=clone_metadata(result))
 
 
@@ -139,12 +163,20 @@ def _checkpoint_id(text: str | None) -> uuid.UUID | None:
         raise ConfigError(f"checkpoint {text!r} is not a checkpoint id (a UUID)") from None
 
 
-clone_job = runs.one_op_job(
-    clone_op,
-    name=CLONE_JOB,
-    description=f"Create (or finish) a clone of one database (run tag {DB_TAG}=<parent>) and report it.",
-)
+def build(naming: Naming = DEFAULT) -> Domain:
+    """The clones domain of the fleet ``naming`` names: ``clone_job``."""
+    op = build_clone_op(naming)
+    job = runs.one_op_job(
+        op,
+        name=naming.name(CLONE_JOB),
+        description=f"Create (or finish) a clone of one database (run tag {DB_TAG}=<parent>) and report it.",
+    )
+    return Domain(jobs={CLONE_JOB: job}, ops={"clone_op": op})
 
 
-defs = dg.Definitions(jobs=[clone_job])
+_DEFAULT = build()
+clone_op = _DEFAULT.ops["clone_op"]
+clone_job = _DEFAULT.jobs[CLONE_JOB]
+
+defs = _DEFAULT.definitions()
 """The clones domain of the code location (configured clones are also assets, see ``assets``)."""

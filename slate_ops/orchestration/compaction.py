@@ -38,7 +38,6 @@ from slate_ops.compaction import (
     propose,
 )
 from slate_ops.orchestration import runs
-from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import (
     ManifestTick,
@@ -48,6 +47,7 @@ from slate_ops.orchestration.fleet import (
     store_of,
 )
 from slate_ops.orchestration.metadata import metadata_of, shape_markdown, shape_metadata
+from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.spark import SparkExecutor
@@ -98,21 +98,33 @@ class CompactConfig(runs.DatabaseOpConfig):
     full: bool = Field(default=False, description="Merge every L0 SST and sorted run into one run.")
 
 
-@dg.op(
-    description="Run one compaction of the database and report it with the LSM shape before and after.",
-    pool=SPARK_POOL,
-)
-def compact_op(
-    context: dg.OpExecutionContext,
-    config: CompactConfig,
-    slate: SlateDatabasesResource,
-    pyspark: LazyPySparkResource,
-) -> dg.Output[CompactionReport | None]:
-    def step(name: str) -> runs.StepResult[CompactionReport | None]:
-        executor = executor_of(slate.database(name), config.executor)
-        return compact_step(context, slate, pyspark, name, executor=executor, full=config.full)
+def build_compact_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
+    """``compact_op`` of the fleet ``naming`` names."""
 
-    return runs.run_step(context, config.database, step)
+    @dg.op(
+        name=naming.name("compact_op"),
+        description="Run one compaction of the database and report it with the LSM shape before and after.",
+        pool=SPARK_POOL,
+        required_resource_keys=naming.all_keys,
+    )
+    def _op(context: dg.OpExecutionContext, config: CompactConfig) -> dg.Output[CompactionReport | None]:
+        slate = naming.slate(context)
+
+        def step(name: str) -> runs.StepResult[CompactionReport | None]:
+            executor = executor_of(slate.database(name), config.executor)
+            return compact_step(
+                context,
+                slate,
+                naming.pyspark(context),
+                name,
+                executor=executor,
+                full=config.full,
+                naming=naming,
+            )
+
+        return runs.run_step(context, config.database, step, naming=naming)
+
+    return _op
 
 
 def compact_step(
@@ -123,6 +135,7 @@ def compact_step(
     *,
     executor: str,
     full: bool,
+    naming: Naming = DEFAULT,
 ) -> runs.StepResult[CompactionReport | None]:
     """One compaction of ``name``, with the shape before and after in the metadata (shared by the
     ops). Records an ``AssetObservation`` of the shape after."""
@@ -137,7 +150,9 @@ def compact_step(
     after = lsm_shape(db.path, store)
     summary = compaction_summary(report, before.manifest_id)
     context.log.info(f"{name}: {summary}")
-    context.log_event(dg.AssetObservation(asset_key=database_asset_key(name), metadata=shape_metadata(after)))
+    context.log_event(
+        dg.AssetObservation(asset_key=naming.asset_key(slate, name), metadata=shape_metadata(after))
+    )
     metadata = {
         **compaction_metadata(name, report, full),
         "lsm_shape_before": dg.MetadataValue.md(shape_markdown(before)),
@@ -193,15 +208,19 @@ def inputs_outputs_markdown(report: CompactionReport) -> str:
     return "\n".join(rows)
 
 
-def compaction_run_config(database: str, *, executor: str = "local", full: bool = False) -> dict[str, Any]:
+def compaction_run_config(
+    database: str, *, executor: str = "local", full: bool = False, naming: Naming = DEFAULT
+) -> dict[str, Any]:
     """Run config of the compaction job for ``database``."""
-    return runs.op_run_config("compact_op", database=database, executor=executor, full=full)
+    return runs.op_run_config(naming.name("compact_op"), database=database, executor=executor, full=full)
 
 
-def compaction_run_request(db: DatabaseConfig, key: str) -> dg.RunRequest:
+def compaction_run_request(db: DatabaseConfig, key: str, naming: Naming = DEFAULT) -> dg.RunRequest:
     """A compaction run of ``db`` (what the compactor picks next) on its ``compaction.executor``,
     tagged for the concurrency limit."""
-    return runs.database_run_request(db, key, compaction_run_config(db.name, executor=db.compaction.executor))
+    return runs.database_run_request(
+        db, key, compaction_run_config(db.name, executor=db.compaction.executor, naming=naming), naming=naming
+    )
 
 
 def has_compaction_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
@@ -217,57 +236,76 @@ def propose_compaction(
     return propose(manifest, db.compactor_options(), full=full)
 
 
-compaction_job = runs.one_op_job(
-    compact_op,
-    partitions_def=runs.DATABASES,
-    executor_def=dg.multiprocess_executor,  # a Spark compaction starts Spark in the step's own process
-    name=COMPACTION_JOB,
-    description=f"Run one compaction of one database (run tag {DB_TAG}=<name>) and report it.",
-)
+def build(naming: Naming = DEFAULT) -> Domain:
+    """The compaction domain of the fleet ``naming`` names: ``compaction_job``, its schedule and
+    ``slate_ops_compaction_sensor``."""
+    op = build_compact_op(naming)
+    job = runs.one_op_job(
+        op,
+        partitions_def=naming.partitions,
+        executor_def=dg.multiprocess_executor,  # a Spark compaction starts Spark in the step's own process
+        name=naming.name(COMPACTION_JOB),
+        description=f"Run one compaction of one database (run tag {DB_TAG}=<name>) and report it.",
+    )
+    schedule = database_schedule(
+        naming.name(SCHEDULE_NAME),
+        job,
+        "*/30 * * * *",
+        "Every 30 minutes: compact every database where the compactor has work.",
+        wants_run=has_compaction_work,
+        run_request=lambda db, tick: compaction_run_request(
+            db, runs.run_key("compact", db.name, tick), naming
+        ),
+        nothing_to_do="no database has anything to compact",
+        naming=naming,
+    )
+
+    @manifest_sensor(
+        name=naming.name(COMPACTION_SENSOR),
+        job_name=job.name,
+        description="Requests a compaction of each database whose L0 reaches its threshold of SSTs.",
+        naming=naming,
+    )
+    def sensor(
+        tick: ManifestTick, slate: SlateDatabasesResource, log: logging.Logger
+    ) -> dg.SensorResult | dg.SkipReason:
+        run_requests: list[dg.RunRequest] = []
+        waiting: list[str] = []
+        unchanged: list[str] = []
+        for db, observed in tick.found.results:
+            # The cursor holds the manifest each database was last evaluated at (below its threshold,
+            # or requested). Unchanged: no new manifest since, nothing new to decide, and one LIST was
+            # all it cost (its manifest is not read again).
+            if isinstance(observed, Unchanged) or tick.seen(db, observed):
+                unchanged.append(db.name)
+                continue
+            tick.mark(db, observed)
+            threshold = l0_threshold(db)
+            if observed.status.l0_ssts < threshold:
+                waiting.append(f"{db.name} {observed.status.l0_ssts}/{threshold}")
+            else:
+                key = f"compact-{db.name}-{observed.manifest_id}"
+                run_requests.append(compaction_run_request(db, key, naming))
+        if unchanged:
+            shown = ", ".join(unchanged[:UNCHANGED_SHOWN]) + (
+                ", …" if len(unchanged) > UNCHANGED_SHOWN else ""
+            )
+            waiting.append(f"{len(unchanged)} without a new manifest since the last tick: {shown}")
+        return tick.result(f"no database reached its L0 threshold ({'; '.join(waiting)})", run_requests)
+
+    return Domain(
+        jobs={COMPACTION_JOB: job},
+        schedules={SCHEDULE_NAME: schedule},
+        sensors={COMPACTION_SENSOR: sensor},
+        ops={"compact_op": op},
+    )
 
 
-compaction_schedule = database_schedule(
-    SCHEDULE_NAME,
-    compaction_job,
-    "*/30 * * * *",
-    "Every 30 minutes: compact every database where the compactor has work.",
-    wants_run=has_compaction_work,
-    run_request=lambda db, tick: compaction_run_request(db, runs.run_key("compact", db.name, tick)),
-    nothing_to_do="no database has anything to compact",
-)
+_DEFAULT = build()
+compact_op = _DEFAULT.ops["compact_op"]
+compaction_job = _DEFAULT.jobs[COMPACTION_JOB]
+compaction_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
+slate_ops_compaction_sensor = _DEFAULT.sensors[COMPACTION_SENSOR]
 
-
-@manifest_sensor(
-    name=COMPACTION_SENSOR,
-    job_name=COMPACTION_JOB,
-    description="Requests a compaction of each database whose L0 reaches its threshold of SSTs.",
-)
-def slate_ops_compaction_sensor(
-    tick: ManifestTick, slate: SlateDatabasesResource, log: logging.Logger
-) -> dg.SensorResult | dg.SkipReason:
-    run_requests: list[dg.RunRequest] = []
-    waiting: list[str] = []
-    unchanged: list[str] = []
-    for db, observed in tick.found.results:
-        # The cursor holds the manifest each database was last evaluated at (below its threshold,
-        # or requested). Unchanged: no new manifest since, nothing new to decide, and one LIST was
-        # all it cost (its manifest is not read again).
-        if isinstance(observed, Unchanged) or tick.seen(db, observed):
-            unchanged.append(db.name)
-            continue
-        tick.mark(db, observed)
-        threshold = l0_threshold(db)
-        if observed.status.l0_ssts < threshold:
-            waiting.append(f"{db.name} {observed.status.l0_ssts}/{threshold}")
-        else:
-            run_requests.append(compaction_run_request(db, f"compact-{db.name}-{observed.manifest_id}"))
-    if unchanged:
-        shown = ", ".join(unchanged[:UNCHANGED_SHOWN]) + (", …" if len(unchanged) > UNCHANGED_SHOWN else "")
-        waiting.append(f"{len(unchanged)} without a new manifest since the last tick: {shown}")
-    return tick.result(f"no database reached its L0 threshold ({'; '.join(waiting)})", run_requests)
-
-
-defs = dg.Definitions(
-    jobs=[compaction_job], schedules=[compaction_schedule], sensors=[slate_ops_compaction_sensor]
-)
+defs = _DEFAULT.definitions()
 """The compaction domain of the code location."""

@@ -34,6 +34,7 @@ from slate_ops.manifest.store import VersionedManifest
 from slate_ops.objstore import ObjectStore
 from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.txn.paths import normalize_db_path
 
@@ -143,19 +144,24 @@ def database_schedule(
     nothing_to_do: str,
     due: Callable[[DatabaseConfig, datetime], bool] | None = None,
     none_due: str = "",
+    naming: Naming = DEFAULT,
 ) -> dg.ScheduleDefinition:
     """The UTC schedule ``name`` of ``job``: at each tick (its scheduled time, else now), a
     ``run_request(db, tick)`` of each database that is ``due`` (default: every one) and
     ``wants_run`` (which may read it: :func:`each_database`); none: ``nothing_to_do``, with the
     skipped databases. ``none_due`` (formatted with ``tick``) is the skip reason when no database
-    is due."""
+    is due. ``naming``: the resource key of the ``slate`` resource it reads."""
 
     @dg.schedule(
-        name=name, job=job, cron_schedule=cron_schedule, execution_timezone="UTC", description=description
+        name=name,
+        job=job,
+        cron_schedule=cron_schedule,
+        execution_timezone="UTC",
+        description=description,
+        required_resource_keys=naming.slate_keys,
     )
-    def _schedule(
-        context: dg.ScheduleEvaluationContext, slate: SlateDatabasesResource
-    ) -> list[dg.RunRequest] | dg.SkipReason:
+    def _schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+        slate = naming.slate(context)
         tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
         databases = [db for db in fleet_of(slate, context.log) if due is None or due(db, tick)]
         if due is not None and not databases:
@@ -253,16 +259,21 @@ class ManifestTick:
 
 
 def manifest_sensor(
-    *, name: str, job_name: str, description: str
+    *, name: str, job_name: str, description: str, naming: Naming = DEFAULT
 ) -> Callable[[SensorAnswer], dg.SensorDefinition]:
     """Decorator: the sensor ``name`` (every 30 s) whose ticks the function answers from a
-    :class:`ManifestTick`, the ``slate`` resource and the log."""
+    :class:`ManifestTick`, the ``slate`` resource (its key: ``naming``'s) and the log."""
 
     def build(answer: SensorAnswer) -> dg.SensorDefinition:
-        @dg.sensor(name=name, job_name=job_name, minimum_interval_seconds=30, description=description)
-        def _sensor(
-            context: dg.SensorEvaluationContext, slate: SlateDatabasesResource
-        ) -> dg.SensorResult | dg.SkipReason:
+        @dg.sensor(
+            name=name,
+            job_name=job_name,
+            minimum_interval_seconds=30,
+            description=description,
+            required_resource_keys=naming.slate_keys,
+        )
+        def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+            slate = naming.slate(context)
             return answer(ManifestTick(context, slate), slate, context.log)
 
         return _sensor

@@ -34,6 +34,7 @@ from slate_ops.orchestration import runs
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import database_exists, database_schedule
 from slate_ops.orchestration.metadata import md_cell, metadata_of, utc_text
+from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 
@@ -90,15 +91,24 @@ _OVERRIDABLE = (
 )
 
 
-@dg.op(description="Garbage-collect one database (dry run by default) and report every object deleted.")
-def gc_op(
-    context: dg.OpExecutionContext, config: GcConfig, slate: SlateDatabasesResource
-) -> dg.Output[GcReport]:
-    def step(name: str) -> runs.StepResult[GcReport]:
-        options = gc_options(config, slate.database(name))
-        return gc_step(context, slate, name, options, dry_run=config.dry_run)
+def build_gc_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
+    """``gc_op`` of the fleet ``naming`` names."""
 
-    return runs.run_step(context, config.database, step)
+    @dg.op(
+        name=naming.name("gc_op"),
+        description="Garbage-collect one database (dry run by default) and report every object deleted.",
+        required_resource_keys=naming.slate_keys,
+    )
+    def _op(context: dg.OpExecutionContext, config: GcConfig) -> dg.Output[GcReport]:
+        slate = naming.slate(context)
+
+        def step(name: str) -> runs.StepResult[GcReport]:
+            options = gc_options(config, slate.database(name))
+            return gc_step(context, slate, name, options, dry_run=config.dry_run)
+
+        return runs.run_step(context, config.database, step, naming=naming)
+
+    return _op
 
 
 def gc_step(
@@ -239,38 +249,50 @@ def resource_markdown(resource: ResourceReport, dry_run: bool) -> str:
     return "\n".join(lines)
 
 
-def gc_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
+def gc_run_config(database: str, *, dry_run: bool, naming: Naming = DEFAULT) -> dict[str, Any]:
     """Run config of the GC job for ``database``."""
-    return runs.op_run_config("gc_op", database=database, dry_run=dry_run)
+    return runs.op_run_config(naming.name("gc_op"), database=database, dry_run=dry_run)
 
 
-def gc_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
+def gc_run_request(db: DatabaseConfig, tick: datetime, naming: Naming = DEFAULT) -> dg.RunRequest:
     """A GC run of ``db`` (real unless its ``gc.dry_run``), tagged for the per-database concurrency limit."""
     return runs.database_run_request(
-        db, runs.run_key("gc", db.name, tick), gc_run_config(db.name, dry_run=db.gc.dry_run)
+        db,
+        runs.run_key("gc", db.name, tick),
+        gc_run_config(db.name, dry_run=db.gc.dry_run, naming=naming),
+        naming=naming,
     )
 
 
-gc_job = runs.one_op_job(
-    gc_op,
-    partitions_def=runs.DATABASES,
-    name=GC_JOB,
-    description=f"Garbage-collect one database (run tag {DB_TAG}=<name>; dry run by default) and report it.",
-)
+def build(naming: Naming = DEFAULT) -> Domain:
+    """The garbage-collection domain of the fleet ``naming`` names: ``gc_job`` and ``gc_schedule``."""
+    op = build_gc_op(naming)
+    job = runs.one_op_job(
+        op,
+        partitions_def=naming.partitions,
+        name=naming.name(GC_JOB),
+        description=f"Garbage-collect one database (run tag {DB_TAG}=<name>; dry run by default) and "
+        "report it.",
+    )
+    schedule = database_schedule(
+        naming.name(SCHEDULE_NAME),
+        job,
+        "0 * * * *",
+        "Hourly: garbage-collect every database whose gc.interval_hours is due (one run each).",
+        due=lambda db, tick: db.gc.due(tick),
+        none_due="no database's gc.interval_hours is due at {tick:%H:%M} UTC",
+        wants_run=database_exists,
+        run_request=lambda db, tick: gc_run_request(db, tick, naming),
+        nothing_to_do="no database could be read",
+        naming=naming,
+    )
+    return Domain(jobs={GC_JOB: job}, schedules={SCHEDULE_NAME: schedule}, ops={"gc_op": op})
 
 
-gc_schedule = database_schedule(
-    SCHEDULE_NAME,
-    gc_job,
-    "0 * * * *",
-    "Hourly: garbage-collect every database whose gc.interval_hours is due (one run each).",
-    due=lambda db, tick: db.gc.due(tick),
-    none_due="no database's gc.interval_hours is due at {tick:%H:%M} UTC",
-    wants_run=database_exists,
-    run_request=gc_run_request,
-    nothing_to_do="no database could be read",
-)
+_DEFAULT = build()
+gc_op = _DEFAULT.ops["gc_op"]
+gc_job = _DEFAULT.jobs[GC_JOB]
+gc_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
 
-
-defs = dg.Definitions(jobs=[gc_job], schedules=[gc_schedule])
+defs = _DEFAULT.definitions()
 """The garbage-collection domain of the code location."""

@@ -38,7 +38,7 @@ as maintenance left it. Runs come from two places:
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +57,7 @@ from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import database_exists, database_schedule
 from slate_ops.orchestration.gc import gc_step
 from slate_ops.orchestration.metadata import metadata_of
+from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.orchestration.tags import tag_policy_step
@@ -80,13 +81,28 @@ STEP_LABELS = dict(
 
 
 class MaintenanceConfig(runs.DatabaseOpConfig):
-    """Op config of each maintenance step (the same for all four; ``executor`` and ``full`` matter
-    only to compaction)."""
+    """Op config of a maintenance step: ``database`` and ``dry_run`` (compaction adds ``executor``
+    and ``full``: :class:`MaintenanceCompactConfig`). Each op has its own subclass, so its launchpad
+    shows only the fields it uses."""
+
+    dry_run: bool = Field(default=True, description="Only report (the default). false: run for real.")
+
+
+class MaintenanceExpiryConfig(MaintenanceConfig):
+    """Op config of ``maintenance_expire_checkpoints``."""
 
     dry_run: bool = Field(
         default=True,
-        description="Only report (the default). false: run for real unless the database's policy keeps "
-        "the step a dry run (checkpoints.expiry_dry_run, gc.dry_run).",
+        description="Only report (the default). false: remove the expired checkpoints, unless the database's "
+        "checkpoints.expiry_dry_run keeps it a dry run.",
+    )
+
+
+class MaintenanceCompactConfig(MaintenanceConfig):
+    """Op config of ``maintenance_compact``."""
+
+    dry_run: bool = Field(
+        default=True, description="Only report what the compactor would pick (the default). false: compact."
     )
     executor: ExecutorChoice = Field(
         default="database", description="Compaction executor; database: its compaction.executor."
@@ -96,64 +112,54 @@ class MaintenanceConfig(runs.DatabaseOpConfig):
     )
 
 
+class MaintenanceTagPolicyConfig(MaintenanceConfig):
+    """Op config of ``maintenance_tag_policy``."""
+
+    dry_run: bool = Field(
+        default=True,
+        description="Only report what the tag policy would change (the default). false: apply it.",
+    )
+
+
+class MaintenanceGcConfig(MaintenanceConfig):
+    """Op config of ``maintenance_gc``."""
+
+    dry_run: bool = Field(
+        default=True,
+        description="Only report what GC would delete (the default). false: delete, unless the database's "
+        "gc.dry_run keeps it a dry run.",
+    )
+
+
 def maintenance_run_config(
     *,
     dry_run: bool = True,
     executor: ExecutorChoice = "database",
     full: bool | None = None,
     database: str | None = None,
+    naming: Naming = DEFAULT,
 ) -> dict[str, Any]:
-    """The run config that gives every step of the job the same :class:`MaintenanceConfig`."""
-    config: dict[str, Any] = {"dry_run": dry_run, "executor": executor, "full": full}
+    """The run config of the job: every step's ``dry_run`` (and ``database``, if given); compaction's
+    ``executor`` and ``full`` (a prefixed fleet's op names: ``naming``)."""
+    common: dict[str, Any] = {"dry_run": dry_run}
     if database is not None:
-        config["database"] = database
-    return {"ops": {step: {"config": dict(config)} for step in STEPS}}
+        common["database"] = database
+    config = {step: dict(common) for step in STEPS}
+    config["maintenance_compact"].update(executor=executor, full=full)
+    return {"ops": {naming.name(step): {"config": config[step]} for step in STEPS}}
 
 
-def real_run(run_config: object) -> bool:
+def real_run(run_config: object, naming: Naming = DEFAULT) -> bool:
     """Whether a run with ``run_config`` runs any step for real (some op config says ``dry_run: false``)."""
     ops = run_config.get("ops") if isinstance(run_config, dict) else None
     if not isinstance(ops, dict):
         return False
     for step in STEPS:
-        op = ops.get(step)
+        op = ops.get(naming.name(step))
         config = op.get("config") if isinstance(op, dict) else None
         if isinstance(config, dict) and config.get("dry_run", True) is False:
             return True
     return False
-
-
-StepFn = Callable[
-    [dg.OpExecutionContext, MaintenanceConfig, SlateDatabasesResource, str], runs.StepResult[Any]
-]
-"""One maintenance step on the named database (the steps that need only the ``slate`` resource)."""
-
-
-def _step_op(
-    name: str,
-    description: str,
-    step: StepFn,
-    *,
-    first: bool = False,
-    retry_policy: dg.RetryPolicy | None = None,
-) -> dg.OpDefinition:
-    """The op ``name`` that runs ``step`` on the run's database, timed (:func:`runs.run_step`), after
-    the previous step unless it is the ``first``."""
-
-    @dg.op(
-        name=name,
-        ins=None if first else {"after": dg.In(dg.Nothing)},
-        description=description,
-        retry_policy=retry_policy,
-    )
-    def _op(
-        context: dg.OpExecutionContext, config: MaintenanceConfig, slate: SlateDatabasesResource
-    ) -> dg.Output[Any]:
-        return runs.run_step(
-            context, config.database, lambda db: step(context, config, slate, db), timed=True
-        )
-
-    return _op
 
 
 def _expire_checkpoints(
@@ -163,73 +169,126 @@ def _expire_checkpoints(
     return expire_step(context, slate, name, dry_run=dry_run)
 
 
-maintenance_expire_checkpoints = _step_op(
-    "maintenance_expire_checkpoints",
-    "Step 1: remove the database's expired checkpoints (or report them).",
-    _expire_checkpoints,
-    first=True,
-    retry_policy=runs.IDEMPOTENT_RETRY,
-)
-
-
-@dg.op(
-    ins={"after": dg.In(dg.Nothing)},
-    description="Step 2: one compaction of the database (a dry run reports what it would pick).",
-    pool=SPARK_POOL,
-)
-def maintenance_compact(
+def _compact(
     context: dg.OpExecutionContext,
-    config: MaintenanceConfig,
+    config: MaintenanceCompactConfig,
     slate: SlateDatabasesResource,
     pyspark: LazyPySparkResource,
-) -> dg.Output[Any]:
-    def step(name: str) -> runs.StepResult[Any]:
-        db = slate.database(name)
-        full = db.compaction.full if config.full is None else config.full
-        if config.dry_run:
-            proposal = _proposal(slate, db, full=full)
-            context.log.info(f"{name}: {proposal.summary}")
-            return proposal
-        executor = executor_of(db, config.executor)
-        return compact_step(context, slate, pyspark, name, executor=executor, full=full)
-
-    return runs.run_step(context, config.database, step, timed=True)
+    name: str,
+    naming: Naming,
+) -> runs.StepResult[Any]:
+    db = slate.database(name)
+    full = db.compaction.full if config.full is None else config.full
+    if config.dry_run:
+        proposal = _proposal(slate, db, full=full)
+        context.log.info(f"{name}: {proposal.summary}")
+        return proposal
+    executor = executor_of(db, config.executor)
+    return compact_step(context, slate, pyspark, name, executor=executor, full=full, naming=naming)
 
 
 def _tag_policy(
-    context: dg.OpExecutionContext, config: MaintenanceConfig, slate: SlateDatabasesResource, name: str
+    context: dg.OpExecutionContext,
+    config: MaintenanceConfig,
+    slate: SlateDatabasesResource,
+    name: str,
+    naming: Naming,
 ) -> runs.StepResult[Any]:
     if slate.database(name).tag_policy is None:
         summary = "skipped: the database has no tag_policy"
         context.log.info(f"{name}: {summary}")
         return runs.StepResult(None, metadata_of(database=name), summary)
-    return tag_policy_step(context, slate, name, dry_run=config.dry_run)
-
-
-maintenance_tag_policy = _step_op(
-    "maintenance_tag_policy",
-    "Step 3: apply the database's tag policy (skipped without one).",
-    _tag_policy,
-    retry_policy=runs.IDEMPOTENT_RETRY,
-)
+    return tag_policy_step(context, slate, name, dry_run=config.dry_run, naming=naming)
 
 
 def _gc(
-    context: dg.OpExecutionContext, config: MaintenanceConfig, slate: SlateDatabasesResource, name: str
+    context: dg.OpExecutionContext,
+    config: MaintenanceConfig,
+    slate: SlateDatabasesResource,
+    name: str,
+    naming: Naming,
 ) -> runs.StepResult[Any]:
     db = slate.database(name)
     result = gc_step(context, slate, name, db.gc.options(), dry_run=config.dry_run or db.gc.dry_run)
-    if real_run(context.run_config):
-        record_state(context, slate, name)
+    if real_run(context.run_config, naming):
+        record_state(context, slate, name, naming=naming)
     return result
 
 
-maintenance_gc = _step_op(
-    "maintenance_gc",
-    "Step 4: garbage-collect the database with its gc policy (a failure carries the report); after a "
-    "run that was not all dry, record the database's checks and an observation of its state again.",
-    _gc,
-)
+def build_step_ops(naming: Naming = DEFAULT) -> dict[str, dg.OpDefinition]:
+    """The four ops of ``maintenance_job`` (by name, in :data:`STEPS` order), each a timed
+    :func:`runs.run_step` of its step on the run's database, after the previous step."""
+    after = {"after": dg.In(dg.Nothing)}
+
+    @dg.op(
+        name=naming.name("maintenance_expire_checkpoints"),
+        description="Step 1: remove the database's expired checkpoints (or report them).",
+        retry_policy=runs.IDEMPOTENT_RETRY,
+        required_resource_keys=naming.slate_keys,
+    )
+    def expire(context: dg.OpExecutionContext, config: MaintenanceExpiryConfig) -> dg.Output[Any]:
+        slate = naming.slate(context)
+        return runs.run_step(
+            context,
+            config.database,
+            lambda name: _expire_checkpoints(context, config, slate, name),
+            timed=True,
+            naming=naming,
+        )
+
+    @dg.op(
+        name=naming.name("maintenance_compact"),
+        ins=after,
+        description="Step 2: one compaction of the database (a dry run reports what it would pick).",
+        pool=SPARK_POOL,
+        required_resource_keys=naming.all_keys,
+    )
+    def compact(context: dg.OpExecutionContext, config: MaintenanceCompactConfig) -> dg.Output[Any]:
+        slate, pyspark = naming.slate(context), naming.pyspark(context)
+        return runs.run_step(
+            context,
+            config.database,
+            lambda name: _compact(context, config, slate, pyspark, name, naming),
+            timed=True,
+            naming=naming,
+        )
+
+    @dg.op(
+        name=naming.name("maintenance_tag_policy"),
+        ins=after,
+        description="Step 3: apply the database's tag policy (skipped without one).",
+        retry_policy=runs.IDEMPOTENT_RETRY,
+        required_resource_keys=naming.slate_keys,
+    )
+    def tag_policy(context: dg.OpExecutionContext, config: MaintenanceTagPolicyConfig) -> dg.Output[Any]:
+        slate = naming.slate(context)
+        return runs.run_step(
+            context,
+            config.database,
+            lambda name: _tag_policy(context, config, slate, name, naming),
+            timed=True,
+            naming=naming,
+        )
+
+    @dg.op(
+        name=naming.name("maintenance_gc"),
+        ins=after,
+        description="Step 4: garbage-collect the database with its gc policy (a failure carries the report); "
+        "after a run that was not all dry, record the database's checks and an observation of its state "
+        "again.",
+        required_resource_keys=naming.slate_keys,
+    )
+    def gc(context: dg.OpExecutionContext, config: MaintenanceGcConfig) -> dg.Output[Any]:
+        slate = naming.slate(context)
+        return runs.run_step(
+            context,
+            config.database,
+            lambda name: _gc(context, config, slate, name, naming),
+            timed=True,
+            naming=naming,
+        )
+
+    return dict(zip(STEPS, (expire, compact, tag_policy, gc), strict=True))
 
 
 def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> runs.StepResult[None]:
@@ -269,57 +328,77 @@ def _inputs(manifest: Manifest, proposal: Proposal) -> tuple[list[str], int]:
     return ids, sum(sizes.get(i, 0) for i in ids)
 
 
-def maintenance_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
+def maintenance_run_request(db: DatabaseConfig, tick: datetime, naming: Naming = DEFAULT) -> dg.RunRequest:
     """A maintenance run of the partition ``db.name`` (real, within its policy's dry runs), tagged
     for the concurrency limit, with run key ``maintenance-<name>-<YYYYmmddTHHMMZ>``."""
     return runs.database_run_request(
-        db, runs.run_key("maintenance", db.name, tick), maintenance_run_config(dry_run=False)
+        db,
+        runs.run_key("maintenance", db.name, tick),
+        maintenance_run_config(dry_run=False, naming=naming),
+        naming=naming,
     )
 
 
-def run_summary(events: Iterable[dg.DagsterEvent]) -> list[tuple[str, str, float]]:
-    """``(step, summary, duration_s)`` of every maintenance step that succeeded, in order."""
+def run_summary(events: Iterable[dg.DagsterEvent], naming: Naming = DEFAULT) -> list[tuple[str, str, float]]:
+    """``(step, summary, duration_s)`` of every maintenance step that succeeded, in order (``step``
+    unprefixed, of :data:`STEPS`)."""
+    steps = {naming.name(step): step for step in STEPS}
     found: dict[str, tuple[str, float]] = {}
     for event in events:
-        if not event.is_successful_output or event.step_key not in STEPS:
+        if not event.is_successful_output or event.step_key not in steps:
             continue
         metadata = event.step_output_data.metadata
         summary, duration = metadata.get("step_summary"), metadata.get("duration_s")
         seconds = duration.value if duration is not None else None
         if summary is not None:
-            found[event.step_key] = (
+            found[steps[event.step_key]] = (
                 str(summary.value),
                 float(seconds) if isinstance(seconds, float) else 0.0,
             )
     return [(step, *found[step]) for step in STEPS if step in found]
 
 
-@dg.job(
-    name=MAINTENANCE_JOB,
-    partitions_def=runs.DATABASES,
-    # Four short steps in the run's process (seconds saved per step); a Spark compaction starts
-    # Spark in that process, which is the run's own (the run launcher starts one per run).
-    executor_def=runs.IN_PROCESS,
-    description=f"Maintain one database (the partition, or run tag {DB_TAG}=<name>; dry run by default): "
-    "expire checkpoints, compact, apply the tag policy, garbage-collect; each step's report is run metadata.",
-)
-def maintenance_job() -> None:
-    expired = maintenance_expire_checkpoints()
-    compacted = maintenance_compact(after=expired)
-    tagged = maintenance_tag_policy(after=compacted)
-    maintenance_gc(after=tagged)
+def build(naming: Naming = DEFAULT) -> Domain:
+    """The maintenance domain of the fleet ``naming`` names: ``maintenance_job`` and its schedule."""
+    ops = build_step_ops(naming)
+    expire, compact, tag_policy, gc = (ops[step] for step in STEPS)
+
+    @dg.job(
+        name=naming.name(MAINTENANCE_JOB),
+        partitions_def=naming.partitions,
+        # Four short steps in the run's process (seconds saved per step); a Spark compaction starts
+        # Spark in that process, which is the run's own (the run launcher starts one per run).
+        executor_def=runs.IN_PROCESS,
+        description=f"Maintain one database (the partition, or run tag {DB_TAG}=<name>; dry run by default): "
+        "expire checkpoints, compact, apply the tag policy, garbage-collect; each step's report is run "
+        "metadata.",
+    )
+    def job() -> None:
+        expired = expire()
+        compacted = compact(after=expired)
+        tagged = tag_policy(after=compacted)
+        gc(after=tagged)
+
+    schedule = database_schedule(
+        naming.name(SCHEDULE_NAME),
+        job,
+        "0 3 * * *",
+        "Daily at 03:00 UTC: one maintenance run per existing database.",
+        wants_run=database_exists,
+        run_request=lambda db, tick: maintenance_run_request(db, tick, naming),
+        nothing_to_do="no database could be read",
+        naming=naming,
+    )
+    return Domain(jobs={MAINTENANCE_JOB: job}, schedules={SCHEDULE_NAME: schedule}, ops=ops)
 
 
-maintenance_schedule = database_schedule(
-    SCHEDULE_NAME,
-    maintenance_job,
-    "0 3 * * *",
-    "Daily at 03:00 UTC: one maintenance run per existing database.",
-    wants_run=database_exists,
-    run_request=maintenance_run_request,
-    nothing_to_do="no database could be read",
-)
+_DEFAULT = build()
+maintenance_expire_checkpoints = _DEFAULT.ops["maintenance_expire_checkpoints"]
+maintenance_compact = _DEFAULT.ops["maintenance_compact"]
+maintenance_tag_policy = _DEFAULT.ops["maintenance_tag_policy"]
+maintenance_gc = _DEFAULT.ops["maintenance_gc"]
+maintenance_job = _DEFAULT.jobs[MAINTENANCE_JOB]
+maintenance_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
 
-
-defs = dg.Definitions(jobs=[maintenance_job], schedules=[maintenance_schedule])
+defs = _DEFAULT.definitions()
 """The maintenance domain of the code location."""

@@ -33,6 +33,7 @@ from slate_ops.orchestration import runs
 from slate_ops.orchestration.checks import record_state
 from slate_ops.orchestration.config import SlateOpsConfig
 from slate_ops.orchestration.metadata import metadata_of
+from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 from slate_ops.txn.paths import normalize_db_path
@@ -103,14 +104,35 @@ class RescaleConfig(dg.Config):
         return self
 
 
-@dg.op(description="Split a database into key-range shards or merge databases into one (metadata only).")
-def rescale_op(
-    context: dg.OpExecutionContext, config: RescaleConfig, slate: SlateDatabasesResource
+def build_rescale_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
+    """``rescale_op`` of the fleet ``naming`` names."""
+
+    @dg.op(
+        name=naming.name("rescale_op"),
+        description="Split a database into key-range shards or merge databases into one (metadata only).",
+        required_resource_keys=naming.slate_keys,
+    )
+    def _op(context: dg.OpExecutionContext, config: RescaleConfig) -> dg.Output[RescaleReport]:
+        if config.operation is RescaleOperation.split:
+            sources = [runs.target_database(context, config.database)]
+        else:
+            sources = list(config.sources)
+        output: dg.Output[RescaleReport] = naming.run_step(
+            context, sources[0], lambda: rescale(context, config, naming.slate(context), sources, naming)
+        )
+        return output
+
+    return _op
+
+
+def rescale(
+    context: dg.OpExecutionContext,
+    config: RescaleConfig,
+    slate: SlateDatabasesResource,
+    sources: list[str],
+    naming: Naming = DEFAULT,
 ) -> dg.Output[RescaleReport]:
-    if config.operation is RescaleOperation.split:
-        sources = [runs.target_database(context, config.database)]
-    else:
-        sources = list(config.sources)
+    """The step of ``rescale_op``: split or merge ``sources`` and record every database involved."""
     store_url = slate.database(sources[0]).store_url
     for name in sources:
         if slate.database(name).store_url != store_url:
@@ -133,9 +155,10 @@ def rescale_op(
             target.name,
             after=f"{report.operation} of {', '.join(sources)}",
             metadata=key_range,
+            naming=naming,
         )
     for name in sources:  # they gained the checkpoints that pin the new databases' inputs
-        record_state(context, slate, name, after=report.operation)
+        record_state(context, slate, name, after=report.operation, naming=naming)
     return dg.Output(report, metadata=rescale_metadata(sources, report))
 
 
@@ -208,13 +231,21 @@ def rescale_run_config(
     return runs.op_run_config("rescale_op", **config)
 
 
-rescale_job = runs.one_op_job(
-    rescale_op,
-    name=RESCALE_JOB,
-    description=f"Split a database into shards or merge databases into one (run tag {DB_TAG}=<source>); "
-    "metadata only, no SST is copied.",
-)
+def build(naming: Naming = DEFAULT) -> Domain:
+    """The rescaling domain of the fleet ``naming`` names: ``rescale_job``."""
+    op = build_rescale_op(naming)
+    job = runs.one_op_job(
+        op,
+        name=naming.name(RESCALE_JOB),
+        description=f"Split a database into shards or merge databases into one (run tag {DB_TAG}=<source>); "
+        "metadata only, no SST is copied.",
+    )
+    return Domain(jobs={RESCALE_JOB: job}, ops={"rescale_op": op})
 
 
-defs = dg.Definitions(jobs=[rescale_job])
+_DEFAULT = build()
+rescale_op = _DEFAULT.ops["rescale_op"]
+rescale_job = _DEFAULT.jobs[RESCALE_JOB]
+
+defs = _DEFAULT.definitions()
 """The rescaling domain of the code location."""

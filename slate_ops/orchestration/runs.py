@@ -24,18 +24,20 @@ from slate_ops.errors import (
     SequenceConflictError,
 )
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.naming import DEFAULT, Naming
+from slate_ops.orchestration.naming import PARTITIONS_NAME as PARTITIONS_NAME
 
 DB_TAG = "slate_ops/db"
 """Run tag naming the database of a run that is not a partition (``clone_job``, ``rescale_job``, and
 the requests of the schedules and sensors, to serialise them with those); a concurrency limit keys
 on it."""
 
-PARTITIONS_NAME = "slate_ops_databases"
-DATABASES = dg.DynamicPartitionsDefinition(name=PARTITIONS_NAME)
+DATABASES = DEFAULT.partitions
 """The partitions of the per-database jobs (compaction, GC, checkpoint expiry, tag policy): one
 key per database name, kept in sync with the fleet (configured and discovered) by
 ``slate_ops_partitions_sensor``. A run's partition key is the database it maintains; the
-per-database concurrency limit keys on the ``dagster/partition`` tag."""
+per-database concurrency limit keys on the ``dagster/partition`` tag. (A prefixed fleet's are
+``<prefix>slate_ops_databases``: :attr:`Naming.partitions`.)"""
 
 IDEMPOTENT_RETRY = dg.RetryPolicy(max_retries=2, delay=1, backoff=dg.Backoff.EXPONENTIAL)
 """Retries of the idempotent steps only: checkpoint expiry and tag policies converge on the same
@@ -121,15 +123,16 @@ def run_step(
     step: Callable[[str], StepResult[R]],
     *,
     timed: bool = False,
+    naming: Naming = DEFAULT,
 ) -> dg.Output[R]:
     """``step`` on the run's database (:func:`target_database` of the op config's ``database``), as
     the op's output: its report, with its metadata; ``timed`` adds ``step_summary`` and
     ``duration_s`` (the maintenance job's steps). An error a retry cannot fix (not :func:`transient`)
-    fails the step at once, without retries."""
+    fails the step at once, without retries. The step runs through ``naming``'s ``run_step`` hook."""
     name = target_database(context, database)
     started = time.monotonic()
     try:
-        result = step(name)
+        result: StepResult[R] = naming.run_step(context, name, lambda: step(name))
     except dg.Failure:
         raise
     except Exception as error:
@@ -175,16 +178,22 @@ def run_key(prefix: str, database: str, tick: datetime) -> str:
 
 
 def database_run_request(
-    db: DatabaseConfig, run_key: str, run_config: dict[str, Any], *, partitioned: bool = True
+    db: DatabaseConfig,
+    run_key: str,
+    run_config: dict[str, Any],
+    *,
+    partitioned: bool = True,
+    naming: Naming = DEFAULT,
 ) -> dg.RunRequest:
     """A run of the partition ``db.name`` (unless not ``partitioned``), tagged ``slate_ops/db=<name>``:
     the per-database concurrency limits key on both, so it is also serialised with that database's
-    unpartitioned runs (maintenance, clone, rescale)."""
+    unpartitioned runs (maintenance, clone, rescale). A prefixed fleet's runs also carry
+    ``slate_ops/fleet=<prefix>``."""
     return dg.RunRequest(
         run_key=run_key,
         run_config=run_config,
         partition_key=db.name if partitioned else None,
-        tags={DB_TAG: db.name},
+        tags={DB_TAG: db.name, **naming.tags()},
     )
 
 

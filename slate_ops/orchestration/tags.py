@@ -29,10 +29,10 @@ from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
 from slate_ops.clock import UTC_MINUTES
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration import runs
-from slate_ops.orchestration.assets import database_asset_key
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import database_schedule, store_of
 from slate_ops.orchestration.metadata import metadata_of, utc_text
+from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
 
@@ -48,20 +48,34 @@ class TagPolicyOpConfig(runs.DatabaseOpConfig):
     dry_run: bool = Field(default=True, description="Only report what would change (the default).")
 
 
-@dg.op(
-    description="Apply the database's tag policy (dry run by default): create the due tag, delete old.",
-    retry_policy=runs.IDEMPOTENT_RETRY,
-)
-def tag_policy_op(
-    context: dg.OpExecutionContext, config: TagPolicyOpConfig, slate: SlateDatabasesResource
-) -> dg.Output[TagPolicyReport]:
-    return runs.run_step(
-        context, config.database, lambda name: tag_policy_step(context, slate, name, dry_run=config.dry_run)
+def build_tag_policy_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
+    """``tag_policy_op`` of the fleet ``naming`` names."""
+
+    @dg.op(
+        name=naming.name("tag_policy_op"),
+        description="Apply the database's tag policy (dry run by default): create the due tag, delete old.",
+        retry_policy=runs.IDEMPOTENT_RETRY,
+        required_resource_keys=naming.slate_keys,
     )
+    def _op(context: dg.OpExecutionContext, config: TagPolicyOpConfig) -> dg.Output[TagPolicyReport]:
+        slate = naming.slate(context)
+        return runs.run_step(
+            context,
+            config.database,
+            lambda name: tag_policy_step(context, slate, name, dry_run=config.dry_run, naming=naming),
+            naming=naming,
+        )
+
+    return _op
 
 
 def tag_policy_step(
-    context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, *, dry_run: bool
+    context: dg.OpExecutionContext,
+    slate: SlateDatabasesResource,
+    name: str,
+    *,
+    dry_run: bool,
+    naming: Naming = DEFAULT,
 ) -> runs.StepResult[TagPolicyReport]:
     """Apply ``name``'s tag policy (shared by the ops; :class:`ConfigError` if it has none). Records
     the ``$tags`` table after the run as an ``AssetObservation``."""
@@ -78,7 +92,7 @@ def tag_policy_step(
     context.log.info(f"{name}: {summary}")
     context.log_event(
         dg.AssetObservation(
-            asset_key=database_asset_key(name),
+            asset_key=naming.asset_key(slate, name),
             metadata={"tags": tags_table(tags), "tag_count": dg.MetadataValue.int(tags.num_rows)},
         )
     )
@@ -151,15 +165,18 @@ def tags_table(tags: pa.Table) -> dg.MetadataValue:
     return dg.MetadataValue.table(records, schema)
 
 
-def tag_policy_run_config(database: str, *, dry_run: bool) -> dict[str, Any]:
+def tag_policy_run_config(database: str, *, dry_run: bool, naming: Naming = DEFAULT) -> dict[str, Any]:
     """Run config of the tag policy job for ``database``."""
-    return runs.op_run_config("tag_policy_op", database=database, dry_run=dry_run)
+    return runs.op_run_config(naming.name("tag_policy_op"), database=database, dry_run=dry_run)
 
 
-def tag_policy_run_request(db: DatabaseConfig, tick: datetime) -> dg.RunRequest:
+def tag_policy_run_request(db: DatabaseConfig, tick: datetime, naming: Naming = DEFAULT) -> dg.RunRequest:
     """A real run of ``db``'s tag policy, tagged with ``slate_ops/db``."""
     return runs.database_run_request(
-        db, runs.run_key("tag-policy", db.name, tick), tag_policy_run_config(db.name, dry_run=False)
+        db,
+        runs.run_key("tag-policy", db.name, tick),
+        tag_policy_run_config(db.name, dry_run=False, naming=naming),
+        naming=naming,
     )
 
 
@@ -174,25 +191,34 @@ def tag_policy_has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bo
     return report.created is not None or bool(report.deleted)
 
 
-tag_policy_job = runs.one_op_job(
-    tag_policy_op,
-    partitions_def=runs.DATABASES,
-    name=TAG_POLICY_JOB,
-    description=f"Apply one database's tag policy (run tag {DB_TAG}=<name>; dry run by default); report it.",
-)
+def build(naming: Naming = DEFAULT) -> Domain:
+    """The tag-policy domain of the fleet ``naming`` names: ``tag_policy_job`` and its schedule."""
+    op = build_tag_policy_op(naming)
+    job = runs.one_op_job(
+        op,
+        partitions_def=naming.partitions,
+        name=naming.name(TAG_POLICY_JOB),
+        description=f"Apply one database's tag policy (run tag {DB_TAG}=<name>; dry run by default); "
+        "report it.",
+    )
+    schedule = database_schedule(
+        naming.name(SCHEDULE_NAME),
+        job,
+        "*/15 * * * *",
+        "Every 15 minutes: apply the tag policy of every database whose policy has work "
+        "(each period's tag once a period, at its create_time; expiry and retention).",
+        wants_run=tag_policy_has_work,
+        run_request=lambda db, tick: tag_policy_run_request(db, tick, naming),
+        nothing_to_do="no database's tag policy has anything to do",
+        naming=naming,
+    )
+    return Domain(jobs={TAG_POLICY_JOB: job}, schedules={SCHEDULE_NAME: schedule}, ops={"tag_policy_op": op})
 
 
-tag_policy_schedule = database_schedule(
-    SCHEDULE_NAME,
-    tag_policy_job,
-    "*/15 * * * *",
-    "Every 15 minutes: apply the tag policy of every database whose policy has work "
-    "(each period's tag once a period, at its create_time; expiry and retention).",
-    wants_run=tag_policy_has_work,
-    run_request=tag_policy_run_request,
-    nothing_to_do="no database's tag policy has anything to do",
-)
+_DEFAULT = build()
+tag_policy_op = _DEFAULT.ops["tag_policy_op"]
+tag_policy_job = _DEFAULT.jobs[TAG_POLICY_JOB]
+tag_policy_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
 
-
-defs = dg.Definitions(jobs=[tag_policy_job], schedules=[tag_policy_schedule])
+defs = _DEFAULT.definitions()
 """The tag-policy domain of the code location."""
