@@ -242,6 +242,12 @@ class DbNotFoundError(SlateOpsError):
     """There is no database (no manifest) at the path."""
 
 
+class StoreRootNotFoundError(StoreNotFoundError, DbNotFoundError):
+    """A database was looked for in a local store whose root directory does not exist (a mistyped
+    ``file://`` root, ``$SLATE_OPS_STORE`` or fleet ``store_url``): both no store and no database, so
+    it is caught as either. The message names the directory; nothing was read or created."""
+
+
 class DbAlreadyExistsError(SlateOpsError):
     """A database already exists at the path."""
 

@@ -64,8 +64,11 @@ class AtomicMotoServer(ThreadedMotoServer):
 
 
 def isolate_aws_environment(mp: pytest.MonkeyPatch) -> None:
-    """Dummy credentials, and none of the developer's AWS settings (profiles, endpoints, config)."""
+    """Dummy credentials, and none of the developer's AWS settings (profiles, endpoints, config) nor
+    ``SLATE_OPS_S3_*`` credentials (which the stores read before boto3's chain)."""
     for var in [v for v in os.environ if v.startswith("AWS_") and v != "AWS_CA_BUNDLE"]:
+        mp.delenv(var)
+    for var in [v for v in os.environ if v.startswith("SLATE_OPS_S3_")]:
         mp.delenv(var)
     mp.setenv("AWS_ACCESS_KEY_ID", "testing")
     mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")

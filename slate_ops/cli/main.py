@@ -17,7 +17,6 @@ import argparse
 import difflib
 import importlib.metadata
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ from slate_ops.cli import checkpoints, compaction, data, databases, gc, lifecycl
 from slate_ops.cli.command import DRY_RUN_NOTE, Command, Exit
 from slate_ops.cli.hints import cli_message
 from slate_ops.cli.output import jsonable, print_json_lines, print_value, render
-from slate_ops.errors import DbNotFoundError, SlateOpsError, StoreNotFoundError
+from slate_ops.errors import DbNotFoundError, SlateOpsError, StoreNotFoundError, StoreRootNotFoundError
 from slate_ops.objstore import LocalStore, ObjectStore, open_store, redact_url
 
 STORE_ENV = "SLATE_OPS_STORE"
@@ -111,30 +110,6 @@ def unrecognized(parser: argparse.ArgumentParser, extras: Sequence[str]) -> NoRe
     parser.error(message)
 
 
-_MISTYPED_SCHEME = re.compile(r"(?i)^(s3|file|memory)[:/]+(.*)$")
-
-
-def mistyped_scheme(text: str) -> str | None:
-    """The URL probably meant by a store given as ``s3//bucket/x`` or ``s3:/bucket/x`` (read as a
-    relative directory), or None."""
-    match = _MISTYPED_SCHEME.match(text)
-    if "://" in text or match is None:
-        return None
-    scheme, rest = match.group(1).lower(), match.group(2)
-    return f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
-
-
-def refuse_mistyped_scheme(store: LocalStore, url: str) -> None:
-    """:class:`StoreNotFoundError` when the local root does not exist and ``url`` looks like a mistyped
-    scheme (``s3//bucket/x``): any command, a write included, would act on a directory never meant."""
-    meant = mistyped_scheme(url)
-    if meant is not None and not store.root.is_dir():
-        raise StoreNotFoundError(
-            f"no such directory {store.root} (store {redact_url(url)!r}); nothing was created. "
-            f"Did you mean {redact_url(meant)}?"
-        )
-
-
 def missing_root(store: ObjectStore, url: str, cause: str | None = None) -> StoreNotFoundError | None:
     """The error of a read against a local store whose root does not exist (None if it exists):
     ``cause`` (the command's own error, e.g. "no database at ...") and then the missing directory."""
@@ -162,11 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.format = getattr(args, "format", "json")
     url = getattr(args, "store", None) or default_store_url()
     try:
-        store = open_store(url)
-        if isinstance(store, LocalStore):
-            refuse_mistyped_scheme(store, url)
+        store = open_store(url)  # refuses a mistyped scheme (s3//bucket) whose directory is missing
         try:
             result = args.handler(args, store)
+        except StoreRootNotFoundError:  # the store's own error already names the missing directory
+            raise
         except DbNotFoundError as error:  # also name a missing store directory, the likelier typo
             missing = missing_root(store, url, str(error))
             if missing is None:

@@ -48,6 +48,7 @@ from slate_ops.gc.wal import plan_wal, still_deletable_wal
 from slate_ops.manifest.model import Checkpoint, ExternalDb
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectMeta, ObjectStore
+from slate_ops.objstore.local import db_not_found
 from slate_ops.txn import SequencedFile
 from slate_ops.txn.boundary import METRICS
 
@@ -189,8 +190,9 @@ class _Run:
             self.errors.append(f"reading the manifests: {type(error).__name__}: {error}")
             return self.report(None)
         if snapshot is None:
-            raise DbNotFoundError(
-                f"no database at {self.gc._manifests.location}: no manifest; nothing to collect"
+            raise db_not_found(
+                self.gc._manifests.store,
+                f"no database at {self.gc._manifests.location}: no manifest; nothing to collect.",
             )
         self.errors += snapshot.problems
         latest = snapshot.latest.value

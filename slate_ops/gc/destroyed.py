@@ -59,6 +59,7 @@ from slate_ops.layout import (
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectMeta, ObjectStore
+from slate_ops.objstore.local import db_not_found
 
 log = logging.getLogger(__name__)
 
@@ -208,9 +209,10 @@ def delete_database(
 
 
 def _no_database(manifests: ManifestStore) -> NoReturn:
-    raise DbNotFoundError(
+    raise db_not_found(
+        manifests.store,
         f"no database at {manifests.location}: no manifest under {manifests.sequence.directory}/. "
-        "Check the store URL and path."
+        "Check the store URL and path.",
     )
 
 

@@ -28,6 +28,7 @@ from slate_ops.errors import (
 from slate_ops.manifest.codec import decode_manifest, encode_manifest
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.local import db_not_found
 from slate_ops.txn import EpochField, FenceableStore, SequencedFile, SequencedStore, Versioned
 from slate_ops.txn.paths import MANIFEST_DIR as MANIFEST_DIR  # re-exported: layout imports it from here
 from slate_ops.txn.paths import normalize_db_path
@@ -101,9 +102,10 @@ class ManifestStore:
     def read_latest_required(self) -> VersionedManifest:
         latest = self.sequence.read_latest()
         if latest is None:
-            raise DbNotFoundError(
+            raise db_not_found(
+                self.store,
                 f"no database at {self.location}: no manifest under {self.sequence.directory}/. "
-                "Check the store URL and path, or create it with `slate-ops create-db`."
+                "Check the store URL and path, or create it with `slate-ops create-db`.",
             )
         if latest.value.is_tombstone:
             raise self.deleted(latest)

@@ -8,6 +8,7 @@ from slate_ops.objstore.base import (
     PutResult,
     resolve_put_outcome,
 )
+from slate_ops.objstore.credentials import S3_CREDENTIAL_VARIABLES, resolve_s3_credentials
 from slate_ops.objstore.local import LocalStore
 from slate_ops.objstore.memory import MemoryStore
 from slate_ops.objstore.s3 import S3Store
@@ -16,6 +17,7 @@ from slate_ops.objstore.wrappers import CountingStore, FaultInjectingStore
 
 __all__ = [
     "HARMLESS_OPTIONS",
+    "S3_CREDENTIAL_VARIABLES",
     "CountingStore",
     "FaultInjectingStore",
     "GetResult",
@@ -29,4 +31,5 @@ __all__ = [
     "open_store",
     "redact_url",
     "resolve_put_outcome",
+    "resolve_s3_credentials",
 ]

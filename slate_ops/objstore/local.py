@@ -30,14 +30,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slate_ops.errors import (
+    DbNotFoundError,
     InvalidArgumentError,
     ObjectNotFoundError,
     ObjectStoreError,
     PreconditionFailedError,
+    StoreRootNotFoundError,
 )
 from slate_ops.objstore.base import (
     GetResult,
     ObjectMeta,
+    ObjectStore,
     PutMode,
     PutResult,
     new_put_id,
@@ -358,3 +361,23 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def missing_root(store: ObjectStore) -> Path | None:
+    """The root directory of ``store`` if it is a local store whose directory does not exist."""
+    if isinstance(store, LocalStore) and not store.root.is_dir():
+        return store.root
+    return None
+
+
+def db_not_found(store: ObjectStore, message: str) -> DbNotFoundError:
+    """The error of no database found in ``store``: :class:`DbNotFoundError` with ``message``, or,
+    when ``store`` is a local store whose directory does not exist (the likelier typo),
+    :class:`StoreRootNotFoundError` (a :class:`StoreNotFoundError` too) naming the directory."""
+    root = missing_root(store)
+    if root is None:
+        return DbNotFoundError(message)
+    return StoreRootNotFoundError(
+        f"{message} The store's directory {root} does not exist: nothing was read or created. Check "
+        "the store URL ($SLATE_OPS_STORE, the CLI's --store, a fleet config's store_url)"
+    )

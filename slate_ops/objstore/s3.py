@@ -51,6 +51,7 @@ from slate_ops.objstore.base import (
     validate_key,
     validate_range,
 )
+from slate_ops.objstore.credentials import resolve_s3_credentials
 
 _OVERWRITE = PutMode.overwrite()  # a module constant: ruff B008 forbids calls in defaults
 log = logging.getLogger(__name__)
@@ -73,10 +74,10 @@ _BAD_CREDENTIALS_CODES = {
     "TokenRefreshRequired",
 }
 _SET_CREDENTIALS = (
-    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (plus AWS_SESSION_TOKEN for temporary "
-    "credentials) or AWS_PROFILE, or give access_key_id and secret_access_key to open_store or as "
-    "store URL options; Dagster runs read them from SLATE_OPS_S3_ACCESS_KEY_ID and "
-    "SLATE_OPS_S3_SECRET_ACCESS_KEY"
+    "set SLATE_OPS_S3_ACCESS_KEY_ID and SLATE_OPS_S3_SECRET_ACCESS_KEY (plus SLATE_OPS_S3_SESSION_TOKEN "
+    "for temporary credentials), read by the CLI, Dagster and Spark alike; else boto3's chain is used "
+    "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance role). See README.md "
+    '"S3 credentials"'
 )
 
 # Connections in each client's pool: the most requests one process sends at once to one endpoint
@@ -193,6 +194,8 @@ class S3Store:
 
     Without ``client`` it uses the process's shared client for its endpoint, region and
     credentials (:func:`shared_s3_client`), so opening a store costs no client build after the first.
+    The credentials are the ones given, else ``SLATE_OPS_S3_*``, else boto3's chain
+    (:func:`~slate_ops.objstore.credentials.resolve_s3_credentials`).
     """
 
     def __init__(
@@ -212,6 +215,11 @@ class S3Store:
     ) -> None:
         if not bucket or "/" in bucket:
             raise InvalidArgumentError(f"S3 bucket name must be non-empty without '/', got {bucket!r}")
+        if client is None:  # explicit, else SLATE_OPS_S3_*, else boto3's chain (one order everywhere)
+            credentials = resolve_s3_credentials(access_key_id, secret_access_key, session_token)
+            access_key_id = credentials["access_key_id"]
+            secret_access_key = credentials["secret_access_key"]
+            session_token = credentials["session_token"]
         if client is None and (access_key_id is None) != (secret_access_key is None):
             given, missing = (
                 ("access_key_id", "secret_access_key")
@@ -220,7 +228,7 @@ class S3Store:
             )
             raise InvalidArgumentError(
                 f"S3 credentials for bucket {bucket!r}: {given} is given without {missing}; give both, "
-                "or neither to use boto3's chain (AWS_* variables, profiles, instance roles)"
+                "or neither to use SLATE_OPS_S3_* or boto3's chain (AWS_* variables, profiles, roles)"
             )
         if multipart_part_bytes < MIN_PART_BYTES or multipart_threshold < multipart_part_bytes:
             raise InvalidArgumentError(

@@ -2,11 +2,20 @@
 
 S3 URLs take query options ``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key`` and
 ``session_token``; credentials may instead be given to :func:`open_store` as arguments (so they never
-appear in a URL); anything not given comes from boto3's usual chain (``AWS_*`` environment
-variables including ``AWS_ENDPOINT_URL_S3``, profiles, instance roles). Unknown options (and items
-without ``=``, and fragments) are refused so that a typo does not silently fall back to a default
-endpoint or credentials; so is an ``endpoint_url`` with a user or password (credentials never ride in a
-URL that messages and logs show). Opening a ``file://`` store creates nothing (:class:`LocalStore`).
+appear in a URL); without either, they come from ``SLATE_OPS_S3_*`` and then boto3's usual chain
+(``AWS_*`` environment variables, profiles, instance roles), the one order of
+:mod:`slate_ops.objstore.credentials`; the endpoint, when not given, from boto3's
+(``AWS_ENDPOINT_URL_S3``). Unknown options (and items without ``=``, and fragments) are refused so
+that a typo does not silently fall back to a default endpoint or credentials; so is an
+``endpoint_url`` with a user or password (credentials never ride in a URL that messages and logs
+show). Opening a ``file://`` store creates nothing (:class:`LocalStore`).
+
+A URL that cannot be right fails here, for every entry point (CLI, Dagster, Spark, ``.ci/demo``):
+an unknown scheme lists the known ones, and a plain path that looks like a mistyped scheme
+(``s3//bucket``, ``s3:/bucket``, ``file:/tmp/x``) whose directory does not exist raises
+:class:`StoreNotFoundError` with the URL probably meant. A database looked for in a ``file://``
+store whose directory does not exist raises :class:`StoreRootNotFoundError` (both a
+``StoreNotFoundError`` and a ``DbNotFoundError``; :func:`~slate_ops.objstore.local.db_not_found`).
 
 :func:`redact_url` is the one redaction of store URLs for messages and logs: the store's errors, the
 CLI, the Dagster config and resources, and the Spark side all use it (docs/cli.md "Safety").
@@ -14,11 +23,12 @@ CLI, the Dagster config and resources, and the Spark side all use it (docs/cli.m
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, unquote_plus, urlsplit
 
-from slate_ops.errors import InvalidArgumentError, InvalidStoreUrlError
+from slate_ops.errors import InvalidArgumentError, InvalidStoreUrlError, StoreNotFoundError
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.local import LocalStore
 from slate_ops.objstore.memory import MemoryStore
@@ -49,6 +59,12 @@ def open_store(
     if not isinstance(url, str) or not url.strip():
         raise InvalidStoreUrlError(f"store URL must be a non-empty string, got {url!r}")
     if "://" not in url:
+        meant = mistyped_scheme(url)
+        if meant is not None and not Path(url).is_dir():
+            raise StoreNotFoundError(
+                f"no such directory {Path(url).absolute()} (store {redact_url(url)!r} is read as a local "
+                f"path); nothing was created. Did you mean {redact_url(meant)}?"
+            )
         return LocalStore(Path(url))
     try:
         parts = urlsplit(url)
@@ -80,8 +96,25 @@ def open_store(
         }
         return _open_s3(url, {k: v for k, v in given.items() if v is not None})
     raise InvalidStoreUrlError(
-        f"store URL {redact_url(url)!r} has unknown scheme {parts.scheme!r}; use file, memory or s3"
+        f"store URL {redact_url(url)!r} has unknown scheme {parts.scheme!r}; known schemes: "
+        f"{', '.join(f'{known}://' for known in KNOWN_SCHEMES)} (or a plain local path)"
     )
+
+
+KNOWN_SCHEMES = ("file", "memory", "s3")
+"""The schemes :func:`open_store` knows."""
+
+_MISTYPED_SCHEME = re.compile(r"(?i)^(s3|file|memory)[:/]+(.*)$")
+
+
+def mistyped_scheme(text: str) -> str | None:
+    """The URL probably meant by a store given as ``s3//bucket/x`` or ``s3:/bucket/x`` (which would
+    be read as a relative directory), or None."""
+    match = _MISTYPED_SCHEME.match(text)
+    if "://" in text or match is None:
+        return None
+    scheme, rest = match.group(1).lower(), match.group(2)
+    return f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
 
 
 def redact_url(url: str) -> str:

@@ -64,7 +64,7 @@ from slate_ops.config import parse_duration
 from slate_ops.engine.options import ReaderOptions
 from slate_ops.errors import ConfigError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
-from slate_ops.objstore import HARMLESS_OPTIONS, redact_url
+from slate_ops.objstore import HARMLESS_OPTIONS, S3_CREDENTIAL_VARIABLES, redact_url
 from slate_ops.txn.paths import normalize_db_path
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
@@ -75,12 +75,10 @@ STORE_ENV = "SLATE_OPS_STORE"
 
 DEFAULT_CONFIG_NAME = "default_databases.yaml"
 
-S3_CREDENTIAL_ENV = {
-    "s3_access_key_id": "SLATE_OPS_S3_ACCESS_KEY_ID",
-    "s3_secret_access_key": "SLATE_OPS_S3_SECRET_ACCESS_KEY",
-    "s3_session_token": "SLATE_OPS_S3_SESSION_TOKEN",
-}
-"""The ``slate`` resource's S3 credential fields and the environment variables they are read from."""
+S3_CREDENTIAL_ENV = {f"s3_{name}": variable for name, variable in S3_CREDENTIAL_VARIABLES.items()}
+"""The ``slate`` resource's S3 credential fields and the environment variables they are read from:
+the store's own ``SLATE_OPS_S3_*`` (:mod:`slate_ops.objstore.credentials`), so a run whose fields
+are unset reads the same variables through the store."""
 
 _NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

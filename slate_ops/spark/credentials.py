@@ -14,7 +14,8 @@ resource; ``spark-submit --conf`` or ``spark-defaults.conf`` work too). The driv
 job's closure, where :func:`~slate_ops.spark.executor._worker_store` opens the store with them.
 They never become environment variables of the executors, and the key names match Spark's default
 ``spark.redaction.regex`` (``secret|token|access[.]?key``), so the Spark UI, the REST API and event
-logs show them as ``*********(redacted)``. Unset, the workers use boto3's chain as before.
+logs show them as ``*********(redacted)``. Unset, the driver's ``SLATE_OPS_S3_*`` variables are
+shipped the same way; neither set, the workers use boto3's chain (README "S3 credentials").
 
 A store URL in a Spark job's message goes through :func:`~slate_ops.objstore.redact_url`, the one
 redaction the store, the CLI and Dagster use too (a URL given to ``bulk_load`` may carry query
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.objstore import ObjectStore, open_store, resolve_s3_credentials
 
 ACCESS_KEY_CONF = "spark.slate_ops.s3.access.key"
 SECRET_KEY_CONF = "spark.slate_ops.s3.secret.key"
@@ -48,13 +49,17 @@ class S3Credentials:
 
     @classmethod
     def of_session(cls, spark: SparkSession) -> S3Credentials:
-        """The ``spark.slate_ops.s3.*`` settings of ``spark`` (unset or empty: None)."""
+        """The ``spark.slate_ops.s3.*`` settings of ``spark``; none set: the driver's
+        ``SLATE_OPS_S3_*`` variables (:func:`~slate_ops.objstore.resolve_s3_credentials`, the order
+        every entry point follows), shipped to the tasks like the settings; neither: all None, and
+        the tasks use boto3's chain."""
 
         def setting(key: str) -> str | None:
             value = spark.conf.get(key, None)
             return value or None
 
-        return cls(setting(ACCESS_KEY_CONF), setting(SECRET_KEY_CONF), setting(SESSION_TOKEN_CONF))
+        given = (setting(ACCESS_KEY_CONF), setting(SECRET_KEY_CONF), setting(SESSION_TOKEN_CONF))
+        return cls(**resolve_s3_credentials(*given))
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings that carry these credentials (only the ones set)."""
@@ -77,6 +82,6 @@ class S3Credentials:
 
 
 NO_CREDENTIALS = S3Credentials()
-"""No credentials given: S3 stores use boto3's chain (the process's ``AWS_*`` variables, roles)."""
+"""No credentials given: S3 stores use the process's ``SLATE_OPS_S3_*``, else boto3's chain."""
 
 __all__ = ["ACCESS_KEY_CONF", "NO_CREDENTIALS", "SECRET_KEY_CONF", "SESSION_TOKEN_CONF", "S3Credentials"]

@@ -24,10 +24,11 @@ import pytest
 from slate_ops import Db, admin
 from slate_ops.cli import main
 from slate_ops.cli.command import Command
-from slate_ops.cli.main import GROUPS, build_parser, mistyped_scheme
+from slate_ops.cli.main import GROUPS, build_parser
 from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import open_store
+from slate_ops.objstore.url import mistyped_scheme
 
 SECRET = "S3CR3T-cli-0123"
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from slate_ops.errors import InvalidStoreUrlError
+from slate_ops import admin
+from slate_ops.engine import DbReader
+from slate_ops.errors import DbNotFoundError, InvalidStoreUrlError, StoreNotFoundError, StoreRootNotFoundError
 from slate_ops.objstore import LocalStore, MemoryStore, S3Store, open_store, redact_url
 
 pytestmark = pytest.mark.usefixtures("aws_env")
@@ -184,3 +186,52 @@ def test_the_unknown_option_is_named_but_not_its_value() -> None:
     with pytest.raises(InvalidStoreUrlError) as raised:
         open_store(f"s3://bucket/x?aws_secret_access_key={SECRET}")
     assert "aws_secret_access_key" in str(raised.value) and SECRET not in str(raised.value)
+
+
+# --- a store URL that cannot be right fails fast, with a hint (issue 20, item 7) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [("s3//bucket/x", "s3://bucket/x"), ("s3:/bucket", "s3://bucket"), ("file:/tmp/x", "file:///tmp/x")],
+)
+def test_a_mistyped_scheme_is_refused_by_open_store(
+    text: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before issue 20 only the CLI refused these; open_store read them as a relative directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreNotFoundError, match=f"Did you mean {meant}") as excinfo:
+        open_store(text)
+    assert "no such directory" in str(excinfo.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_directory_with_such_a_name_is_still_a_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s3" / "bucket").mkdir(parents=True)
+    store = open_store("s3//bucket")
+    assert isinstance(store, LocalStore) and store.root == tmp_path / "s3" / "bucket"
+
+
+def test_an_unknown_scheme_lists_the_known_ones() -> None:
+    with pytest.raises(InvalidStoreUrlError, match=r"known schemes: file://, memory://, s3://"):
+        open_store("gs://bucket/x")
+
+
+def test_a_missing_file_root_is_named_by_every_read(tmp_path: Path) -> None:
+    root = tmp_path / "nowhere"
+    store = open_store(root.as_uri())
+    for read in (lambda: admin.read_manifest("db", store), lambda: DbReader.open("db", store)):
+        with pytest.raises(StoreRootNotFoundError) as excinfo:
+            read()
+        assert isinstance(excinfo.value, DbNotFoundError) and isinstance(excinfo.value, StoreNotFoundError)
+        assert f"directory {root} does not exist" in str(excinfo.value)
+    with pytest.raises(StoreRootNotFoundError):
+        admin.run_gc("db", store, dry_run=True)
+    assert not root.exists()
+    root.mkdir()  # an existing, empty root: no database, and nothing about the directory
+    with pytest.raises(DbNotFoundError) as empty:
+        admin.read_manifest("db", store)
+    assert not isinstance(empty.value, StoreNotFoundError)

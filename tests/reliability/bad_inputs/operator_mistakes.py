@@ -100,7 +100,7 @@ case(
     cli("--path", "db", "describe"),
     1,
     "ftp",
-    "use file, memory or s3",
+    "known schemes: file://, memory://, s3://",
 )
 case(
     group,
