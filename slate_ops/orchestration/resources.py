@@ -39,9 +39,12 @@ from slate_ops.orchestration.config import (
 )
 from slate_ops.spark import LOCAL_CONFIG, S3Credentials
 
-RESOURCE_KEY = "slate"
+RESOURCE_KEY = "slate_ops"
+"""The default key of :class:`SlateDatabasesResource` (``ResourceKeys().slate``; see
+:class:`~slate_ops.orchestration.naming.ResourceKeys` to choose another)."""
 
-PYSPARK_RESOURCE_KEY = "pyspark"
+PYSPARK_RESOURCE_KEY = "slate_ops_pyspark"
+"""The default key of the pyspark resource (``ResourceKeys().pyspark``)."""
 
 SPARK_MASTER_ENV = "SLATE_OPS_SPARK_MASTER"
 """The Spark master of the definitions' ``pyspark`` resource (e.g. ``spark://host:7077``);
