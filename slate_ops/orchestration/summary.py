@@ -1,8 +1,11 @@
-"""Print the summary of a database's latest maintenance run from the Dagster instance
-(``$DAGSTER_HOME``): one line per step with what it did and how long it took. ``.ci/demo`` ends
+"""Print the summary of databases' latest maintenance runs from the Dagster instance
+(``$DAGSTER_HOME``): per database, one line per step with what it did and how long it took.
+Name the databases, or pass ``--all`` for every database with a ``maintenance_job`` run (its
+partition or its ``slate_ops/db`` tag), in the order of the instance's partitions. ``.ci/demo`` ends
 with it::
 
-    python -m slate_ops.orchestration.summary demo
+    python -m slate_ops.orchestration.summary --all
+    python -m slate_ops.orchestration.summary demo demo_clone
 
 Without ``$DAGSTER_HOME`` it reads ``./.dagster`` (the instance ``.ci/demo`` creates).
 """
@@ -17,7 +20,7 @@ from pathlib import Path
 import dagster as dg
 
 from slate_ops.orchestration.maintenance import MAINTENANCE_JOB, STEP_LABELS, real_run, run_summary
-from slate_ops.orchestration.runs import DB_TAG
+from slate_ops.orchestration.runs import DB_TAG, PARTITIONS_NAME
 
 PARTITION_TAG = "dagster/partition"
 
@@ -47,10 +50,36 @@ def latest_run_summary(instance: dg.DagsterInstance, database: str) -> str:
     return "\n".join(lines)
 
 
+def maintained_databases(instance: dg.DagsterInstance) -> list[str]:
+    """Every database with a ``maintenance_job`` run in ``instance`` (its partition, or tagged
+    ``slate_ops/db=<database>``): the partitions' order first, then the others by name."""
+    names: set[str] = set()
+    for record in instance.get_run_records(filters=dg.RunsFilter(job_name=MAINTENANCE_JOB)):
+        tags = record.dagster_run.tags
+        name = tags.get(PARTITION_TAG) or tags.get(DB_TAG)
+        if name:
+            names.add(name)
+    ordered = [name for name in instance.get_dynamic_partitions(PARTITIONS_NAME) if name in names]
+    return ordered + sorted(names - set(ordered))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("database", help="the configured database (its slate_ops/db tag)")
+    parser = argparse.ArgumentParser(
+        prog="python -m slate_ops.orchestration.summary",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument(
+        "databases",
+        nargs="*",
+        metavar="database",
+        help="a configured database (its partition or slate_ops/db tag)",
+    )
+    parser.add_argument(
+        "--all", action="store_true", help=f"every database with a {MAINTENANCE_JOB} run in the instance"
+    )
     args = parser.parse_args(argv)
+    if bool(args.databases) == args.all:
+        parser.error("name one or more databases, or pass --all")
     if not os.environ.get("DAGSTER_HOME"):
         # The instance .ci/demo creates: ./.dagster, as in a fresh shell after the demo.
         home = Path.cwd() / ".dagster"
@@ -59,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get() as instance:
-        print(latest_run_summary(instance, args.database))
+        databases = maintained_databases(instance) if args.all else args.databases
+        if not databases:
+            print(f"no {MAINTENANCE_JOB} run in this Dagster instance", file=sys.stderr)
+            return 1
+        print("\n\n".join(latest_run_summary(instance, database) for database in databases))
     return 0
 
 
