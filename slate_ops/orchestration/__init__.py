@@ -30,6 +30,7 @@ from slate_ops.orchestration.checkpoints import (
 )
 from slate_ops.orchestration.clones import CLONE_JOB, clone_op
 from slate_ops.orchestration.compaction import COMPACTION_JOB, compact_op, slate_ops_compaction_sensor
+from slate_ops.orchestration.component import FleetComponent
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig, load_config
 from slate_ops.orchestration.gc import GC_JOB, gc_op
 from slate_ops.orchestration.naming import Hooks, Naming, ResourceKeys, StepCall
@@ -63,6 +64,7 @@ __all__ = [
     "SCHEDULE_NAMES",
     "SENSOR_NAMES",
     "DatabaseConfig",
+    "FleetComponent",
     "Hooks",
     "Naming",
     "ResourceKeys",
