@@ -168,7 +168,8 @@ def suggest_split_keys(
 
 @dataclass(frozen=True)
 class SplitSuggestion:
-    """:func:`suggest_split_keys`'s keys, and ``reason``: why there are none (None when there are)."""
+    """:func:`suggest_split_keys`'s keys, and ``reason``: why there are fewer than the ``n - 1`` asked
+    for (none, or some), None when there are ``n - 1``."""
 
     keys: list[bytes]
     reason: str | None
@@ -182,13 +183,39 @@ def explain_split_keys(
     checkpoint: uuid.UUID | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> SplitSuggestion:
-    """:func:`suggest_split_keys`, with the reason of an empty answer (:func:`empty_reason`)."""
+    """:func:`suggest_split_keys`, with the reason of a short answer (:func:`empty_reason` for none,
+    :func:`short_reason` for fewer than ``n - 1``)."""
     n = check_count(n)
     manifest = manifest_at(path, store, checkpoint, clock=clock).value
     blocks = manifest_blocks(path, store, manifest)
     ranges = balanced_ranges(blocks, n, bounds=manifest.visible_range)
     keys = [r.start for r in ranges[1:] if r.start is not None]
-    return SplitSuggestion(keys, None if keys else empty_reason(manifest, blocks, n))
+    if not keys:
+        return SplitSuggestion(keys, empty_reason(manifest, blocks, n))
+    return SplitSuggestion(keys, None if len(keys) == n - 1 else short_reason(manifest, blocks, n, len(keys)))
+
+
+def short_reason(manifest: Manifest, blocks: Sequence[BlockWeight], n: int, found: int) -> str:
+    """Why only ``found`` (>= 1) of the ``n - 1`` split keys asked for cut ``blocks`` into parts of about
+    equal bytes: too few blocks (a key falls on a block boundary), or blocks too heavy."""
+    views = [*manifest.l0, *(v for run in manifest.compacted for v in run.views)]
+    infos = {s.id: s.info for s in manifest.ssts}
+    entries = sum(infos[v.sst_id].num_entries for v in views if v.sst_id in infos)
+    total = sum(size for _, size in blocks)
+    starts = {key for key, _ in blocks}
+    asked = f"{found} split key{'s' if found != 1 else ''} instead of the {n - 1} that -n {n} asks for"
+    if len(starts) - 1 < n - 1:
+        return (
+            f"{asked}: the database holds {entries} entries in only {len(starts)} blocks ({total} bytes) "
+            f"and a split key falls on a block boundary, so at most {len(starts) - 1} split keys are "
+            "possible (split at keys of your choice with `split --at`)"
+        )
+    first, heaviest = max(blocks, key=lambda block: block[1])
+    return (
+        f"{asked}: of the {total} bytes in {len(starts)} blocks ({entries} entries), the block at "
+        f"{render_bytes(first)} alone holds {heaviest} bytes, so some of the {n} parts of about equal "
+        "bytes share a block boundary (split at keys of your choice with `split --at`)"
+    )
 
 
 def empty_reason(manifest: Manifest, blocks: Sequence[BlockWeight], n: int) -> str:
@@ -229,6 +256,7 @@ __all__ = [
     "explain_split_keys",
     "manifest_at",
     "manifest_blocks",
+    "short_reason",
     "split_points",
     "suggest_split_keys",
     "visible_blocks",

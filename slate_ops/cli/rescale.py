@@ -60,7 +60,8 @@ def _merge(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
 
 
 def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    """The split keys; when there are none, ``reason`` says why (one block, no SSTs, ``-n 1``)."""
+    """The split keys; when there are fewer than ``n - 1``, ``reason`` says why (no SSTs, ``-n 1``, too
+    few blocks, a block too heavy)."""
     suggestion = admin.explain_split_keys(args.path, store, args.n)
     out: dict[str, Any] = {
         "path": args.path,

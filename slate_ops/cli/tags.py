@@ -54,9 +54,21 @@ def _rollback(args: argparse.Namespace, store: ObjectStore) -> Any:
 
 
 def rollback_rows(report: admin.RollbackReport) -> list[dict[str, Any]]:
-    """The table form: one row per discarded SST and WAL SST, then the new L0 SST."""
+    """The table form: the rollback itself (the tag, the manifests before and after, what it discards
+    in all), then one row per discarded SST and WAL SST, then the new L0 SST. Never empty: a rollback
+    that discards nothing still moves the database to the tag's state."""
     action = "would discard" if report.dry_run else "discarded"
+    rolled = "would roll back to" if report.dry_run else "rolled back to"
     rows = [
+        _row(
+            rolled,
+            f"tag {report.tag.name}",
+            f"manifest {report.manifest_id_before} -> {report.manifest_id_after}",
+            report.discarded_bytes,
+            report.discarded_entries,
+        )
+    ]
+    rows += [
         _row(action, f"sst {s.sst_id}", s.level, s.size_bytes, s.num_entries) for s in report.discarded_ssts
     ]
     rows += [

@@ -79,6 +79,27 @@ def test_suggest_split_keys_and_flush(store: ObjectStore, capsys: pytest.Capture
     assert code == 0 and scan(store, "b")[b"k99"] == b"wal-only"
 
 
+def test_suggest_split_keys_says_why_it_found_fewer_than_asked(
+    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before issue 20 a short but non-empty answer came without a reason."""
+    with Db.open("two", store) as db:  # two L0 SSTs of one block each: one block boundary between them
+        for prefix in (b"a", b"m"):
+            for i in range(20):
+                db.put(prefix + b"%02d" % i, b"x" * 20)
+            db.flush_memtable()
+    code, suggestion, _ = cli(capsys, "--path", "two", "suggest-split-keys", "-n", "3")
+    assert code == 0 and suggestion["split_keys"] == ["m00"]
+    reason = suggestion["reason"]
+    assert "1 split key instead of the 2 that -n 3 asks for" in reason
+    assert "only 2 blocks" in reason and "at most 1 split keys are possible" in reason
+    code = main(["--format", "table", "--path", "two", "suggest-split-keys", "-n", "3"])
+    text = capsys.readouterr().out
+    assert code == 0 and any(line.startswith("reason") and "at most 1" in line for line in text.splitlines())
+    code, enough, _ = cli(capsys, "--path", "two", "suggest-split-keys", "-n", "2")
+    assert code == 0 and enough["split_keys"] == ["m00"] and "reason" not in enough
+
+
 def test_overlapping_merge_fails_naming_both(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     with Db.open("other", store) as db:
         db.put(b"k05", b"clash")

@@ -123,6 +123,7 @@ def test_rollback_reports_then_discards_what_came_after_the_tag(
     code, text, _ = cli(capsys, "rollback", "-n", "v1", "--dry-run", "--format", "table")
     assert code == 0 and text.splitlines()[0].split() == ["action", "object", "where", "bytes", "entries"]
     assert "would discard" in text and snapshot(store) == before
+    assert text.splitlines()[1].startswith("would roll back to") and "tag v1" in text.splitlines()[1]
 
     code, real, _ = cli(capsys, "rollback", "-n", "v1", "--no-dry-run")
     assert code == 0 and not real["dry_run"]
@@ -131,6 +132,22 @@ def test_rollback_reports_then_discards_what_came_after_the_tag(
     assert main(["--path", "db", "scan"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["key"]: r["value"] for r in rows} == {f"k{i}": f"v{i}" for i in range(5)}
+
+
+@pytest.mark.parametrize("mode", ["--dry-run", "--no-dry-run"])
+def test_rollback_as_a_table_prints_the_rollback_even_when_it_discards_nothing(
+    store: ObjectStore, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """Before issue 20 a rollback with nothing after the tag printed ``(none)`` in a table."""
+    assert cli(capsys, "create-tag", "-n", "v1")[0] == 0
+    before = admin.read_manifest("db", store).id
+    code, text, _ = cli(capsys, "rollback", "-n", "v1", mode, "--format", "table")
+    assert code == 0 and "(none)" not in text
+    header, first, *rest = text.splitlines()
+    assert header.split() == ["action", "object", "where", "bytes", "entries"]
+    verb = "would roll back to" if mode == "--dry-run" else "rolled back to"
+    assert first.startswith(verb) and "tag v1" in first and f"manifest {before} -> " in first
+    assert rest == []  # nothing came after the tag: no SST or WAL row
 
 
 def test_rollback_to_a_missing_tag_exits_1_and_writes_nothing(
