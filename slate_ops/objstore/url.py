@@ -56,20 +56,10 @@ def open_store(
 
     The credentials apply to ``s3://`` URLs that do not give their own (other schemes ignore them).
     """
-    if not isinstance(url, str) or not url.strip():
-        raise InvalidStoreUrlError(f"store URL must be a non-empty string, got {url!r}")
+    check_store_url(url)
     if "://" not in url:
-        meant = mistyped_scheme(url)
-        if meant is not None and not Path(url).is_dir():
-            raise StoreNotFoundError(
-                f"no such directory {Path(url).absolute()} (store {redact_url(url)!r} is read as a local "
-                f"path); nothing was created. Did you mean {redact_url(meant)}?"
-            )
         return LocalStore(Path(url))
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise InvalidStoreUrlError(f"store URL {redact_url(url)!r} cannot be parsed: {exc}") from None
+    parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "file":
         if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
@@ -95,10 +85,34 @@ def open_store(
             "session_token": session_token,
         }
         return _open_s3(url, {k: v for k, v in given.items() if v is not None})
-    raise InvalidStoreUrlError(
-        f"store URL {redact_url(url)!r} has unknown scheme {parts.scheme!r}; known schemes: "
-        f"{', '.join(f'{known}://' for known in KNOWN_SCHEMES)} (or a plain local path)"
-    )
+    raise AssertionError(f"unreachable: check_store_url passed scheme {scheme!r}")
+
+
+def check_store_url(url: str) -> None:
+    """The checks of ``url``'s form that :func:`open_store` makes before opening anything, for callers
+    that validate a URL early (the Dagster fleet config): :class:`InvalidStoreUrlError` for an empty
+    or unparseable URL or an unknown scheme (naming the known ones), :class:`StoreNotFoundError`
+    for a plain path that looks like a mistyped scheme (``s3//bucket``) whose directory does not
+    exist (naming the URL probably meant)."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidStoreUrlError(f"store URL must be a non-empty string, got {url!r}")
+    if "://" not in url:
+        meant = mistyped_scheme(url)
+        if meant is not None and not Path(url).is_dir():
+            raise StoreNotFoundError(
+                f"no such directory {Path(url).absolute()} (store {redact_url(url)!r} is read as a local "
+                f"path); nothing was created. Did you mean {redact_url(meant)}?"
+            )
+        return
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidStoreUrlError(f"store URL {redact_url(url)!r} cannot be parsed: {exc}") from None
+    if parts.scheme.lower() not in KNOWN_SCHEMES:
+        raise InvalidStoreUrlError(
+            f"store URL {redact_url(url)!r} has unknown scheme {parts.scheme!r}; known schemes: "
+            f"{', '.join(f'{known}://' for known in KNOWN_SCHEMES)} (or a plain local path)"
+        )
 
 
 KNOWN_SCHEMES = ("file", "memory", "s3")

@@ -62,9 +62,10 @@ from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, TagPolicy, checked_t
 from slate_ops.compaction import CompactorOptions
 from slate_ops.config import parse_duration
 from slate_ops.engine.options import ReaderOptions
-from slate_ops.errors import ConfigError
+from slate_ops.errors import ConfigError, InvalidStoreUrlError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
 from slate_ops.objstore import HARMLESS_OPTIONS, S3_CREDENTIAL_VARIABLES, redact_url
+from slate_ops.objstore.url import check_store_url
 from slate_ops.txn.paths import normalize_db_path
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
@@ -327,6 +328,10 @@ def checked_store_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         raise ValueError(f"store_url {shown!r} is not a valid URL") from None
+    try:  # the store's own early checks: a mistyped or unknown scheme fails at load, with its hint
+        check_store_url(url)
+    except InvalidStoreUrlError as error:
+        raise ValueError(f"store_url: {error}") from None
     query = parse_qs(parts.query, keep_blank_values=True)
     given = sorted(set(query) & set(_CREDENTIAL_OPTIONS))
     if given:

@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 from pyspark.sql import SparkSession
 
+from slate_ops.objstore import S3_CREDENTIAL_VARIABLES
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.resources import SPARK_MASTER_ENV, local_pyspark_resource
 from slate_ops.spark import S3Credentials
@@ -26,7 +27,9 @@ pytestmark = [pytest.mark.spark]
 KEYS = {ACCESS_KEY_CONF: "AKIDEXAMPLE", SECRET_KEY_CONF: "s3cr3t", SESSION_TOKEN_CONF: "t0ken"}
 
 
-def test_credentials_are_read_from_the_session(spark: SparkSession) -> None:
+def test_credentials_are_read_from_the_session(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in S3_CREDENTIAL_VARIABLES.values():
+        monkeypatch.delenv(variable, raising=False)
     assert S3Credentials.of_session(spark) == NO_CREDENTIALS
     try:
         for key, value in KEYS.items():
@@ -40,6 +43,24 @@ def test_credentials_are_read_from_the_session(spark: SparkSession) -> None:
         for key in KEYS:
             spark.conf.unset(key)
     assert S3Credentials.of_session(spark) == NO_CREDENTIALS
+
+
+def test_without_settings_the_driver_ships_its_slate_ops_s3_variables(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one order of every entry point (issue 20): the session's settings, else the driver's
+    SLATE_OPS_S3_* (shipped to the tasks like the settings), else the tasks' boto3 chain."""
+    monkeypatch.setenv(S3_CREDENTIAL_VARIABLES["access_key_id"], "AKIDDRIVER")
+    monkeypatch.setenv(S3_CREDENTIAL_VARIABLES["secret_access_key"], "driver-secret")
+    monkeypatch.delenv(S3_CREDENTIAL_VARIABLES["session_token"], raising=False)
+    assert S3Credentials.of_session(spark) == S3Credentials("AKIDDRIVER", "driver-secret")
+    try:
+        for key, value in KEYS.items():
+            spark.conf.set(key, value)
+        assert S3Credentials.of_session(spark) == S3Credentials("AKIDEXAMPLE", "s3cr3t", "t0ken")
+    finally:
+        for key in KEYS:
+            spark.conf.unset(key)
 
 
 def test_repr_hides_the_secret_and_the_token() -> None:
