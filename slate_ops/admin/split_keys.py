@@ -204,11 +204,13 @@ def short_reason(manifest: Manifest, blocks: Sequence[BlockWeight], n: int, foun
     total = sum(size for _, size in blocks)
     starts = {key for key, _ in blocks}
     asked = f"{found} split key{'s' if found != 1 else ''} instead of the {n - 1} that -n {n} asks for"
-    if len(starts) - 1 < n - 1:
+    possible = len(starts) - 1
+    if possible < n - 1:
+        at_most = f"{possible} split key is" if possible == 1 else f"{possible} split keys are"
         return (
             f"{asked}: the database holds {entries} entries in only {len(starts)} blocks ({total} bytes) "
-            f"and a split key falls on a block boundary, so at most {len(starts) - 1} split keys are "
-            "possible (split at keys of your choice with `split --at`)"
+            f"and a split key falls on a block boundary, so at most {at_most} possible (split at keys of "
+            "your choice with `split --at`)"
         )
     first, heaviest = max(blocks, key=lambda block: block[1])
     return (

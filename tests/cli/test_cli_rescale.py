@@ -92,7 +92,7 @@ def test_suggest_split_keys_says_why_it_found_fewer_than_asked(
     assert code == 0 and suggestion["split_keys"] == ["m00"]
     reason = suggestion["reason"]
     assert "1 split key instead of the 2 that -n 3 asks for" in reason
-    assert "only 2 blocks" in reason and "at most 1 split keys are possible" in reason
+    assert "only 2 blocks" in reason and "at most 1 split key is possible" in reason
     code = main(["--format", "table", "--path", "two", "suggest-split-keys", "-n", "3"])
     text = capsys.readouterr().out
     assert code == 0 and any(line.startswith("reason") and "at most 1" in line for line in text.splitlines())
