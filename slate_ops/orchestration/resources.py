@@ -7,7 +7,9 @@ databases file, chosen with ``$SLATE_OPS_CONFIG``, so the same definitions run e
 the file (store URLs, paths) differs. Credentials stay out of the file: the S3 credential fields of
 the resource are set with ``dagster.EnvVar`` (:meth:`SlateDatabasesResource.from_environment`), so
 the UI shows the variable's name, never its value, and the run resolves it from its environment;
-unset, S3 stores use boto3's usual chain (``AWS_*`` variables, profiles, instance roles). The
+unset, the store itself reads the same ``SLATE_OPS_S3_*`` variables and then boto3's usual chain
+(:mod:`slate_ops.objstore.credentials`, the one order of every entry point: README "S3
+credentials"). The
 ``pyspark`` resource takes the same credentials from the ``slate`` resource it is given and sets them
 as the session's ``spark.slate_ops.s3.*`` settings, from which every Spark job ships them to its
 tasks (:mod:`slate_ops.spark.credentials`): Spark workers need no credentials of their own.
@@ -62,7 +64,8 @@ class S3CredentialFields(dg.ConfigurableResource):  # type: ignore[type-arg]
     s3_access_key_id: str | None = Field(
         default=None,
         description="S3 access key id of every s3:// store; set with "
-        f"EnvVar({S3_CREDENTIAL_ENV['s3_access_key_id']!r}). Unset: boto3's chain.",
+        f"EnvVar({S3_CREDENTIAL_ENV['s3_access_key_id']!r}). Unset: the store reads the SLATE_OPS_S3_* "
+        "variables, else boto3's chain.",
     )
     s3_secret_access_key: str | None = Field(
         default=None,
