@@ -3,10 +3,13 @@
 One session per module: ``.ci/demo`` runs for real on a fresh ``DAGSTER_HOME`` and store in tmp
 (demo data, the database assets, the split into shards, ``maintenance_job`` on every partition),
 then dagster-webserver serves that instance, and Debian's Chromium, driven by Playwright, checks
-what an operator sees first: every database's checks green, the asset graph and the database's
-page, and a ``maintenance_job`` run launched from the launchpad with its partition chosen in the
-partition picker. Screenshots go to tmp; with ``SLATE_OPS_UPDATE_SCREENSHOTS=1`` they are also
-copied to ``docs/images/`` (the README's). Needs Debian's ``chromium`` (``apt-get install
+what an operator sees first, and that it agrees with what the demo did: every database's checks
+green and none "Unsynced" (a clone or shard is not stale because its origin was maintained after
+it), ``maintenance_job``'s Partitions tab with every partition succeeded (the demo's runs count),
+the database's page, and a ``maintenance_job`` run launched from the launchpad with its partition
+chosen in the partition picker, whose pre-filled config gives each op only the fields it uses.
+Screenshots go to tmp; with ``SLATE_OPS_UPDATE_SCREENSHOTS=1`` they are also copied to
+``docs/images/`` (the README's). Needs Debian's ``chromium`` (``apt-get install
 chromium``); skipped when it is not installed.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from slate_ops.orchestration import DATABASES_JOB
 
@@ -68,6 +73,24 @@ query Run($runId: ID!) {
     ... on Run { status jobName tags { key value } }
     ... on Error { message }
   }
+}
+"""
+PARTITION_STATUSES = """
+query PartitionStatuses($repository: RepositorySelector!, $name: String!) {
+  partitionSetOrError(repositorySelector: $repository, partitionSetName: $name) {
+    __typename
+    ... on PartitionSet {
+      partitionStatusesOrError {
+        __typename
+        ... on PartitionStatuses { results { partitionName runStatus } }
+      }
+    }
+  }
+}
+"""
+STALE_STATUSES = """
+query StaleStatuses {
+  assetNodes { assetKey { path } staleStatus staleCauses { reason dependency { path } } }
 }
 """
 RUN_EVENTS = """
@@ -280,7 +303,10 @@ def screenshot(ui: UiSession, name: str) -> None:
 
 
 def test_the_demo_says_how_to_reach_the_ui_and_the_automation(ui: UiSession) -> None:
-    assert "maintenance_job of demo" in ui.demo_output and "SUCCESS" in ui.demo_output
+    for database in DATABASES:  # one summary per maintained database
+        assert re.search(
+            rf"^{MAIN_JOB} of {database} \(run [0-9a-f]{{8}}, real run\): SUCCESS$", ui.demo_output, re.M
+        )
     assert "Schedules and sensors start switched off" in ui.demo_output
     assert "dg dev" in ui.demo_output
 
@@ -298,10 +324,43 @@ def test_after_the_demo_every_database_shows_all_its_checks_passed(ui: UiSession
     ui.page.wait_for_function(
         "([text, n]) => document.body.innerText.split(text).length - 1 >= n", arg=[all_passed, len(DATABASES)]
     )
+    # Each node's status row is loaded (Materialized), and none says Unsynced: the clone and the
+    # shards were made before demo's last maintenance, which changed nothing they depend on.
+    ui.page.wait_for_function(
+        "n => document.body.innerText.split('Materialized').length - 1 >= n", arg=len(DATABASES)
+    )
     body = ui.page.inner_text("body")
     assert body.count(all_passed) == len(DATABASES), body
     assert " Passed" not in body.replace(all_passed, ""), body  # no database with a check failing
+    assert "Unsynced" not in body, body
+    stale = {
+        "/".join(node["assetKey"]["path"]): (node["staleStatus"], node["staleCauses"])
+        for node in graphql(ui.url, STALE_STATUSES, {})["assetNodes"]
+    }
+    assert stale == {f"{GROUP}/{db}": ("FRESH", []) for db in DATABASES}, stale
     screenshot(ui, "ui-asset-graph.png")
+
+
+def test_the_partitions_tab_shows_every_partition_the_demo_maintained_as_succeeded(ui: UiSession) -> None:
+    """The demo launched maintenance_job on each partition from the command line; the job's
+    Partitions tab counts those runs: 4 partitions, none failed, none missing, all green."""
+    count = len(DATABASES)
+    visit(ui, f"/locations/{LOCATION}/jobs/{MAIN_JOB}/partitions", ["Total partitions", "Missing partitions"])
+    ui.page.wait_for_function(
+        "text => document.body.innerText.includes(text)", arg=f"{count}\nTotal partitions"
+    )
+    body = ui.page.inner_text("body")
+    for figure in (f"{count}\nTotal partitions", "0\nFailed partitions", "0\nMissing partitions"):
+        assert figure in body, body
+    repository = {"repositoryName": "__repository__", "repositoryLocationName": LOCATION}
+    variables = {"repository": repository, "name": f"{MAIN_JOB}_partition_set"}
+    answer = graphql(ui.url, PARTITION_STATUSES, variables)["partitionSetOrError"]
+    statuses = {
+        result["partitionName"]: result["runStatus"]
+        for result in answer["partitionStatusesOrError"]["results"]
+    }
+    assert statuses == dict.fromkeys(DATABASES, "SUCCESS"), answer
+    screenshot(ui, "ui-partitions.png")
 
 
 def test_database_asset_page(ui: UiSession) -> None:
@@ -318,6 +377,27 @@ def test_a_partition_picked_in_the_launchpad_runs_that_database(ui: UiSession) -
     picker.fill(PICKED[:-1])
     ui.page.get_by_role("menuitem").filter(has_text=PICKED).first.click()
     ui.page.get_by_text(f"partition: {PICKED}").first.wait_for(state="visible")
+    # The config the launchpad fills in for the partition: each op only the fields it uses, so
+    # the compaction executor is offered under maintenance_compact alone.
+    ui.page.wait_for_function(
+        "() => document.querySelector('.CodeMirror').CodeMirror.getValue().includes('ops:')"
+    )
+    filled = yaml.safe_load(
+        ui.page.evaluate("() => document.querySelector('.CodeMirror').CodeMirror.getValue()")
+    )
+    ops = filled["ops"]
+    assert set(ops) == {
+        "maintenance_expire_checkpoints",
+        "maintenance_compact",
+        "maintenance_tag_policy",
+        "maintenance_gc",
+    }, filled
+    assert [op for op, op_config in ops.items() if "executor" in op_config["config"]] == [
+        "maintenance_compact"
+    ], ops
+    assert all(op_config["config"]["dry_run"] is True for op_config in ops.values()), (
+        ops
+    )  # reports by default
     screenshot(ui, "ui-launchpad-partition.png")
 
     ui.page.get_by_role("button", name="Launch Run").click()
