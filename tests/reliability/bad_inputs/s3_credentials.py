@@ -10,13 +10,13 @@ import pytest
 from slate_ops import Db, DbReader, admin
 from slate_ops.cli import main
 from slate_ops.errors import InvalidStoreUrlError, ObjectStoreCredentialsError, ObjectStoreError
-from slate_ops.objstore import S3Store, open_store
+from slate_ops.objstore import S3_CREDENTIAL_VARIABLES, S3Store, open_store
 from tests.conftest import CREDENTIALS
 from tests.reliability.bad_inputs.catalogue import QUIET_READER, Cli, Env, case, cli
 from tests.reliability.bad_inputs.states import build, nothing
 
 S3 = (pytest.mark.s3,)
-SET_KEYS = "AWS_ACCESS_KEY_ID"
+SET_KEYS = "SLATE_OPS_S3_ACCESS_KEY_ID"  # named first, before boto3's AWS_* (README "S3 credentials")
 
 
 def s3_store(env: Env, *, credentials: dict[str, str] | None = None, bucket: str | None = None) -> None:
@@ -29,6 +29,8 @@ def s3_store(env: Env, *, credentials: dict[str, str] | None = None, bucket: str
     query = f"endpoint_url={endpoint}&region=us-east-1"
     if credentials is None:
         for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            env.monkeypatch.delenv(variable, raising=False)
+        for variable in S3_CREDENTIAL_VARIABLES.values():  # read before boto3's chain
             env.monkeypatch.delenv(variable, raising=False)
         env.monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata probing
     else:
