@@ -160,7 +160,9 @@ def database_schedule(
         description=description,
         required_resource_keys=naming.slate_keys,
     )
-    def _schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+    def _schedule(
+        context: dg.ScheduleEvaluationContext, **_resources: object
+    ) -> list[dg.RunRequest] | dg.SkipReason:
         slate = naming.slate(context)
         tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
         databases = [db for db in fleet_of(slate, context.log) if due is None or due(db, tick)]
@@ -272,7 +274,9 @@ def manifest_sensor(
             description=description,
             required_resource_keys=naming.slate_keys,
         )
-        def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        def _sensor(
+            context: dg.SensorEvaluationContext, **_resources: object
+        ) -> dg.SensorResult | dg.SkipReason:
             slate = naming.slate(context)
             return answer(ManifestTick(context, slate), slate, context.log)
 

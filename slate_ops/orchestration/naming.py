@@ -12,6 +12,7 @@ check op, asset key and group name, so two fleets live in one deployment.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -124,8 +125,8 @@ class Naming:
 
     @property
     def partitions(self) -> dg.DynamicPartitionsDefinition:
-        """The dynamic partitions of this fleet's per-database jobs."""
-        return dg.DynamicPartitionsDefinition(name=self.partitions_name)
+        """The dynamic partitions of this fleet's per-database jobs (one object per name)."""
+        return _partitions(self.partitions_name)
 
     def default_asset_key(self, name: str) -> dg.AssetKey:
         """``[slate_ops, <name>]``, or ``[<prefix without trailing _>, slate_ops, <name>]``."""
@@ -150,7 +151,10 @@ class Naming:
         return self.asset_key_of(slate.config.database(name))
 
     def slate(self, context: Any) -> SlateDatabasesResource:
-        """The ``SlateDatabasesResource`` of a run, sensor or schedule context."""
+        """The ``SlateDatabasesResource`` of a run, sensor or schedule context.
+
+        (Sensors and schedules invoked directly, as tests do, also get the required resources as
+        keyword arguments from Dagster; theirs take ``**_resources`` and ignore them.)"""
         return getattr(context.resources, self.keys.slate)  # type: ignore[no-any-return]
 
     def pyspark(self, context: Any) -> LazyPySparkResource:
@@ -175,6 +179,11 @@ class Naming:
     def tags(self) -> Mapping[str, str]:
         """Tags the fleet's requested runs carry besides ``slate_ops/db`` (its prefix, if any)."""
         return {FLEET_TAG: self.prefix.rstrip("_")} if self.prefix else {}
+
+
+@functools.cache
+def _partitions(name: str) -> dg.DynamicPartitionsDefinition:
+    return dg.DynamicPartitionsDefinition(name=name)
 
 
 DEFAULT = Naming()

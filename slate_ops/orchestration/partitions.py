@@ -52,7 +52,7 @@ def build(naming: Naming = DEFAULT) -> Domain:
         "and those discovered under the config's discover store and prefix.",
         required_resource_keys=naming.slate_keys,
     )
-    def sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    def sensor(context: dg.SensorEvaluationContext, **_resources: object) -> dg.SensorResult | dg.SkipReason:
         slate = naming.slate(context)
         existing = context.instance.get_dynamic_partitions(partitions_name)
         try:

@@ -21,10 +21,11 @@ asset graph below the database they were split from. See docs/design/rescaling.m
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
+import re
 from enum import Enum
 
 import dagster as dg
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field
 
 from slate_ops.admin import NewDatabase, RescaleReport, merge, split
 from slate_ops.errors import ConfigError
@@ -49,27 +50,41 @@ class RescaleOperation(Enum):
     merge = "merge"
 
 
+TARGET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 class NewDatabaseConfig(dg.Config):
     """A database the rescale creates."""
 
     name: str = Field(
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="Asset name (slate_ops/<name>): a configured database with rescaled_from, or a new name.",
+        description="Asset name (slate_ops/<name>): a configured database with rescaled_from, or a new name "
+        "(letters, digits and _)."
     )
     path: str | None = Field(
         default=None, description="Path in the source's store; defaults to the configured database's path."
     )
 
-    @field_validator("path")
-    @classmethod
-    def _valid_path(cls, path: str | None) -> str | None:
-        if path is not None:
-            normalize_db_path(path)  # no reserved component (docs/design/names.md); the error says why
-        return path
+    def check(self) -> None:
+        """:class:`ConfigError` if the name is not a database name; the path's own error
+        (:class:`~slate_ops.errors.InvalidDatabaseNameError`) if it has a reserved component."""
+        if not TARGET_NAME.fullmatch(self.name):
+            raise ConfigError(
+                f"rescale_op config: target name {self.name!r} is not a database name: use letters, digits "
+                "and _, not starting with a digit"
+            )
+        if self.path is not None:
+            normalize_db_path(self.path)  # no reserved component (docs/design/names.md); the error says why
 
 
 class RescaleConfig(dg.Config):
-    """Run config of :func:`rescale_op`."""
+    """Run config of :func:`rescale_op`.
+
+    Dagster's config schema checks what it can express before the run starts: ``operation`` is an
+    enum (``split`` / ``merge``), every field has its type, ``targets`` is required and an unknown
+    field is refused (:class:`dagster.DagsterInvalidConfigError` at launch). The rules across fields
+    (a split's keys and targets, a merge's sources and one target) it cannot express: the op checks
+    them first (:meth:`check`), before reading the fleet, and fails with a
+    :class:`~slate_ops.errors.ConfigError` that says what to fix, not a pydantic traceback."""
 
     operation: RescaleOperation = Field(description="split: one source into shards; merge: sources into one.")
     database: str | None = Field(
@@ -78,30 +93,42 @@ class RescaleConfig(dg.Config):
     )
     sources: list[str] = Field(default_factory=list, description="merge: the configured source databases.")
     split_keys: list[str] = Field(
-        default_factory=list, description="split: increasing keys, UTF-8 text or hex:<hex>."
+        default_factory=list, description="split: one or more increasing keys, UTF-8 text or hex:<hex>."
     )
     targets: list[NewDatabaseConfig] = Field(
-        min_length=1, description="split: one per shard (one more than split_keys); merge: exactly one."
+        description="split: one per shard (one more than split_keys); merge: exactly one."
     )
 
-    @model_validator(mode="after")
-    def _shape(self) -> "RescaleConfig":
+    def check(self) -> None:
+        """The rules across fields: :class:`ConfigError` naming the first one broken and the fix."""
+        problem = self._problem()
+        if problem is not None:
+            raise ConfigError(f"rescale_op config: {problem}; fix the run config (docs/design/rescaling.md)")
+        for key in self.split_keys:
+            try:
+                parse_bytes(key)
+            except ValueError as error:
+                raise ConfigError(f"rescale_op config: split key {key!r}: {error}") from None
+        for target in self.targets:
+            target.check()
+
+    def _problem(self) -> str | None:
+        keys, targets = len(self.split_keys), len(self.targets)
         if self.operation is RescaleOperation.split:
             if self.sources:
-                raise ValueError("a split takes `database`, not `sources`")
-            if len(self.targets) != len(self.split_keys) + 1:
-                raise ValueError(
-                    f"{len(self.split_keys)} split_keys make {len(self.split_keys) + 1} shards but "
-                    f"{len(self.targets)} targets are given"
-                )
-        else:
-            if len(self.sources) < 1 or len(self.targets) != 1:
-                raise ValueError("a merge takes one or more `sources` and exactly one target")
-            if self.split_keys:
-                raise ValueError("a merge takes no split_keys")
-        for key in self.split_keys:
-            parse_bytes(key)
-        return self
+                return "a split takes `database` (or the run tag), not `sources`"
+            if keys == 0:
+                return "a split needs one or more split_keys (n keys make n + 1 shards)"
+            if targets != keys + 1:
+                return f"{keys} split_keys make {keys + 1} shards but {targets} targets are given"
+            return None
+        if not self.sources:
+            return "a merge takes one or more `sources`"
+        if targets != 1:
+            return f"a merge makes exactly one target, but {targets} are given"
+        if keys:
+            return "a merge takes no split_keys"
+        return None
 
 
 def build_rescale_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
@@ -113,6 +140,7 @@ def build_rescale_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
         required_resource_keys=naming.slate_keys,
     )
     def _op(context: dg.OpExecutionContext, config: RescaleConfig) -> dg.Output[RescaleReport]:
+        config.check()  # what the config schema cannot express, before anything is read
         if config.operation is RescaleOperation.split:
             sources = [runs.target_database(context, config.database)]
         else:

@@ -14,6 +14,7 @@ from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import ObjectStore, open_store
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration.resources import RESOURCE_KEY
 
 ALPHA = "dbs/alpha"
 BETA = "dbs/beta"
@@ -89,7 +90,7 @@ def run_op(
     """Run ``job`` in process with ``config`` as the op config of ``op`` (None: the defaults)."""
     run_config = {"ops": {op: {"config": config}}} if config is not None else None
     return job.execute_in_process(
-        run_config=run_config, tags=tags, resources={"slate": slate}, raise_on_error=False
+        run_config=run_config, tags=tags, resources={RESOURCE_KEY: slate}, raise_on_error=False
     )
 
 

@@ -9,6 +9,7 @@ from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.assets import build_database_assets
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 
@@ -34,7 +35,7 @@ def test_assets_are_keyed_and_grouped_per_database(config: SlateOpsConfig) -> No
 def test_materialize_creates_missing_databases(
     config: SlateOpsConfig, store: ObjectStore, slate: SlateDatabasesResource
 ) -> None:
-    result = dg.materialize(build_database_assets(config), resources={"slate": slate})
+    result = dg.materialize(build_database_assets(config), resources={RESOURCE_KEY: slate})
     assert result.success
     assert admin.read_manifest(ALPHA, store).id == 1
     assert admin.read_manifest(BETA, store).id == 1
@@ -56,7 +57,7 @@ def test_materialize_keeps_an_existing_database_and_reports_its_state(
     add_checkpoint(created, ALPHA, clock, "10s", "short")
     add_checkpoint(created, ALPHA, clock, None, "forever")
     clock.advance(60)  # "short" has expired by the resource's clock
-    result = dg.materialize(build_database_assets(config), resources={"slate": slate})
+    result = dg.materialize(build_database_assets(config), resources={RESOURCE_KEY: slate})
     alpha = metadata_of(result, "alpha")
     assert alpha["manifest_id"] == 3  # not recreated: the two checkpoint commits are still there
     assert (alpha["checkpoints"], alpha["expired_checkpoints"]) == (2, 1)

@@ -25,6 +25,7 @@ from slate_ops.orchestration import (
 from slate_ops.orchestration.assets import build_database_assets
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.checks import PROBLEMS_SHOWN, build_database_checks, problems_markdown
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.engine.conftest import quiet
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
@@ -35,7 +36,7 @@ def run_checks(config: SlateOpsConfig, slate: SlateDatabasesResource) -> Evaluat
     """Only the checks of every configured database (no materialization), keyed by (database, check)."""
     result = dg.materialize(
         [*build_database_assets(config), *build_database_checks(config)],
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
         selection=dg.AssetSelection.all_asset_checks(),
     )
     assert result.success
@@ -82,7 +83,7 @@ def test_materializing_runs_the_checks_and_healthy_databases_pass(
 ) -> None:
     defs = database_definitions(config)
     job = defs.resolve_job_def("slate_ops_databases_job")
-    result = job.execute_in_process(resources={"slate": slate})
+    result = job.execute_in_process(resources={RESOURCE_KEY: slate})
     assert result.success
     evaluations = result.get_asset_check_evaluations()
     assert len(evaluations) == len(CHECKS) * len(config.databases)
@@ -186,7 +187,7 @@ def test_observations_and_materializations_carry_shape_checkpoints_and_tags(
     admin.create_tag(ALPHA, store, "v1", clock=clock)
     admin.create_tag(ALPHA, store, "v2", clock=clock)
 
-    context = dg.build_sensor_context(cursor=None, resources={"slate": slate})
+    context = dg.build_sensor_context(cursor=None, resources={RESOURCE_KEY: slate})
     result = slate_ops_manifest_sensor(context)
     assert isinstance(result, dg.SensorResult)
     observed = {
@@ -204,7 +205,7 @@ def test_observations_and_materializations_carry_shape_checkpoints_and_tags(
     assert (beta["tag_count"], beta["tag_names"], beta["checkpoint_names"]) == (0, "-", "-")
     assert str(beta["lsm_shape"]) == "Manifest 1: 0 L0 SST(s), 0 sorted run(s)."
 
-    materialized = dg.materialize(build_database_assets(config), resources={"slate": slate})
+    materialized = dg.materialize(build_database_assets(config), resources={RESOURCE_KEY: slate})
     (event, *_) = materialized.get_asset_materialization_events()
     metadata = event.materialization.metadata
     assert {"lsm_shape", "checkpoint_names", "tag_count", "tag_names", "manifest_id"} <= set(metadata)
@@ -222,7 +223,7 @@ def test_the_observation_comes_from_the_read_that_found_the_change(
         return opened[-1]
 
     monkeypatch.setattr(fleet, "store_of", counted)
-    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=None, resources={"slate": slate}))
+    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=None, resources={RESOURCE_KEY: slate}))
     assert isinstance(result, dg.SensorResult) and len(result.asset_events) == 2
     for event in result.asset_events:
         assert "manifest_id" in event.metadata and "lsm_shape" in event.metadata

@@ -14,6 +14,7 @@ from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResour
 from slate_ops.orchestration.assets import build_database_assets, database_asset_key
 from slate_ops.orchestration.clones import clone_run_config
 from slate_ops.orchestration.config import parse_config
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.engine.conftest import QUIET_READER, quiet
 from tests.orchestration.conftest import ALPHA, BETA
 
@@ -68,7 +69,7 @@ def test_materializing_creates_the_parent_then_the_clone(
 ) -> None:
     admin.create_db(ALPHA, store)
     seed_alpha(store)
-    result = dg.materialize(build_database_assets(config), resources={"slate": slate})
+    result = dg.materialize(build_database_assets(config), resources={RESOURCE_KEY: slate})
     assert result.success
     order = [m.asset_key for m in result.get_asset_materialization_events()]
     assert order.index(database_asset_key("alpha")) < order.index(database_asset_key("alpha_clone"))
@@ -83,7 +84,7 @@ def test_materializing_creates_the_parent_then_the_clone(
     before = admin.read_manifest(CLONE, store).id
     again = dg.materialize(
         build_database_assets(config),
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
         selection=[database_asset_key("alpha_clone")],
     )
     assert again.success and materialized(again, "alpha_clone")["manifest_id"] == before
@@ -100,7 +101,7 @@ def test_the_clone_job_clones_an_unconfigured_path(
     result = job.execute_in_process(
         run_config=clone_run_config("alpha", "adhoc", "dbs/adhoc", str(checkpoint)),
         tags={DB_TAG: "alpha"},
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
     )
     assert result.success
     output = result.output_for_node("clone_op")
@@ -119,7 +120,7 @@ def test_the_clone_job_clones_an_unconfigured_path(
     rerun = job.execute_in_process(
         run_config={"ops": {"clone_op": {"config": {"clone_name": "adhoc", "clone_path": "dbs/adhoc"}}}},
         tags={DB_TAG: "alpha"},
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
     )
     assert rerun.success and rerun.output_for_node("clone_op").manifest_id == output.manifest_id
 
@@ -131,7 +132,7 @@ def test_the_clone_job_creates_a_configured_clone_and_records_both_assets(
     result = job.execute_in_process(
         run_config=clone_run_config("alpha", "alpha_clone"),
         tags={DB_TAG: "alpha"},
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
     )
     assert result.success and result.output_for_node("clone_op").clone_path == CLONE
     # Both databases the run changed (the parent gained the clone's checkpoint) are materialized
@@ -152,14 +153,14 @@ def test_the_clone_job_creates_a_configured_clone_and_records_both_assets(
     wrong_parent = job.execute_in_process(
         run_config=clone_run_config("beta", "alpha_clone"),
         tags={DB_TAG: "beta"},
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
         raise_on_error=False,
     )
     assert not wrong_parent.success
     no_path = job.execute_in_process(
         run_config=clone_run_config("alpha", "unknown"),
         tags={DB_TAG: "alpha"},
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
         raise_on_error=False,
     )
     assert not no_path.success

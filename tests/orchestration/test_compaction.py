@@ -18,7 +18,12 @@ from slate_ops.compaction import CompactionReport
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.compaction import compact_op, slate_ops_compaction_sensor
-from slate_ops.orchestration.resources import LocalPySparkResource, local_pyspark_resource
+from slate_ops.orchestration.resources import (
+    PYSPARK_RESOURCE_KEY,
+    RESOURCE_KEY,
+    LocalPySparkResource,
+    local_pyspark_resource,
+)
 from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
 
 KEYS = [f"k{i:02d}".encode() for i in range(10)]
@@ -53,7 +58,7 @@ def run(
 
 def resources(slate: SlateDatabasesResource) -> dict[str, object]:
     """What the bare ``compaction_job`` needs (Definitions bind them for the UI and the CLI)."""
-    return {"slate": slate, "pyspark": local_pyspark_resource()}
+    return {RESOURCE_KEY: slate, PYSPARK_RESOURCE_KEY: local_pyspark_resource()}
 
 
 def observation(result: dg.ExecuteInProcessResult) -> dict[str, object]:
@@ -64,7 +69,7 @@ def observation(result: dg.ExecuteInProcessResult) -> dict[str, object]:
 
 
 def tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-    result = slate_ops_compaction_sensor(dg.build_sensor_context(cursor=cursor, resources={"slate": slate}))
+    result = slate_ops_compaction_sensor(dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate}))
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
 
@@ -261,7 +266,7 @@ def test_schedule_requests_runs_where_the_compactor_has_work(
     flush_rounds(created, BETA, 1)  # one L0 SST: below min_sources, nothing to do
     when = datetime(2024, 1, 2, 3, 30, tzinfo=UTC)
     requests = compaction_schedule(
-        dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+        dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     )
     assert isinstance(requests, list)
     (request,) = requests
@@ -273,7 +278,7 @@ def test_schedule_requests_runs_where_the_compactor_has_work(
     assert done.success
 
     skip = compaction_schedule(
-        dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+        dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     )
     assert isinstance(skip, dg.SkipReason)
     assert skip.skip_message == "no database has anything to compact"
@@ -287,7 +292,7 @@ def test_definitions_hold_the_job_sensor_schedule_and_spark_resource(defs: dg.De
     schedule = defs.resolve_schedule_def("compaction_schedule")
     assert (schedule.job_name, schedule.cron_schedule) == ("compaction_job", "*/30 * * * *")
     assert defs.resources is not None
-    spark = defs.resources["pyspark"]
+    spark = defs.resources[PYSPARK_RESOURCE_KEY]
     assert isinstance(spark, LazyPySparkResource) and isinstance(spark, LocalPySparkResource)
     assert spark.spark_config["spark.master"] == "local[2]"
     assert (spark.pyspark_python, spark.local_ip) == (sys.executable, "127.0.0.1")

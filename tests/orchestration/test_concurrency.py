@@ -23,6 +23,7 @@ from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResour
 from slate_ops.orchestration.compaction import SPARK_POOL
 from slate_ops.orchestration.config import TagPolicyConfig
 from slate_ops.orchestration.maintenance import STEPS
+from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 from slate_ops.orchestration.runs import PARTITIONS_NAME
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
@@ -116,13 +117,13 @@ def test_every_schedule_and_sensor_run_request_carries_the_database_tag(
             context = dg.build_schedule_context(
                 instance=instance,
                 scheduled_execution_time=tick,
-                resources={"slate": busy},
+                resources={RESOURCE_KEY: busy},
                 repository_def=repository,
             )
             requested[schedule.name] = list(schedule.evaluate_tick(context).run_requests or [])
         for sensor in repository.sensor_defs:
             context = dg.build_sensor_context(
-                instance=instance, resources={"slate": busy}, definitions=busy_defs
+                instance=instance, resources={RESOURCE_KEY: busy}, definitions=busy_defs
             )
             requested[sensor.name] = list(sensor.evaluate_tick(context).run_requests or [])
     expected = {
@@ -156,7 +157,7 @@ def _ops(defs: dg.Definitions) -> dict[str, dg.OpDefinition]:
 
 def test_spark_ops_are_in_the_pool_and_only_idempotent_ops_retry(defs: dg.Definitions) -> None:
     ops = _ops(defs)
-    spark_ops = {name for name, op in ops.items() if "pyspark" in op.required_resource_keys}
+    spark_ops = {name for name, op in ops.items() if PYSPARK_RESOURCE_KEY in op.required_resource_keys}
     assert spark_ops == {"compact_op", "maintenance_compact"}
     assert {name for name, op in ops.items() if op.pool == SPARK_POOL} == spark_ops
     retrying = {name for name, op in ops.items() if op.retry_policy is not None}

@@ -6,7 +6,6 @@ import importlib
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import dagster as dg
@@ -14,10 +13,12 @@ import pytest
 
 from slate_ops import admin
 from slate_ops.objstore import open_store
+from slate_ops.orchestration.naming import PARTITIONS_NAME
 from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 
 REPO = Path(__file__).resolve().parents[2]
-DAGSTER = str(Path(sys.executable).with_name("dagster"))
+DG = str(Path(sys.executable).with_name("dg"))
 
 
 def test_definitions_load_and_hold_everything(defs: dg.Definitions, config: SlateOpsConfig) -> None:
@@ -33,7 +34,7 @@ def test_definitions_load_and_hold_everything(defs: dg.Definitions, config: Slat
     assert set(specs) == {dg.AssetKey(["slate_ops", "alpha"]), dg.AssetKey(["slate_ops", "beta"])}
     assert {spec.group_name for spec in specs.values()} == {"slate_ops"}
     assert defs.resources is not None
-    resource = defs.resources["slate"]
+    resource = defs.resources[RESOURCE_KEY]
     assert isinstance(resource, SlateDatabasesResource)
     assert resource.config == config
 
@@ -77,14 +78,6 @@ def test_each_domain_keeps_its_jobs_schedules_and_sensors_together() -> None:
     ]
 
 
-def test_the_wheel_holds_the_code_location() -> None:
-    """An installed slate_ops loads the code location (``dagster definitions validate -m
-    definitions``): the wheel packages ``jobs`` and the ``definitions`` module beside slate_ops."""
-    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "definitions" in setuptools["py-modules"]
-    assert "jobs" in setuptools["packages"]["find"]["include"]
-
-
 def test_the_code_location_keeps_every_name(defs: dg.Definitions) -> None:
     repository = defs.get_repository_def()
     assert {j.name for j in repository.get_all_jobs()} - {"__ASSET_JOB"} == {
@@ -109,58 +102,51 @@ def test_the_code_location_keeps_every_name(defs: dg.Definitions) -> None:
         "slate_ops_compaction_sensor",
         "slate_ops_partitions_sensor",
     }
-    assert set(repository.get_top_level_resources()) == {"slate", "pyspark"}
+    resources = set(repository.get_top_level_resources())
+    assert resources == {RESOURCE_KEY, PYSPARK_RESOURCE_KEY} == {"slate_ops", "slate_ops_pyspark"}
 
 
 def test_definitions_module_reads_slate_ops_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     path = tmp_path / "databases.yaml"
     path.write_text("databases:\n  - {name: from_env, store_url: 'memory://defs-env', path: p}\n")
     monkeypatch.setenv("SLATE_OPS_CONFIG", str(path))
-    import definitions
+    import slate_ops.orchestration.definitions as location
 
-    module = importlib.reload(definitions)
+    module = importlib.reload(location)
     assert [spec.key.path for spec in module.defs.resolve_all_asset_specs()] == [["slate_ops", "from_env"]]
+    monkeypatch.delenv("SLATE_OPS_CONFIG")
+    importlib.reload(location)  # the next test sees the module as loaded from the default config
 
 
 def cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``dg <args>`` from the repository root ([tool.dg] in pyproject.toml names the code location)."""
     home = tmp_path / "dagster_home"
     home.mkdir(exist_ok=True)
     (home / "dagster.yaml").touch()
     environ = {**os.environ, "DAGSTER_HOME": str(home), **env}
-    return subprocess.run(
-        [DAGSTER, *args], cwd=REPO, env=environ, capture_output=True, text=True, timeout=180, check=False
+    done = subprocess.run(
+        [DG, *args], cwd=REPO, env=environ, capture_output=True, text=True, timeout=180, check=False
     )
+    assert "SupersessionWarning" not in done.stdout + done.stderr
+    return done
 
 
-def test_dagster_definitions_validate_workspace(tmp_path: Path) -> None:
-    ok = cli(["definitions", "validate", "-w", "workspace.yaml"], tmp_path)
+def test_dg_check_defs_loads_the_repositorys_code_location(tmp_path: Path) -> None:
+    ok = cli(["check", "defs"], tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "Validation successful for code location slate_ops" in ok.stdout + ok.stderr
+    assert "All definitions loaded successfully." in ok.stdout
 
 
 def test_demo_commands_on_the_embedded_default(tmp_path: Path) -> None:
     """The commands of docs/orchestration.md, with the default config (demo, its clone and shards)."""
     store = tmp_path / "store"
     env = {"SLATE_OPS_STORE": store.as_uri()}
-    created = cli(
-        ["job", "execute", "-f", "definitions.py", "-j", "slate_ops_databases_job"], tmp_path, **env
-    )
+    created = cli(["launch", "--job", "slate_ops_databases_job"], tmp_path, **env)
     assert created.returncode == 0, created.stdout + created.stderr
     assert (store / "demo" / "manifest" / "00000000000000000001.manifest").is_file()
-    expiry = cli(
-        [
-            "job",
-            "execute",
-            "-f",
-            "definitions.py",
-            "-j",
-            "checkpoint_expiry_job",
-            "--tags",
-            '{"slate_ops/db": "demo"}',
-        ],
-        tmp_path,
-        **env,
-    )
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["demo"])
+    expiry = cli(["launch", "--job", "checkpoint_expiry_job", "--partition", "demo"], tmp_path, **env)
     output = expiry.stdout + expiry.stderr
     assert expiry.returncode == 0, output
     # Manifest 4: creating the clone demo_clone added its source checkpoint to demo, then its final

@@ -12,6 +12,7 @@ from slate_ops import admin
 from slate_ops.objstore import open_store
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.config import DiscoverConfig, GcPolicy, discovered_name, parse_config
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.orchestration.runs import PARTITIONS_NAME
 
 COUNT = 200
@@ -51,21 +52,21 @@ def test_200_discovered_databases_become_partitions_and_20_of_them_run(tmp_path:
     assert slate.database("db_123").path == "fleet/db_123"
 
     with dg.DagsterInstance.ephemeral() as instance:
-        context = dg.build_sensor_context(instance=instance, resources={"slate": slate})
+        context = dg.build_sensor_context(instance=instance, resources={RESOURCE_KEY: slate})
         result = slate_ops_partitions_sensor.evaluate_tick(context)
         for request in result.dynamic_partitions_requests or []:
             assert isinstance(request, dg.AddDynamicPartitionsRequest)
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
         assert sorted(instance.get_dynamic_partitions(PARTITIONS_NAME)) == _names(COUNT)
         again = slate_ops_partitions_sensor.evaluate_tick(
-            dg.build_sensor_context(instance=instance, resources={"slate": slate})
+            dg.build_sensor_context(instance=instance, resources={RESOURCE_KEY: slate})
         )
         assert again.skip_message and "already match" in again.skip_message
 
         chosen = _names(COUNT)[100:120]
         for key in chosen:  # what a backfill of 20 partitions launches, one run per partition
             run = checkpoint_expiry_job.execute_in_process(
-                partition_key=key, instance=instance, resources={"slate": slate}
+                partition_key=key, instance=instance, resources={RESOURCE_KEY: slate}
             )
             assert run.success
             assert run.dagster_run.tags["dagster/partition"] == key
@@ -75,7 +76,7 @@ def test_200_discovered_databases_become_partitions_and_20_of_them_run(tmp_path:
         # Dropping discovery removes the discovered partitions, keeping the listed one.
         only_listed = SlateDatabasesResource(config=SlateOpsConfig(databases=[listed]))
         shrink = slate_ops_partitions_sensor.evaluate_tick(
-            dg.build_sensor_context(instance=instance, resources={"slate": only_listed})
+            dg.build_sensor_context(instance=instance, resources={RESOURCE_KEY: only_listed})
         )
         (delete,) = shrink.dynamic_partitions_requests or []
         assert isinstance(delete, dg.DeleteDynamicPartitionsRequest)

@@ -30,6 +30,7 @@ from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
 from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.conftest import CREDENTIALS, drain, isolate_aws_environment
 from tests.orchestration.conftest import add_checkpoint
 from tests.orchestration.test_compaction import skip_message
@@ -145,7 +146,7 @@ def fleet(endpoint: str, bucket: str, store: S3Store, counter: CountingApp) -> S
 
 
 def manifest_tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=cursor, resources={"slate": slate}))
+    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate}))
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
 
@@ -208,7 +209,7 @@ def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_pe
     slate = SlateDatabasesResource(config=fleet_config(endpoint, bucket, databases, **policy))
 
     def tick(cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-        context = dg.build_sensor_context(cursor=cursor, resources={"slate": slate})
+        context = dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate})
         result = slate_ops_compaction_sensor(context)
         assert isinstance(result, dg.SensorResult | dg.SkipReason)
         return result

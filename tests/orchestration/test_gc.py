@@ -18,6 +18,7 @@ from slate_ops.objstore import MemoryStore, ObjectStore
 from slate_ops.orchestration import GC_JOB, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.config import GcPolicy
 from slate_ops.orchestration.gc import gc_op
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.conftest import snapshot
 from tests.orchestration.conftest import ALPHA, op_metadata, run_op
 
@@ -118,7 +119,7 @@ def test_gc_errors_fail_the_run_with_the_report_as_metadata(
 
 
 def test_op_invoked_directly(aged: SlateDatabasesResource) -> None:
-    context = dg.build_op_context(resources={"slate": aged}, op_config={"database": "alpha"})
+    context = dg.build_op_context(resources={RESOURCE_KEY: aged}, op_config={"database": "alpha"})
     output = gc_op(context)
     assert isinstance(output, dg.Output) and output.value.dry_run
 
@@ -127,7 +128,7 @@ def test_schedule_requests_one_tagged_real_run_per_existing_database(
     aged: SlateDatabasesResource, config: SlateOpsConfig, store: ObjectStore
 ) -> None:
     when = datetime(2024, 1, 2, 6, 0, tzinfo=UTC)
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": aged})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: aged})
     requests = gc_schedule(context)
     assert isinstance(requests, list)
     assert [(r.run_key, r.tags) for r in requests] == [
@@ -136,7 +137,7 @@ def test_schedule_requests_one_tagged_real_run_per_existing_database(
     ]
     assert requests[0].run_config == {"ops": {"gc_op": {"config": {"database": "alpha", "dry_run": False}}}}
     result = gc_job.execute_in_process(
-        run_config=requests[0].run_config, tags=requests[0].tags, resources={"slate": aged}
+        run_config=requests[0].run_config, tags=requests[0].tags, resources={RESOURCE_KEY: aged}
     )
     assert result.success and result.output_for_node("gc_op").deleted_keys()
 
@@ -144,7 +145,7 @@ def test_schedule_requests_one_tagged_real_run_per_existing_database(
 def test_schedule_skips_databases_that_do_not_exist(config: SlateOpsConfig, clock: ManualClock) -> None:
     slate = SlateDatabasesResource(config=config).with_clock(clock)  # nothing created
     when = datetime(2024, 1, 2, 6, 0, tzinfo=UTC)
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     skip = gc_schedule(context)
     assert isinstance(skip, dg.SkipReason) and "alpha" in str(skip.skip_message)
 
@@ -167,7 +168,7 @@ def test_schedule_follows_each_database_gc_policy(aged: SlateDatabasesResource, 
     def tick(hour: int) -> list[dg.RunRequest] | dg.SkipReason:
         when = datetime(2024, 1, 2, hour, 0, tzinfo=UTC)
         return gc_schedule(
-            dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+            dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
         )
 
     six = tick(6)

@@ -14,6 +14,7 @@ from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import SlateDatabasesResource
 from slate_ops.orchestration.checkpoints import expire_checkpoints_op
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.orchestration.conftest import ALPHA, add_checkpoint, op_metadata, run_op
 
 
@@ -130,7 +131,7 @@ def test_wrong_target_fails_the_run(
 def test_op_invoked_directly(
     slate: SlateDatabasesResource, created: ObjectStore, checkpoints: dict[str, str]
 ) -> None:
-    context = dg.build_op_context(resources={"slate": slate}, op_config={"database": "alpha"})
+    context = dg.build_op_context(resources={RESOURCE_KEY: slate}, op_config={"database": "alpha"})
     output = expire_checkpoints_op(context)
     assert isinstance(output, dg.Output)
     assert [str(c.id) for c in output.value.expired] == [checkpoints["old"]]
@@ -140,19 +141,19 @@ def test_schedule_requests_a_tagged_run_per_database_with_expired_checkpoints(
     slate: SlateDatabasesResource, created: ObjectStore, checkpoints: dict[str, str]
 ) -> None:
     when = datetime(2024, 1, 2, 3, 0, tzinfo=UTC)
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     requests = checkpoint_expiry_schedule(context)
     assert isinstance(requests, list) and len(requests) == 1  # beta has nothing expired
     (request,) = requests
     assert request.run_key == "expire-alpha-20240102T0300Z"
     assert request.tags == {"slate_ops/db": "alpha"}
     result = checkpoint_expiry_job.execute_in_process(
-        run_config=request.run_config, tags=request.tags, resources={"slate": slate}
+        run_config=request.run_config, tags=request.tags, resources={RESOURCE_KEY: slate}
     )
     assert result.success
     assert names(created) == {"live", "forever"}
 
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     skip = checkpoint_expiry_schedule(context)
     assert isinstance(skip, dg.SkipReason)
     assert skip.skip_message == "no database has expired checkpoints"
@@ -163,12 +164,12 @@ def test_sensor_run_request_executes_the_job(
 ) -> None:
     from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 
-    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=None, resources={"slate": slate}))
+    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=None, resources={RESOURCE_KEY: slate}))
     assert isinstance(result, dg.SensorResult)
     (request,) = result.run_requests or []
     assert request.tags == {"slate_ops/db": "alpha"}
     done = checkpoint_expiry_job.execute_in_process(
-        run_config=request.run_config, tags=request.tags, resources={"slate": slate}
+        run_config=request.run_config, tags=request.tags, resources={RESOURCE_KEY: slate}
     )
     assert done.success
     assert names(created) == {"live", "forever"}

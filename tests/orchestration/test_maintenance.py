@@ -30,6 +30,7 @@ from slate_ops.orchestration import (
 from slate_ops.orchestration import checkpoints as checkpoints_module
 from slate_ops.orchestration.config import CheckpointPolicy, GcPolicy, TagPolicyConfig
 from slate_ops.orchestration.maintenance import STEPS, maintenance_run_config, run_summary
+from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 from slate_ops.orchestration.runs import DATABASES, PARTITIONS_NAME
 from slate_ops.orchestration.summary import latest_run_summary
 from tests.conftest import snapshot
@@ -93,7 +94,7 @@ def run(
 
 
 def resources(slate: SlateDatabasesResource) -> dict[str, Any]:
-    return {"slate": slate, "pyspark": local_pyspark_resource()}
+    return {RESOURCE_KEY: slate, PYSPARK_RESOURCE_KEY: local_pyspark_resource()}
 
 
 def step_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
@@ -300,7 +301,7 @@ def test_schedule_requests_one_tagged_real_partition_run_per_existing_database(
     admin.create_db(ALPHA, store)  # beta does not exist
     slate = SlateDatabasesResource(config=fleet_config)
     when = datetime(2024, 1, 2, 3, 0, tzinfo=UTC)
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     requests = maintenance_schedule(context)
     assert isinstance(requests, list)
     assert [(r.run_key, r.partition_key, r.tags, r.run_config) for r in requests] == [
@@ -410,7 +411,7 @@ def test_s3_store_with_envvar_credentials(
 
     defs = definitions.make_definitions(config)
     assert defs.resources is not None
-    resource = defs.resources["slate"]
+    resource = defs.resources[RESOURCE_KEY]
     assert isinstance(resource, SlateDatabasesResource)
     # The definitions hold the variables' names (shown in the UI), not their values.
     assert isinstance(resource.s3_access_key_id, dg.EnvVar)

@@ -31,6 +31,7 @@ from slate_ops.orchestration.checkpoints import expiry_run_config
 from slate_ops.orchestration.config import CheckpointPolicy, GcPolicy
 from slate_ops.orchestration.gc import EXPIRY_SKIPPED
 from slate_ops.orchestration.maintenance import maintenance_run_config
+from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 DAY = 86_400.0
@@ -86,7 +87,7 @@ def test_maintenance_gc_step_does_not_expire_what_the_policy_keeps(
     result = maintenance_job.execute_in_process(
         run_config=maintenance_run_config(dry_run=False),
         tags=KEEPS,
-        resources={"slate": fleet, "pyspark": local_pyspark_resource()},
+        resources={RESOURCE_KEY: fleet, PYSPARK_RESOURCE_KEY: local_pyspark_resource()},
     )
     assert result.success
     gc = gc_report(result, "maintenance_gc")
@@ -107,7 +108,7 @@ def test_gc_job_does_not_expire_what_the_policy_keeps(
 ) -> None:
     config: dict[str, Any] = {"dry_run": False, "resources": resources}
     result = gc_job.execute_in_process(
-        run_config={"ops": {"gc_op": {"config": config}}}, tags=KEEPS, resources={"slate": fleet}
+        run_config={"ops": {"gc_op": {"config": config}}}, tags=KEEPS, resources={RESOURCE_KEY: fleet}
     )
     assert result.success
     report = gc_report(result, "gc_op")
@@ -122,13 +123,13 @@ def test_gc_schedule_runs_honour_the_policy_of_each_database(
     fleet: SlateDatabasesResource, store: ObjectStore
 ) -> None:
     context = dg.build_schedule_context(
-        scheduled_execution_time=datetime(2024, 1, 2, 6, 0, tzinfo=UTC), resources={"slate": fleet}
+        scheduled_execution_time=datetime(2024, 1, 2, 6, 0, tzinfo=UTC), resources={RESOURCE_KEY: fleet}
     )
     requests = gc_schedule(context)
     assert isinstance(requests, list) and len(requests) == 2
     for request in requests:
         result = gc_job.execute_in_process(
-            run_config=request.run_config, tags=request.tags, resources={"slate": fleet}
+            run_config=request.run_config, tags=request.tags, resources={RESOURCE_KEY: fleet}
         )
         assert result.success and not gc_report(result, "gc_op").dry_run
     assert short_lived(store, ALPHA) == 1  # keeps: expiry report-only
@@ -138,6 +139,6 @@ def test_gc_schedule_runs_honour_the_policy_of_each_database(
 def test_the_expiry_job_itself_still_reports_only(fleet: SlateDatabasesResource, store: ObjectStore) -> None:
     """The step the policy was written for, for comparison: an automated (policy) run reports."""
     result = checkpoint_expiry_job.execute_in_process(
-        run_config=expiry_run_config("keeps", dry_run=True), tags=KEEPS, resources={"slate": fleet}
+        run_config=expiry_run_config("keeps", dry_run=True), tags=KEEPS, resources={RESOURCE_KEY: fleet}
     )
     assert result.success and short_lived(store, ALPHA) == 1

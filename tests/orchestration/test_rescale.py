@@ -13,6 +13,7 @@ from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResour
 from slate_ops.orchestration.assets import build_database_assets, database_asset_key
 from slate_ops.orchestration.config import parse_config
 from slate_ops.orchestration.rescale import rescale_run_config
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.engine.conftest import QUIET_READER, quiet
 from tests.orchestration.conftest import ALPHA, BETA
 
@@ -71,7 +72,7 @@ def test_split_then_merge_through_the_job(
             "split", [{"name": "alpha_low"}, {"name": "alpha_high"}], database="alpha", split_keys=["k20"]
         ),
         tags={DB_TAG: "alpha"},
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
     )
     assert result.success
     materialized = [m.asset_key for m in result.get_asset_materialization_events()]
@@ -94,12 +95,12 @@ def test_split_then_merge_through_the_job(
             "merge", [{"name": "alpha_again"}], sources=["alpha_low", "alpha_high"]
         ),
         tags={DB_TAG: "alpha_low"},
-        resources={"slate": slate},
+        resources={RESOURCE_KEY: slate},
     )
     assert merged.success and merged.output_for_node("rescale_op").created
     assert read_all(seeded, "dbs/again") == MODEL
     # Materializing the assets afterwards only records their state.
-    assets = dg.materialize(build_database_assets(slate.config), resources={"slate": slate})
+    assets = dg.materialize(build_database_assets(slate.config), resources={RESOURCE_KEY: slate})
     assert assets.success
 
 
@@ -108,7 +109,7 @@ def test_a_shard_asset_is_not_created_by_materializing(
 ) -> None:
     assets = [a for a in build_database_assets(config) if database_asset_key("alpha_low") in a.keys]
     with pytest.raises(ConfigError, match="rescale_job"):
-        dg.materialize(assets, resources={"slate": slate})
+        dg.materialize(assets, resources={RESOURCE_KEY: slate})
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,7 @@ def test_invalid_run_config_is_refused_before_running(
         job.execute_in_process(
             run_config={"ops": {"rescale_op": {"config": op_config}}},
             tags={DB_TAG: "alpha"},
-            resources={"slate": slate},
+            resources={RESOURCE_KEY: slate},
         )
 
 
@@ -149,7 +150,7 @@ def test_a_target_configured_from_other_sources_is_refused(
                 "split", [{"name": "alpha_low"}, {"name": "alpha_high"}], database="beta", split_keys=["k20"]
             ),
             tags={DB_TAG: "beta"},
-            resources={"slate": slate},
+            resources={RESOURCE_KEY: slate},
         )
 
 

@@ -12,11 +12,12 @@ from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 
 def tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-    context = dg.build_sensor_context(cursor=cursor, resources={"slate": slate})
+    context = dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate})
     result = slate_ops_manifest_sensor(context)
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result

@@ -12,6 +12,7 @@ import pytest
 from slate_ops.errors import ConfigError, InvalidArgumentError
 from slate_ops.orchestration import SlateDatabasesResource
 from slate_ops.orchestration.config import parse_config
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.spark.executor import _check_shareable
 from slate_ops.spark.read import require_shareable
 
@@ -54,8 +55,8 @@ def test_harmless_options_pass(tmp_path: Path) -> None:
 
 
 @dg.op
-def _touch(slate: SlateDatabasesResource) -> None:
-    slate.database("a")
+def _touch(slate_ops: SlateDatabasesResource) -> None:  # the default resource key, RESOURCE_KEY
+    slate_ops.database("a")
 
 
 @dg.job
@@ -69,13 +70,15 @@ def test_a_run_with_a_secret_store_url_fails_without_logging_it(url: str) -> Non
     fails the run, and neither pydantic's echo of the input nor any event carries the secret."""
     run_config = {
         "resources": {
-            "slate": {"config": {"config": {"databases": [{"name": "a", "store_url": url, "path": "p"}]}}}
+            RESOURCE_KEY: {
+                "config": {"config": {"databases": [{"name": "a", "store_url": url, "path": "p"}]}}
+            }
         }
     }
     with dg.DagsterInstance.ephemeral() as instance:
         result = _touch_job.execute_in_process(
             run_config=run_config,
-            resources={"slate": SlateDatabasesResource.configure_at_launch()},
+            resources={RESOURCE_KEY: SlateDatabasesResource.configure_at_launch()},
             instance=instance,
             raise_on_error=False,
         )

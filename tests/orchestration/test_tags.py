@@ -17,6 +17,7 @@ from slate_ops.errors import ConfigError
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.config import TagPolicyConfig, parse_config
+from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.conftest import snapshot
 from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
 
@@ -145,7 +146,7 @@ def test_schedule_requests_a_tagged_real_run_only_when_the_policy_has_work(
     slate: SlateDatabasesResource, created: ObjectStore, clock: ManualClock
 ) -> None:
     when = datetime(2024, 1, 5, 2, 15, tzinfo=UTC)
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     requests = tag_policy_schedule(context)
     assert isinstance(requests, list)
     (request,) = requests  # beta has no policy
@@ -154,25 +155,25 @@ def test_schedule_requests_a_tagged_real_run_only_when_the_policy_has_work(
         "ops": {"tag_policy_op": {"config": {"database": "alpha", "dry_run": False}}}
     }
     done = tag_policy_job.execute_in_process(
-        run_config=request.run_config, tags=request.tags, resources={"slate": slate}
+        run_config=request.run_config, tags=request.tags, resources={RESOURCE_KEY: slate}
     )
     assert done.success and tag_names(created) == ["auto-2024-01-05"]
 
     before = snapshot(created)
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     skip = tag_policy_schedule(context)
     assert (
         isinstance(skip, dg.SkipReason) and skip.skip_message == "no database's tag policy has anything to do"
     )
     assert snapshot(created) == before  # deciding is a dry run
     clock.advance(DAY)
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     assert isinstance(tag_policy_schedule(context), list)
 
 
 def test_schedule_skips_an_unreadable_database(slate: SlateDatabasesResource) -> None:
     when = datetime(2024, 1, 5, 2, 15, tzinfo=UTC)  # nothing created: alpha is missing
-    context = dg.build_schedule_context(scheduled_execution_time=when, resources={"slate": slate})
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
     skip = tag_policy_schedule(context)
     assert isinstance(skip, dg.SkipReason)
     assert "skipped: alpha (DbNotFoundError" in (skip.skip_message or "")

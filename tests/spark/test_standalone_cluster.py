@@ -37,7 +37,12 @@ from slate_ops.compaction import CompactorOptions
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.config import S3_CREDENTIAL_ENV
-from slate_ops.orchestration.resources import LocalPySparkResource, local_pyspark_resource
+from slate_ops.orchestration.resources import (
+    PYSPARK_RESOURCE_KEY,
+    RESOURCE_KEY,
+    LocalPySparkResource,
+    local_pyspark_resource,
+)
 from slate_ops.spark import SparkExecutor, bulk_load, read_db
 from slate_ops.spark.cluster import (
     SCRUBBED_PREFIXES,
@@ -113,7 +118,7 @@ def wiring(
             "spark.ui.port": str(free_port()),
         },
     )
-    definitions = {"slate": slate, "pyspark": pyspark}
+    definitions = {RESOURCE_KEY: slate, PYSPARK_RESOURCE_KEY: pyspark}
     assert isinstance(slate.s3_secret_access_key, dg.EnvVar)
     try:
         with dg.build_resources(definitions) as built:

@@ -198,5 +198,5 @@ def test_the_cli_refuses_them_and_writes_nothing(
 
 def test_a_rescale_target_path_in_run_config_is_refused() -> None:
     with pytest.raises(ValueError, match="reserved name"):
-        NewDatabaseConfig(name="low", path="a/wal")
-    assert NewDatabaseConfig(name="low", path="a/low").path == "a/low"
+        NewDatabaseConfig(name="low", path="a/wal").check()  # rescale_op checks it before reading the fleet
+    NewDatabaseConfig(name="low", path="a/low").check()
