@@ -69,7 +69,9 @@ def observation(result: dg.ExecuteInProcessResult) -> dict[str, object]:
 
 
 def tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-    result = slate_ops_compaction_sensor(dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate}))
+    result = slate_ops_compaction_sensor(
+        dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate})
+    )
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
 

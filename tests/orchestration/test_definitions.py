@@ -13,8 +13,8 @@ import pytest
 
 from slate_ops import admin
 from slate_ops.objstore import open_store
-from slate_ops.orchestration.naming import PARTITIONS_NAME
 from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration.naming import PARTITIONS_NAME
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 
 REPO = Path(__file__).resolve().parents[2]

@@ -146,7 +146,9 @@ def fleet(endpoint: str, bucket: str, store: S3Store, counter: CountingApp) -> S
 
 
 def manifest_tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-    result = slate_ops_manifest_sensor(dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate}))
+    result = slate_ops_manifest_sensor(
+        dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate})
+    )
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
 
