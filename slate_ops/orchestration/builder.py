@@ -111,6 +111,7 @@ def build_definitions(
     The fleet's assets and their checks are always included.
     """
     config = config if config is not None else load_config()
+    Naming(prefix=prefix)  # the prefix is checked before the keys made from it
     naming = Naming(keys=fleet_resource_keys(resource_keys, prefix), prefix=prefix, hooks=hooks)
     resource_keys = naming.keys
     domains = [build(naming) for build in DOMAINS]
