@@ -547,3 +547,22 @@ def test_a_real_run_records_the_checks_and_state_it_leaves(fleet: SlateDatabases
     created = step_metadata(real)["maintenance_tag_policy"]["created"]
     assert "0 L0 SST(s), 1 sorted run(s)" in observed["lsm_shape"]
     assert observed["tag_names"] == created and "short-lived" not in observed["checkpoint_names"]
+
+
+def test_each_maintenance_op_takes_only_the_fields_it_uses() -> None:
+    """The launchpad pre-fills each op's own config: executor and full under compaction only."""
+    fields = {node.name: set(node.config_schema.config_type.fields) for node in maintenance_job.all_node_defs}
+    assert fields == {
+        "maintenance_expire_checkpoints": {"database", "dry_run"},
+        "maintenance_compact": {"database", "dry_run", "executor", "full"},
+        "maintenance_tag_policy": {"database", "dry_run"},
+        "maintenance_gc": {"database", "dry_run"},
+    }
+    config = maintenance_run_config(dry_run=False, executor="local", full=True, database="alpha")["ops"]
+    assert {step: set(config[step]["config"]) for step in STEPS} == fields
+    assert maintenance_job.run_config_schema.config_type is not None
+    dg.validate_run_config(maintenance_job, maintenance_run_config(dry_run=False, executor="spark"))
+    with pytest.raises(dg.DagsterInvalidConfigError, match="executor"):
+        dg.validate_run_config(
+            maintenance_job, {"ops": {"maintenance_gc": {"config": {"dry_run": False, "executor": "local"}}}}
+        )

@@ -7,7 +7,7 @@ import pytest
 
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.verify import CHECKS
-from slate_ops.errors import ConfigError
+from slate_ops.errors import ConfigError, SlateOpsError
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.assets import build_database_assets, database_asset_key
@@ -162,3 +162,62 @@ def test_config_validates_rescaled_from(store_url: str) -> None:
             f"databases: [{{name: a, store_url: '{store_url}', path: a}}, "
             f"{{name: b, store_url: '{store_url}', path: b, parent: a, rescaled_from: [a]}}]"
         )
+
+
+@pytest.mark.parametrize(
+    ("op_config", "message"),
+    [
+        ({"operation": "splt", "split_keys": ["k1"], "targets": [{"name": "x"}, {"name": "y"}]}, "splt"),
+        ({"operation": "split", "split_keys": "k1", "targets": [{"name": "x"}, {"name": "y"}]}, "split_keys"),
+        ({"operation": "split", "split_keys": ["k1"]}, "targets"),
+        ({"operation": "split", "split_key": ["k1"], "targets": [{"name": "x"}]}, "split_key"),
+        ({"operation": "merge", "sources": ["a"], "targets": [{"name": "x", "pth": "p"}]}, "pth"),
+    ],
+)
+def test_the_config_schema_refuses_a_bad_rescale_config_at_launch(
+    defs: dg.Definitions, slate: SlateDatabasesResource, op_config: dict[str, object], message: str
+) -> None:
+    """Dagster's own config validation, before a run exists (no step runs, nothing is read)."""
+    job = defs.resolve_job_def("rescale_job")
+    with pytest.raises(dg.DagsterInvalidConfigError, match=message):
+        job.execute_in_process(
+            run_config={"ops": {"rescale_op": {"config": op_config}}},
+            tags={DB_TAG: "alpha"},
+            resources={RESOURCE_KEY: slate},
+        )
+
+
+@pytest.mark.parametrize(
+    ("op_config", "message"),
+    [
+        ({"operation": "split", "split_keys": [], "targets": [{"name": "x"}]}, "one or more split_keys"),
+        ({"operation": "split", "split_keys": ["k1"], "targets": [{"name": "x"}]}, "make 2 shards but 1"),
+        ({"operation": "split", "split_keys": ["k1"], "targets": []}, "make 2 shards but 0"),
+        (
+            {"operation": "merge", "sources": ["a", "b"], "targets": [{"name": "x"}, {"name": "y"}]},
+            "exactly one",
+        ),
+        ({"operation": "split", "split_keys": ["k1"], "targets": [{"name": "x-1"}, {"name": "y"}]}, "'x-1'"),
+        (
+            {
+                "operation": "split",
+                "split_keys": ["k1"],
+                "targets": [{"name": "x", "path": "a/wal"}, {"name": "y"}],
+            },
+            "reserved name",
+        ),
+    ],
+)
+def test_a_bad_rescale_config_fails_with_a_typed_error_not_a_pydantic_traceback(
+    defs: dg.Definitions, slate: SlateDatabasesResource, op_config: dict[str, object], message: str
+) -> None:
+    """What Dagster's schema cannot express (counts, rules across fields, names): the op's first
+    action refuses it with a slate_ops error that says what to fix."""
+    job = defs.resolve_job_def("rescale_job")
+    with pytest.raises(SlateOpsError, match=message) as refused:
+        job.execute_in_process(
+            run_config={"ops": {"rescale_op": {"config": op_config}}},
+            tags={DB_TAG: "alpha"},
+            resources={RESOURCE_KEY: slate},
+        )
+    assert "pydantic" not in str(refused.value).lower() and "validation error" not in str(refused.value)
