@@ -244,3 +244,24 @@ def test_the_component_is_exported_with_a_scaffolder() -> None:
     assert has_scaffolder(FleetComponent)
     assert type(get_scaffolder(FleetComponent)).__name__ == "FleetComponentScaffolder"
     assert SlateDatabasesResource is _Resource
+
+
+def test_the_yaml_schema_is_the_fleet_configs_models() -> None:
+    """Editors and ``dg check yaml`` see the fleet config's fields and policy groups, typed."""
+    schema = FleetComponent.model().model_json_schema()
+    assert set(schema["properties"]) == {
+        "config_file",
+        "databases",
+        "discover",
+        "jobs",
+        "schedules",
+        "sensors",
+        "resource_keys",
+        "prefix",
+        "resources",
+    }
+    database = schema["$defs"]["FleetDatabase"]["properties"]
+    assert set(DatabaseConfig.model_fields) == set(database)
+    assert "store_url" not in schema["$defs"]["FleetDatabase"].get("required", [])
+    compaction = schema["$defs"]["CompactionPolicy"]["properties"]
+    assert compaction["executor"]["enum"] == ["local", "spark"]
