@@ -1,9 +1,11 @@
-"""The Dagster jobs, schedules and sensors of slate_ops by their public names, and ``DOMAINS``, the
-one :class:`dagster.Definitions` per domain that ``definitions.py`` registers.
+"""(Repository only, not in the wheel.) The Dagster jobs, schedules and sensors of slate_ops' default
+build by their public names, and ``DOMAINS``, the one :class:`dagster.Definitions` per domain.
 
-Each job lives with its ops, schedule and sensor in its domain's module of
+Each job lives with its ops, schedule and sensor in its domain's builder in
 :mod:`slate_ops.orchestration` (``checkpoints``, ``compaction``, ``gc``, ``tags``, ``clones``,
-``rescale``, ``maintenance``); this package only names them. That package never imports this one.
+``rescale``, ``maintenance``, ``partitions``); this package only names the default build's objects
+(the code location is :func:`slate_ops.orchestration.build_definitions`). That package never
+imports this one.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ single-step jobs; ``maintenance_schedule`` runs it daily.
 
 The job is partitioned like the single-step jobs (dynamic partitions ``slate_ops_databases``): a
 run's partition key is the database it maintains. Dagster refuses a :class:`dagster.ConfigMapping` on
-a partitioned job, so each of the four ops takes the same op config, :class:`MaintenanceConfig`
-(:func:`maintenance_run_config` writes it for all four)::
+a partitioned job, so each of the four ops takes its own op config with only the fields it uses
+(:class:`MaintenanceConfig` subclasses; :func:`maintenance_run_config` writes all four)::
 
     ops:
       maintenance_expire_checkpoints: {config: {dry_run: false}}
@@ -13,10 +13,10 @@ a partitioned job, so each of the four ops takes the same op config, :class:`Mai
       maintenance_tag_policy: {config: {dry_run: false}}
       maintenance_gc: {config: {dry_run: false}}
 
-    database: demo     # optional: the partition key, else the run's slate_ops/db tag (set: they must agree)
-    dry_run: true      # the default: the step only reports (compaction: what it would pick)
-    executor: database # compaction only: local / spark override the database's compaction.executor
-    full: null         # compaction only: true / false override the database's compaction.full
+    database: demo     # every op, optional: the partition key, else the run's slate_ops/db tag
+    dry_run: true      # every op: the default; the step only reports (compaction: what it would pick)
+    executor: database # maintenance_compact only: local / spark override the database's compaction.executor
+    full: null         # maintenance_compact only: true / false override the database's compaction.full
 
 With ``dry_run: false`` each step runs for real unless the database's policy keeps it a dry run
 (``checkpoints.expiry_dry_run``, ``gc.dry_run``). Every op's output metadata is its step's report
