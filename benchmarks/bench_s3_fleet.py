@@ -95,7 +95,9 @@ def sensor_of(name: str) -> Any:
 def evaluate(sensor: Any, slate: Any, cursor: str | None) -> Any:
     import dagster as dg
 
-    return sensor(dg.build_sensor_context(cursor=cursor, resources={"slate": slate}))
+    from slate_ops.orchestration.resources import RESOURCE_KEY
+
+    return sensor(dg.build_sensor_context(cursor=cursor, resources={RESOURCE_KEY: slate}))
 
 
 def short(result: Any) -> str:
