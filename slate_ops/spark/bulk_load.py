@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,21 +44,29 @@ from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType
+from pyspark.sql.types import BinaryType, StructType
 from ulid import ULID
 
 from slate_ops.admin.split_keys import check_count
 from slate_ops.engine.bounds import check_write
 from slate_ops.engine.db import Db
 from slate_ops.engine.options import DbOptions
-from slate_ops.errors import BulkLoadFailedError, BulkLoadInputError, DuplicateKeyError, OutOfRangeError
+from slate_ops.errors import (
+    BulkLoadFailedError,
+    BulkLoadInputError,
+    BulkLoadOverlapError,
+    DuplicateKeyError,
+    ObjectNotFoundError,
+    OutOfRangeError,
+)
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
-from slate_ops.manifest.store import ManifestStore
+from slate_ops.manifest.store import ManifestStore, VersionedManifest
+from slate_ops.objstore import ObjectStore
 from slate_ops.spark.credentials import S3Credentials
 from slate_ops.spark.executor import _remote_error, _worker_store
 from slate_ops.spark.read import default_parallelism, require_shareable
-from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, encode_sst
+from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, SstReader, encode_sst
 from slate_ops.txn.paths import normalize_db_path
 
 MiB = 1024 * 1024
@@ -68,6 +77,7 @@ PARTITION_BYTES = 256 * MiB
 ROW_OVERHEAD = 13
 
 _RESULT_SCHEMA = "result binary"
+_ROWS = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,73 @@ def _first_duplicate(keys: pa.Array, previous: bytes | None) -> bytes | None:
     return None
 
 
+def _checked(batch: pa.RecordBatch, path: str) -> pa.RecordBatch:
+    """``batch`` as two binary columns; refuses a null or empty key and a null value."""
+    keys = batch.column(0).cast(pa.binary())
+    values = batch.column(1).cast(pa.binary())
+    if keys.null_count or values.null_count or pc.min(pc.binary_length(keys)).as_py() == 0:
+        raise BulkLoadInputError(
+            f"a null or empty key, or a null value, reached the bulk load of {path!r}: keys must be "
+            "non-empty bytes and values non-null (filter them first). Nothing was committed."
+        )
+    return pa.RecordBatch.from_arrays([keys, values], names=["key", "value"])
+
+
+def _sorted(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` in key order (unsigned bytes): as they come if they already are,
+    else the whole partition sorted in memory (Arrow's sort; a partition is held once more)."""
+    table = pa.Table.from_batches([_checked(b, path) for b in batches if b.num_rows], schema=_ROWS)
+    if table.num_rows > 1:
+        keys = table.column(0)
+        if pc.any(pc.less(keys.slice(1), keys.slice(0, table.num_rows - 1))).as_py():
+            table = table.take(pc.sort_indices(keys))
+    yield from table.to_batches(max_chunksize=64 * 1024)
+
+
+def task_result(
+    url: str,
+    credentials: S3Credentials,
+    path: str,
+    seq: int,
+    target: int,
+    options: SstOptions,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    sort: bool = False,
+) -> _TaskResult:
+    """One task of a load: a partition's rows in, its SSTs written, their metadata out.
+
+    The rows must come in key order, unless ``sort`` (the data source's tasks: the partition is
+    sorted in memory first). The first duplicate key found stops the task (the result names it;
+    the driver refuses the load). Should the task fail, it deletes the SSTs it wrote first.
+    """
+    cutter = _SstCutter(url, credentials, path, seq, target, options)
+    previous: bytes | None = None
+    duplicate: bytes | None = None
+    try:
+        for batch in _sorted(batches, path) if sort else batches:
+            if batch.num_rows == 0:
+                continue
+            batch = _checked(batch, path)
+            keys = batch.column(0)
+            if previous is not None and keys[0].as_py() < previous:
+                raise BulkLoadFailedError(
+                    f"Spark ordered key {keys[0].as_py()!r} after {previous!r} in the bulk load of "
+                    f"{path!r}; keys must sort as unsigned bytes"
+                )
+            duplicate = _first_duplicate(keys, previous)
+            if duplicate is not None:
+                break
+            cutter.add(batch)
+            previous = keys[len(keys) - 1].as_py()
+        if duplicate is None:
+            cutter.flush()
+    except BaseException:
+        delete_ssts(cutter.store, path, cutter.written)
+        raise
+    return _TaskResult(tuple(cutter.written), cutter.rows, duplicate)
+
+
 def write_partition(
     url: str,
     credentials: S3Credentials,
@@ -185,42 +262,63 @@ def write_partition(
     options: SstOptions,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: one key-sorted partition in, its SSTs written, one pickled result out."""
-    cutter = _SstCutter(url, credentials, path, seq, target, options)
-    previous: bytes | None = None
-    duplicate: bytes | None = None
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        keys = batch.column(0).cast(pa.binary())
-        values = batch.column(1).cast(pa.binary())
-        if keys.null_count or values.null_count or pc.min(pc.binary_length(keys)).as_py() == 0:
-            raise BulkLoadInputError(  # checked by the driver; only a non-deterministic DataFrame gets here
-                f"a null or empty key, or a null value, reached the bulk load of {path!r}"
-            )
-        if previous is not None and keys[0].as_py() < previous:
-            raise BulkLoadFailedError(
-                f"Spark ordered key {keys[0].as_py()!r} after {previous!r} in the bulk load of {path!r}; "
-                "keys must sort as unsigned bytes"
-            )
-        duplicate = _first_duplicate(keys, previous)
-        if duplicate is not None:
-            break
-        cutter.add(pa.RecordBatch.from_arrays([keys, values], names=["key", "value"]))
-        previous = keys[len(keys) - 1].as_py()
-    if duplicate is None:
-        cutter.flush()
-    result = _TaskResult(tuple(cutter.written), cutter.rows, duplicate)
+    """``mapInArrow`` body of :func:`bulk_load`: :func:`task_result` of one key-sorted partition,
+    pickled into one row."""
+    result = task_result(url, credentials, path, seq, target, options, batches)
     yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+
+
+def delete_ssts(store: ObjectStore, path: str, ssts: Iterable[CompactedSst]) -> None:
+    """Delete the SST files of a load that will not be committed (nothing references them)."""
+    for sst in ssts:
+        with contextlib.suppress(ObjectNotFoundError):
+            store.delete(sst_key(path, sst.id))
+
+
+CLOCK_SKEW = 600.0
+"""Seconds a worker's clock may lag the driver's (bounds the SST ids :func:`delete_load_orphans` weighs)."""
+
+
+def delete_load_orphans(store: ObjectStore, path: str, seq: int, epoch: int, since: float) -> int:
+    """Delete the SSTs of an uncommitted load that no message named (tasks killed after writing).
+
+    Those are the SST files under ``<path>/compacted/`` that the current manifest does not list,
+    whose id is from after ``since`` (Unix seconds, less :data:`CLOCK_SKEW`) and whose every row has
+    the load's sequence number ``seq``. Only a writer that opened after the load reserved ``seq``
+    could write another such SST, and it would have bumped the writer epoch first: if the
+    manifest's epoch is no longer ``epoch``, nothing is deleted (GC removes the files later).
+    Returns the number of files deleted.
+    """
+    manifests = ManifestStore(store, path)
+    listed = [m.key for m in store.list(f"{path}/compacted/")]
+    latest = manifests.read_latest()
+    if latest is None or latest.value.writer_epoch != epoch:
+        return 0
+    known = {sst_key(path, s.id) for s in latest.value.ssts}
+    deleted = 0
+    for key in listed:
+        name = key.rsplit("/", 1)[-1].removesuffix(".sst")
+        try:
+            if key in known or ULID.from_str(name).timestamp < since - CLOCK_SKEW:
+                continue
+            info = SstReader.open(store, key).info
+        except (ValueError, ObjectNotFoundError):
+            continue
+        if (info.min_seq, info.max_seq) == (seq, seq):
+            with contextlib.suppress(ObjectNotFoundError):
+                store.delete(key)
+            deleted += 1
+    return deleted
 
 
 # --- driver -----------------------------------------------------------------------------------------
 
 
-def _check_columns(df: DataFrame, key_col: str, value_col: str) -> None:
+def check_columns(schema: StructType, key_col: str, value_col: str) -> None:
+    """Refuses (:class:`BulkLoadInputError`) a missing or non-binary key or value column."""
     if key_col == value_col:
         raise BulkLoadInputError(f"key_col and value_col must differ, both are {key_col!r}")
-    types = {f.name: f.dataType for f in df.schema.fields}
+    types = {f.name: f.dataType for f in schema.fields}
     for role, name in (("key", key_col), ("value", value_col)):
         if name not in types:
             raise BulkLoadInputError(
@@ -291,8 +389,8 @@ def bulk_load(
     binary columns without nulls, keys non-empty: otherwise :class:`BulkLoadInputError` before
     anything is written (the store is unchanged; checking costs one aggregate Spark job over
     ``df``). A key present twice raises :class:`DuplicateKeyError` naming it, found while writing:
-    nothing is committed and the SSTs already written are orphans that GC removes after its
-    ``min_age`` (deduplicate first, e.g. ``df.dropDuplicates([key_col])`` for any-wins).
+    nothing is committed and the SSTs already written are deleted (deduplicate first, e.g.
+    ``df.dropDuplicates([key_col])`` for any-wins).
 
     The load opens the database as its writer (``db_options``), which fences the running writer
     (its next write or flush raises :class:`FencedError`; reopen it after the load) and keeps
@@ -301,8 +399,10 @@ def bulk_load(
     256 MiB of row bytes if more) and ``sortWithinPartitions`` order the rows; each task writes
     SSTs of about ``target_sst_bytes`` row bytes under ``<path>/compacted/``; the driver commits them
     all in one manifest update, in front of L0 (see the module docstring). If that commit fails
-    (:class:`FencedError`: another writer opened meanwhile) or the job fails
-    (:class:`BulkLoadFailedError`), nothing is committed and the SSTs are orphans for GC. L0 then
+    (:class:`FencedError`: another writer opened meanwhile), nothing is committed and the SSTs are
+    deleted; if the job fails (:class:`BulkLoadFailedError`), nothing is committed and the SSTs
+    the tasks wrote are deleted (:func:`delete_load_orphans`). The same tasks and
+    commit serve ``df.write.format("slate_ops")`` (:mod:`slate_ops.spark.datasource`). L0 then
     holds as many more SSTs as were loaded: writers' L0 flushes wait (``l0_max_ssts``) until the
     compactor folds them into sorted runs. An empty ``df`` writes nothing and fences no one.
     S3 credentials (driver and tasks) come from the session's ``spark.slate_ops.s3.*`` settings,
@@ -314,7 +414,7 @@ def bulk_load(
     check_count(target_sst_bytes, "target_sst_bytes")
     if partitions is not None:
         check_count(partitions, "partitions")
-    _check_columns(df, key_col, value_col)
+    check_columns(df.schema, key_col, value_col)
     credentials = S3Credentials.of_session(df.sparkSession)
     store = credentials.open_store(store_url)
     latest = ManifestStore(store, path).read_latest()
@@ -329,24 +429,19 @@ def bulk_load(
     try:
         seq = db.reserve_ingest_seq()
         columns = (key_col, value_col)
-        results = _run_job(
-            df, columns, store_url, credentials, path, seq, target_sst_bytes, partitions, sst_options
-        )
-        duplicates = sorted(r.duplicate for r in results if r.duplicate is not None)
-        if duplicates:
-            raise DuplicateKeyError(
-                f"the DataFrame loaded into {path!r} holds key {duplicates[0]!r} more than once"
-                f"{f' (and {len(duplicates) - 1} more duplicated keys)' if len(duplicates) > 1 else ''}; "
-                "deduplicate it first (e.g. dropDuplicates on the key column). Nothing was committed; "
-                "the SSTs already written are orphans that GC removes.",
-                duplicates[0],
+        job_started = time.time()
+        try:
+            results = _run_job(
+                df, columns, store_url, credentials, path, seq, target_sst_bytes, partitions, sst_options
             )
-        ssts = sorted((s for r in results for s in r.ssts), key=lambda s: s.info.first_key)
-        visible = db.manifest.visible_range
-        if ssts and visible is not None:
-            for key in (ssts[0].info.first_key, ssts[-1].info.last_key):
-                check_write(visible, [key], f"the database {path!r}")
-        committed = db.ingest_l0(ssts, seq)
+        except BulkLoadFailedError:
+            delete_load_orphans(store, path, seq, db.writer_epoch, job_started)
+            raise
+        try:
+            committed, ssts = commit_load(db, path, results, seq)
+        except BaseException:
+            delete_ssts(store, path, (s for r in results for s in r.ssts))
+            raise
     except BaseException:
         with contextlib.suppress(Exception):  # the error in flight says more (e.g. FencedError again)
             db.close()
@@ -363,6 +458,42 @@ def bulk_load(
         partitions=partitions,
         sst_ids=tuple(str(s.id) for s in ssts),
     )
+
+
+def commit_load(
+    db: Db, path: str, results: Sequence[_TaskResult], seq: int
+) -> tuple[VersionedManifest, list[CompactedSst]]:
+    """The driver's single commit of a load: the tasks' SSTs in front of L0 at ``seq``.
+
+    Refuses, committing nothing: a duplicate key a task found (:class:`DuplicateKeyError`), tasks
+    whose key ranges overlap (:class:`BulkLoadOverlapError`: rows were not range-partitioned), and
+    keys outside a projected shard's range (:class:`OutOfRangeError`). The caller deletes the SSTs
+    when this raises.
+    """
+    duplicates = sorted(r.duplicate for r in results if r.duplicate is not None)
+    if duplicates:
+        raise DuplicateKeyError(
+            f"the DataFrame loaded into {path!r} holds key {duplicates[0]!r} more than once"
+            f"{f' (and {len(duplicates) - 1} more duplicated keys)' if len(duplicates) > 1 else ''}; "
+            "deduplicate it first (e.g. dropDuplicates on the key column). Nothing was committed; "
+            "the SSTs already written were deleted.",
+            duplicates[0],
+        )
+    spans = sorted((r.ssts[0].info.first_key, r.ssts[-1].info.last_key) for r in results if r.ssts)
+    for (_, last), (first, _) in itertools.pairwise(spans):
+        if first <= last:
+            raise BulkLoadOverlapError(
+                f"the rows written into {path!r} were not range-partitioned: one Spark partition ends "
+                f"at key {last!r}, another starts at {first!r}; each partition must hold its own key "
+                "range. Write df.repartitionByRange(n, <key column>) (n about one per 256 MiB of rows). "
+                "Nothing was committed; the SSTs written were deleted."
+            )
+    ssts = sorted((s for r in results for s in r.ssts), key=lambda s: s.info.first_key)
+    visible = db.manifest.visible_range
+    if ssts and visible is not None:
+        for key in (ssts[0].info.first_key, ssts[-1].info.last_key):
+            check_write(visible, [key], f"the database {path!r}")
+    return db.ingest_l0(ssts, seq), ssts
 
 
 def _run_job(
@@ -387,10 +518,20 @@ def _run_job(
     except (PySparkException, Py4JError) as exc:
         raise BulkLoadFailedError(
             f"the Spark job of the bulk load into {path!r} ({partitions} partitions) failed: "
-            f"{_remote_error(exc)}. Nothing was committed; SSTs already written are orphans that GC removes."
+            f"{_remote_error(exc)}. Nothing was committed; the SSTs already written were deleted."
         ) from exc
     results: list[_TaskResult] = [pickle.loads(bytes(row["result"])) for row in collected]
     return results
 
 
-__all__ = ["DEFAULT_TARGET_SST_BYTES", "BulkLoadReport", "bulk_load", "write_partition"]
+__all__ = [
+    "DEFAULT_TARGET_SST_BYTES",
+    "BulkLoadReport",
+    "bulk_load",
+    "check_columns",
+    "commit_load",
+    "delete_load_orphans",
+    "delete_ssts",
+    "task_result",
+    "write_partition",
+]

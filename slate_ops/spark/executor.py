@@ -226,7 +226,8 @@ def local_spark_session(
 
     Sets ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` to this interpreter and
     ``SPARK_LOCAL_IP=127.0.0.1`` where unset, then applies :data:`LOCAL_CONFIG`, ``driver_memory``
-    (effective only when this call starts the JVM) and ``config``. Like ``getOrCreate``, it returns
+    (effective only when this call starts the JVM) and ``config``, and registers
+    ``format("slate_ops")`` (:func:`~slate_ops.spark.register`). Like ``getOrCreate``, it returns
     the active session if there is one; ``stop()`` it to start one with another master.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -238,4 +239,7 @@ def local_spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    from slate_ops.spark.datasource import register
+
+    register(spark)
     return spark

@@ -13,11 +13,12 @@ first) and the sorted runs, keeping the newest version per key and hiding tombst
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import logging
 import math
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -180,6 +181,23 @@ def plan_read(
     )
 
 
+def narrow_plan(plan: ReadPlan, bounds: KeyRange, keys: Collection[bytes] | None = None) -> ReadPlan:
+    """``plan`` read only inside ``bounds``: the partitions whose range meets it, their chunks and
+    WAL rows clipped to it (a partition outside ``bounds`` is dropped, not read empty). With
+    ``keys``, only the chunks that may hold one of them are kept."""
+    chunks: list[tuple[KeyRange, ...]] = []
+    wal: list[pa.Table] = []
+    for partition, rows in zip(plan.chunks, plan.wal, strict=True):
+        clipped = tuple(c.intersect(bounds) for c in partition)
+        kept = tuple(
+            c for c in clipped if not c.is_empty() and (keys is None or any(c.contains(k) for k in keys))
+        )
+        if kept:
+            chunks.append(kept)
+            wal.append(rows.filter(_range_mask(rows.column("key"), bounds)) if rows.num_rows else rows)
+    return dataclasses.replace(plan, chunks=tuple(chunks), wal=tuple(wal))
+
+
 def resolve_checkpoint(
     store: ObjectStore,
     path: str,
@@ -192,7 +210,7 @@ def resolve_checkpoint(
     """The checkpoint to read: ``checkpoint``, the tag's, or a new one named :data:`READ_CHECKPOINT_NAME`."""
     if checkpoint is not None and tag is not None:
         raise InvalidArgumentError(
-            f"read_db of {path!r} takes a checkpoint or a tag, not both (got checkpoint {checkpoint} "
+            f"reading {path!r} takes a checkpoint or a tag, not both (got checkpoint {checkpoint} "
             f"and tag {tag!r})"
         )
     if checkpoint is not None:
@@ -370,6 +388,7 @@ __all__ = [
     "READ_CHECKPOINT_NAME",
     "READ_SCHEMA",
     "ReadPlan",
+    "narrow_plan",
     "newest_values",
     "plan_read",
     "read_chunk",
