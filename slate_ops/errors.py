@@ -387,3 +387,30 @@ class DuplicateKeyError(BulkLoadInputError):
 
 class BulkLoadFailedError(SlateOpsError):
     """A bulk load's Spark job failed; nothing was committed and the SSTs it wrote are orphans GC removes."""
+
+
+class BulkLoadOverlapError(BulkLoadInputError):
+    """The Spark partitions of a ``df.write.format("slate_ops")`` overlap in key range.
+
+    Each task writes one key-ordered run of SSTs and the load commits them as one run, so every
+    partition must hold its own key range. Nothing was committed and the SSTs were deleted: write
+    ``df.repartitionByRange(n, "key")`` instead.
+    """
+
+
+class BulkLoadConflictError(BulkLoadFailedError):
+    """The database was written between the start of a ``df.write.format("slate_ops")`` and its commit.
+
+    The write reserved a sequence number above all stored data when it started; a writer that
+    wrote since makes that number stale. Nothing was committed and the SSTs were deleted: stop the
+    writers of the database (or use ``slate_ops.spark.bulk_load``, which holds the writer role for
+    the whole load) and write again.
+    """
+
+
+class UnsupportedSaveModeError(InvalidArgumentError):
+    """A ``df.write.format("slate_ops")`` asked for a save mode other than ``append``.
+
+    Loaded rows are added to the database (newer versions shadow older ones); nothing is deleted.
+    Use ``.mode("append")``; to replace a database, create a new one (or delete its keys first).
+    """
