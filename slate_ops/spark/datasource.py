@@ -64,7 +64,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from slate_ops.admin.split_keys import check_count
+from slate_ops.admin.split_keys import check_count, manifest_at
 from slate_ops.engine.db import Db
 from slate_ops.errors import BulkLoadConflictError, InvalidArgumentError, UnsupportedSaveModeError
 from slate_ops.manifest.model import KeyRange
@@ -367,6 +367,7 @@ class SlateOpsDataSource(DataSource):
         resolved = resolve_checkpoint(
             store, path, checkpoint=checkpoint, tag=self._option("tag"), lifetime=DEFAULT_READ_LIFETIME
         )
+        manifest_at(path, store, resolved)  # a missing or expired checkpoint fails at load()
         self._checkpoint = resolved
         return resolved
 
