@@ -625,6 +625,12 @@ def collect_spark_cluster(options: Options) -> Outcome:
     return bench.collect(options)
 
 
+def collect_spark_source(options: Options) -> Outcome:
+    from benchmarks import bench_spark_source as bench
+
+    return bench.collect(options)
+
+
 def collect_writer_memory(options: Options) -> Outcome:
     from benchmarks import bench_writer_memory as bench
 
@@ -670,6 +676,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "bench_spark_cluster",
         True,
         collect_spark_cluster,
+    ),
+    Benchmark(
+        "spark_source",
+        "Spark data source vs read_db and bulk_load",
+        "bench_spark_source",
+        True,
+        collect_spark_source,
     ),
     Benchmark(
         "orchestration",

@@ -39,7 +39,7 @@ from slate_ops.orchestration.config import (
     SlateOpsConfig,
     discovered_name,
 )
-from slate_ops.spark import LOCAL_CONFIG, S3Credentials
+from slate_ops.spark import LOCAL_CONFIG, S3Credentials, register
 
 RESOURCE_KEY = "slate_ops"
 """The default key of :class:`SlateDatabasesResource` (``ResourceKeys().slate``; see
@@ -220,9 +220,11 @@ class LocalPySparkResource(LazyPySparkResource, S3CredentialFields):
         return {**self.spark_config, **self.s3_credentials().spark_conf()}
 
     def _init_session(self) -> None:
-        # LazyPySparkResource builds the session from spark_config here; add the credentials.
+        # LazyPySparkResource builds the session from spark_config here; add the credentials, and
+        # format("slate_ops") bound to them.
         if self._spark_session is None:
             self._spark_session = spark_session_from_config(self.session_config())  # type: ignore[no-untyped-call]
+            register(self._spark_session)
 
     def _export_environment(self) -> None:
         os.environ["PYSPARK_PYTHON"] = self.pyspark_python

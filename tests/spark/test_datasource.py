@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -293,7 +293,9 @@ def test_a_write_during_the_load_makes_the_commit_refuse(local_store: LocalStore
     """The writer's own steps, run in this process as Spark runs them in its workers."""
     populate(local_store, 20)
     source = SlateOpsDataSource(CaseInsensitiveDict(store=local_store.url, path=PATH))
-    writer = source.writer(StructType.fromDDL(SCHEMA), overwrite=False)
+    schema = StructType.fromDDL(SCHEMA)
+    assert isinstance(schema, StructType)
+    writer = source.writer(schema, overwrite=False)
     batch = pa.RecordBatch.from_pydict({"key": [b"x1", b"x2"], "value": [b"1", b"2"]})
     message = writer.write(iter([batch]))
     assert message.result.ssts
@@ -309,7 +311,7 @@ def test_a_write_during_the_load_makes_the_commit_refuse(local_store: LocalStore
     assert [m.key for m in local_store.list(f"{PATH}/compacted/") if m.key not in listed] == []
 
 
-def no_new_data(store: LocalStore, before: dict[str, bytes], data: dict[bytes, bytes]) -> None:
+def no_new_data(store: LocalStore, before: Mapping[str, object], data: dict[bytes, bytes]) -> None:
     assert contents(store) == data
     sst_files = {k for k in snapshot(store) if "/compacted/" in k}
     assert sst_files == {k for k in before if "/compacted/" in k}

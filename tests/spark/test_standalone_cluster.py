@@ -8,9 +8,10 @@ them into the session's ``spark.slate_ops.s3.*`` settings, and every job ships t
 So if any link of that path broke, the executors' tasks could not reach moto at all.
 
 Checked: the workers' Python really has no credentials (a task without them fails on S3); two bulk
-loads and a Spark compaction with several subcompactions write what reads back; the compaction's
-outputs are the manifest's sorted run; a ``compaction_job`` run through Dagster compacts on the
-cluster too; the tasks of the loads and of the compaction ran on both workers' executors (the
+loads and a Spark compaction with several subcompactions write what reads back; a copy written and
+read back through ``format("slate_ops")`` (registered by the resource, credentials bound to it);
+the compaction's outputs are the manifest's sorted run; a ``compaction_job`` run through Dagster
+compacts on the cluster too; the tasks of the loads and of the compaction ran on both workers' executors (the
 driver's REST API); the secret is redacted in the Spark UI and written to no log.
 """
 
@@ -43,7 +44,7 @@ from slate_ops.orchestration.resources import (
     LocalPySparkResource,
     local_pyspark_resource,
 )
-from slate_ops.spark import SparkExecutor, bulk_load, read_db
+from slate_ops.spark import FORMAT, SparkExecutor, bulk_load, read_db
 from slate_ops.spark.cluster import (
     SCRUBBED_PREFIXES,
     StandaloneCluster,
@@ -65,6 +66,7 @@ pytestmark = [
 
 NAME = "clustered"
 PATH = "db"
+COPY = "db-copy"
 ROWS = 12_000
 # Small SSTs and subcompactions, so that ~1 MB of rows makes several tasks for both workers.
 SMALL = CompactorOptions(min_sources=2, max_subcompaction_bytes=32 * 1024, target_sst_bytes=64 * 1024)
@@ -205,6 +207,25 @@ def test_bulk_load_and_compaction_on_a_standalone_cluster(cluster: StandaloneClu
     context.setJobGroup("read", "read_db")
     rows = read_db(spark, db.store_url, PATH).collect()
     assert {bytes(r["key"]): bytes(r["value"]) for r in rows} == expected
+
+    # format("slate_ops"), registered by the pyspark resource: a copy written by the data source
+    # (the read's partitions are key ranges in key order, so no repartition is needed), read back
+    # with a pushed-down key range.
+    context.setJobGroup("datasource", "format slate_ops")
+    source = spark.read.format(FORMAT).option("store", db.store_url).option("path", PATH).load()
+    (
+        source.write.format(FORMAT)
+        .mode("append")
+        .option("store", db.store_url)
+        .option("path", COPY)
+        .option("target_sst_bytes", str(64 * 1024))
+        .save()
+    )
+    copied = spark.read.format(FORMAT).option("store", db.store_url).option("path", COPY).load()
+    assert {bytes(r["key"]): bytes(r["value"]) for r in copied.collect()} == expected
+    upper = copied.where(F.col("key") >= F.lit(b"key%07d" % (ROWS // 2)))
+    assert upper.count() == ROWS // 2
+    assert upper.rdd.getNumPartitions() < copied.rdd.getNumPartitions()
 
     # compaction_job through Dagster: EnvVar resolved in the run, executor spark on the cluster.
     context.setJobGroup("load", "bulk loads")
