@@ -35,6 +35,7 @@ LINEAGE_SCHEME = "slate_ops-lineage-1"
 # what an asset's own materialization carries and dg.DataProvenance.from_tags reads back.
 DATA_VERSION_TAG = "dagster/data_version"
 CODE_VERSION_TAG = "dagster/code_version"
+USER_PROVIDED_TAG = "dagster/data_version_is_user_provided"  # ours, not hashed by Dagster
 INPUT_DATA_VERSION_TAG = "dagster/input_data_version"  # + "/<origin asset key>"
 INPUT_EVENT_POINTER_TAG = "dagster/input_event_pointer"  # + "/<origin asset key>"
 NULL_EVENT_POINTER = "NULL"
@@ -87,7 +88,7 @@ def lineage_tags(
     provenance = (
         None if previous is None else dg.DataProvenance.from_tags(previous.event_log_entry.tags or {})
     )
-    tags = {CODE_VERSION_TAG: code_version, DATA_VERSION_TAG: version.value}
+    tags = {CODE_VERSION_TAG: code_version, DATA_VERSION_TAG: version.value, USER_PROVIDED_TAG: "true"}
     for origin in origin_keys:
         if provenance is not None and provenance.has_input_asset(origin):
             data_version = provenance.input_data_versions[origin].value

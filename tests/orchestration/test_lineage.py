@@ -114,9 +114,14 @@ def test_children_are_unsynced_when_their_origin_becomes_another_database(
         assert resolver.get_status(database_asset_key(child)) == StaleStatus.STALE, child
         (cause,) = resolver.get_stale_causes(database_asset_key(child))
         assert cause.category == StaleCauseCategory.DATA and cause.dependency_asset_key == demo
+        assert cause.reason == "has a new dependency data version"  # as the UI words it
     # Maintaining a child does not remake it from demo: it stays unsynced.
     maintain(instance, moved, "demo_clone")
     assert stale_resolver(instance, moved).get_status(database_asset_key("demo_clone")) == StaleStatus.STALE
+    # demo maintained after the move (a materialization an op logs) is the same story for demo_low.
+    maintain(instance, moved, "demo")
+    (cause,) = stale_resolver(instance, moved).get_stale_causes(database_asset_key("demo_low"))
+    assert cause.reason == "has a new dependency data version"
 
 
 def test_lineage_version_covers_store_path_and_origins_not_other_settings(tmp_path: Path) -> None:
