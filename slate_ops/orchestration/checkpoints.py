@@ -8,7 +8,7 @@ Its output metadata is the report. Runs come from three places:
 - ``slate_ops_manifest_sensor``, when a new manifest has expired checkpoints;
 - ``checkpoint_expiry_schedule``, hourly, for every database that has expired checkpoints by then
   (expiry is time-driven, so a database whose manifest does not change still gets cleaned);
-- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``.
+- an operator (UI launchpad or ``dg launch``), with a partition or the tag ``slate_ops/db=<name>``.
 
 Automated runs remove for real unless the database sets ``checkpoints.expiry_dry_run: true``; a
 manually launched run is a dry run unless its op config says ``dry_run: false``.

@@ -6,7 +6,7 @@ asset; materializing one creates the clone when it is missing (see
 not: its run carries the parent's ``slate_ops/db`` tag, since cloning writes the parent's manifest
 (the source and final checkpoints). See docs/design/clones-and-destroy.md.
 
-``clone_job`` runs come from an operator (UI launchpad or ``dagster job execute``) with the tag
+``clone_job`` runs come from an operator (UI launchpad or ``dg launch``) with the tag
 ``slate_ops/db=<parent>`` and the op config ``clone_name`` (a configured clone, or a new name with
 ``clone_path``) and optionally ``checkpoint``.
 """

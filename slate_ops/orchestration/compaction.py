@@ -14,7 +14,7 @@ exactly one database and carries its ``slate_ops/db`` tag. Runs come from three 
 - ``compaction_schedule``, every 30 minutes, for every database where the compactor has work (an
   L0 compaction, or adjacent sorted runs of similar size to merge), which also catches what the
   sensor left (sensor off, a failed run);
-- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``,
+- an operator (UI launchpad or ``dg launch``), with a partition or the tag ``slate_ops/db=<name>``,
   optionally ``executor: spark`` or ``full: true`` in the op config.
 """
 

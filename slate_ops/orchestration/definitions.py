@@ -2,8 +2,8 @@
 of the loaded config (``$SLATE_OPS_CONFIG``, else the embedded default with the databases ``demo``,
 its clone and its shards under ``./.slate``), with the default resource keys and no prefix.
 
-Load it from an installed slate_ops with ``dg check defs -m slate_ops.orchestration.definitions`` /
-``dagster definitions validate -m slate_ops.orchestration.definitions``, or ``python_module:
+Load it from an installed slate_ops with ``dg check defs -m slate_ops.orchestration.definitions``,
+or ``python_module:
 slate_ops.orchestration.definitions`` in a workspace. The repository's top-level
 ``definitions.py`` re-exports it.
 """

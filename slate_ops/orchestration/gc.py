@@ -13,7 +13,7 @@ with that database's other maintenance runs). Runs come from two places:
 - ``gc_schedule``, hourly, one run per existing database whose ``gc.interval_hours`` divides the
   tick's hour (counted from the epoch, UTC; the default 6 means 00, 06, 12 and 18 UTC), real unless
   the database's ``gc.dry_run``;
-- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``: a dry
+- an operator (UI launchpad or ``dg launch``), with a partition or the tag ``slate_ops/db=<name>``: a dry
   run unless the op config says ``dry_run: false``; the config also takes the resources to run and
   min ages (by default the database's ``gc`` policy).
 """

@@ -31,7 +31,7 @@ as maintenance left it. Runs come from two places:
 
 - ``maintenance_schedule``, daily at 03:00 UTC, one run per existing database, for real except the
   steps its policy keeps dry (``checkpoints.expiry_dry_run``, ``gc.dry_run``);
-- an operator (UI launchpad, ``dagster job execute``, ``.ci/demo``): a partition (or the tag
+- an operator (UI launchpad, ``dg launch --partition``, ``.ci/demo``): a partition (or the tag
   ``slate_ops/db=<name>``), a dry run for every step whose op config does not say ``dry_run: false``.
 """
 

@@ -1,8 +1,8 @@
 """Rescaling in Dagster: ``rescale_op`` and ``rescale_job`` split a database into shards or merge
 databases into one.
 
-An operator launches ``rescale_job`` (UI launchpad or ``dagster job execute``) with the tag
-``slate_ops/db=<source>`` (a merge: the first source) and op config validated by
+An operator launches ``rescale_job`` (UI launchpad or ``dg launch``) with the op config ``database``
+or the tag ``slate_ops/db=<source>`` (a merge: the first source) and op config validated by
 :class:`RescaleConfig`::
 
     ops:

@@ -11,7 +11,7 @@ database's policy and carries its ``slate_ops/db`` tag. Runs come from two place
   real run per database whose policy has something to do now (its due tag is missing, so each period's
   tag is created within 15 minutes of that database's ``create_time``; or policy tags expired or
   exceed ``num_retained_max``), found with a dry run, which reads one manifest and writes nothing;
-- an operator (UI launchpad or ``dagster job execute``), with the tag ``slate_ops/db=<name>``: a dry
+- an operator (UI launchpad or ``dg launch``), with a partition or the tag ``slate_ops/db=<name>``: a dry
   run unless the op config says ``dry_run: false``.
 """
 
