@@ -2,10 +2,11 @@
 of the loaded config (``$SLATE_OPS_CONFIG``, else the embedded default with the databases ``demo``,
 its clone and its shards under ``./.slate``), with the default resource keys and no prefix.
 
-Load it from an installed slate_ops with ``dg check defs -m slate_ops.orchestration.definitions``,
-or ``python_module:
-slate_ops.orchestration.definitions`` in a workspace. The repository's top-level
-``definitions.py`` re-exports it.
+Load it from an installed slate_ops with ``python_module: slate_ops.orchestration.definitions`` in a
+workspace, ``dg launch -m slate_ops.orchestration.definitions --job ...``, or as a dg project's
+``code_location_target_module`` (the repository's ``[tool.dg.project]`` in pyproject.toml, which
+``dg check defs`` / ``dg dev`` from the checkout read). The repository's top-level ``definitions.py``
+re-exports it.
 """
 
 from __future__ import annotations
