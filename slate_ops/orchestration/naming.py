@@ -112,7 +112,7 @@ class Naming:
             )
 
     def name(self, base: str) -> str:
-        """The prefixed name of a job, schedule, sensor or check op."""
+        """The prefixed name of a job, schedule, sensor, op or check op."""
         return f"{self.prefix}{base}"
 
     @property

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,21 @@ def test_two_fleets_with_the_same_database_names_live_side_by_side(tmp_path: Pat
     assert admin.lsm_shape("demo", open_store(store_b)).l0 == ()
     assert len(admin.lsm_shape("demo", open_store(store_a)).l0) == 4
     assert result.dagster_run.tags["dagster/partition"] == "demo"
+
+    # What fleet b's schedule requests names b's ops and b's fleet, and runs as it is.
+    schedule = merged.resolve_schedule_def("b_maintenance_schedule")
+    slate_b = SlateDatabasesResource(config=fleet_b)
+    (request,) = schedule(
+        dg.build_schedule_context(
+            scheduled_execution_time=datetime(2026, 1, 2, 3, 0, tzinfo=UTC),
+            resources={"b_slate_ops": slate_b},
+        )
+    )
+    assert (
+        request.tags == {"slate_ops/db": "demo", "slate_ops/fleet": "b"} and request.partition_key == "demo"
+    )
+    assert set(request.run_config["ops"]) == {f"b_{step}" for step in STEPS}
+    dg.validate_run_config(merged.resolve_job_def("b_maintenance_job"), request.run_config)
 
 
 def test_the_asset_spec_hook_renames_and_owns_and_the_checks_follow(tmp_path: Path) -> None:
