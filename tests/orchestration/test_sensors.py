@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -88,12 +89,13 @@ def test_new_manifest_with_expired_checkpoints_requests_a_tagged_expiry_run(
 
 
 def test_missing_or_broken_database_is_skipped_without_hiding_the_others(
-    created: ObjectStore, config: SlateOpsConfig, clock: ManualClock
+    created: ObjectStore, config: SlateOpsConfig, clock: ManualClock, tmp_path: Path
 ) -> None:
     broken = SlateOpsConfig(
         databases=[
             DatabaseConfig(name="ghost", store_url=config.databases[0].store_url, path="not/created"),
-            DatabaseConfig(name="bad_url", store_url="nosuchscheme://x", path="p"),
+            # A store URL the config accepts (an unknown scheme it refuses at load) whose root is gone.
+            DatabaseConfig(name="bad_url", store_url=(tmp_path / "no-such-root").as_uri(), path="p"),
             *config.databases,
         ]
     )
