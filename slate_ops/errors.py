@@ -377,7 +377,7 @@ class BulkLoadInputError(InvalidArgumentError):
 class DuplicateKeyError(BulkLoadInputError):
     """A bulk load's DataFrame holds a key more than once; ``key`` is one of them.
 
-    Nothing was committed; SSTs already written are orphans that GC removes. Deduplicate first.
+    Nothing was committed; the SSTs already written were deleted. Deduplicate first.
     """
 
     def __init__(self, message: str, key: bytes) -> None:
@@ -386,7 +386,10 @@ class DuplicateKeyError(BulkLoadInputError):
 
 
 class BulkLoadFailedError(SlateOpsError):
-    """A bulk load's Spark job failed; nothing was committed and the SSTs it wrote are orphans GC removes."""
+    """A bulk load's Spark job failed; nothing was committed and the SSTs its tasks wrote were deleted.
+
+    Read the task's Python exception in the message, fix its cause, and load again.
+    """
 
 
 class BulkLoadOverlapError(BulkLoadInputError):
