@@ -113,17 +113,28 @@ class _TaskResult:
 # --- tasks ------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LoadTarget:
+    """Where and how a load's tasks write: pickled into every task (no store clients)."""
+
+    url: str
+    credentials: S3Credentials
+    path: str
+    seq: int
+    """The reserved sequence number every loaded row gets."""
+    target_sst_bytes: int
+    options: SstOptions
+
+
 class _SstCutter:
     """Buffers key-ordered rows and writes an SST each time ``target`` row bytes accumulate."""
 
-    def __init__(
-        self, url: str, credentials: S3Credentials, path: str, seq: int, target: int, options: SstOptions
-    ) -> None:
-        self.store = _worker_store(url, credentials)
-        self.path = path
-        self.seq = seq
-        self.target = target
-        self.options = options
+    def __init__(self, load: LoadTarget) -> None:
+        self.store = _worker_store(load.url, load.credentials)
+        self.path = load.path
+        self.seq = load.seq
+        self.target = load.target_sst_bytes
+        self.options = load.options
         self.pending: list[pa.RecordBatch] = []
         self.pending_bytes = 0
         self.written: list[CompactedSst] = []
@@ -209,24 +220,15 @@ def _sorted(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.RecordB
     yield from table.to_batches(max_chunksize=64 * 1024)
 
 
-def task_result(
-    url: str,
-    credentials: S3Credentials,
-    path: str,
-    seq: int,
-    target: int,
-    options: SstOptions,
-    batches: Iterator[pa.RecordBatch],
-    *,
-    sort: bool = False,
-) -> _TaskResult:
+def task_result(load: LoadTarget, batches: Iterator[pa.RecordBatch], *, sort: bool = False) -> _TaskResult:
     """One task of a load: a partition's rows in, its SSTs written, their metadata out.
 
     The rows must come in key order, unless ``sort`` (the data source's tasks: the partition is
     sorted in memory first). The first duplicate key found stops the task (the result names it;
     the driver refuses the load). Should the task fail, it deletes the SSTs it wrote first.
     """
-    cutter = _SstCutter(url, credentials, path, seq, target, options)
+    cutter = _SstCutter(load)
+    path = load.path
     previous: bytes | None = None
     duplicate: bytes | None = None
     try:
@@ -253,18 +255,10 @@ def task_result(
     return _TaskResult(tuple(cutter.written), cutter.rows, duplicate)
 
 
-def write_partition(
-    url: str,
-    credentials: S3Credentials,
-    path: str,
-    seq: int,
-    target: int,
-    options: SstOptions,
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
+def write_partition(load: LoadTarget, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body of :func:`bulk_load`: :func:`task_result` of one key-sorted partition,
     pickled into one row."""
-    result = task_result(url, credentials, path, seq, target, options, batches)
+    result = task_result(load, batches)
     yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
 
 
@@ -512,7 +506,8 @@ def _run_job(
         .repartitionByRange(partitions, "key")
         .sortWithinPartitions("key")
     )
-    body = functools.partial(write_partition, url, credentials, path, seq, target, options)
+    load = LoadTarget(url, credentials, path, seq, target, options)
+    body = functools.partial(write_partition, load)
     try:
         collected = ordered.mapInArrow(body, _RESULT_SCHEMA).collect()
     except (PySparkException, Py4JError) as exc:
@@ -527,6 +522,7 @@ def _run_job(
 __all__ = [
     "DEFAULT_TARGET_SST_BYTES",
     "BulkLoadReport",
+    "LoadTarget",
     "bulk_load",
     "check_columns",
     "commit_load",

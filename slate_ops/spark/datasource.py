@@ -71,6 +71,7 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.spark.bulk_load import (
     DEFAULT_TARGET_SST_BYTES,
+    LoadTarget,
     _TaskResult,
     check_columns,
     commit_load,
@@ -228,28 +229,13 @@ class SlateOpsCommitMessage(WriterCommitMessage):
 class SlateOpsWriter(DataSourceArrowWriter):
     """Tasks write SSTs of their (sorted) partition; the driver commits them all at once."""
 
-    def __init__(
-        self,
-        store_url: str,
-        path: str,
-        credentials: S3Credentials,
-        seq: int,
-        key_col: str,
-        value_col: str,
-        target: int,
-        *,
-        epoch: int,
-        started: float,
-    ) -> None:
-        self.store_url = store_url
-        self.epoch = epoch
-        self.started = started
-        self.path = path
-        self.credentials = credentials
-        self.seq = seq
+    def __init__(self, load: LoadTarget, key_col: str, value_col: str, *, epoch: int, started: float) -> None:
+        self.load = load
         self.key_col = key_col
         self.value_col = value_col
-        self.target = target
+        self.epoch = epoch
+        """The writer epoch the write took to reserve ``load.seq`` (what :meth:`abort`'s sweep checks)."""
+        self.started = started
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SlateOpsCommitMessage:
         """One task: its rows sorted by key, written as SSTs at the reserved sequence number."""
@@ -259,34 +245,24 @@ class SlateOpsWriter(DataSourceArrowWriter):
             )
             for b in iterator
         )
-        result = task_result(
-            self.store_url,
-            self.credentials,
-            self.path,
-            self.seq,
-            self.target,
-            DEFAULT_OPTIONS,
-            columns,
-            sort=True,
-        )
-        return SlateOpsCommitMessage(result)
+        return SlateOpsCommitMessage(task_result(self.load, columns, sort=True))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Reopen the writer, check the sequence number still holds, commit every SST in one update."""
         results = _results(messages)
         if not any(r.ssts for r in results) and not any(r.duplicate for r in results):
             return
-        store = self.credentials.open_store(self.store_url)
-        db = Db.open(self.path, store)
+        load = self.load
+        db = Db.open(load.path, load.credentials.open_store(load.url))
         try:
             seq = db.reserve_ingest_seq()
-            if seq != self.seq:
+            if seq != load.seq:
                 raise BulkLoadConflictError(
-                    f"the database {self.path!r} was written while df.write.format('slate_ops') ran "
-                    f"(sequence number {self.seq} reserved at the start, {seq} now): nothing was "
+                    f"the database {load.path!r} was written while df.write.format('slate_ops') ran "
+                    f"(sequence number {load.seq} reserved at the start, {seq} now): nothing was "
                     "committed and the SSTs written were deleted. Stop its writers and write again."
                 )
-            commit_load(db, self.path, results, seq)
+            commit_load(db, load.path, results, seq)
         except BaseException:
             with contextlib.suppress(Exception):  # the error in flight says more; abort() deletes
                 db.close()
@@ -296,12 +272,13 @@ class SlateOpsWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the SSTs of the tasks that finished, then those of tasks Spark killed after they
         wrote (:func:`~slate_ops.spark.bulk_load.delete_load_orphans`; a failed task deleted its own)."""
-        store = _worker_store(self.store_url, self.credentials)
-        delete_ssts(store, self.path, (s for r in _results(messages) for s in r.ssts))
-        delete_load_orphans(store, self.path, self.seq, self.epoch, self.started)
+        load = self.load
+        store = _worker_store(load.url, load.credentials)
+        delete_ssts(store, load.path, (s for r in _results(messages) for s in r.ssts))
+        delete_load_orphans(store, load.path, load.seq, self.epoch, self.started)
         if any(m is None for m in messages):  # killed tasks may still finish an SST: sweep again
             time.sleep(KILL_GRACE_SECONDS)
-            delete_load_orphans(store, self.path, self.seq, self.epoch, self.started)
+            delete_load_orphans(store, load.path, load.seq, self.epoch, self.started)
 
 
 def _results(messages: Sequence[WriterCommitMessage | None]) -> list[_TaskResult]:
@@ -408,9 +385,8 @@ class SlateOpsDataSource(DataSource):
         with Db.open(path, store) as db:  # fences the running writer; its writes go to L0
             seq = db.reserve_ingest_seq()
             epoch = db.writer_epoch
-        return SlateOpsWriter(
-            store_url, path, self.credentials, seq, key_col, value_col, target, epoch=epoch, started=started
-        )
+        load = LoadTarget(store_url, self.credentials, path, seq, target, DEFAULT_OPTIONS)
+        return SlateOpsWriter(load, key_col, value_col, epoch=epoch, started=started)
 
 
 def register(spark: SparkSession) -> type[SlateOpsDataSource]:
