@@ -262,11 +262,23 @@ def write_partition(load: LoadTarget, batches: Iterator[pa.RecordBatch]) -> Iter
     yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
 
 
-def delete_ssts(store: ObjectStore, path: str, ssts: Iterable[CompactedSst]) -> None:
-    """Delete the SST files of a load that will not be committed (nothing references them)."""
+def delete_ssts(store: ObjectStore, path: str, ssts: Iterable[CompactedSst]) -> int:
+    """Delete the SST files of a load that was not committed; returns how many.
+
+    Deletes nothing if the current manifest lists any of them (the commit landed after all, e.g.
+    an error came after it): those files are the database's now.
+    """
+    ssts = list(ssts)
+    if not ssts:
+        return 0
+    latest = ManifestStore(store, path).read_latest()
+    listed = set() if latest is None else {s.id for s in latest.value.ssts}
+    if any(s.id in listed for s in ssts):
+        return 0
     for sst in ssts:
         with contextlib.suppress(ObjectNotFoundError):
             store.delete(sst_key(path, sst.id))
+    return len(ssts)
 
 
 CLOCK_SKEW = 600.0

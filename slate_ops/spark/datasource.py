@@ -37,6 +37,7 @@ registered class. Errors raised there reach the caller as Spark's ``AnalysisExce
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -66,7 +67,12 @@ from pyspark.sql.types import StructType
 
 from slate_ops.admin.split_keys import check_count, manifest_at
 from slate_ops.engine.db import Db
-from slate_ops.errors import BulkLoadConflictError, InvalidArgumentError, UnsupportedSaveModeError
+from slate_ops.errors import (
+    BulkLoadConflictError,
+    InvalidArgumentError,
+    SlateOpsError,
+    UnsupportedSaveModeError,
+)
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.spark.bulk_load import (
@@ -94,6 +100,8 @@ from slate_ops.spark.read import (
 )
 from slate_ops.sst import DEFAULT_OPTIONS
 from slate_ops.txn.paths import normalize_db_path
+
+log = logging.getLogger(__name__)
 
 FORMAT = "slate_ops"
 """The format name: ``spark.read.format("slate_ops")``."""
@@ -267,7 +275,10 @@ class SlateOpsWriter(DataSourceArrowWriter):
             with contextlib.suppress(Exception):  # the error in flight says more; abort() deletes
                 db.close()
             raise
-        db.close()
+        try:
+            db.close()
+        except SlateOpsError:  # committed: failing now would make Spark abort a visible load
+            log.warning("closing the writer of %r after the load's commit failed", load.path, exc_info=True)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the SSTs of the tasks that finished, then those of tasks Spark killed after they
