@@ -229,7 +229,7 @@ def run(rows: int, repeat: int, progress: Callable[[str], None] = print) -> list
 
         # Spark's own floor: the same number of rows of 128 B, prebuilt Arrow batches, through
         # mapInArrow and through a Python data source that does nothing else.
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import it
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
         spark.dataSource.register(floor_source(rows // partitions))
         floors = [("mapInArrow", read_floor_function), ("Python data source", read_floor_source)]
         floors[0][1](spark, rows // 100 // partitions, partitions)  # warm-up
