@@ -25,6 +25,7 @@ BENCHMARKS = (
     ("s3_compaction", "Compaction on S3 with latency"),
     ("writer_memory", "Writer memory against its options' budget"),
     ("spark_cluster", "Spark: local[2] vs a two-worker standalone cluster"),
+    ("spark_source", "Spark data source vs read_db and bulk_load"),
     ("orchestration", "maintenance_job: launch to success"),
 )
 NEEDS_SPARK = {"bulk_load"}
