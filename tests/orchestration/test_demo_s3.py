@@ -22,7 +22,9 @@ import pytest
 from slate_ops.objstore import S3_CREDENTIAL_VARIABLES
 from slate_ops.orchestration.config import CONFIG_ENV, STORE_ENV
 
-pytestmark = [pytest.mark.s3]
+# Runs .ci/demo end to end (about a minute): not in the default run; .ci/test runs `pytest -m
+# "cluster or e2e"` after it.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.s3]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -38,7 +38,9 @@ import yaml
 from slate_ops.orchestration import DATABASES_JOB
 
 # The module fixture runs the whole demo first (~1 min on a quiet machine; several under load).
-pytestmark = [pytest.mark.ui, pytest.mark.timeout(900)]
+# Runs .ci/demo end to end (about a minute): not in the default run; .ci/test runs `pytest -m
+# "cluster or e2e"` after it.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ui, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 WEBSERVER = str(Path(sys.executable).with_name("dagster-webserver"))

@@ -19,11 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 import yaml
 
 from slate_ops import Db, admin
 from slate_ops.objstore import open_store
 from slate_ops.orchestration.naming import PARTITIONS_NAME
+
+# The real dg command on scratch projects (about half a minute): not in the default run; .ci/test
+# runs `pytest -m "cluster or e2e"` after it.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DG = str(Path(sys.executable).with_name("dg"))
 USER_JOBS = {"cleanup_job", "report_job"}
