@@ -126,13 +126,13 @@ def label_command_line_runs(instance: dg.DagsterInstance, location: str, partiti
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m slate_ops.orchestration.partitions``: sync the partitions of the instance in
+    """``python -m slate_ops.orchestration partitions``: sync the partitions of the instance in
     ``$DAGSTER_HOME`` with a fleet at once, without waiting for the sensor (e.g. before the first
     partitioned launch). The fleet is ``--config``, else ``$SLATE_OPS_CONFIG``; the embedded demo
     fleet only with ``--demo``: without a fleet config it refuses (exit 2) rather than write the
     demo's partitions into an unrelated instance."""
     parser = argparse.ArgumentParser(
-        prog="python -m slate_ops.orchestration.partitions",
+        prog="python -m slate_ops.orchestration partitions",
         description="Make the Dagster instance's database partitions equal to the fleet's databases now.",
     )
     parser.add_argument("--config", metavar="FILE", help=f"the fleet config (default: ${CONFIG_ENV})")
@@ -168,7 +168,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -4,8 +4,8 @@ Name the databases, or pass ``--all`` for every database with a ``maintenance_jo
 partition or its ``slate_ops/db`` tag), in the order of the instance's partitions. ``.ci/demo`` ends
 with it::
 
-    python -m slate_ops.orchestration.summary --all
-    python -m slate_ops.orchestration.summary demo demo_clone
+    python -m slate_ops.orchestration summary --all
+    python -m slate_ops.orchestration summary demo demo_clone
 
 Without ``$DAGSTER_HOME`` it reads ``./.dagster`` (the instance ``.ci/demo`` creates).
 """
@@ -65,7 +65,7 @@ def maintained_databases(instance: dg.DagsterInstance) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m slate_ops.orchestration.summary",
+        prog="python -m slate_ops.orchestration summary",
         description=__doc__.splitlines()[0] if __doc__ else None,
     )
     parser.add_argument(
@@ -94,7 +94,3 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print("\n\n".join(latest_run_summary(instance, database) for database in databases))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

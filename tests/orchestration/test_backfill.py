@@ -1,5 +1,5 @@
 """A real backfill: 200 databases discovered under a prefix become partitions (synced by
-``python -m slate_ops.orchestration.partitions``), and ``dagster job backfill`` launches
+``python -m slate_ops.orchestration partitions``), and ``dagster job backfill`` launches
 ``maintenance_job`` over 20 of them through Dagster's own backfill path (a ``PartitionBackfill``,
 one run per partition, each submitted to the instance's run launcher).
 
@@ -59,7 +59,7 @@ def test_a_backfill_of_maintenance_job_over_20_of_200_discovered_databases(tmp_p
     (home / "dagster.yaml").write_text(DAGSTER_YAML)
     env = {**os.environ, "DAGSTER_HOME": str(home), "SLATE_OPS_CONFIG": str(config)}
 
-    synced = _run([sys.executable, "-m", "slate_ops.orchestration.partitions"], env)
+    synced = _run([sys.executable, "-m", "slate_ops.orchestration", "partitions"], env)
     assert f"{PARTITIONS_NAME}: {COUNT} partition(s)" in synced.stdout
 
     chosen = _names(COUNT)[100:120]

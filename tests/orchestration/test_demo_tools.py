@@ -1,6 +1,6 @@
 """The demo's command-line tools on a real Dagster instance: ``python -m
-slate_ops.orchestration.partitions`` (refuses without a fleet config; labels command-line partition
-runs with their code location) and ``python -m slate_ops.orchestration.summary`` (one summary per
+slate_ops.orchestration partitions`` (refuses without a fleet config; labels command-line partition
+runs with their code location) and ``python -m slate_ops.orchestration summary`` (one summary per
 maintained database)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def partitions_cli(home: Path, *args: str, config: Path | None = None) -> subpro
     if config is not None:
         env["SLATE_OPS_CONFIG"] = str(config)
     return subprocess.run(
-        [sys.executable, "-m", "slate_ops.orchestration.partitions", *args],
+        [sys.executable, "-m", "slate_ops.orchestration", "partitions", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -68,6 +68,7 @@ def test_partitions_takes_the_demo_fleet_only_when_asked(home: Path, tmp_path: P
     assert done.returncode == 0, done.stderr
     assert f"{PARTITIONS_NAME}: 4 partition(s); added {', '.join(DEMO_FLEET)}; removed none" in done.stdout
     assert partitions_of(home) == DEMO_FLEET
+    assert "Warning" not in done.stderr  # one entry point: no module run twice (RuntimeWarning)
     config = tmp_path / "fleet.yaml"
     config.write_text("databases:\n  - {name: orders, path: orders}\n")
     both = partitions_cli(home, "--demo", config=config)  # --demo and a fleet config: which one?
@@ -142,3 +143,15 @@ def test_summary_prints_one_summary_per_maintained_database(
         summary_main([])
     assert exit_.value.code == 2
     assert "name one or more databases, or pass --all" in capsys.readouterr().err
+
+
+def test_the_entry_point_names_its_commands(home: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "slate_ops.orchestration", "partition"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "unknown command 'partition'; choose one of: partitions, summary" in done.stderr
