@@ -118,6 +118,26 @@ class UnsupportedFormatVersionError(CorruptObjectError):
         self.version = version
 
 
+class SlateDbManifestError(CorruptObjectError):
+    """A manifest written by SlateDB, not by slate_ops: the path holds a SlateDB database.
+
+    This slate_ops cannot read or maintain SlateDB databases, so it refuses and changes nothing;
+    maintain the database with SlateDB's own tools, or keep slate_ops' databases under other paths.
+    """
+
+    def __init__(self, path: str, version: int) -> None:
+        SlateOpsError.__init__(
+            self,
+            f"{path} is a SlateDB manifest (SlateDB format version {version}), not a slate_ops one: the "
+            "database was written by SlateDB, which this slate_ops cannot read or maintain; nothing was "
+            "changed. Maintain it with SlateDB's own tools.",
+        )
+        self.path = path
+        self.reason = f"a SlateDB manifest (format version {version})"
+        self.fix = "Maintain it with SlateDB's own tools."
+        self.version = version
+
+
 # --- sequenced commits ------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from slate_ops.admin.db import sst_counts
-from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
+from slate_ops.errors import CorruptObjectError, ObjectNotFoundError, SlateDbManifestError
 from slate_ops.layout import parse_manifest_key
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
@@ -17,6 +17,8 @@ LIVE = "live"
 UNINITIALIZED = "uninitialized"
 DESTROYED = "destroyed"
 UNREADABLE = "unreadable"
+SLATEDB = "slatedb"
+"""The state of a SlateDB database (its manifest is SlateDB's): listed, never read or maintained."""
 
 
 @dataclass(frozen=True)
@@ -24,11 +26,12 @@ class DbListing:
     """One database found in a store.
 
     ``state`` is ``live``, ``uninitialized`` (a clone, split or merge that has not finished: re-run
-    it), ``destroyed`` (soft-destroyed; GC deletes it after its grace period) or ``unreadable`` (its
-    latest manifest could not be decoded: ``error`` says why, and the counters are 0). ``sst_bytes``
-    and ``ssts`` count the SST objects the latest manifest references whose files live under this
-    database's path (not those it reads from a parent or a source); ``last_write`` is when the latest
-    manifest was written, i.e. the database's last commit.
+    it), ``destroyed`` (soft-destroyed; GC deletes it after its grace period), ``slatedb`` (a
+    database SlateDB wrote, which slate_ops does not maintain: ``error`` says so) or ``unreadable``
+    (its latest manifest could not be decoded: ``error`` says why). The counters of the last two are
+    0. ``sst_bytes`` and ``ssts`` count the SST objects the latest manifest references whose files
+    live under this database's path (not those it reads from a parent or a source); ``last_write``
+    is when the latest manifest was written, i.e. the database's last commit.
     """
 
     path: str
@@ -82,7 +85,8 @@ def _listing(store: ObjectStore, path: str, manifest_id: int, written: datetime)
             return None
         manifest_id, manifest = current.id, current.value
     except CorruptObjectError as error:
-        return DbListing(path, UNREADABLE, manifest_id, False, None, 0, 0, 0, written, str(error))
+        state = SLATEDB if isinstance(error, SlateDbManifestError) else UNREADABLE
+        return DbListing(path, state, manifest_id, False, None, 0, 0, 0, written, str(error))
     if manifest.is_tombstone:
         return None  # a deleted database: the path holds no database
     counts = sst_counts(manifest)

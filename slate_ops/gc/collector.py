@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction.state import CompactionsState, CompactionsStore
-from slate_ops.errors import DbNotFoundError, GcFailedError, ObjectNotFoundError
+from slate_ops.errors import DbNotFoundError, GcFailedError, ObjectNotFoundError, SlateDbManifestError
 from slate_ops.gc.checkpoints import expire_checkpoints
 from slate_ops.gc.clones import detach, detachable
 from slate_ops.gc.compacted import plan_compacted, running_since
@@ -186,6 +186,8 @@ class _Run:
             if current is not None and current.value.is_tombstone and runs("database"):
                 return self.destroy(None)  # deleted: finish what an interrupted deletion left
             raise
+        except SlateDbManifestError:
+            raise  # not our database: refused whole, before any task (nothing to report)
         except Exception as error:
             self.errors.append(f"reading the manifests: {type(error).__name__}: {error}")
             return self.report(None)

@@ -15,6 +15,12 @@ File layout (every format version keeps this framing; only the payload may chang
 3. the version, else :class:`UnsupportedFormatVersionError` -- the file is intact, it was just
    written by a newer slate_ops. This is why the framing itself may never change between versions.
 
+A file that fails the checksum but has SlateDB's framing (:func:`slatedb_manifest_version`: a
+big-endian u16 version, 1 or more and below 256, then a FlatBuffer whose root table and vtable lie
+inside the file; SlateDB writes no checksum) is :class:`SlateDbManifestError`: the path holds a
+SlateDB database, not a damaged slate_ops one. Ours start with ``01 00`` (little-endian version 1),
+SlateDB's with ``00 0v``, so a damaged slate_ops file of version 1 can never read as SlateDB's.
+
 Parsing the payload (step 4, where any failure is :class:`CorruptObjectError` too) is the caller's
 (:func:`slate_ops.manifest.codec.decode_manifest`).
 
@@ -27,9 +33,16 @@ from __future__ import annotations
 import struct
 import zlib
 
-from slate_ops.errors import CorruptObjectError, UnsupportedFormatVersionError
+from slate_ops.errors import CorruptObjectError, SlateDbManifestError, UnsupportedFormatVersionError
 
-__all__ = ["FORMAT_VERSION", "PAYLOAD_OFFSET", "SUPPORTED_VERSIONS", "frame", "unframe"]
+__all__ = [
+    "FORMAT_VERSION",
+    "PAYLOAD_OFFSET",
+    "SUPPORTED_VERSIONS",
+    "frame",
+    "slatedb_manifest_version",
+    "unframe",
+]
 
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
@@ -65,6 +78,9 @@ def unframe(data: bytes, path: str) -> bytes:
     (stored_crc,) = _CRC.unpack_from(data, body_len)
     actual_crc = zlib.crc32(memoryview(data)[:body_len])
     if stored_crc != actual_crc:
+        slatedb_version = slatedb_manifest_version(data)
+        if slatedb_version is not None:
+            raise SlateDbManifestError(path, slatedb_version)
         raise CorruptObjectError(
             path,
             f"checksum mismatch (stored {stored_crc:#010x}, computed {actual_crc:#010x}); "
@@ -75,3 +91,32 @@ def unframe(data: bytes, path: str) -> bytes:
         raise UnsupportedFormatVersionError(path, version, SUPPORTED_VERSIONS)
     # The decoder sees only version + payload, so nothing reads into the CRC.
     return data[:body_len]
+
+
+_U16_BE = struct.Struct(">H")
+_U16_LE = struct.Struct("<H")
+_U32_LE = struct.Struct("<I")
+_I32_LE = struct.Struct("<i")
+
+
+def slatedb_manifest_version(data: bytes) -> int | None:
+    """The format version of ``data`` if it has the framing of a SlateDB manifest (SlateDB's
+    ``FlatBufferManifestCodec``: a big-endian u16 version, then the FlatBuffer), else None.
+
+    A check of the framing only (the FlatBuffer's root table and vtable lie inside the file), made
+    on files that failed our checksum: it tells "a SlateDB database" from "a damaged file".
+    """
+    if len(data) < 2 + 8 or data[0] != 0:
+        return None
+    (version,) = _U16_BE.unpack_from(data, 0)
+    buf = memoryview(data)[2:]
+    (root,) = _U32_LE.unpack_from(buf, 0)
+    if version == 0 or root < 4 or root + 4 > len(buf):
+        return None
+    (soffset,) = _I32_LE.unpack_from(buf, root)
+    vtable = root - soffset
+    if vtable < 0 or vtable + 4 > len(buf):
+        return None
+    vtable_size, table_size = _U16_LE.unpack_from(buf, vtable)[0], _U16_LE.unpack_from(buf, vtable + 2)[0]
+    fits = vtable_size >= 4 and vtable_size % 2 == 0 and vtable + vtable_size <= len(buf)
+    return version if fits and root + table_size <= len(buf) else None
