@@ -1,5 +1,5 @@
 """(Repository only, not in the wheel.) The Dagster jobs, schedules and sensors of slate_ops' default
-build by their public names, and ``DOMAINS``, the one :class:`dagster.Definitions` per domain.
+build by their public names.
 
 Each job lives with its ops, schedule and sensor in its domain's builder in
 :mod:`slate_ops.orchestration` (``checkpoints``, ``compaction``, ``gc``, ``tags``, ``clones``,
@@ -12,16 +12,6 @@ from __future__ import annotations
 
 import dagster as dg
 
-from slate_ops.orchestration import (
-    checkpoints,
-    clones,
-    compaction,
-    gc,
-    maintenance,
-    partitions,
-    rescale,
-    tags,
-)
 from slate_ops.orchestration.checkpoints import (
     checkpoint_expiry_job,
     checkpoint_expiry_schedule,
@@ -38,19 +28,6 @@ from slate_ops.orchestration.maintenance import maintenance_job, maintenance_sch
 from slate_ops.orchestration.partitions import slate_ops_partitions_sensor
 from slate_ops.orchestration.rescale import rescale_job
 from slate_ops.orchestration.tags import tag_policy_job, tag_policy_schedule
-
-DOMAINS: list[dg.Definitions] = [
-    maintenance.defs,
-    checkpoints.defs,
-    compaction.defs,
-    clones.defs,
-    gc.defs,
-    rescale.defs,
-    tags.defs,
-    partitions.defs,
-]
-"""One Definitions per domain: its jobs, schedules and sensors (the config-dependent assets, checks
-and resources are :func:`slate_ops.orchestration.database_definitions`)."""
 
 ALL_JOBS: list[dg.JobDefinition] = [
     maintenance_job,
@@ -78,7 +55,6 @@ __all__ = [
     "ALL_JOBS",
     "ALL_SCHEDULES",
     "ALL_SENSORS",
-    "DOMAINS",
     "checkpoint_expiry_job",
     "checkpoint_expiry_schedule",
     "clone_job",

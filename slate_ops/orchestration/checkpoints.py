@@ -202,6 +202,3 @@ expire_checkpoints_op = _DEFAULT.ops["expire_checkpoints_op"]
 checkpoint_expiry_job = _DEFAULT.jobs[CHECKPOINT_EXPIRY_JOB]
 checkpoint_expiry_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
 slate_ops_manifest_sensor = _DEFAULT.sensors[SENSOR_NAME]
-
-defs = _DEFAULT.definitions()
-"""The checkpoints domain of the code location."""

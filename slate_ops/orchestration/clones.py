@@ -177,6 +177,3 @@ def build(naming: Naming = DEFAULT) -> Domain:
 _DEFAULT = build()
 clone_op = _DEFAULT.ops["clone_op"]
 clone_job = _DEFAULT.jobs[CLONE_JOB]
-
-defs = _DEFAULT.definitions()
-"""The clones domain of the code location (configured clones are also assets, see ``assets``)."""

@@ -306,6 +306,3 @@ compact_op = _DEFAULT.ops["compact_op"]
 compaction_job = _DEFAULT.jobs[COMPACTION_JOB]
 compaction_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
 slate_ops_compaction_sensor = _DEFAULT.sensors[COMPACTION_SENSOR]
-
-defs = _DEFAULT.definitions()
-"""The compaction domain of the code location."""

@@ -293,6 +293,3 @@ _DEFAULT = build()
 gc_op = _DEFAULT.ops["gc_op"]
 gc_job = _DEFAULT.jobs[GC_JOB]
 gc_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
-
-defs = _DEFAULT.definitions()
-"""The garbage-collection domain of the code location."""

@@ -399,6 +399,3 @@ maintenance_tag_policy = _DEFAULT.ops["maintenance_tag_policy"]
 maintenance_gc = _DEFAULT.ops["maintenance_gc"]
 maintenance_job = _DEFAULT.jobs[MAINTENANCE_JOB]
 maintenance_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
-
-defs = _DEFAULT.definitions()
-"""The maintenance domain of the code location."""

@@ -199,11 +199,3 @@ class Domain:
     schedules: Mapping[str, dg.ScheduleDefinition] = field(default_factory=dict)
     sensors: Mapping[str, dg.SensorDefinition] = field(default_factory=dict)
     ops: Mapping[str, dg.OpDefinition] = field(default_factory=dict)
-
-    def definitions(self) -> dg.Definitions:
-        """All of them as one :class:`dagster.Definitions`."""
-        return dg.Definitions(
-            jobs=list(self.jobs.values()),
-            schedules=list(self.schedules.values()),
-            sensors=list(self.sensors.values()),
-        )

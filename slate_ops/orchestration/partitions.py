@@ -71,9 +71,6 @@ def build(naming: Naming = DEFAULT) -> Domain:
 _DEFAULT = build()
 slate_ops_partitions_sensor = _DEFAULT.sensors[SENSOR_NAME]
 
-defs = _DEFAULT.definitions()
-"""The fleet-partitions domain of the code location."""
-
 
 def sync_partitions(
     instance: dg.DagsterInstance, slate: SlateDatabasesResource, naming: Naming = DEFAULT

@@ -274,6 +274,3 @@ def build(naming: Naming = DEFAULT) -> Domain:
 _DEFAULT = build()
 rescale_op = _DEFAULT.ops["rescale_op"]
 rescale_job = _DEFAULT.jobs[RESCALE_JOB]
-
-defs = _DEFAULT.definitions()
-"""The rescaling domain of the code location."""

@@ -219,6 +219,3 @@ _DEFAULT = build()
 tag_policy_op = _DEFAULT.ops["tag_policy_op"]
 tag_policy_job = _DEFAULT.jobs[TAG_POLICY_JOB]
 tag_policy_schedule = _DEFAULT.schedules[SCHEDULE_NAME]
-
-defs = _DEFAULT.definitions()
-"""The tag-policy domain of the code location."""

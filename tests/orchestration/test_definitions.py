@@ -49,13 +49,16 @@ def test_databases_job_creates_every_database(defs: dg.Definitions, store_url: s
 
 def test_each_domain_keeps_its_jobs_schedules_and_sensors_together() -> None:
     import jobs
+    from slate_ops.orchestration.builder import DOMAINS
+    from slate_ops.orchestration.naming import DEFAULT
 
+    built = [build(DEFAULT) for build in DOMAINS]
     domains = {
-        frozenset(j.name for j in d.jobs or ()): (
-            {s.name: s.job_name for s in d.schedules or ()},
-            {s.name: s.job_name if s.targets else None for s in d.sensors or ()},
+        frozenset(j.name for j in d.jobs.values()): (
+            {s.name: s.job_name for s in d.schedules.values()},
+            {s.name: s.job_name if s.targets else None for s in d.sensors.values()},
         )
-        for d in jobs.DOMAINS
+        for d in built
     }
     assert domains == {
         frozenset({"maintenance_job"}): ({"maintenance_schedule": "maintenance_job"}, {}),
@@ -73,9 +76,7 @@ def test_each_domain_keeps_its_jobs_schedules_and_sensors_together() -> None:
         frozenset({"tag_policy_job"}): ({"tag_policy_schedule": "tag_policy_job"}, {}),
         frozenset(): ({}, {"slate_ops_partitions_sensor": None}),
     }
-    assert [j.name for j in jobs.ALL_JOBS] == [
-        name for d in jobs.DOMAINS for name in (j.name for j in d.jobs or ())
-    ]
+    assert [j.name for j in jobs.ALL_JOBS] == [j.name for d in built for j in d.jobs.values()]
 
 
 def test_the_code_location_keeps_every_name(defs: dg.Definitions) -> None:
