@@ -38,7 +38,7 @@ as maintenance left it. Runs come from two places:
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -215,80 +215,82 @@ def _gc(
     return result
 
 
+def _step_op(
+    naming: Naming,
+    step: str,
+    description: str,
+    config_type: type[runs.DatabaseOpConfig],
+    run: Callable[[dg.OpExecutionContext, Any, str], runs.StepResult[Any]],
+    *,
+    first: bool = False,
+    retry_policy: dg.RetryPolicy | None = None,
+    pool: str | None = None,
+    spark: bool = False,
+) -> dg.OpDefinition:
+    """The op ``step`` (prefixed by ``naming``): a timed :func:`runs.run_step` of ``run(context,
+    config, database)`` on the run's database, after the previous step unless it is the ``first``;
+    its op config is ``config_type`` (only the fields that step uses)."""
+
+    @dg.op(
+        name=naming.name(step),
+        ins=None if first else {"after": dg.In(dg.Nothing)},
+        description=description,
+        retry_policy=retry_policy,
+        pool=pool,
+        required_resource_keys=naming.all_keys if spark else naming.slate_keys,
+    )
+    def _op(context: dg.OpExecutionContext, config: config_type) -> dg.Output[Any]:  # type: ignore[valid-type]
+        database = config.database  # type: ignore[attr-defined]
+        return runs.run_step(
+            context, database, lambda name: run(context, config, name), timed=True, naming=naming
+        )
+
+    return _op
+
+
 def build_step_ops(naming: Naming = DEFAULT) -> dict[str, dg.OpDefinition]:
     """The four ops of ``maintenance_job`` (by name, in :data:`STEPS` order), each a timed
     :func:`runs.run_step` of its step on the run's database, after the previous step."""
-    after = {"after": dg.In(dg.Nothing)}
-
-    @dg.op(
-        name=naming.name("maintenance_expire_checkpoints"),
-        description="Step 1: remove the database's expired checkpoints (or report them).",
-        retry_policy=runs.IDEMPOTENT_RETRY,
-        required_resource_keys=naming.slate_keys,
+    ops = (
+        _step_op(
+            naming,
+            "maintenance_expire_checkpoints",
+            "Step 1: remove the database's expired checkpoints (or report them).",
+            MaintenanceExpiryConfig,
+            lambda context, config, name: _expire_checkpoints(context, config, naming.slate(context), name),
+            first=True,
+            retry_policy=runs.IDEMPOTENT_RETRY,
+        ),
+        _step_op(
+            naming,
+            "maintenance_compact",
+            "Step 2: one compaction of the database (a dry run reports what it would pick).",
+            MaintenanceCompactConfig,
+            lambda context, config, name: _compact(
+                context, config, naming.slate(context), naming.pyspark(context), name, naming
+            ),
+            pool=SPARK_POOL,
+            spark=True,
+        ),
+        _step_op(
+            naming,
+            "maintenance_tag_policy",
+            "Step 3: apply the database's tag policy (skipped without one).",
+            MaintenanceTagPolicyConfig,
+            lambda context, config, name: _tag_policy(context, config, naming.slate(context), name, naming),
+            retry_policy=runs.IDEMPOTENT_RETRY,
+        ),
+        _step_op(
+            naming,
+            "maintenance_gc",
+            "Step 4: garbage-collect the database with its gc policy (a failure carries the report); "
+            "after a run that was not all dry, record the database's checks and an observation of its state "
+            "again.",
+            MaintenanceGcConfig,
+            lambda context, config, name: _gc(context, config, naming.slate(context), name, naming),
+        ),
     )
-    def expire(context: dg.OpExecutionContext, config: MaintenanceExpiryConfig) -> dg.Output[Any]:
-        slate = naming.slate(context)
-        return runs.run_step(
-            context,
-            config.database,
-            lambda name: _expire_checkpoints(context, config, slate, name),
-            timed=True,
-            naming=naming,
-        )
-
-    @dg.op(
-        name=naming.name("maintenance_compact"),
-        ins=after,
-        description="Step 2: one compaction of the database (a dry run reports what it would pick).",
-        pool=SPARK_POOL,
-        required_resource_keys=naming.all_keys,
-    )
-    def compact(context: dg.OpExecutionContext, config: MaintenanceCompactConfig) -> dg.Output[Any]:
-        slate, pyspark = naming.slate(context), naming.pyspark(context)
-        return runs.run_step(
-            context,
-            config.database,
-            lambda name: _compact(context, config, slate, pyspark, name, naming),
-            timed=True,
-            naming=naming,
-        )
-
-    @dg.op(
-        name=naming.name("maintenance_tag_policy"),
-        ins=after,
-        description="Step 3: apply the database's tag policy (skipped without one).",
-        retry_policy=runs.IDEMPOTENT_RETRY,
-        required_resource_keys=naming.slate_keys,
-    )
-    def tag_policy(context: dg.OpExecutionContext, config: MaintenanceTagPolicyConfig) -> dg.Output[Any]:
-        slate = naming.slate(context)
-        return runs.run_step(
-            context,
-            config.database,
-            lambda name: _tag_policy(context, config, slate, name, naming),
-            timed=True,
-            naming=naming,
-        )
-
-    @dg.op(
-        name=naming.name("maintenance_gc"),
-        ins=after,
-        description="Step 4: garbage-collect the database with its gc policy (a failure carries the report); "
-        "after a run that was not all dry, record the database's checks and an observation of its state "
-        "again.",
-        required_resource_keys=naming.slate_keys,
-    )
-    def gc(context: dg.OpExecutionContext, config: MaintenanceGcConfig) -> dg.Output[Any]:
-        slate = naming.slate(context)
-        return runs.run_step(
-            context,
-            config.database,
-            lambda name: _gc(context, config, slate, name, naming),
-            timed=True,
-            naming=naming,
-        )
-
-    return dict(zip(STEPS, (expire, compact, tag_policy, gc), strict=True))
+    return dict(zip(STEPS, ops, strict=True))
 
 
 def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> runs.StepResult[None]:
