@@ -72,7 +72,7 @@ def visible_blocks(
 def manifest_blocks(path: str, store: ObjectStore, manifest: Manifest) -> list[BlockWeight]:
     """The visible block weights of every L0 view and sorted-run view of ``manifest``, unsorted."""
     ssts = {s.id: s for s in manifest.ssts}
-    views: list[SstView] = [*manifest.l0, *(v for run in manifest.compacted for v in run.views)]
+    views = _visible_views(manifest)
     bounds = manifest.visible_range
 
     def one(view: SstView) -> list[BlockWeight]:
@@ -198,11 +198,7 @@ def explain_split_keys(
 def short_reason(manifest: Manifest, blocks: Sequence[BlockWeight], n: int, found: int) -> str:
     """Why only ``found`` (>= 1) of the ``n - 1`` split keys asked for cut ``blocks`` into parts of about
     equal bytes: too few blocks (a key falls on a block boundary), or blocks too heavy."""
-    views = [*manifest.l0, *(v for run in manifest.compacted for v in run.views)]
-    infos = {s.id: s.info for s in manifest.ssts}
-    entries = sum(infos[v.sst_id].num_entries for v in views if v.sst_id in infos)
-    total = sum(size for _, size in blocks)
-    starts = {key for key, _ in blocks}
+    entries, total, starts = _weighed(manifest, blocks)
     asked = f"{found} split key{'s' if found != 1 else ''} instead of the {n - 1} that -n {n} asks for"
     possible = len(starts) - 1
     if possible < n - 1:
@@ -220,22 +216,30 @@ def short_reason(manifest: Manifest, blocks: Sequence[BlockWeight], n: int, foun
     )
 
 
+def _visible_views(manifest: Manifest) -> list[SstView]:
+    return [*manifest.l0, *(v for run in manifest.compacted for v in run.views)]
+
+
+def _weighed(manifest: Manifest, blocks: Sequence[BlockWeight]) -> tuple[int, int, set[bytes]]:
+    """What the reasons quote: the entries of ``manifest``'s visible SSTs, the bytes of ``blocks``
+    and their distinct start keys."""
+    infos = {s.id: s.info for s in manifest.ssts}
+    entries = sum(infos[v.sst_id].num_entries for v in _visible_views(manifest) if v.sst_id in infos)
+    return entries, sum(size for _, size in blocks), {key for key, _ in blocks}
+
+
 def empty_reason(manifest: Manifest, blocks: Sequence[BlockWeight], n: int) -> str:
     """Why no split key cuts ``blocks`` (the visible block weights of ``manifest``) into ``n`` parts."""
     if n == 1:
         return "n is 1: a single shard needs no split key"
-    views = [*manifest.l0, *(v for run in manifest.compacted for v in run.views)]
-    if not views:
+    if not _visible_views(manifest):
         return (
             "the database holds no SSTs, so there is nothing to weigh (writes still only in the WAL "
             "are not weighed: run `flush` first)"
         )
     if not blocks:
         return "none of the database's SST blocks lies inside its key range; nothing to split by size"
-    infos = {s.id: s.info for s in manifest.ssts}
-    entries = sum(infos[v.sst_id].num_entries for v in views if v.sst_id in infos)
-    total = sum(size for _, size in blocks)
-    starts = {key for key, _ in blocks}
+    entries, total, starts = _weighed(manifest, blocks)
     if len(starts) == 1:
         return (
             f"the database holds {entries} entries in one block ({total} bytes); a split key can only "
