@@ -63,18 +63,25 @@ class AtomicMotoServer(ThreadedMotoServer):
         self._server.serve_forever()
 
 
+def remove_credentials(mp: pytest.MonkeyPatch, *, metadata: bool = False) -> None:
+    """None of the developer's AWS settings (credentials, profiles, endpoints, config) nor
+    ``SLATE_OPS_S3_*`` credentials (which the stores read before boto3's chain); without
+    ``metadata``, no instance-metadata probing either: boto3's chain finds nothing."""
+    for var in [v for v in os.environ if v.startswith(("AWS_", "SLATE_OPS_S3_")) and v != "AWS_CA_BUNDLE"]:
+        mp.delenv(var)
+    mp.setenv("AWS_CONFIG_FILE", os.devnull)
+    mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    if not metadata:
+        mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
 def isolate_aws_environment(mp: pytest.MonkeyPatch) -> None:
     """Dummy credentials, and none of the developer's AWS settings (profiles, endpoints, config) nor
     ``SLATE_OPS_S3_*`` credentials (which the stores read before boto3's chain)."""
-    for var in [v for v in os.environ if v.startswith("AWS_") and v != "AWS_CA_BUNDLE"]:
-        mp.delenv(var)
-    for var in [v for v in os.environ if v.startswith("SLATE_OPS_S3_")]:
-        mp.delenv(var)
+    remove_credentials(mp, metadata=True)
     mp.setenv("AWS_ACCESS_KEY_ID", "testing")
     mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    mp.setenv("AWS_CONFIG_FILE", os.devnull)
-    mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
 
 
 @pytest.fixture

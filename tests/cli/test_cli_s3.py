@@ -12,6 +12,7 @@ import pytest
 
 from slate_ops.cli import main
 from slate_ops.objstore import S3_CREDENTIAL_VARIABLES
+from tests.conftest import remove_credentials
 
 pytestmark = pytest.mark.s3
 
@@ -19,11 +20,9 @@ pytestmark = pytest.mark.s3
 @pytest.fixture
 def bare_env(monkeypatch: pytest.MonkeyPatch, moto_endpoint: str) -> str:
     """moto's endpoint, with no AWS_* credentials, profile file or instance metadata to fall back to."""
-    for var in [v for v in os.environ if v.startswith(("AWS_", "SLATE_OPS_")) and v != "AWS_CA_BUNDLE"]:
+    remove_credentials(monkeypatch)
+    for var in [v for v in os.environ if v.startswith("SLATE_OPS_")]:  # no store or config either
         monkeypatch.delenv(var)
-    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     return moto_endpoint
 
 

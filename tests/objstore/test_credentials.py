@@ -3,13 +3,13 @@ chain (issue 20, item 7), and the error without any naming ``SLATE_OPS_S3_*`` fi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from slate_ops.errors import InvalidArgumentError, ObjectStoreCredentialsError
 from slate_ops.objstore import S3_CREDENTIAL_VARIABLES, S3Store, open_store, resolve_s3_credentials
+from tests.conftest import remove_credentials
 
 KEY, SECRET, TOKEN = S3_CREDENTIAL_VARIABLES.values()
 
@@ -18,11 +18,7 @@ KEY, SECRET, TOKEN = S3_CREDENTIAL_VARIABLES.values()
 def no_aws(monkeypatch: pytest.MonkeyPatch, moto_endpoint: str) -> Iterator[str]:
     """moto's endpoint, with neither ``AWS_*`` credentials nor ``SLATE_OPS_S3_*`` in the environment
     (boto3's chain finds nothing: no profile files, no instance metadata)."""
-    for var in [v for v in os.environ if v.startswith(("AWS_", "SLATE_OPS_S3_")) and v != "AWS_CA_BUNDLE"]:
-        monkeypatch.delenv(var)
-    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    remove_credentials(monkeypatch)
     yield moto_endpoint
 
 
