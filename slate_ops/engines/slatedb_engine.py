@@ -1,0 +1,620 @@
+"""SlateDB databases, maintained through SlateDB's own Python binding (``slatedb==0.17.0``).
+
+The binding (module ``slatedb.uniffi``) is an optional extra, ``slate_ops[slatedb]``; it is
+imported lazily, on first use, so this module imports without it and a SlateDB call then raises
+:class:`SlateDbBindingMissingError` naming the extra. No module below this one imports the binding
+(the ``lint-imports`` contract in ``pyproject.toml``).
+
+**One event-loop owner.** The binding is async (UniFFI futures completed from Rust threads with
+``loop.call_soon_threadsafe``). Every async call here runs on one daemon thread that owns one
+asyncio loop for the process (:class:`LoopOwner`): a sync caller -- a Dagster op, the CLI, a Spark
+task, a test, any thread, including one whose own loop is running -- submits the coroutine with
+``asyncio.run_coroutine_threadsafe`` and blocks on the result. Nothing calls ``asyncio.run`` per
+operation (no loop churn, no "asyncio.run() cannot be called from a running event loop"), and
+nothing calls the binding's ``uniffi_set_event_loop`` (a process-global that would hijack every
+other user of the binding in the process). The loop is recreated after a ``fork`` (Spark's Python
+workers fork), since a forked child does not have the parent's loop thread.
+
+**What is here** (the spike for issue 21; docs/design/slatedb-engine.md has the mapping and plan):
+:class:`SlateDbHandle` with checkpoints (list/create/refresh/delete), the latest or a given manifest
+as a small typed view (:class:`ManifestView`), a GC **plan** computed the way SlateDB's collector
+decides (:meth:`SlateDbHandle.gc_plan`) and a run that executes it and lists what was deleted
+(:meth:`SlateDbHandle.run_gc`), ``delete_db``'s dry-run list, and clone / projection (split) /
+union (merge) through the binding's clone builder. Local directories only so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import threading
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from slate_ops.errors import SlateOpsError
+
+__all__ = [
+    "PINNED_VERSION",
+    "CheckpointView",
+    "CloneSource",
+    "GcPlan",
+    "GcPolicy",
+    "GcRunReport",
+    "LoopOwner",
+    "ManifestView",
+    "PlannedDeletion",
+    "SlateDbBindingMissingError",
+    "SlateDbError",
+    "SlateDbHandle",
+    "SstView",
+    "binding",
+]
+
+PINNED_VERSION = "0.17.0"
+EXTRA = "slate_ops[slatedb]"
+
+T = TypeVar("T")
+
+
+class SlateDbBindingMissingError(SlateOpsError):
+    """A SlateDB database needs SlateDB's Python binding, which is not installed."""
+
+    def __init__(self, cause: BaseException | None = None) -> None:
+        super().__init__(
+            f"this is a SlateDB database; maintaining it needs SlateDB's Python binding "
+            f"(slatedb=={PINNED_VERSION}): pip install '{EXTRA}'"
+            + (f" ({cause})" if cause else "")
+        )
+
+
+class SlateDbError(SlateOpsError):
+    """The binding refused or failed an operation on a SlateDB database; names the database."""
+
+    def __init__(self, db_path: str, operation: str, cause: BaseException) -> None:
+        super().__init__(f"SlateDB database {db_path}: {operation} failed: {cause}")
+        self.db_path = db_path
+        self.operation = operation
+        self.cause = cause
+
+
+_binding: Any = None
+_binding_lock = threading.Lock()
+
+
+def binding() -> Any:
+    """The ``slatedb.uniffi`` module, imported on first use; :class:`SlateDbBindingMissingError`
+    without it."""
+    global _binding
+    if _binding is None:
+        with _binding_lock:
+            if _binding is None:
+                try:
+                    _binding = importlib.import_module("slatedb.uniffi")
+                except ImportError as e:
+                    raise SlateDbBindingMissingError(e) from e
+    return _binding
+
+
+# --- the event-loop owner -------------------------------------------------------------------
+
+
+class LoopOwner:
+    """One asyncio loop on one daemon thread; :meth:`run` executes a coroutine on it from any
+    other thread and returns its result (or raises its exception)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = -1
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid() or not self._thread or not self._thread.is_alive():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=serve, name="slate_ops-slatedb-loop", daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    @property
+    def thread_ident(self) -> int | None:
+        return self._thread.ident if self._thread else None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        loop = self._ensure()
+        if threading.get_ident() == self.thread_ident:
+            coro.close()
+            raise RuntimeError(
+                "LoopOwner.run called from the loop's own thread (a coroutine on the loop calling "
+                "a sync SlateDB function); await the binding directly there"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+
+LOOP = LoopOwner()
+
+
+# --- typed views ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    id: str
+    manifest_id: int
+    create_time_s: int
+    expire_time_s: int | None
+    name: str | None
+
+
+@dataclass(frozen=True)
+class SstView:
+    """One SST view of the manifest: the view id, the physical SST's id (its object is
+    ``compacted/<sst_id>.sst``, under ``db_path`` unless an external db owns it), the visible key
+    range (``None`` bounds are open) and the estimated size."""
+
+    view_id: str
+    sst_id: str
+    first_key: bytes | None
+    last_key: bytes | None
+    size: int
+
+
+@dataclass(frozen=True)
+class SortedRunView:
+    id: int
+    ssts: tuple[SstView, ...]
+    size: int
+
+
+@dataclass(frozen=True)
+class ExternalDbView:
+    path: str
+    source_checkpoint_id: str
+    final_checkpoint_id: str | None
+    sst_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ManifestView:
+    id: int
+    writer_epoch: int
+    compactor_epoch: int
+    initialized: bool
+    l0: tuple[SstView, ...]
+    sorted_runs: tuple[SortedRunView, ...]
+    checkpoints: tuple[CheckpointView, ...]
+    external_dbs: tuple[ExternalDbView, ...]
+    segments: int
+    next_wal_sst_id: int
+    replay_after_wal_id: int
+    last_compacted_l0_sst_view_id: str | None
+    last_l0_seq: int
+
+    def sst_ids(self) -> set[str]:
+        """Every physical SST this manifest references (L0 and sorted runs)."""
+        return {s.sst_id for s in self.l0} | {s.sst_id for r in self.sorted_runs for s in r.ssts}
+
+
+def _sst_view(v: Any) -> SstView:
+    info = v.sst.info
+    first, last = info.first_entry, info.last_entry
+    r = v.visible_range
+    if r is not None:  # a projection narrows what is visible
+        if r.start is not None and (first is None or r.start > first):
+            first = r.start
+        if r.end is not None and (last is None or r.end < last):
+            last = r.end
+    return SstView(v.id, v.sst.id.value, first, last, v.estimated_size_bytes)
+
+
+def _checkpoint(c: Any) -> CheckpointView:
+    return CheckpointView(c.id, c.manifest_id, c.create_time_secs, c.expire_time_secs, c.name)
+
+
+def _manifest_view(m: Any) -> ManifestView:
+    return ManifestView(
+        id=m.id,
+        writer_epoch=m.writer_epoch,
+        compactor_epoch=m.compactor_epoch,
+        initialized=m.initialized,
+        l0=tuple(_sst_view(v) for v in m.l0),
+        sorted_runs=tuple(
+            SortedRunView(r.id, tuple(_sst_view(v) for v in r.sst_views), r.estimated_size_bytes)
+            for r in m.compacted
+        ),
+        checkpoints=tuple(_checkpoint(c) for c in m.checkpoints),
+        external_dbs=tuple(
+            ExternalDbView(e.path, e.source_checkpoint_id, e.final_checkpoint_id, tuple(s.value for s in e.sst_ids))
+            for e in m.external_dbs
+        ),
+        segments=len(m.segments),
+        next_wal_sst_id=m.next_wal_sst_id,
+        replay_after_wal_id=m.replay_after_wal_id,
+        last_compacted_l0_sst_view_id=m.last_compacted_l0_sst_view_id,
+        last_l0_seq=m.last_l0_seq,
+    )
+
+
+# --- ULIDs ------------------------------------------------------------------------------------
+
+_CROCKFORD = {c: i for i, c in enumerate("0123456789ABCDEFGHJKMNPQRSTVWXYZ")}
+
+
+def ulid_time_ms(ulid: str) -> int:
+    """The millisecond timestamp in a ULID's first 10 characters (SlateDB's SST and compaction ids)."""
+    t = 0
+    for ch in ulid[:10].upper():
+        t = t * 32 + _CROCKFORD[ch]
+    return t
+
+
+# --- GC plan ----------------------------------------------------------------------------------
+
+DIRECTORIES = ("manifest", "wal", "wal_fence", "compacted", "compactions")
+
+
+@dataclass(frozen=True)
+class GcPolicy:
+    """Per-directory minimum ages (seconds) as in SlateDB's ``GarbageCollectorOptions``; a
+    directory whose age is None is not collected. SlateDB's defaults: 300 s each, the WAL fence
+    directory off (SlateDB runs it as a dry run by default)."""
+
+    manifest: float | None = 300.0
+    wal: float | None = 300.0
+    wal_fence: float | None = None
+    compacted: float | None = 300.0
+    compactions: float | None = 300.0
+
+    def age(self, directory: str) -> float | None:
+        return getattr(self, directory)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class PlannedDeletion:
+    key: str
+    directory: str
+    size: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class GcPlan:
+    """What one ``run_gc_once`` with :attr:`policy` at :attr:`now_ms` would do: the checkpoints it
+    first removes as expired (one manifest write) and the objects it deletes, each with a reason."""
+
+    db_path: str
+    now_ms: int
+    policy: GcPolicy
+    expired_checkpoints: tuple[str, ...]
+    deletions: tuple[PlannedDeletion, ...]
+    notes: tuple[str, ...] = ()
+
+    def keys(self) -> set[str]:
+        return {d.key for d in self.deletions}
+
+
+@dataclass(frozen=True)
+class GcRunReport:
+    plan: GcPlan
+    deleted: tuple[str, ...]  # listed before the run, gone after
+    created: tuple[str, ...]  # listed after, not before (a manifest for expired checkpoints, boundary files)
+    unplanned: tuple[str, ...] = field(default=())  # deleted but not in the plan
+    not_deleted: tuple[str, ...] = field(default=())  # planned but still there
+
+    @property
+    def matches_plan(self) -> bool:
+        return not self.unplanned and not self.not_deleted
+
+
+@dataclass(frozen=True)
+class _Obj:
+    key: str
+    size: int
+    mtime_ms: int
+
+
+# --- clones -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CloneSource:
+    """One source of a clone: a database path, optionally at a checkpoint, optionally projected
+    to ``[start, end)`` (None bounds are open)."""
+
+    path: str
+    checkpoint: str | None = None
+    start: bytes | None = None
+    end: bytes | None = None
+
+    def _spec(self, sdb: Any) -> Any:
+        rng = None
+        if self.start is not None or self.end is not None:
+            rng = sdb.KeyRange(start=self.start, start_inclusive=True, end=self.end, end_inclusive=False)
+        return sdb.CloneSourceSpec(path=self.path, checkpoint=self.checkpoint, projection_range=rng)
+
+
+# --- the handle -------------------------------------------------------------------------------
+
+
+class SlateDbHandle:
+    """One SlateDB database at ``db_path`` under the local directory ``root``, with sync methods.
+
+    Every method runs the binding on :data:`LOOP`; binding errors become :class:`SlateDbError`
+    naming the database and the operation.
+    """
+
+    def __init__(self, db_path: str, root: str | Path, loop: LoopOwner = LOOP) -> None:
+        self.db_path = db_path.strip("/")
+        self.root = Path(root).absolute()
+        self._loop = loop
+        sdb = binding()
+        builder = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.LOCAL)
+        builder.with_config("local_path", str(self.root))
+        self._store = builder.build()
+        self._admin = sdb.AdminBuilder(self.db_path, self._store).build()
+
+    @property
+    def object_store(self) -> Any:
+        """The binding's ObjectStore for :attr:`root` (to open a ``Db`` or ``DbReader`` on it)."""
+        return self._store
+
+    def _run(self, operation: str, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            return self._loop.run(coro)
+        except SlateOpsError:
+            raise
+        except Exception as e:
+            raise SlateDbError(self.db_path, operation, e) from e
+
+    # checkpoints
+
+    def list_checkpoints(self, name: str | None = None) -> list[CheckpointView]:
+        return [_checkpoint(c) for c in self._run("list_checkpoints", self._admin.list_checkpoints(name))]
+
+    def create_checkpoint(
+        self, lifetime_s: float | None = None, source: str | None = None, name: str | None = None
+    ) -> tuple[str, int]:
+        """A detached checkpoint: ``(id, manifest_id)``."""
+        sdb = binding()
+        opts = sdb.CheckpointOptions(
+            lifetime_ms=None if lifetime_s is None else int(lifetime_s * 1000), source=source, name=name
+        )
+        r = self._run("create_checkpoint", self._admin.create_detached_checkpoint(opts))
+        return r.id, r.manifest_id
+
+    def refresh_checkpoint(self, checkpoint_id: str, lifetime_s: float | None) -> None:
+        ms = None if lifetime_s is None else int(lifetime_s * 1000)
+        self._run("refresh_checkpoint", self._admin.refresh_checkpoint(checkpoint_id, ms))
+
+    def delete_checkpoint(self, checkpoint_id: str) -> None:
+        self._run("delete_checkpoint", self._admin.delete_checkpoint(checkpoint_id))
+
+    # manifests
+
+    def read_manifest(self, manifest_id: int | None = None) -> ManifestView | None:
+        m = self._run("read_manifest", self._admin.read_manifest(manifest_id))
+        return None if m is None else _manifest_view(m)
+
+    def list_manifests(self, start: int | None = None, end: int | None = None) -> list[ManifestView]:
+        return [_manifest_view(m) for m in self._run("list_manifests", self._admin.list_manifests(start, end))]
+
+    # listing (the GC plan's input)
+
+    def _list(self, directory: str) -> list[_Obj]:
+        base = self.root / self.db_path / directory
+        out = []
+        if base.is_dir():
+            for p in sorted(base.iterdir()):
+                if p.is_file():
+                    st = p.stat()
+                    out.append(_Obj(f"{self.db_path}/{directory}/{p.name}", st.st_size, st.st_mtime_ns // 1_000_000))
+        return out
+
+    def list_objects(self) -> dict[str, int]:
+        """Every object under the database's path: key -> size."""
+        base = self.root / self.db_path
+        return {
+            str(p.relative_to(self.root)): p.stat().st_size for p in sorted(base.rglob("*")) if p.is_file()
+        }
+
+    # GC
+
+    def gc_plan(self, policy: GcPolicy = GcPolicy(), now_ms: int | None = None) -> GcPlan:
+        """The objects one ``run_gc_once`` with ``policy`` would delete at ``now_ms``, decided as
+        SlateDB 0.17's collector decides (slatedb/src/garbage_collector/*.rs, wal/slatedb/gc.rs):
+
+        * expired checkpoints are removed first (each task does it; one manifest write);
+        * manifest: every manifest but the latest, not referenced by a live checkpoint, whose
+          last-modified is more than ``min_age`` ago;
+        * WAL (non-empty) / WAL fence (zero-byte) SSTs: older than ``min_age`` by last-modified, and
+          outside every range the latest manifest (``[replay_after_wal_id, inf)``) and the
+          checkpointed manifests (``(replay_after_wal_id, next_wal_sst_id)``) reference;
+        * compacted SSTs: not referenced by the latest or a checkpointed manifest, and whose ULID
+          time is before ``min(now - min_age, the oldest compaction id in the latest
+          .compactions file (epoch if none), the newest L0's ULID time or else
+          last_compacted_l0_sst_view_id's (epoch if neither))``;
+        * compactions files: every one but the latest, last-modified more than ``min_age`` ago.
+        """
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        notes: list[str] = []
+        latest = self.read_manifest()
+        if latest is None:
+            raise SlateDbError(self.db_path, "gc_plan", FileNotFoundError("no manifest"))
+        live = [c for c in latest.checkpoints if c.expire_time_s is None or c.expire_time_s * 1000 > now]
+        expired = tuple(c.id for c in latest.checkpoints if c not in live)
+        if expired:
+            notes.append(
+                f"removes {len(expired)} expired checkpoint(s) first, writing manifest {latest.id + 1}"
+            )
+        referenced = {latest.id: latest}
+        for c in live:
+            if c.manifest_id not in referenced:
+                m = self.read_manifest(c.manifest_id)
+                if m is not None:
+                    referenced[c.manifest_id] = m
+        deletions: list[PlannedDeletion] = []
+
+        def old(o: _Obj, min_age_s: float) -> bool:
+            return now - o.mtime_ms > min_age_s * 1000
+
+        age = policy.manifest
+        if age is not None:
+            objs = self._list("manifest")
+            # After expiring checkpoints the current manifest is latest.id + 1, and the old latest
+            # becomes eligible like any other; without expiry the latest is kept.
+            pinned = {c.manifest_id for c in live}
+            for o in objs:
+                mid = int(o.key.rsplit("/", 1)[1].split(".")[0])
+                if mid == latest.id and not expired:
+                    continue
+                if mid > latest.id:
+                    continue  # written after we read the latest: a newer writer
+                if mid in pinned:
+                    continue
+                if old(o, age):
+                    deletions.append(
+                        PlannedDeletion(o.key, "manifest", o.size, f"manifest {mid}: not latest, no live checkpoint, older than {age:g}s")
+                    )
+        ranges: list[tuple[int, int | None, bool]] = []  # (lo, hi, lo_inclusive); hi exclusive, None open
+        for mid, m in referenced.items():
+            if mid == latest.id:
+                ranges.append((m.replay_after_wal_id, None, True))
+            else:
+                ranges.append((m.replay_after_wal_id, m.next_wal_sst_id, False))
+
+        def wal_referenced(wid: int) -> bool:
+            for lo, hi, inc in ranges:
+                if (wid >= lo if inc else wid > lo) and (hi is None or wid < hi):
+                    return True
+            return False
+
+        for directory, want_empty in (("wal", False), ("wal_fence", True)):
+            age = policy.age(directory)
+            if age is None:
+                continue
+            for o in self._list("wal"):
+                if (o.size == 0) != want_empty:
+                    continue
+                wid = int(o.key.rsplit("/", 1)[1].split(".")[0])
+                if old(o, age) and not wal_referenced(wid):
+                    kind = "WAL fence (zero-byte)" if want_empty else "WAL SST"
+                    deletions.append(
+                        PlannedDeletion(o.key, directory, o.size, f"{kind} {wid}: outside every referenced WAL range, older than {age:g}s")
+                    )
+        age = policy.compacted
+        if age is not None:
+            active: set[str] = set()
+            for m in referenced.values():
+                active |= m.sst_ids()
+            compactions = self._run("read_compactions", self._admin.read_compactions(None))
+            ids = [c.id for c in compactions.recent_compactions] if compactions is not None else []
+            low_watermark = min((ulid_time_ms(i) for i in ids), default=0)
+            if latest.l0:
+                newest_l0 = max(ulid_time_ms(s.sst_id) for s in latest.l0)
+            elif latest.last_compacted_l0_sst_view_id:
+                newest_l0 = ulid_time_ms(latest.last_compacted_l0_sst_view_id)
+            else:
+                newest_l0 = 0
+            if latest.segments:
+                notes.append("segments present: the compacted cutoff also spans segment trees (not modelled)")
+            cutoff = min(now - int(age * 1000), low_watermark, newest_l0)
+            if cutoff == 0:
+                notes.append("compacted SSTs: cutoff is the epoch (no compaction recorded or no L0 ever), none deleted")
+            for o in self._list("compacted"):
+                sid = o.key.rsplit("/", 1)[1].removesuffix(".sst")
+                try:
+                    t = ulid_time_ms(sid)
+                except KeyError:
+                    continue
+                if t < cutoff and sid not in active:
+                    deletions.append(
+                        PlannedDeletion(o.key, "compacted", o.size, f"SST {sid}: in no referenced manifest, created before the cutoff {cutoff}")
+                    )
+        age = policy.compactions
+        if age is not None:
+            objs = self._list("compactions")
+            for o in objs[:-1]:  # the latest is kept
+                if old(o, age):
+                    cid = int(o.key.rsplit("/", 1)[1].split(".")[0])
+                    deletions.append(
+                        PlannedDeletion(o.key, "compactions", o.size, f"compactions file {cid}: not latest, older than {age:g}s")
+                    )
+        return GcPlan(self.db_path, now, policy, expired, tuple(deletions), tuple(notes))
+
+    def _gc_options(self, policy: GcPolicy, extra_ms: int) -> Any:
+        sdb = binding()
+
+        def d(age: float | None) -> Any:
+            if age is None:
+                return None
+            return sdb.GarbageCollectorDirectoryOptions(min_age_ms=int(age * 1000) + extra_ms, dry_run=False)
+
+        return sdb.GarbageCollectorOptions(
+            manifest_options=d(policy.manifest),
+            wal_options=d(policy.wal),
+            wal_fence_options=d(policy.wal_fence),
+            compacted_options=d(policy.compacted),
+            compactions_options=d(policy.compactions),
+            detach_options=None,
+        )
+
+    def run_gc(self, plan: GcPlan) -> GcRunReport:
+        """Run ``run_gc_once`` for :attr:`GcPlan.policy`, with each ``min_age`` lengthened by the
+        time since the plan so the run's cutoff is the plan's (nothing that aged past it since
+        then is taken), and report what the listing shows deleted against the plan. Clone
+        detaching is not run (``detach_options`` None)."""
+        before = self.list_objects()
+        extra = max(0, int(time.time() * 1000) - plan.now_ms)
+        self._run("run_gc_once", self._admin.run_gc_once(self._gc_options(plan.policy, extra)))
+        after = self.list_objects()
+        deleted = tuple(sorted(set(before) - set(after)))
+        created = tuple(sorted(set(after) - set(before)))
+        planned = plan.keys()
+        return GcRunReport(
+            plan,
+            deleted,
+            created,
+            unplanned=tuple(k for k in deleted if k not in planned),
+            not_deleted=tuple(sorted(k for k in planned if k in after)),
+        )
+
+    # destroy
+
+    def delete_db(self, confirm: bool = False) -> list[str]:
+        """``delete_db``: with ``confirm`` False the paths it would delete, nothing deleted."""
+        return sorted(self._run("delete_db", self._admin.delete_db(confirm)))
+
+    # clones
+
+    def clone_from(self, sources: Sequence[CloneSource]) -> ManifestView:
+        """Make this (new) database a clone of ``sources``: one source is a clone (projected if it
+        has a range: one shard of a split), several a union (a merge; their ranges must not
+        overlap). Returns the new manifest."""
+        if not sources:
+            raise ValueError("a clone needs at least one source")
+        sdb = binding()
+        builder = self._admin.create_clone_builder_from_source(sources[0]._spec(sdb))
+        for s in sources[1:]:
+            builder.with_source(s._spec(sdb))
+        self._run("clone", builder.build())
+        m = self.read_manifest()
+        assert m is not None
+        return m
+
+
+def now_iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
