@@ -45,7 +45,7 @@ _U32_LE = struct.Struct("<I")
 _I32_LE = struct.Struct("<i")
 
 
-class Engine(str, enum.Enum):
+class Engine(enum.StrEnum):
     """The engine that owns a database's format."""
 
     SLATE_OPS = "slate_ops"
@@ -71,7 +71,7 @@ def _is_slate_ops(data: bytes) -> bool:
         return False
     body_len = len(data) - _U32_LE.size
     (stored,) = _U32_LE.unpack_from(data, body_len)
-    return stored == zlib.crc32(memoryview(data)[:body_len])
+    return bool(stored == zlib.crc32(memoryview(data)[:body_len]))
 
 
 def _flatbuffer_root_ok(buf: bytes) -> bool:
@@ -86,7 +86,9 @@ def _flatbuffer_root_ok(buf: bytes) -> bool:
     if vtable < 0 or vtable + 4 > len(buf):
         return False
     vt_size, table_size = _U16_LE.unpack_from(buf, vtable)[0], _U16_LE.unpack_from(buf, vtable + 2)[0]
-    return vt_size >= 4 and vt_size % 2 == 0 and vtable + vt_size <= len(buf) and root + table_size <= len(buf)
+    return bool(
+        vt_size >= 4 and vt_size % 2 == 0 and vtable + vt_size <= len(buf) and root + table_size <= len(buf)
+    )
 
 
 def detect_manifest(data: bytes, path: str = "<manifest>") -> Detection:

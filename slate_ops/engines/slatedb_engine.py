@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,8 +67,7 @@ class SlateDbBindingMissingError(SlateOpsError):
     def __init__(self, cause: BaseException | None = None) -> None:
         super().__init__(
             f"this is a SlateDB database; maintaining it needs SlateDB's Python binding "
-            f"(slatedb=={PINNED_VERSION}): pip install '{EXTRA}'"
-            + (f" ({cause})" if cause else "")
+            f"(slatedb=={PINNED_VERSION}): pip install '{EXTRA}'" + (f" ({cause})" if cause else "")
         )
 
 
@@ -115,7 +114,12 @@ class LoopOwner:
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._loop is None or self._pid != os.getpid() or not self._thread or not self._thread.is_alive():
+            if (
+                self._loop is None
+                or self._pid != os.getpid()
+                or not self._thread
+                or not self._thread.is_alive()
+            ):
                 loop = asyncio.new_event_loop()
                 ready = threading.Event()
 
@@ -238,7 +242,9 @@ def _manifest_view(m: Any) -> ManifestView:
         ),
         checkpoints=tuple(_checkpoint(c) for c in m.checkpoints),
         external_dbs=tuple(
-            ExternalDbView(e.path, e.source_checkpoint_id, e.final_checkpoint_id, tuple(s.value for s in e.sst_ids))
+            ExternalDbView(
+                e.path, e.source_checkpoint_id, e.final_checkpoint_id, tuple(s.value for s in e.sst_ids)
+            )
             for e in m.external_dbs
         ),
         segments=len(m.segments),
@@ -410,7 +416,9 @@ class SlateDbHandle:
         return None if m is None else _manifest_view(m)
 
     def list_manifests(self, start: int | None = None, end: int | None = None) -> list[ManifestView]:
-        return [_manifest_view(m) for m in self._run("list_manifests", self._admin.list_manifests(start, end))]
+        return [
+            _manifest_view(m) for m in self._run("list_manifests", self._admin.list_manifests(start, end))
+        ]
 
     # listing (the GC plan's input)
 
@@ -421,7 +429,9 @@ class SlateDbHandle:
             for p in sorted(base.iterdir()):
                 if p.is_file():
                     st = p.stat()
-                    out.append(_Obj(f"{self.db_path}/{directory}/{p.name}", st.st_size, st.st_mtime_ns // 1_000_000))
+                    out.append(
+                        _Obj(f"{self.db_path}/{directory}/{p.name}", st.st_size, st.st_mtime_ns // 1_000_000)
+                    )
         return out
 
     def list_objects(self) -> dict[str, int]:
@@ -487,7 +497,12 @@ class SlateDbHandle:
                     continue
                 if old(o, age):
                     deletions.append(
-                        PlannedDeletion(o.key, "manifest", o.size, f"manifest {mid}: not latest, no live checkpoint, older than {age:g}s")
+                        PlannedDeletion(
+                            o.key,
+                            "manifest",
+                            o.size,
+                            f"manifest {mid}: not latest, no live checkpoint, older than {age:g}s",
+                        )
                     )
         ranges: list[tuple[int, int | None, bool]] = []  # (lo, hi, lo_inclusive); hi exclusive, None open
         for mid, m in referenced.items():
@@ -513,7 +528,12 @@ class SlateDbHandle:
                 if old(o, age) and not wal_referenced(wid):
                     kind = "WAL fence (zero-byte)" if want_empty else "WAL SST"
                     deletions.append(
-                        PlannedDeletion(o.key, directory, o.size, f"{kind} {wid}: outside every referenced WAL range, older than {age:g}s")
+                        PlannedDeletion(
+                            o.key,
+                            directory,
+                            o.size,
+                            f"{kind} {wid}: outside every referenced WAL range, older than {age:g}s",
+                        )
                     )
         age = policy.compacted
         if age is not None:
@@ -533,7 +553,9 @@ class SlateDbHandle:
                 notes.append("segments present: the compacted cutoff also spans segment trees (not modelled)")
             cutoff = min(now - int(age * 1000), low_watermark, newest_l0)
             if cutoff == 0:
-                notes.append("compacted SSTs: cutoff is the epoch (no compaction recorded or no L0 ever), none deleted")
+                notes.append(
+                    "compacted SSTs: cutoff is the epoch (no compaction recorded or no L0 ever), none deleted"
+                )
             for o in self._list("compacted"):
                 sid = o.key.rsplit("/", 1)[1].removesuffix(".sst")
                 try:
@@ -542,7 +564,12 @@ class SlateDbHandle:
                     continue
                 if t < cutoff and sid not in active:
                     deletions.append(
-                        PlannedDeletion(o.key, "compacted", o.size, f"SST {sid}: in no referenced manifest, created before the cutoff {cutoff}")
+                        PlannedDeletion(
+                            o.key,
+                            "compacted",
+                            o.size,
+                            f"SST {sid}: in no referenced manifest, created before the cutoff {cutoff}",
+                        )
                     )
         age = policy.compactions
         if age is not None:
@@ -551,7 +578,12 @@ class SlateDbHandle:
                 if old(o, age):
                     cid = int(o.key.rsplit("/", 1)[1].split(".")[0])
                     deletions.append(
-                        PlannedDeletion(o.key, "compactions", o.size, f"compactions file {cid}: not latest, older than {age:g}s")
+                        PlannedDeletion(
+                            o.key,
+                            "compactions",
+                            o.size,
+                            f"compactions file {cid}: not latest, older than {age:g}s",
+                        )
                     )
         return GcPlan(self.db_path, now, policy, expired, tuple(deletions), tuple(notes))
 
@@ -617,4 +649,4 @@ class SlateDbHandle:
 
 
 def now_iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()

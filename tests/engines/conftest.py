@@ -21,9 +21,12 @@ def local_store(sdb: Any, root: Path) -> Any:
     return b.build()
 
 
-def fast_settings(sdb: Any) -> Any:
-    """SlateDB's defaults with the embedded compactor polling every 100 ms (not 5 s)."""
+def fast_settings(sdb: Any, wal: bool = True) -> Any:
+    """SlateDB's defaults with the embedded compactor polling every 100 ms (not 5 s); ``wal``
+    False sets ``wal_enabled`` false (writes go to L0 only)."""
     st = sdb.Settings.default()
+    if not wal:
+        st.set("wal_enabled", "false")
     comp = json.loads(st.to_json_string())["compactor_options"]
     comp["poll_interval"] = "100ms"
     comp["commit_compacted_interval"] = "100ms"
@@ -40,15 +43,21 @@ async def write_db(
     keys: int = 100,
     compact: bool = False,
     before_close: Callable[[Any, Any], Any] | None = None,
+    wal: bool = True,
 ) -> dict[bytes, bytes]:
     """``rounds`` memtable flushes of ``keys`` keys each (later rounds overwrite), optionally one
     compaction of all L0 into sorted run 0 submitted through Admin and followed to COMPLETED.
-    Returns the expected contents."""
+    Returns the expected contents.
+
+    With the WAL on, SlateDB 0.17 leaves the last data WAL SST inside the manifest's replay range
+    after a memtable flush and after shutdown (measured: ``replay_after_wal_id`` lags one data WAL),
+    so such a database cannot be the source of a projection or union clone
+    (InvalidCloneSourceWithWal); the split/merge tests write their sources with ``wal=False``."""
     import asyncio
 
     store = local_store(sdb, root)
     builder = sdb.DbBuilder(path, store)
-    builder.with_settings(fast_settings(sdb))
+    builder.with_settings(fast_settings(sdb, wal))
     db = await builder.build()
     expected: dict[bytes, bytes] = {}
     for r in range(rounds):
