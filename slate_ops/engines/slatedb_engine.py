@@ -12,8 +12,10 @@ task, a test, any thread, including one whose own loop is running -- submits the
 ``asyncio.run_coroutine_threadsafe`` and blocks on the result. Nothing calls ``asyncio.run`` per
 operation (no loop churn, no "asyncio.run() cannot be called from a running event loop"), and
 nothing calls the binding's ``uniffi_set_event_loop`` (a process-global that would hijack every
-other user of the binding in the process). The loop is recreated after a ``fork`` (Spark's Python
-workers fork), since a forked child does not have the parent's loop thread.
+other user of the binding in the process). Measured: a process forked after the binding ran hangs on
+its first binding call, so :class:`LoopOwner` raises :class:`SlateDbForkError` there instead (Spark's
+``pyspark.daemon`` forks workers from a process that never loads the binding: fine; a Dagster
+multiprocess executor spawns: fine).
 
 **What is here** (the spike for issue 21; docs/design/slatedb-engine.md has the mapping and plan):
 :class:`SlateDbHandle` with checkpoints (list/create/refresh/delete), the latest or a given manifest
@@ -50,6 +52,7 @@ __all__ = [
     "PlannedDeletion",
     "SlateDbBindingMissingError",
     "SlateDbError",
+    "SlateDbForkError",
     "SlateDbHandle",
     "SstView",
     "binding",
@@ -81,6 +84,19 @@ class SlateDbError(SlateOpsError):
         self.cause = cause
 
 
+class SlateDbForkError(SlateOpsError):
+    """This process was forked from one that had used SlateDB's binding; the binding cannot be
+    used in it (its Rust runtime did not survive the fork)."""
+
+    def __init__(self, parent_pid: int) -> None:
+        super().__init__(
+            f"SlateDB's binding was used in process {parent_pid} before it forked this one "
+            f"({os.getpid()}); it hangs in a forked child. Start workers with the 'spawn' method, "
+            "or use the binding only after the fork"
+        )
+        self.parent_pid = parent_pid
+
+
 _binding: Any = None
 _binding_lock = threading.Lock()
 
@@ -104,7 +120,8 @@ def binding() -> Any:
 
 class LoopOwner:
     """One asyncio loop on one daemon thread; :meth:`run` executes a coroutine on it from any
-    other thread and returns its result (or raises its exception)."""
+    other thread and returns its result (or raises its exception). In a process forked after
+    the loop started, :meth:`run` raises :class:`SlateDbForkError` (see :meth:`_ensure`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -114,12 +131,12 @@ class LoopOwner:
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if (
-                self._loop is None
-                or self._pid != os.getpid()
-                or not self._thread
-                or not self._thread.is_alive()
-            ):
+            if self._pid not in (-1, os.getpid()):
+                # Measured on 0.17.0: after the binding ran in the parent, a forked child hangs on
+                # its first binding call (the Rust runtime's threads do not survive fork). Fail
+                # instead of hanging.
+                raise SlateDbForkError(self._pid)
+            if self._loop is None or self._thread is None or not self._thread.is_alive():
                 loop = asyncio.new_event_loop()
                 ready = threading.Event()
 

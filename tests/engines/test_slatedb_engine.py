@@ -249,3 +249,36 @@ def test_a_source_with_wal_data_is_refused_for_projection(sdb: Any, tmp_path: Pa
         SlateDbHandle("low", tmp_path).clone_from([CloneSource("src", end=b"k0010")])
     SlateDbHandle("copy", tmp_path).clone_from([CloneSource("src")])
     assert len(LOOP.run(read_all(sdb, tmp_path, "copy"))) == 20
+
+
+def _child_reads(root: Path, out: Any) -> None:
+    try:
+        m = SlateDbHandle("db", root).read_manifest()
+        out.put(("ok", m.id if m else None))
+    except Exception as e:
+        out.put((type(e).__name__, str(e)))
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_worker_processes(sdb: Any, tmp_path: Path, method: str) -> None:
+    """A spawned worker uses the binding; a worker forked after the binding ran in its parent gets
+    SlateDbForkError at once (measured: unguarded, it hangs on its first binding call)."""
+    import multiprocessing
+
+    LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=5))
+    mid = SlateDbHandle("db", tmp_path).read_manifest().id  # type: ignore[union-attr]
+    ctx = multiprocessing.get_context(method)
+    out = ctx.Queue()
+    p = ctx.Process(target=_child_reads, args=(tmp_path, out))
+    p.start()
+    p.join(60)
+    alive = p.is_alive()
+    if alive:
+        p.kill()
+        p.join()
+    assert not alive
+    kind, value = out.get(timeout=5)
+    if method == "spawn":
+        assert (kind, value) == ("ok", mid)
+    else:
+        assert kind == "SlateDbForkError" and "spawn" in value
