@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from slate_ops.errors import SlateOpsError
+from slate_ops.objstore import LocalStore
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.wrappers import CountingStore
 
 __all__ = [
     "PINNED_VERSION",
@@ -55,7 +58,9 @@ __all__ = [
     "SlateDbForkError",
     "SlateDbHandle",
     "SstView",
+    "UnsupportedStoreError",
     "binding",
+    "binding_store",
 ]
 
 PINNED_VERSION = "0.17.0"
@@ -373,22 +378,46 @@ class CloneSource:
 # --- the handle -------------------------------------------------------------------------------
 
 
-class SlateDbHandle:
-    """One SlateDB database at ``db_path`` under the local directory ``root``, with sync methods.
+class UnsupportedStoreError(SlateOpsError):
+    """The binding cannot be given this store (only local directories so far)."""
 
-    Every method runs the binding on :data:`LOOP`; binding errors become :class:`SlateDbError`
-    naming the database and the operation.
+
+def binding_store(store: ObjectStore) -> Any:
+    """The binding's ``ObjectStore`` for the same location as ``store``.
+
+    Local directories only so far; S3 is the plan (docs/design/slatedb-engine.md, "Store
+    mapping"): ``ObjectStoreBuilder.from_url("s3://bucket")`` with the endpoint, region and the
+    credentials ``slate_ops.objstore.credentials`` resolves, the store's prefix joined to the path.
+    """
+    sdb = binding()
+    while isinstance(store, CountingStore):  # counts slate_ops' own requests; the binding's are not
+        store = store.inner
+    if isinstance(store, LocalStore):
+        builder = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.LOCAL)
+        builder.with_config("local_path", str(store.root))
+        return builder.build()
+    raise UnsupportedStoreError(
+        "SlateDB databases are supported on local directories only in this version, "
+        f"not {type(store).__name__}"
+    )
+
+
+class SlateDbHandle:
+    """One SlateDB database at ``db_path`` in ``store``, with sync methods.
+
+    ``store`` is a slate_ops :class:`~slate_ops.objstore.base.ObjectStore` (or a local directory,
+    for a :class:`~slate_ops.objstore.LocalStore` on it): slate_ops lists through it (the GC plan),
+    the binding gets the same location through :func:`binding_store`. Every method runs the
+    binding on :data:`LOOP`; binding errors become :class:`SlateDbError` naming the database and
+    the operation.
     """
 
-    def __init__(self, db_path: str, root: str | Path, loop: LoopOwner = LOOP) -> None:
+    def __init__(self, db_path: str, store: ObjectStore | str | Path, loop: LoopOwner = LOOP) -> None:
         self.db_path = db_path.strip("/")
-        self.root = Path(root).absolute()
+        self.store: ObjectStore = LocalStore(store) if isinstance(store, (str, Path)) else store
         self._loop = loop
-        sdb = binding()
-        builder = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.LOCAL)
-        builder.with_config("local_path", str(self.root))
-        self._store = builder.build()
-        self._admin = sdb.AdminBuilder(self.db_path, self._store).build()
+        self._store = binding_store(self.store)
+        self._admin = binding().AdminBuilder(self.db_path, self._store).build()
 
     @property
     def object_store(self) -> Any:
@@ -440,23 +469,17 @@ class SlateDbHandle:
     # listing (the GC plan's input)
 
     def _list(self, directory: str) -> list[_Obj]:
-        base = self.root / self.db_path / directory
-        out = []
-        if base.is_dir():
-            for p in sorted(base.iterdir()):
-                if p.is_file():
-                    st = p.stat()
-                    out.append(
-                        _Obj(f"{self.db_path}/{directory}/{p.name}", st.st_size, st.st_mtime_ns // 1_000_000)
-                    )
-        return out
+        """The objects directly in ``<db>/<directory>/``, in key order (one LIST)."""
+        prefix = f"{self.db_path}/{directory}/"
+        return [
+            _Obj(m.key, m.size, int(m.last_modified.timestamp() * 1000))
+            for m in self.store.list(prefix)
+            if "/" not in m.key[len(prefix) :]
+        ]
 
     def list_objects(self) -> dict[str, int]:
         """Every object under the database's path: key -> size."""
-        base = self.root / self.db_path
-        return {
-            str(p.relative_to(self.root)): p.stat().st_size for p in sorted(base.rglob("*")) if p.is_file()
-        }
+        return {m.key: m.size for m in self.store.list(f"{self.db_path}/")}
 
     # GC
 
@@ -534,11 +557,12 @@ class SlateDbHandle:
                     return True
             return False
 
+        wal_objs = self._list("wal") if policy.wal is not None or policy.wal_fence is not None else []
         for directory, want_empty in (("wal", False), ("wal_fence", True)):
             age = policy.age(directory)
             if age is None:
                 continue
-            for o in self._list("wal"):
+            for o in wal_objs:
                 if (o.size == 0) != want_empty:
                     continue
                 wid = int(o.key.rsplit("/", 1)[1].split(".")[0])

@@ -17,6 +17,8 @@ import pytest
 
 from slate_ops.engines import slatedb_engine as se
 from slate_ops.engines.slatedb_engine import LOOP, CloneSource, GcPolicy, LoopOwner, SlateDbHandle
+from slate_ops.objstore import LocalStore
+from slate_ops.objstore.wrappers import CountingStore
 from tests.engines.conftest import local_store, read_all, write_db
 
 ALL_NOW = GcPolicy(manifest=0, wal=0, wal_fence=0, compacted=0, compactions=0)
@@ -168,6 +170,19 @@ def test_gc_plan_is_what_run_gc_once_deletes(sdb: Any, tmp_path: Path) -> None:
     assert LOOP.run(read_all(sdb, tmp_path, "db", checkpoint=keep)) == expected
 
 
+def test_gc_plan_costs_four_lists_of_its_own(sdb: Any, tmp_path: Path) -> None:
+    """slate_ops' side of a plan: one LIST per directory (WAL and WAL fences share one); the
+    manifests and the .compactions file are read by the binding (its requests are not counted)."""
+    LOOP.run(write_db(sdb, tmp_path, "db", rounds=2, keys=20))
+    store = CountingStore(LocalStore(tmp_path))
+    h = SlateDbHandle("db", store)
+    store.reset()
+    h.gc_plan(ALL_NOW)
+    assert (
+        store.counts["list"] == 4 and store.total == 4
+    )  # manifest, wal (both modes), compacted, compactions
+
+
 def test_default_policy_plans_nothing_young(sdb: Any, tmp_path: Path) -> None:
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=2, keys=20))
     h = SlateDbHandle("db", tmp_path)
@@ -267,7 +282,7 @@ def test_worker_processes(sdb: Any, tmp_path: Path, method: str) -> None:
 
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=5))
     mid = SlateDbHandle("db", tmp_path).read_manifest().id  # type: ignore[union-attr]
-    ctx = multiprocessing.get_context(method)
+    ctx: Any = multiprocessing.get_context(method)
     out = ctx.Queue()
     p = ctx.Process(target=_child_reads, args=(tmp_path, out))
     p.start()
