@@ -76,3 +76,23 @@ def test_damaged_or_foreign_bytes_are_corrupt(tmp_path: Path) -> None:
     for bad in (b"", b"\x00", b"{}", bytes(flipped), mine[:-1], theirs[:5], b"\x00\x00" + theirs[2:]):
         with pytest.raises(CorruptObjectError, match="neither a slate_ops manifest"):
             detect_manifest(bad, "db/manifest/x.manifest")
+
+
+def test_probe_finds_both_kinds_in_one_store(tmp_path: Path) -> None:
+    from slate_ops.engines.probe import probe_db
+    from slate_ops.errors import DbNotFoundError
+    from slate_ops.objstore.wrappers import CountingStore
+
+    store = CountingStore(LocalStore(tmp_path))
+    admin.create_db("ours", store)
+    theirs = tmp_path / "theirs" / "manifest"
+    theirs.mkdir(parents=True)
+    for i, f in enumerate(SLATEDB_FILES, start=1):
+        (theirs / f"{i:020d}.manifest").write_bytes(f.read_bytes())
+    store.reset()
+    p = probe_db("theirs", store)
+    assert (p.detection.engine, p.manifest_id) == (Engine.SLATEDB, len(SLATEDB_FILES))
+    assert store.counts["list"] == 1 and store.counts["get"] == 1 and store.total == 2
+    assert probe_db("ours", store).detection.engine is Engine.SLATE_OPS
+    with pytest.raises(DbNotFoundError, match="missing"):
+        probe_db("missing", store)
