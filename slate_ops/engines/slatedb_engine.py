@@ -47,6 +47,7 @@ __all__ = [
     "PINNED_VERSION",
     "CheckpointView",
     "CloneSource",
+    "CompactionOutcome",
     "GcPlan",
     "GcPolicy",
     "GcRunReport",
@@ -353,6 +354,19 @@ class _Obj:
     key: str
     size: int
     mtime_ms: int
+
+
+@dataclass(frozen=True)
+class CompactionOutcome:
+    """What :meth:`SlateDbHandle.request_compaction` saw: the compaction id, its last status
+    (SUBMITTED, SCHEDULED, RUNNING, COMPACTED, COMPLETED, FAILED, or NOTHING_TO_DO), whether any
+    compactor picked it up, how many sources it named and how long it was followed."""
+
+    compaction_id: str | None
+    status: str
+    picked_up: bool
+    sources: int
+    seconds: float
 
 
 # --- clones -----------------------------------------------------------------------------------
@@ -664,6 +678,48 @@ class SlateDbHandle:
             unplanned=tuple(k for k in deleted if k not in planned),
             not_deleted=tuple(sorted(k for k in planned if k in after)),
         )
+
+    # compaction
+
+    def request_compaction(
+        self,
+        sorted_run: int | None = None,
+        *,
+        timeout_s: float = 30.0,
+        poll_s: float = 0.05,
+        clock: Any = time.monotonic,
+    ) -> CompactionOutcome:
+        """Submit a compaction of every L0 SST view (and ``sorted_run`` if given) into sorted run
+        ``sorted_run`` (0 when None), then follow it until COMPLETED or FAILED or ``timeout_s``.
+
+        SlateDB compacts only where a compactor runs (a writer's embedded one or a standalone one):
+        a compaction still SUBMITTED at the timeout is reported as ``picked_up=False``.
+        """
+        sdb = binding()
+        m = self.read_manifest()
+        if m is None:
+            raise SlateDbError(self.db_path, "compact", FileNotFoundError("no manifest"))
+        sources = [sdb.SourceId.SST_VIEW(v.view_id) for v in m.l0]
+        if sorted_run is not None:
+            sources.append(sdb.SourceId.SORTED_RUN(sorted_run))
+        if not sources:
+            return CompactionOutcome(None, "NOTHING_TO_DO", True, 0, 0.0)
+        dest = 0 if sorted_run is None else sorted_run
+        spec = sdb.CompactionSpec.TIERED(segment=b"", sources=sources, destination=dest)
+        start = clock()
+        c = self._run("submit_compaction", self._admin.submit_compaction(spec))
+        seen_beyond_submitted = False
+        terminal = (sdb.CompactionStatus.COMPLETED, sdb.CompactionStatus.FAILED)
+        while True:
+            got = self._run("read_compaction", self._admin.read_compaction(c.id, None))
+            if got is not None:
+                c = got
+            if c.status != sdb.CompactionStatus.SUBMITTED:
+                seen_beyond_submitted = True
+            if c.status in terminal or clock() - start >= timeout_s:
+                break
+            time.sleep(poll_s)
+        return CompactionOutcome(c.id, c.status.name, seen_beyond_submitted, len(sources), clock() - start)
 
     # destroy
 

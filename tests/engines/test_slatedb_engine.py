@@ -297,3 +297,34 @@ def test_worker_processes(sdb: Any, tmp_path: Path, method: str) -> None:
         assert (kind, value) == ("ok", mid)
     else:
         assert kind == "SlateDbForkError" and "spawn" in value
+
+
+def test_compaction_request_with_and_without_a_compactor(sdb: Any, tmp_path: Path) -> None:
+    LOOP.run(write_db(sdb, tmp_path, "db", rounds=3, keys=50))
+    h = SlateDbHandle("db", tmp_path)
+    # no writer, so no compactor: SlateDB leaves the request SUBMITTED
+    out = h.request_compaction(timeout_s=1.0)
+    assert (out.status, out.picked_up, out.sources) == ("SUBMITTED", False, 3)
+
+    # a writer's embedded compactor (polling every 100 ms) picks the queued request up
+    async def open_writer() -> Any:
+        from tests.engines.conftest import fast_settings
+
+        b = sdb.DbBuilder("db", local_store(sdb, tmp_path))
+        b.with_settings(fast_settings(sdb))
+        return await b.build()
+
+    db = LOOP.run(open_writer())
+    try:
+        deadline = time.monotonic() + 30
+        while h.read_manifest().l0 and time.monotonic() < deadline:  # type: ignore[union-attr]
+            time.sleep(0.05)
+        m = h.read_manifest()
+        assert m is not None and not m.l0 and len(m.sorted_runs) == 1
+        assert h.request_compaction().status == "NOTHING_TO_DO"
+        # measured: the request left SUBMITTED is what the writer's compactor then ran
+        left = LOOP.run(h._admin.read_compaction(out.compaction_id, None))
+        assert left is not None and left.status == sdb.CompactionStatus.COMPLETED
+    finally:
+        LOOP.run(db.shutdown())
+    assert len(LOOP.run(read_all(sdb, tmp_path, "db"))) == 50
