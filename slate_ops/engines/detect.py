@@ -14,9 +14,12 @@ the key nor "is it a FlatBuffer" tells them apart. Their framings do (docs/desig
 
 1. **slate_ops** if the trailing CRC-32 matches: a SlateDB file passes this by chance with
    probability 2**-32 per file, and a slate_ops file that fails it is damaged, not foreign;
-2. **SlateDB** if the first byte is 0 (a big-endian version below 256; ours would need version 0
-   or >= 256 to start with 0, and we write 1), the version is not 0, and the FlatBuffers root
-   offset and the root table's vtable lie inside the file;
+2. **SlateDB** if :func:`slate_ops.manifest.framing.slatedb_manifest_version` finds SlateDB's
+   framing (the one implementation of that check, shared with :func:`~slate_ops.manifest.framing.unframe`,
+   which raises :class:`~slate_ops.errors.SlateDbManifestError` on it): the first byte is 0 (a
+   big-endian version below 256; ours would need version 0 or >= 256 to start with 0, and we write
+   1), the version is not 0, and the FlatBuffers root offset and the root table's vtable lie inside
+   the file;
 3. otherwise :class:`~slate_ops.errors.CorruptObjectError`: no engine wrote this (or it is torn).
 
 A SlateDB manifest of a version the pinned binding does not read is still *detected* as SlateDB
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 
 from slate_ops.errors import CorruptObjectError
 from slate_ops.manifest.framing import SUPPORTED_VERSIONS as SLATE_OPS_VERSIONS
+from slate_ops.manifest.framing import slatedb_manifest_version
 
 __all__ = ["SLATEDB_MANIFEST_VERSIONS", "Detection", "Engine", "detect_manifest"]
 
@@ -40,9 +44,7 @@ __all__ = ["SLATEDB_MANIFEST_VERSIONS", "Detection", "Engine", "detect_manifest"
 SLATEDB_MANIFEST_VERSIONS: tuple[int, ...] = (1, 2)
 
 _U16_LE = struct.Struct("<H")
-_U16_BE = struct.Struct(">H")
 _U32_LE = struct.Struct("<I")
-_I32_LE = struct.Struct("<i")
 
 
 class Engine(enum.StrEnum):
@@ -74,23 +76,6 @@ def _is_slate_ops(data: bytes) -> bool:
     return bool(stored == zlib.crc32(memoryview(data)[:body_len]))
 
 
-def _flatbuffer_root_ok(buf: bytes) -> bool:
-    """The root uoffset and the root table's vtable lie inside ``buf`` (a FlatBuffer)."""
-    if len(buf) < 8:
-        return False
-    (root,) = _U32_LE.unpack_from(buf, 0)
-    if root < 4 or root + 4 > len(buf):
-        return False
-    (soffset,) = _I32_LE.unpack_from(buf, root)
-    vtable = root - soffset
-    if vtable < 0 or vtable + 4 > len(buf):
-        return False
-    vt_size, table_size = _U16_LE.unpack_from(buf, vtable)[0], _U16_LE.unpack_from(buf, vtable + 2)[0]
-    return bool(
-        vt_size >= 4 and vt_size % 2 == 0 and vtable + vt_size <= len(buf) and root + table_size <= len(buf)
-    )
-
-
 def detect_manifest(data: bytes, path: str = "<manifest>") -> Detection:
     """The engine that wrote the manifest file ``data`` (read from ``path``, used in messages only).
 
@@ -100,10 +85,9 @@ def detect_manifest(data: bytes, path: str = "<manifest>") -> Detection:
     if _is_slate_ops(data):
         (version,) = _U16_LE.unpack_from(data, 0)
         return Detection(Engine.SLATE_OPS, version, version in SLATE_OPS_VERSIONS)
-    if len(data) >= 2 and data[0] == 0:
-        (version,) = _U16_BE.unpack_from(data, 0)
-        if version != 0 and _flatbuffer_root_ok(data[2:]):
-            return Detection(Engine.SLATEDB, version, version in SLATEDB_MANIFEST_VERSIONS)
+    version = slatedb_manifest_version(data)
+    if version is not None:
+        return Detection(Engine.SLATEDB, version, version in SLATEDB_MANIFEST_VERSIONS)
     raise CorruptObjectError(
         path,
         f"{len(data)} bytes that are neither a slate_ops manifest (little-endian version, FlatBuffers, "
