@@ -138,6 +138,19 @@ class SlateDbManifestError(CorruptObjectError):
         self.version = version
 
 
+class UnsupportedOnEngineError(SlateOpsError):
+    """An operation the database's engine cannot do (docs/design/slatedb-engine.md, the capability
+    table): e.g. a soft destroy or a rollback in place of a SlateDB database. Nothing was changed."""
+
+    def __init__(self, path: str, engine: str, operation: str, why: str) -> None:
+        super().__init__(
+            f"{operation} is not supported on {engine} databases ({path}): {why}; nothing was changed"
+        )
+        self.path = path
+        self.engine = engine
+        self.operation = operation
+
+
 # --- sequenced commits ------------------------------------------------------------------------
 
 

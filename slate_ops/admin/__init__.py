@@ -25,6 +25,7 @@ from slate_ops.admin.db import (
 )
 from slate_ops.admin.destroy import DestroyReport, destroy
 from slate_ops.admin.fleet import DbListing, list_dbs
+from slate_ops.admin.handle import DatabaseHandle, SlateDbHandle, SlateOpsHandle, open
 from slate_ops.admin.history import ManifestChange, manifest_history
 from slate_ops.admin.reachability import check_references as check_references
 from slate_ops.admin.rescale import NewDatabase, RescaleReport, merge, split
@@ -43,6 +44,7 @@ from slate_ops.admin.verify import CheckResult, Severity, verify_db
 __all__ = [
     "CheckResult",
     "CheckpointExpiryReport",
+    "DatabaseHandle",
     "DbDetail",
     "DbListing",
     "DbStatus",
@@ -57,6 +59,8 @@ __all__ = [
     "RollbackReport",
     "RunSummary",
     "Severity",
+    "SlateDbHandle",
+    "SlateOpsHandle",
     "SplitSuggestion",
     "SstCounts",
     "SstSummary",
@@ -85,6 +89,7 @@ __all__ = [
     "lsm_shape",
     "manifest_history",
     "merge",
+    "open",
     "open_from_checkpoint",
     "read_manifest",
     "refresh_checkpoint",

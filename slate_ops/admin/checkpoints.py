@@ -49,21 +49,27 @@ def create_checkpoint(
     ``manifest_id``; a missing or expired source is refused.
     """
     options = options or CheckpointOptions()
-    if options.name is not None and options.name.startswith(TAG_PREFIX):
-        raise InvalidArgumentError(
-            f"checkpoint names starting with {TAG_PREFIX!r} are reserved for tags; use create_tag"
-        )
-    if options.name is not None and options.name.startswith(RESERVED_NAME_PREFIX):
-        raise InvalidArgumentError(
-            f"checkpoint name {options.name!r}: names starting with {RESERVED_NAME_PREFIX!r} are reserved "
-            "for the checkpoints slate_ops takes itself (clones, splits, merges, compaction); pick another"
-        )
+    require_creatable_name(options.name)
     manifests = ManifestStore(store, path)
     checkpoint_id = new_id()
     committed = manifests.update(checkpoint_adder(manifests, options, checkpoint_id, clock))
     created = committed.value.checkpoint(checkpoint_id)
     assert created is not None
     return CheckpointCreateResult(id=checkpoint_id, manifest_id=created.manifest_id)
+
+
+def require_creatable_name(name: str | None) -> None:
+    """Refuse (:class:`InvalidArgumentError`) a checkpoint name reserved for tags or for the
+    checkpoints slate_ops takes itself (both engines' ``create_checkpoint``)."""
+    if name is not None and name.startswith(TAG_PREFIX):
+        raise InvalidArgumentError(
+            f"checkpoint names starting with {TAG_PREFIX!r} are reserved for tags; use create_tag"
+        )
+    if name is not None and name.startswith(RESERVED_NAME_PREFIX):
+        raise InvalidArgumentError(
+            f"checkpoint name {name!r}: names starting with {RESERVED_NAME_PREFIX!r} are reserved "
+            "for the checkpoints slate_ops takes itself (clones, splits, merges, compaction); pick another"
+        )
 
 
 TAG_PREFIX = "tag:"
@@ -276,6 +282,7 @@ __all__ = [
     "list_checkpoints",
     "protection_of",
     "refresh_checkpoint",
+    "require_creatable_name",
     "require_deletable",
     "require_refreshable",
 ]

@@ -318,6 +318,7 @@ class PlannedDeletion:
     directory: str
     size: int
     reason: str
+    last_modified_ms: int = 0  # the object's, as listed
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,9 @@ class GcPlan:
     expired_checkpoints: tuple[str, ...]
     deletions: tuple[PlannedDeletion, ...]
     notes: tuple[str, ...] = ()
+    manifest_id: int | None = None  # the latest manifest the plan read
+    listed: tuple[tuple[str, int], ...] = ()  # (directory, objects listed) for each collected directory
+    expired_checkpoint_views: tuple[CheckpointView, ...] = ()  # the checkpoints of expired_checkpoints
 
     def keys(self) -> set[str]:
         return {d.key for d in self.deletions}
@@ -531,6 +535,7 @@ class SlateDbHandle:
                 if m is not None:
                     referenced[c.manifest_id] = m
         deletions: list[PlannedDeletion] = []
+        listed: dict[str, int] = {}  # directory -> objects listed (the directories the policy collects)
 
         def old(o: _Obj, min_age_s: float) -> bool:
             return now - o.mtime_ms > min_age_s * 1000
@@ -538,6 +543,7 @@ class SlateDbHandle:
         age = policy.manifest
         if age is not None:
             objs = self._list("manifest")
+            listed["manifest"] = len(objs)
             # After expiring checkpoints the current manifest is latest.id + 1, and the old latest
             # becomes eligible like any other; without expiry the latest is kept.
             pinned = {c.manifest_id for c in live}
@@ -556,6 +562,7 @@ class SlateDbHandle:
                             "manifest",
                             o.size,
                             f"manifest {mid}: not latest, no live checkpoint, older than {age:g}s",
+                            last_modified_ms=o.mtime_ms,
                         )
                     )
         ranges: list[tuple[int, int | None, bool]] = []  # (lo, hi, lo_inclusive); hi exclusive, None open
@@ -572,6 +579,10 @@ class SlateDbHandle:
             return False
 
         wal_objs = self._list("wal") if policy.wal is not None or policy.wal_fence is not None else []
+        if policy.wal is not None:
+            listed["wal"] = sum(1 for o in wal_objs if o.size > 0)
+        if policy.wal_fence is not None:
+            listed["wal_fence"] = sum(1 for o in wal_objs if o.size == 0)
         for directory, want_empty in (("wal", False), ("wal_fence", True)):
             age = policy.age(directory)
             if age is None:
@@ -588,6 +599,7 @@ class SlateDbHandle:
                             directory,
                             o.size,
                             f"{kind} {wid}: outside every referenced WAL range, older than {age:g}s",
+                            last_modified_ms=o.mtime_ms,
                         )
                     )
         age = policy.compacted
@@ -611,7 +623,9 @@ class SlateDbHandle:
                 notes.append(
                     "compacted SSTs: cutoff is the epoch (no compaction recorded or no L0 ever), none deleted"
                 )
-            for o in self._list("compacted"):
+            compacted = self._list("compacted")
+            listed["compacted"] = len(compacted)
+            for o in compacted:
                 sid = o.key.rsplit("/", 1)[1].removesuffix(".sst")
                 try:
                     t = ulid_time_ms(sid)
@@ -624,11 +638,13 @@ class SlateDbHandle:
                             "compacted",
                             o.size,
                             f"SST {sid}: in no referenced manifest, created before the cutoff {cutoff}",
+                            last_modified_ms=o.mtime_ms,
                         )
                     )
         age = policy.compactions
         if age is not None:
             objs = self._list("compactions")
+            listed["compactions"] = len(objs)
             for o in objs[:-1]:  # the latest is kept
                 if old(o, age):
                     cid = int(o.key.rsplit("/", 1)[1].split(".")[0])
@@ -638,9 +654,20 @@ class SlateDbHandle:
                             "compactions",
                             o.size,
                             f"compactions file {cid}: not latest, older than {age:g}s",
+                            last_modified_ms=o.mtime_ms,
                         )
                     )
-        return GcPlan(self.db_path, now, policy, expired, tuple(deletions), tuple(notes))
+        return GcPlan(
+            self.db_path,
+            now,
+            policy,
+            expired,
+            tuple(deletions),
+            tuple(notes),
+            manifest_id=latest.id,
+            listed=tuple(sorted(listed.items())),
+            expired_checkpoint_views=tuple(c for c in latest.checkpoints if c.id in expired),
+        )
 
     def _gc_options(self, policy: GcPolicy, extra_ms: int) -> Any:
         sdb = binding()

@@ -1,0 +1,396 @@
+"""One admin handle over both engines: :func:`open` a database and call the same operations on it,
+whichever engine wrote it (docs/design/slatedb-engine.md, "The admin handle").
+
+* :class:`SlateOpsHandle` delegates to today's module functions (``describe_db``, the checkpoint
+  functions, ``run_gc``, ``destroy``) with the same arguments: no behaviour change.
+* :class:`SlateDbHandle` maps SlateDB's binding (:mod:`slate_ops.engines.slatedb_engine`) onto the
+  same report types (:class:`DbStatus`, :class:`Checkpoint`, :class:`GcReport`,
+  :class:`DestroyReport`), so JSON shapes do not depend on the engine. slate_ops' rules are kept on
+  top of SlateDB's: reserved checkpoint names, tag and final-checkpoint protection, refreshing an
+  expired checkpoint refused, dry runs by default. A GC dry run is slate_ops' plan (SlateDB's own
+  dry run writes); a real run is SlateDB's ``run_gc_once`` with the plan's policy, reported by what
+  the listing shows deleted. What SlateDB cannot do raises :class:`UnsupportedOnEngineError`.
+
+Layers: ``admin`` sits above ``engines`` (the import-linter layer contract): the handle is the
+operator API, engines are what it runs on; ``engines`` imports nothing from ``admin``, and the
+binding itself is imported only by ``engines.slatedb_engine``, lazily.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+from slate_ops.admin.checkpoints import (
+    create_checkpoint,
+    delete_checkpoint,
+    list_checkpoints,
+    refresh_checkpoint,
+    require_creatable_name,
+    require_deletable,
+    require_refreshable,
+)
+from slate_ops.admin.collect import run_gc
+from slate_ops.admin.db import DbStatus, describe_db
+from slate_ops.admin.destroy import DestroyReport, destroy
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.config import CheckpointCreateResult, CheckpointOptions
+from slate_ops.engines.detect import Engine
+from slate_ops.engines.probe import probe_db
+from slate_ops.engines.slatedb_engine import CheckpointView, GcPolicy, ManifestView
+from slate_ops.engines.slatedb_engine import SlateDbHandle as EngineHandle
+from slate_ops.errors import (
+    CheckpointExpiredError,
+    DbNotFoundError,
+    GcFailedError,
+    InvalidArgumentError,
+    UnsupportedFormatVersionError,
+    UnsupportedOnEngineError,
+)
+from slate_ops.gc import GcOptions, GcReport
+from slate_ops.gc.report import DeletedObject, ResourceReport
+from slate_ops.layout import normalize_db_path
+from slate_ops.manifest.checkpoints import checkpoint_not_found, expiry_time
+from slate_ops.manifest.model import Checkpoint
+from slate_ops.objstore.base import ObjectStore
+
+__all__ = ["DatabaseHandle", "SlateDbHandle", "SlateOpsHandle", "open"]
+
+
+@runtime_checkable
+class DatabaseHandle(Protocol):
+    """The operations the CLI and the Dagster ops call on one database, for either engine."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def engine(self) -> Engine: ...
+
+    def describe(self) -> DbStatus:
+        """The current manifest's summary (what the asset checks and sensors read)."""
+        ...
+
+    def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]: ...
+
+    def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult: ...
+
+    def refresh_checkpoint(
+        self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None
+    ) -> Checkpoint: ...
+
+    def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint: ...
+
+    def gc_plan(self, options: GcOptions | None = None) -> GcReport:
+        """What :meth:`run_gc` would delete: the dry-run report, writing nothing."""
+        ...
+
+    def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport: ...
+
+    def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport: ...
+
+
+def open(
+    path: str,
+    store: ObjectStore,
+    engine: Engine | str | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> DatabaseHandle:
+    """The handle of the database at ``path`` in ``store``.
+
+    ``engine`` None: detected from the latest manifest (:func:`~slate_ops.engines.probe.probe_db`:
+    one LIST, one GET; :class:`DbNotFoundError` without a manifest). ``"slate_ops"`` or
+    ``"slatedb"`` forces it and reads nothing (the fleet's ``engine:``, the CLI's ``--engine``); a
+    wrong forced engine fails safe on the first call (ours raises ``SlateDbManifestError``,
+    SlateDB's binding a :class:`~slate_ops.engines.slatedb_engine.SlateDbError`).
+
+    A SlateDB manifest of a version the pinned binding does not read raises
+    :class:`UnsupportedFormatVersionError` naming both versions; a SlateDB database without the
+    binding installed raises ``SlateDbBindingMissingError`` (``pip install 'slate_ops[slatedb]'``).
+    """
+    db = normalize_db_path(path)
+    if engine is None:
+        probe = probe_db(db, store)
+        chosen = probe.detection.engine
+        if chosen is Engine.SLATEDB and not probe.detection.supported:
+            raise UnsupportedFormatVersionError(
+                probe.key, probe.detection.format_version, probe.detection.supported_versions
+            )
+    else:
+        try:
+            chosen = Engine(engine)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"engine {engine!r}: expected one of {', '.join(e.value for e in Engine)}"
+            ) from None
+    if chosen is Engine.SLATE_OPS:
+        return SlateOpsHandle(db, store, clock=clock)
+    return SlateDbHandle(db, store, clock=clock)
+
+
+class SlateOpsHandle:
+    """A slate_ops database: every method is today's admin function (no behaviour change)."""
+
+    engine = Engine.SLATE_OPS
+
+    def __init__(self, path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.path = normalize_db_path(path)
+        self.store = store
+        self.clock = clock
+
+    def describe(self) -> DbStatus:
+        return describe_db(self.path, self.store, clock=self.clock)
+
+    def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        return list_checkpoints(self.path, self.store, name)
+
+    def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult:
+        return create_checkpoint(self.path, self.store, options, clock=self.clock)
+
+    def refresh_checkpoint(self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None) -> Checkpoint:
+        return refresh_checkpoint(self.path, self.store, checkpoint_id, lifetime, clock=self.clock)
+
+    def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint:
+        return delete_checkpoint(self.path, self.store, checkpoint_id, dry_run=dry_run)
+
+    def gc_plan(self, options: GcOptions | None = None) -> GcReport:
+        return run_gc(self.path, self.store, options, dry_run=True, clock=self.clock)
+
+    def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport:
+        return run_gc(self.path, self.store, options, dry_run=dry_run, clock=self.clock)
+
+    def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport:
+        return destroy(self.path, self.store, soft=soft, dry_run=dry_run, clock=self.clock)
+
+
+# SlateDB's GC directories -> slate_ops' GC resource names (GcReport.resources).
+_RESOURCE_OF = {
+    "manifest": "manifest",
+    "wal": "wal",
+    "wal_fence": "wal",
+    "compacted": "compacted",
+    "compactions": "compactions",
+}
+
+
+class SlateDbHandle:
+    """A SlateDB database, through :class:`slate_ops.engines.slatedb_engine.SlateDbHandle`, with
+    slate_ops' report types and rules (module docstring)."""
+
+    engine = Engine.SLATEDB
+
+    def __init__(self, path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.path = normalize_db_path(path)
+        self.store = store
+        self.clock = clock
+        self.db = EngineHandle(self.path, store)
+
+    @property
+    def _location(self) -> str:
+        return f"SlateDB database {self.path} in {self.store.url}"
+
+    def _manifest(self) -> ManifestView:
+        m = self.db.read_manifest()
+        if m is None:
+            raise DbNotFoundError(f"no database at {self.path!r} in {self.store.url}: no manifest")
+        return m
+
+    # describe
+
+    def describe(self) -> DbStatus:
+        """SlateDB's manifest as :class:`DbStatus`. ``ssts`` counts SST objects (an SST seen through
+        several views counts once), ``sst_bytes`` sums SlateDB's estimated sizes of those;
+        ``destroyed_at_s`` is always None (SlateDB has no soft destroy)."""
+        m = self._manifest()
+        now = self.clock.now()
+        sizes: dict[str, int] = {}
+        for v in (*m.l0, *(s for r in m.sorted_runs for s in r.ssts)):
+            sizes.setdefault(v.sst_id, v.size)
+        return DbStatus(
+            path=self.path,
+            manifest_id=m.id,
+            initialized=m.initialized,
+            destroyed_at_s=None,
+            writer_epoch=m.writer_epoch,
+            compactor_epoch=m.compactor_epoch,
+            l0_ssts=len(m.l0),
+            sorted_runs=len(m.sorted_runs),
+            ssts=len(sizes),
+            sst_bytes=sum(sizes.values()),
+            checkpoints=len(m.checkpoints),
+            expired_checkpoints=sum(
+                1 for c in m.checkpoints if c.expire_time_s is not None and c.expire_time_s <= now
+            ),
+            external_dbs=len(m.external_dbs),
+        )
+
+    # checkpoints
+
+    def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]:
+        """The current manifest's checkpoints (expired ones included until GC removes them)."""
+        return [_checkpoint(c) for c in self._manifest().checkpoints if name is None or c.name == name]
+
+    def _find(self, checkpoint_id: uuid.UUID) -> Checkpoint:
+        found = next((c for c in self.list_checkpoints() if c.id == checkpoint_id), None)
+        if found is None:
+            raise checkpoint_not_found(checkpoint_id, self._location)
+        return found
+
+    def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult:
+        options = options or CheckpointOptions()
+        require_creatable_name(options.name)
+        lifetime_s = None
+        if options.lifetime is not None:
+            expiry_time(0, options.lifetime)  # refuses a non-positive or too long lifetime, as ours
+            lifetime_s = options.lifetime.total_seconds()
+        source = None
+        if options.source is not None:
+            src = self._find(options.source)
+            if src.is_expired(self.clock.now()):
+                raise CheckpointExpiredError(
+                    f"checkpoint {src.id} of {self._location} expired at {src.expires_at} "
+                    "(unix seconds); use a live checkpoint or create a new one"
+                )
+            source = str(options.source)
+        cid, manifest_id = self.db.create_checkpoint(lifetime_s=lifetime_s, source=source, name=options.name)
+        return CheckpointCreateResult(id=uuid.UUID(cid), manifest_id=manifest_id)
+
+    def refresh_checkpoint(self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None) -> Checkpoint:
+        now = self.clock.now()
+        expire_time_s = expiry_time(now, lifetime)
+        checkpoint = self._find(checkpoint_id)
+        if checkpoint.is_expired(now):
+            raise CheckpointExpiredError(
+                f"checkpoint {checkpoint_id} of {self._location} expired at {checkpoint.expires_at} "
+                "(unix seconds); use a live checkpoint or create a new one"
+            )
+        require_refreshable(checkpoint, expire_time_s, self._location)
+        self.db.refresh_checkpoint(str(checkpoint_id), None if lifetime is None else lifetime.total_seconds())
+        return self._find(checkpoint_id)
+
+    def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint:
+        checkpoint = self._find(checkpoint_id)
+        require_deletable(checkpoint, self._location)
+        if not dry_run:
+            self.db.delete_checkpoint(str(checkpoint_id))
+        return checkpoint
+
+    # GC
+
+    def _policy(self, options: GcOptions) -> GcPolicy:
+        def age(resource: str, value: timedelta) -> float | None:
+            return value.total_seconds() if resource in options.resources else None
+
+        return GcPolicy(
+            manifest=age("manifest", options.manifest_min_age),
+            wal=age("wal", options.wal_min_age),
+            wal_fence=age("wal", options.wal_min_age) if options.delete_wal_fences else None,
+            compacted=age("compacted", options.compacted_min_age),
+            compactions=age("compactions", options.compactions_min_age),
+        )
+
+    def gc_plan(self, options: GcOptions | None = None) -> GcReport:
+        return self.run_gc(options, dry_run=True)
+
+    def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport:
+        """One GC run as a :class:`GcReport`: the dry run is the plan (what SlateDB's collector
+        would delete now, and the checkpoints it would first remove as expired), the real run is
+        ``run_gc_once`` with the plan's policy, reporting what the listing shows it deleted.
+
+        Not run on SlateDB databases: clone detaching (``clones``) and a soft-destroyed database's
+        deletion (``database``) -- noted in ``notes`` when asked for. SlateDB always removes expired
+        checkpoints before each task. Raises :class:`GcFailedError` with the report when the run
+        left planned objects in place.
+        """
+        options = options or GcOptions()
+        started = time.monotonic()
+        plan = self.db.gc_plan(self._policy(options))
+        notes = list(plan.notes)
+        if "clones" in options.resources:
+            notes.append(
+                "clone detaching is not run on SlateDB databases yet (docs/design/slatedb-engine.md)"
+            )
+        if "checkpoints" not in options.resources and plan.expired_checkpoints:
+            notes.append("SlateDB removes expired checkpoints before every GC task; it cannot be turned off")
+        planned = {d.key: d for d in plan.deletions}
+        deleted_keys: set[str] = set(planned)
+        errors: list[str] = []
+        if not dry_run:
+            run = self.db.run_gc(plan)
+            deleted_keys = set(run.deleted)
+            errors += [f"{k}: planned but not deleted" for k in run.not_deleted]
+            notes += [f"{k}: deleted by SlateDB but not in the plan" for k in run.unplanned]
+        listed = dict(plan.listed)
+        by_resource: dict[str, list[DeletedObject]] = {}
+        for key in sorted(deleted_keys):
+            d = planned.get(key)
+            directory = d.directory if d is not None else key[len(self.path) + 1 :].split("/", 1)[0]
+            when = datetime.fromtimestamp((d.last_modified_ms if d else plan.now_ms) / 1000, tz=UTC)
+            by_resource.setdefault(_RESOURCE_OF.get(directory, directory), []).append(
+                DeletedObject(key, d.size if d else 0, when)
+            )
+        resources = tuple(
+            ResourceReport.build(
+                resource,
+                by_resource.get(resource, []),
+                listed=sum(n for directory, n in listed.items() if _RESOURCE_OF[directory] == resource),
+            )
+            for resource in ("manifest", "wal", "compacted", "compactions")
+            if resource in options.resources or by_resource.get(resource)
+        )
+        report = GcReport(
+            path=self.path,
+            dry_run=dry_run,
+            started_at=datetime.fromtimestamp(plan.now_ms / 1000, tz=UTC),
+            duration_s=time.monotonic() - started,
+            manifest_id=plan.manifest_id,
+            resources=resources,
+            checkpoints_expired=tuple(_checkpoint(c) for c in plan.expired_checkpoint_views),
+            notes=tuple(notes),
+            errors=tuple(errors),
+        )
+        if errors:
+            raise GcFailedError(f"GC of {self._location} failed: {'; '.join(errors)}", report)
+        return report
+
+    # destroy
+
+    def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport:
+        """A hard destroy through SlateDB's ``delete_db`` (``soft=False``): the dry run lists every
+        object it would delete and changes nothing; the real run releases the checkpoints it pinned
+        in parents and deletes everything. SlateDB has no soft destroy:
+        :class:`UnsupportedOnEngineError`."""
+        if soft:
+            raise UnsupportedOnEngineError(
+                self.path,
+                Engine.SLATEDB.value,
+                "a soft destroy",
+                "SlateDB has no tombstone manifest; use a hard destroy (soft=False, `destroy --hard`)",
+            )
+        m = self._manifest()
+        released = tuple(
+            (e.path, uuid.UUID(e.final_checkpoint_id)) for e in m.external_dbs if e.final_checkpoint_id
+        )
+        deleted = self.db.delete_db(confirm=not dry_run)
+        return DestroyReport(
+            path=self.path,
+            soft=False,
+            dry_run=dry_run,
+            destroyed_at_s=None if dry_run else int(self.clock.now()),
+            deleted=tuple(deleted),
+            released_parent_checkpoints=released,
+        )
+
+
+def _checkpoint(c: CheckpointView) -> Checkpoint:
+    """A SlateDB checkpoint as slate_ops' :class:`Checkpoint`."""
+    return Checkpoint(
+        id=uuid.UUID(c.id),
+        manifest_id=c.manifest_id,
+        create_time_s=c.create_time_s,
+        expire_time_s=c.expire_time_s,
+        name=c.name,
+    )

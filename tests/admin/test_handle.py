@@ -1,0 +1,242 @@
+"""The one admin handle (slate_ops.admin.open) over both engines: the same calls, the same report
+shapes, on a slate_ops database written by our Db and on a SlateDB database written by SlateDB's
+own Db (through the binding; those cases skip without it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slate_ops import Db, admin
+from slate_ops.admin.handle import DatabaseHandle, SlateDbHandle, SlateOpsHandle
+from slate_ops.admin.tags import create_tag
+from slate_ops.config import CheckpointCreateResult, CheckpointOptions
+from slate_ops.engines import Engine
+from slate_ops.errors import (
+    CheckpointExpiredError,
+    CheckpointNotFoundError,
+    CheckpointProtectedError,
+    DbNotFoundError,
+    InvalidArgumentError,
+    UnsupportedOnEngineError,
+)
+from slate_ops.gc import GcOptions, GcReport
+from slate_ops.jsonable import to_jsonable
+from slate_ops.manifest.model import Checkpoint
+from slate_ops.objstore import LocalStore
+from slate_ops.objstore.base import ObjectStore
+from tests.engine.conftest import quiet
+
+DB = "dbs/main"
+ENGINES = ("slate_ops", "slatedb")
+# Young enough that what the writers just left is garbage (tests only).
+FAST_GC = GcOptions.with_min_age(timedelta(milliseconds=1), allow_unsafe_min_age=True)
+
+
+def write_slate_ops(store: ObjectStore, path: str = DB) -> None:
+    """Two L0 flushes, WAL SSTs and several manifests; the writer closed cleanly."""
+    with Db.open(path, store, quiet()) as db:
+        for round_ in range(2):
+            for i in range(50):
+                db.put(b"k%04d" % i, b"v%d" % round_)
+            db.flush_memtable()
+
+
+def write_slatedb(root: Path, path: str = DB) -> None:
+    """Three L0 flushes and a compaction, by SlateDB's own Db; the checkpoint its compactor leaves
+    (15 minutes) is removed so that what the compaction replaced is garbage."""
+    sdb = pytest.importorskip("slatedb.uniffi")
+    from slate_ops.engines.slatedb_engine import LOOP
+    from slate_ops.engines.slatedb_engine import SlateDbHandle as EngineHandle
+    from tests.engines.conftest import write_db
+
+    root.mkdir(parents=True, exist_ok=True)  # the binding's local store needs its root to exist
+    LOOP.run(write_db(sdb, root, path, rounds=3, keys=50, compact=True))
+    h = EngineHandle(path, root)
+    for c in h.list_checkpoints():
+        h.delete_checkpoint(c.id)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+@pytest.fixture
+def handle(engine: str, store: LocalStore) -> DatabaseHandle:
+    """A database written by ``engine``'s own writer, opened by detection."""
+    if engine == "slate_ops":
+        write_slate_ops(store)
+    else:
+        write_slatedb(store.root)
+    return admin.open(DB, store)
+
+
+def objects(store: ObjectStore, path: str = DB) -> dict[str, int]:
+    return {m.key: m.size for m in store.list(f"{path}/")}
+
+
+def field_names(value: Any) -> list[str]:
+    return [f.name for f in dataclasses.fields(value)]
+
+
+def test_open_detects_the_engine_and_can_be_forced(
+    engine: str, handle: DatabaseHandle, store: LocalStore
+) -> None:
+    assert isinstance(handle, DatabaseHandle)
+    assert handle.engine is Engine(engine)
+    assert type(handle) is (SlateOpsHandle if engine == "slate_ops" else SlateDbHandle)
+    assert handle.path == DB
+    forced = admin.open(DB, store, engine)
+    assert type(forced) is type(handle) and forced.describe() == handle.describe()
+    with pytest.raises(InvalidArgumentError, match="engine 'rocksdb'"):
+        admin.open(DB, store, "rocksdb")
+    with pytest.raises(DbNotFoundError):
+        admin.open("dbs/missing", store)
+
+
+def test_describe_is_a_db_status(engine: str, handle: DatabaseHandle) -> None:
+    status = handle.describe()
+    assert isinstance(status, admin.DbStatus)
+    assert status.path == DB and status.manifest_id > 0 and status.initialized
+    assert status.destroyed_at_s is None
+    assert status.ssts > 0 and status.sst_bytes > 0
+    assert status.l0_ssts + status.sorted_runs > 0
+    if engine == "slatedb":
+        assert status.sorted_runs == 1  # the compaction's run
+    assert set(to_jsonable(status)) == set(field_names(admin.DbStatus))
+
+
+def test_checkpoints_create_list_refresh_delete(handle: DatabaseHandle) -> None:
+    created = handle.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="nightly"))
+    assert isinstance(created, CheckpointCreateResult)
+    (listed,) = handle.list_checkpoints("nightly")
+    assert isinstance(listed, Checkpoint)
+    assert listed.id == created.id and listed.manifest_id == created.manifest_id
+    assert listed.expires_at is not None and listed.expires_at > time.time() + 3000
+    from_source = handle.create_checkpoint(CheckpointOptions(source=created.id, name="copy"))
+    assert from_source.manifest_id == created.manifest_id
+
+    refreshed = handle.refresh_checkpoint(created.id, timedelta(hours=2))
+    assert refreshed.expires_at is not None and refreshed.expires_at > time.time() + 6000
+    assert handle.refresh_checkpoint(created.id, None).expires_at is None  # never expires
+
+    dry = handle.delete_checkpoint(created.id)  # the default is a dry run
+    assert dry.id == created.id and handle.list_checkpoints("nightly")
+    handle.delete_checkpoint(created.id, dry_run=False)
+    assert handle.list_checkpoints("nightly") == []
+    with pytest.raises(CheckpointNotFoundError):
+        handle.delete_checkpoint(created.id)
+    with pytest.raises(CheckpointNotFoundError):
+        handle.refresh_checkpoint(uuid.uuid4(), None)
+
+
+def test_expired_checkpoints_are_not_refreshed(handle: DatabaseHandle) -> None:
+    short = handle.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1), name="short"))
+    time.sleep(2.1)  # slate_ops rounds an expiry up to the next second
+    with pytest.raises(CheckpointExpiredError):
+        handle.refresh_checkpoint(short.id, timedelta(hours=1))
+    assert handle.describe().expired_checkpoints == 1
+
+
+@pytest.mark.parametrize("name", ["tag:v1", "slate_ops/clone:x"])
+def test_reserved_names_are_refused(handle: DatabaseHandle, name: str) -> None:
+    before = handle.describe().manifest_id
+    with pytest.raises(InvalidArgumentError, match="reserved"):
+        handle.create_checkpoint(CheckpointOptions(name=name))
+    assert handle.describe().manifest_id == before
+
+
+def test_tags_are_protected(engine: str, handle: DatabaseHandle, store: LocalStore) -> None:
+    """A tag (a checkpoint named ``tag:<name>``, never expiring) cannot be deleted or given an
+    expiry through the checkpoint calls, on either engine; SlateDB itself would allow both."""
+    if engine == "slate_ops":
+        tag_id = create_tag(DB, store, "v1").checkpoint_id
+    else:
+        from slate_ops.engines.slatedb_engine import SlateDbHandle as EngineHandle
+
+        tag_id = uuid.UUID(EngineHandle(DB, store).create_checkpoint(name="tag:v1")[0])
+    before = handle.describe().manifest_id
+    with pytest.raises(CheckpointProtectedError, match="tag 'v1'"):
+        handle.delete_checkpoint(tag_id, dry_run=False)
+    with pytest.raises(CheckpointProtectedError, match="tag 'v1'"):
+        handle.refresh_checkpoint(tag_id, timedelta(days=1))
+    assert handle.describe().manifest_id == before
+    assert [c.id for c in handle.list_checkpoints("tag:v1")] == [tag_id]
+
+
+def test_gc_plan_then_run_report_the_same_shape(
+    engine: str, handle: DatabaseHandle, store: LocalStore
+) -> None:
+    time.sleep(0.05)  # everything the writer left is older than FAST_GC's 1 ms
+    before = objects(store)
+    plan = handle.gc_plan(FAST_GC)
+    assert isinstance(plan, GcReport) and plan.dry_run and plan.ok
+    assert objects(store) == before  # the plan writes nothing, on SlateDB too
+    planned = plan.deleted_keys()
+    assert planned and planned <= set(before)
+    assert plan.resource("manifest") is not None and plan.resource("manifest").count > 0  # type: ignore[union-attr]
+    assert {r.resource for r in plan.resources} <= {"manifest", "wal", "compacted", "compactions"}
+    if engine == "slatedb":
+        assert plan.resource("compacted").count > 0  # type: ignore[union-attr]  # the L0s the compaction replaced
+    run = handle.run_gc(FAST_GC, dry_run=False)
+    assert isinstance(run, GcReport) and not run.dry_run and run.ok
+    assert run.deleted_keys() == planned
+    assert not (planned & set(objects(store)))
+    assert set(to_jsonable(run)) == set(to_jsonable(plan)) == set(field_names(GcReport))
+
+
+def test_destroy_dry_run_lists_and_changes_nothing(
+    engine: str, handle: DatabaseHandle, store: LocalStore
+) -> None:
+    before = objects(store)
+    report = handle.destroy(soft=False)
+    assert isinstance(report, admin.DestroyReport) and report.dry_run and not report.soft
+    assert objects(store) == before
+    # every object is deleted or kept (slate_ops' hard destroy keeps its tombstone, fence and
+    # marker, and also lists the manifests it writes on the way and deletes)
+    assert report.deleted and set(before) <= set(report.deleted) | set(report.kept)
+    if engine == "slatedb":
+        assert set(report.deleted) == set(before)  # delete_db deletes everything under the path
+        with pytest.raises(UnsupportedOnEngineError, match="soft destroy"):
+            handle.destroy()
+        assert objects(store) == before
+    done = handle.destroy(soft=False, dry_run=False)
+    # SlateDB's real run also reports its `.deleting` marker (written first, deleted last)
+    assert set(report.deleted) <= set(done.deleted) <= set(report.deleted) | {f"{DB}/.deleting"}
+    # what is left is what the report says it keeps, besides slate_ops' GC boundary files
+    # (never deleted, not listed in `kept`: tests/admin/test_destroy.py's kept_objects)
+    assert {k for k in objects(store) if not k.endswith(".boundary")} == set(done.kept)
+    assert set(to_jsonable(done)) == set(to_jsonable(report)) == set(field_names(admin.DestroyReport))
+
+
+def test_a_store_holding_both_engines(store: LocalStore) -> None:
+    """One store, one database of each engine: open() picks the right handle for each, and the
+    reports of the same calls have the same JSON keys."""
+    write_slate_ops(store, "dbs/ours")
+    write_slatedb(store.root, "dbs/theirs")
+    ours, theirs = admin.open("dbs/ours", store), admin.open("dbs/theirs", store)
+    assert (ours.engine, theirs.engine) == (Engine.SLATE_OPS, Engine.SLATEDB)
+    calls: tuple[Callable[[DatabaseHandle], Any], ...] = (
+        lambda h: h.describe(),
+        lambda h: h.gc_plan(FAST_GC),
+        lambda h: h.destroy(soft=False),
+        lambda h: (h.create_checkpoint(CheckpointOptions(name="x")), h.list_checkpoints("x"))[1],
+    )
+    for call in calls:
+        a, b = to_jsonable(call(ours)), to_jsonable(call(theirs))
+        if isinstance(a, list):
+            a, b = a[0], b[0]
+        assert set(a) == set(b)
