@@ -25,6 +25,7 @@ from slate_ops.errors import (
     CheckpointProtectedError,
     DbNotFoundError,
     InvalidArgumentError,
+    SlateDbManifestError,
     UnsupportedOnEngineError,
 )
 from slate_ops.gc import GcOptions, GcReport
@@ -240,3 +241,28 @@ def test_a_store_holding_both_engines(store: LocalStore) -> None:
         if isinstance(a, list):
             a, b = a[0], b[0]
         assert set(a) == set(b)
+
+
+def test_a_wrong_forced_engine_fails_safe(store: LocalStore) -> None:
+    """A forced engine is not checked (open reads nothing), but the wrong one refuses on the first
+    call and changes nothing: ours names SlateDB, the binding cannot read our manifest."""
+    pytest.importorskip("slatedb.uniffi")
+    from slate_ops.engines.slatedb_engine import SlateDbError
+
+    write_slate_ops(store, "dbs/ours")
+    write_slatedb(store.root, "dbs/theirs")
+    for path, forced, error in (
+        ("dbs/ours", "slatedb", SlateDbError),
+        ("dbs/theirs", "slate_ops", SlateDbManifestError),
+    ):
+        before = objects(store, path)
+        h = admin.open(path, store, forced)
+        calls: tuple[Callable[[DatabaseHandle], Any], ...] = (
+            lambda d: d.describe(),
+            lambda d: d.run_gc(dry_run=False),
+            lambda d: d.destroy(soft=False, dry_run=False),
+        )
+        for call in calls:
+            with pytest.raises(error):
+                call(h)
+        assert objects(store, path) == before
