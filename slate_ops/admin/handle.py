@@ -46,6 +46,7 @@ from slate_ops.errors import (
     DbNotFoundError,
     GcFailedError,
     InvalidArgumentError,
+    InvalidDeletionError,
     UnsupportedFormatVersionError,
     UnsupportedOnEngineError,
 )
@@ -361,7 +362,9 @@ class SlateDbHandle:
     def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport:
         """A hard destroy through SlateDB's ``delete_db`` (``soft=False``): the dry run lists every
         object it would delete and changes nothing; the real run releases the checkpoints it pinned
-        in parents and deletes everything. SlateDB has no soft destroy:
+        in parents and deletes everything. Refused, as ours, while unexpired checkpoints exist
+        (:class:`InvalidDeletionError`; a clone's final checkpoint, a reader's, a writer's
+        compactor's): SlateDB's ``delete_db`` does not check them. SlateDB has no soft destroy:
         :class:`UnsupportedOnEngineError`."""
         if soft:
             raise UnsupportedOnEngineError(
@@ -371,6 +374,15 @@ class SlateDbHandle:
                 "SlateDB has no tombstone manifest; use a hard destroy (soft=False, `destroy --hard`)",
             )
         m = self._manifest()
+        now = self.clock.now()
+        active = [c for c in m.checkpoints if c.expire_time_s is None or c.expire_time_s > now]
+        if active:  # slate_ops' rule for a hard destroy (admin.destroy), kept on SlateDB too
+            listed = ", ".join(c.id + (f" ({c.name})" if c.name else "") for c in active)
+            raise InvalidDeletionError(
+                f"cannot hard-destroy {self._location}: {len(active)} unexpired checkpoint(s) still "
+                f"need its data: {listed}. Close writers and readers, destroy its clones, delete or let "
+                "the checkpoints expire. Nothing was deleted."
+            )
         released = tuple(
             (e.path, uuid.UUID(e.final_checkpoint_id)) for e in m.external_dbs if e.final_checkpoint_id
         )

@@ -25,6 +25,7 @@ from slate_ops.errors import (
     CheckpointProtectedError,
     DbNotFoundError,
     InvalidArgumentError,
+    InvalidDeletionError,
     SlateDbManifestError,
     UnsupportedOnEngineError,
 )
@@ -266,3 +267,15 @@ def test_a_wrong_forced_engine_fails_safe(store: LocalStore) -> None:
             with pytest.raises(error):
                 call(h)
         assert objects(store, path) == before
+
+
+def test_hard_destroy_is_refused_while_a_checkpoint_is_live(
+    handle: DatabaseHandle, store: LocalStore
+) -> None:
+    """slate_ops' rule on both engines: no hard destroy while an unexpired checkpoint needs the data."""
+    handle.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="reader"))
+    before = objects(store)
+    for dry_run in (True, False):
+        with pytest.raises(InvalidDeletionError, match="unexpired checkpoint"):
+            handle.destroy(soft=False, dry_run=dry_run)
+    assert objects(store) == before
