@@ -203,6 +203,16 @@ def test_delete_db_dry_run_lists_and_deletes_nothing(sdb: Any, tmp_path: Path) -
     assert h.read_manifest() is None
 
 
+def test_delete_db_does_not_check_live_checkpoints(sdb: Any, tmp_path: Path) -> None:
+    """Measured: SlateDB's delete_db deletes a database whose checkpoint is live (an hour left) --
+    why the admin handle refuses a hard destroy then, as slate_ops does for its own databases."""
+    LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=10))
+    h = SlateDbHandle("db", tmp_path)
+    h.create_checkpoint(lifetime_s=3600, name="reader")
+    assert h.delete_db(confirm=True)
+    assert h.list_objects() == {}
+
+
 def test_clone_split_and_merge_are_read_by_slatedb(sdb: Any, tmp_path: Path) -> None:
     expected = LOOP.run(write_db(sdb, tmp_path, "src", rounds=2, keys=100, wal=False))
     src = SlateDbHandle("src", tmp_path)
