@@ -450,3 +450,47 @@ class UnsupportedSaveModeError(InvalidArgumentError):
     Loaded rows are added to the database (newer versions shadow older ones); nothing is deleted.
     Use ``.mode("append")``; to replace a database, create a new one (or delete its keys first).
     """
+
+
+# --- SlateDB databases (slate_ops.engines.slatedb) ---
+
+SLATEDB_PINNED_VERSION = "0.17.0"
+SLATEDB_EXTRA = "slate_ops[slatedb]"
+
+
+class SlateDbBindingMissingError(SlateOpsError):
+    """A SlateDB database needs SlateDB's Python binding, which is not installed."""
+
+    def __init__(self, cause: BaseException | None = None) -> None:
+        super().__init__(
+            f"this is a SlateDB database; maintaining it needs SlateDB's Python binding "
+            f"(slatedb=={SLATEDB_PINNED_VERSION}): pip install '{SLATEDB_EXTRA}'"
+            + (f" ({cause})" if cause else "")
+        )
+
+
+class SlateDbError(SlateOpsError):
+    """The binding refused or failed an operation on a SlateDB database; names the database."""
+
+    def __init__(self, db_path: str, operation: str, cause: BaseException) -> None:
+        super().__init__(f"SlateDB database {db_path}: {operation} failed: {cause}")
+        self.db_path = db_path
+        self.operation = operation
+        self.cause = cause
+
+
+class SlateDbForkError(SlateOpsError):
+    """This process was forked from one that had used SlateDB's binding; the binding cannot be
+    used in it (its Rust runtime did not survive the fork)."""
+
+    def __init__(self, parent_pid: int, child_pid: int) -> None:
+        super().__init__(
+            f"SlateDB's binding was used in process {parent_pid} before it forked this one "
+            f"({child_pid}); it hangs in a forked child. Start workers with the 'spawn' method, "
+            "or use the binding only after the fork"
+        )
+        self.parent_pid = parent_pid
+
+
+class UnsupportedStoreError(SlateOpsError):
+    """The binding cannot be given this store (only local directories so far)."""

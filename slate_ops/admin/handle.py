@@ -3,7 +3,7 @@ whichever engine wrote it (docs/design/slatedb-engine.md, "The admin handle").
 
 * :class:`SlateOpsHandle` delegates to today's module functions (``describe_db``, the checkpoint
   functions, ``run_gc``, ``destroy``) with the same arguments: no behaviour change.
-* :class:`SlateDbHandle` maps SlateDB's binding (:mod:`slate_ops.engines.slatedb_engine`) onto the
+* :class:`SlateDbHandle` maps SlateDB's binding (:mod:`slate_ops.engines.slatedb`) onto the
   same report types (:class:`DbStatus`, :class:`Checkpoint`, :class:`GcReport`,
   :class:`DestroyReport`), so JSON shapes do not depend on the engine. slate_ops' rules are kept on
   top of SlateDB's: reserved checkpoint names, tag and final-checkpoint protection, refreshing an
@@ -13,7 +13,7 @@ whichever engine wrote it (docs/design/slatedb-engine.md, "The admin handle").
 
 Layers: ``admin`` sits above ``engines`` (the import-linter layer contract): the handle is the
 operator API, engines are what it runs on; ``engines`` imports nothing from ``admin``, and the
-binding itself is imported only by ``engines.slatedb_engine``, lazily.
+binding itself is imported only by ``engines.slatedb``, lazily.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engines.detect import Engine
 from slate_ops.engines.probe import probe_db
-from slate_ops.engines.slatedb_engine import CheckpointView, GcPolicy, ManifestView
-from slate_ops.engines.slatedb_engine import SlateDbHandle as EngineHandle
+from slate_ops.engines.slatedb import CheckpointView, GcPolicy, ManifestView, SlateDbAdmin
 from slate_ops.errors import (
     CheckpointExpiredError,
     DbNotFoundError,
@@ -106,7 +105,7 @@ def open(
     one LIST, one GET; :class:`DbNotFoundError` without a manifest). ``"slate_ops"`` or
     ``"slatedb"`` forces it and reads nothing (the fleet's ``engine:``, the CLI's ``--engine``); a
     wrong forced engine fails safe on the first call (ours raises ``SlateDbManifestError``,
-    SlateDB's binding a :class:`~slate_ops.engines.slatedb_engine.SlateDbError`).
+    SlateDB's binding a :class:`~slate_ops.errors.SlateDbError`).
 
     A SlateDB manifest of a version the pinned binding does not read raises
     :class:`UnsupportedFormatVersionError` naming both versions; a SlateDB database without the
@@ -178,7 +177,7 @@ _RESOURCE_OF = {
 
 
 class SlateDbHandle:
-    """A SlateDB database, through :class:`slate_ops.engines.slatedb_engine.SlateDbHandle`, with
+    """A SlateDB database, through :class:`slate_ops.engines.slatedb.SlateDbAdmin`, with
     slate_ops' report types and rules (module docstring)."""
 
     engine = Engine.SLATEDB
@@ -187,7 +186,7 @@ class SlateDbHandle:
         self.path = normalize_db_path(path)
         self.store = store
         self.clock = clock
-        self.db = EngineHandle(self.path, store)
+        self.db = SlateDbAdmin(self.path, store)
 
     @property
     def _location(self) -> str:

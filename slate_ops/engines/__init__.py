@@ -2,7 +2,7 @@
 
 * :mod:`slate_ops.engines.detect` -- which engine wrote a manifest, from its bytes alone (pure: no
   binding import, no store access);
-* :mod:`slate_ops.engines.slatedb_engine` -- SlateDB databases maintained through the ``slatedb``
+* :mod:`slate_ops.engines.slatedb` -- SlateDB databases maintained through the ``slatedb``
   binding (the extra ``slate_ops[slatedb]``), imported lazily: this package imports without it.
 
 Design and the plan for the one admin handle over both: docs/design/slatedb-engine.md.

@@ -55,8 +55,8 @@ def write_slatedb(root: Path, path: str = DB) -> None:
     """Three L0 flushes and a compaction, by SlateDB's own Db; the checkpoint its compactor leaves
     (15 minutes) is removed so that what the compaction replaced is garbage."""
     sdb = pytest.importorskip("slatedb.uniffi")
-    from slate_ops.engines.slatedb_engine import LOOP
-    from slate_ops.engines.slatedb_engine import SlateDbHandle as EngineHandle
+    from slate_ops.engines.slatedb import LOOP
+    from slate_ops.engines.slatedb import SlateDbAdmin as EngineHandle
     from tests.engines.conftest import write_db
 
     root.mkdir(parents=True, exist_ok=True)  # the binding's local store needs its root to exist
@@ -167,7 +167,7 @@ def test_tags_are_protected(engine: str, handle: DatabaseHandle, store: LocalSto
     if engine == "slate_ops":
         tag_id = create_tag(DB, store, "v1").checkpoint_id
     else:
-        from slate_ops.engines.slatedb_engine import SlateDbHandle as EngineHandle
+        from slate_ops.engines.slatedb import SlateDbAdmin as EngineHandle
 
         tag_id = uuid.UUID(EngineHandle(DB, store).create_checkpoint(name="tag:v1")[0])
     before = handle.describe().manifest_id
@@ -248,7 +248,7 @@ def test_a_wrong_forced_engine_fails_safe(store: LocalStore) -> None:
     """A forced engine is not checked (open reads nothing), but the wrong one refuses on the first
     call and changes nothing: ours names SlateDB, the binding cannot read our manifest."""
     pytest.importorskip("slatedb.uniffi")
-    from slate_ops.engines.slatedb_engine import SlateDbError
+    from slate_ops.errors import SlateDbError
 
     write_slate_ops(store, "dbs/ours")
     write_slatedb(store.root, "dbs/theirs")

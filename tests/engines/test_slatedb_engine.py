@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from slate_ops.engines import slatedb_engine as se
-from slate_ops.engines.slatedb_engine import LOOP, CloneSource, GcPolicy, LoopOwner, SlateDbHandle
+from slate_ops.engines.slatedb import LOOP, CloneSource, GcPolicy, LoopOwner, SlateDbAdmin
+from slate_ops.engines.slatedb import admin as sdb_admin
+from slate_ops.engines.slatedb import loop as sdb_loop
+from slate_ops.errors import SlateDbBindingMissingError, SlateDbError
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.wrappers import CountingStore
 from tests.engines.conftest import local_store, read_all, write_db
@@ -34,17 +36,18 @@ def test_without_the_binding_a_typed_error_names_the_extra(
             raise ImportError("No module named 'slatedb'")
         return real(name, *a)
 
-    monkeypatch.setattr(se, "_binding", None)
+    monkeypatch.setattr(sdb_loop, "_binding", None)
     monkeypatch.setattr(importlib, "import_module", no_slatedb)
     with pytest.raises(
-        se.SlateDbBindingMissingError, match=r"slate_ops\[slatedb\].*0\.17\.0|0\.17\.0.*slate_ops\[slatedb\]"
+        SlateDbBindingMissingError,
+        match=r"slate_ops\[slatedb\].*0\.17\.0|0\.17\.0.*slate_ops\[slatedb\]",
     ):
-        SlateDbHandle("db", tmp_path)
+        SlateDbAdmin("db", tmp_path)
 
 
 def test_one_loop_serves_threads_and_callers_inside_a_running_loop(sdb: Any, tmp_path: Path) -> None:
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=10))
-    h = SlateDbHandle("db", tmp_path)
+    h = SlateDbAdmin("db", tmp_path)
     ids: list[int] = []
     errors: list[BaseException] = []
 
@@ -70,20 +73,20 @@ def test_one_loop_serves_threads_and_callers_inside_a_running_loop(sdb: Any, tmp
     async def on_the_owner_loop() -> None:
         h.read_manifest()
 
-    with pytest.raises(se.SlateDbError, match="loop's own thread"):
+    with pytest.raises(SlateDbError, match="loop's own thread"):
         LOOP.run(on_the_owner_loop())
 
 
 def test_a_second_owner_is_independent(sdb: Any, tmp_path: Path) -> None:
     own = LoopOwner()
     own.run(write_db(sdb, tmp_path, "db", rounds=1, keys=5))
-    assert SlateDbHandle("db", tmp_path, own).read_manifest() is not None
+    assert SlateDbAdmin("db", tmp_path, own).read_manifest() is not None
     assert own.thread_ident != LOOP.thread_ident
 
 
 def test_checkpoints_are_slatedbs(sdb: Any, tmp_path: Path) -> None:
     expected = LOOP.run(write_db(sdb, tmp_path, "db", rounds=2, keys=50))
-    h = SlateDbHandle("db", tmp_path)
+    h = SlateDbAdmin("db", tmp_path)
     cp, mid = h.create_checkpoint(lifetime_s=3600, name="nightly")
     assert [c.id for c in h.list_checkpoints("nightly")] == [cp]
     c = h.list_checkpoints("nightly")[0]
@@ -99,28 +102,28 @@ def test_checkpoints_are_slatedbs(sdb: Any, tmp_path: Path) -> None:
     h.delete_checkpoint(cp)
     h.delete_checkpoint(cp2)
     assert h.list_checkpoints("nightly") == [] and h.list_checkpoints("copy") == []
-    with pytest.raises(se.SlateDbError, match="refresh_checkpoint"):
+    with pytest.raises(SlateDbError, match="refresh_checkpoint"):
         h.refresh_checkpoint(cp, 60)
 
 
 def test_manifest_view(sdb: Any, tmp_path: Path) -> None:
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=2, keys=100))
-    m = SlateDbHandle("db", tmp_path).read_manifest()
+    m = SlateDbAdmin("db", tmp_path).read_manifest()
     assert m is not None and m.initialized and not m.sorted_runs
     assert len(m.l0) == 2
     for s in m.l0:
         assert (s.first_key, s.last_key) == (b"k0000", b"k0099") and s.size > 0
         assert (tmp_path / "db" / "compacted" / f"{s.sst_id}.sst").is_file()
     LOOP.run(write_db(sdb, tmp_path, "db2", rounds=3, keys=100, compact=True))
-    m2 = SlateDbHandle("db2", tmp_path).read_manifest()
+    m2 = SlateDbAdmin("db2", tmp_path).read_manifest()
     assert m2 is not None and not m2.l0 and len(m2.sorted_runs) == 1
     assert m2.sorted_runs[0].ssts[0].first_key == b"k0000"
-    assert [v.id for v in SlateDbHandle("db2", tmp_path).list_manifests()][-1] == m2.id
+    assert [v.id for v in SlateDbAdmin("db2", tmp_path).list_manifests()][-1] == m2.id
 
 
 def test_gc_plan_is_what_run_gc_once_deletes(sdb: Any, tmp_path: Path) -> None:
     expected = LOOP.run(write_db(sdb, tmp_path, "db", rounds=3, keys=100, compact=True))
-    h = SlateDbHandle("db", tmp_path)
+    h = SlateDbAdmin("db", tmp_path)
     # the writer leaves its compactor's 15-minute checkpoint; without it the replaced L0 SSTs are garbage
     for c in h.list_checkpoints():
         h.delete_checkpoint(c.id)
@@ -129,7 +132,7 @@ def test_gc_plan_is_what_run_gc_once_deletes(sdb: Any, tmp_path: Path) -> None:
     time.sleep(0.05)
     plan = h.gc_plan(ALL_NOW)
     assert len(plan.expired_checkpoints) == 1
-    by_dir = {d: {x.key for x in plan.deletions if x.directory == d} for d in se.DIRECTORIES}
+    by_dir = {d: {x.key for x in plan.deletions if x.directory == d} for d in sdb_admin.DIRECTORIES}
     assert all(by_dir[d] for d in ("manifest", "wal", "wal_fence", "compacted", "compactions")), by_dir
     assert f"db/manifest/{keep_mid:020d}.manifest" not in by_dir["manifest"]
     # SlateDB's rule: the newest L0 (== last_compacted_l0_sst_view_id) is at the cutoff, not before it
@@ -175,7 +178,7 @@ def test_gc_plan_costs_four_lists_of_its_own(sdb: Any, tmp_path: Path) -> None:
     manifests and the .compactions file are read by the binding (its requests are not counted)."""
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=2, keys=20))
     store = CountingStore(LocalStore(tmp_path))
-    h = SlateDbHandle("db", store)
+    h = SlateDbAdmin("db", store)
     store.reset()
     h.gc_plan(ALL_NOW)
     assert (
@@ -185,7 +188,7 @@ def test_gc_plan_costs_four_lists_of_its_own(sdb: Any, tmp_path: Path) -> None:
 
 def test_default_policy_plans_nothing_young(sdb: Any, tmp_path: Path) -> None:
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=2, keys=20))
-    h = SlateDbHandle("db", tmp_path)
+    h = SlateDbAdmin("db", tmp_path)
     plan = h.gc_plan()
     assert plan.deletions == ()
     report = h.run_gc(plan)
@@ -194,7 +197,7 @@ def test_default_policy_plans_nothing_young(sdb: Any, tmp_path: Path) -> None:
 
 def test_delete_db_dry_run_lists_and_deletes_nothing(sdb: Any, tmp_path: Path) -> None:
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=10))
-    h = SlateDbHandle("db", tmp_path)
+    h = SlateDbAdmin("db", tmp_path)
     before = h.list_objects()
     listed = h.delete_db(confirm=False)
     assert set(listed) == set(before) and h.list_objects() == before
@@ -207,7 +210,7 @@ def test_delete_db_does_not_check_live_checkpoints(sdb: Any, tmp_path: Path) -> 
     """Measured: SlateDB's delete_db deletes a database whose checkpoint is live (an hour left) --
     why the admin handle refuses a hard destroy then, as slate_ops does for its own databases."""
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=10))
-    h = SlateDbHandle("db", tmp_path)
+    h = SlateDbAdmin("db", tmp_path)
     h.create_checkpoint(lifetime_s=3600, name="reader")
     assert h.delete_db(confirm=True)
     assert h.list_objects() == {}
@@ -215,33 +218,33 @@ def test_delete_db_does_not_check_live_checkpoints(sdb: Any, tmp_path: Path) -> 
 
 def test_clone_split_and_merge_are_read_by_slatedb(sdb: Any, tmp_path: Path) -> None:
     expected = LOOP.run(write_db(sdb, tmp_path, "src", rounds=2, keys=100, wal=False))
-    src = SlateDbHandle("src", tmp_path)
+    src = SlateDbAdmin("src", tmp_path)
     cp, _ = src.create_checkpoint(name="split-point")
     # a plain clone at the checkpoint
-    clone = SlateDbHandle("copy", tmp_path).clone_from([CloneSource("src", cp)])
+    clone = SlateDbAdmin("copy", tmp_path).clone_from([CloneSource("src", cp)])
     assert [e.path for e in clone.external_dbs] == ["src"]
     assert LOOP.run(read_all(sdb, tmp_path, "copy")) == expected
     # split: two projection clones
     mid = b"k0050"
-    SlateDbHandle("low", tmp_path).clone_from([CloneSource("src", cp, end=mid)])
-    SlateDbHandle("high", tmp_path).clone_from([CloneSource("src", cp, start=mid)])
+    SlateDbAdmin("low", tmp_path).clone_from([CloneSource("src", cp, end=mid)])
+    SlateDbAdmin("high", tmp_path).clone_from([CloneSource("src", cp, start=mid)])
     low = LOOP.run(read_all(sdb, tmp_path, "low"))
     high = LOOP.run(read_all(sdb, tmp_path, "high"))
     assert low == {k: v for k, v in expected.items() if k < mid}
     assert high == {k: v for k, v in expected.items() if k >= mid}
     # merge: a union clone of the two shards, each at a checkpoint of its own
-    lcp, _ = SlateDbHandle("low", tmp_path).create_checkpoint()
-    hcp, _ = SlateDbHandle("high", tmp_path).create_checkpoint()
-    merged = SlateDbHandle("all", tmp_path).clone_from(
+    lcp, _ = SlateDbAdmin("low", tmp_path).create_checkpoint()
+    hcp, _ = SlateDbAdmin("high", tmp_path).create_checkpoint()
+    merged = SlateDbAdmin("all", tmp_path).clone_from(
         [CloneSource("low", lcp, end=mid), CloneSource("high", hcp, start=mid)]
     )
     # measured: SlateDB records the database that owns the SSTs (src), not the shards, and the
     # shards' checkpoints are not what pins them: deleting a shard leaves the merge readable
-    print(merged.external_dbs, SlateDbHandle("low", tmp_path).read_manifest().external_dbs)  # type: ignore[union-attr]
+    print(merged.external_dbs, SlateDbAdmin("low", tmp_path).read_manifest().external_dbs)  # type: ignore[union-attr]
     assert {e.path for e in merged.external_dbs} == {"src"}
     assert LOOP.run(read_all(sdb, tmp_path, "all")) == expected
     for shard in ("low", "high"):
-        SlateDbHandle(shard, tmp_path).delete_db(confirm=True)
+        SlateDbAdmin(shard, tmp_path).delete_db(confirm=True)
     assert LOOP.run(read_all(sdb, tmp_path, "all")) == expected
 
     # the clone is a database SlateDB writes to, apart from its source
@@ -258,27 +261,27 @@ def test_clone_split_and_merge_are_read_by_slatedb(sdb: Any, tmp_path: Path) -> 
 def test_overlapping_union_is_refused_by_slatedb(sdb: Any, tmp_path: Path) -> None:
     LOOP.run(write_db(sdb, tmp_path, "a", rounds=1, keys=10, wal=False))
     LOOP.run(write_db(sdb, tmp_path, "b", rounds=1, keys=10, wal=False))
-    with pytest.raises(se.SlateDbError, match="clone") as e:
-        SlateDbHandle("ab", tmp_path).clone_from([CloneSource("a"), CloneSource("b")])
+    with pytest.raises(SlateDbError, match="clone") as e:
+        SlateDbAdmin("ab", tmp_path).clone_from([CloneSource("a"), CloneSource("b")])
     print(e.value)
-    assert SlateDbHandle("ab", tmp_path).read_manifest() is None
+    assert SlateDbAdmin("ab", tmp_path).read_manifest() is None
 
 
 def test_a_source_with_wal_data_is_refused_for_projection(sdb: Any, tmp_path: Path) -> None:
     """Measured on 0.17.0: after memtable flushes and a clean shutdown the last data WAL SST is
     still in the replay range, so SlateDB refuses a projection (a plain clone works)."""
     LOOP.run(write_db(sdb, tmp_path, "src", rounds=2, keys=20))
-    m = SlateDbHandle("src", tmp_path).read_manifest()
+    m = SlateDbAdmin("src", tmp_path).read_manifest()
     assert m is not None and m.replay_after_wal_id + 1 < m.next_wal_sst_id
-    with pytest.raises(se.SlateDbError, match="with WAL is not supported"):
-        SlateDbHandle("low", tmp_path).clone_from([CloneSource("src", end=b"k0010")])
-    SlateDbHandle("copy", tmp_path).clone_from([CloneSource("src")])
+    with pytest.raises(SlateDbError, match="with WAL is not supported"):
+        SlateDbAdmin("low", tmp_path).clone_from([CloneSource("src", end=b"k0010")])
+    SlateDbAdmin("copy", tmp_path).clone_from([CloneSource("src")])
     assert len(LOOP.run(read_all(sdb, tmp_path, "copy"))) == 20
 
 
 def _child_reads(root: Path, out: Any) -> None:
     try:
-        m = SlateDbHandle("db", root).read_manifest()
+        m = SlateDbAdmin("db", root).read_manifest()
         out.put(("ok", m.id if m else None))
     except Exception as e:
         out.put((type(e).__name__, str(e)))
@@ -291,7 +294,7 @@ def test_worker_processes(sdb: Any, tmp_path: Path, method: str) -> None:
     import multiprocessing
 
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=5))
-    mid = SlateDbHandle("db", tmp_path).read_manifest().id  # type: ignore[union-attr]
+    mid = SlateDbAdmin("db", tmp_path).read_manifest().id  # type: ignore[union-attr]
     ctx: Any = multiprocessing.get_context(method)
     out = ctx.Queue()
     p = ctx.Process(target=_child_reads, args=(tmp_path, out))
@@ -311,7 +314,7 @@ def test_worker_processes(sdb: Any, tmp_path: Path, method: str) -> None:
 
 def test_compaction_request_with_and_without_a_compactor(sdb: Any, tmp_path: Path) -> None:
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=3, keys=50))
-    h = SlateDbHandle("db", tmp_path)
+    h = SlateDbAdmin("db", tmp_path)
     # no writer, so no compactor: SlateDB leaves the request SUBMITTED
     out = h.request_compaction(timeout_s=1.0)
     assert (out.status, out.picked_up, out.sources) == ("SUBMITTED", False, 3)

@@ -1,36 +1,11 @@
-"""SlateDB databases, maintained through SlateDB's own Python binding (``slatedb==0.17.0``).
-
-The binding (module ``slatedb.uniffi``) is an optional extra, ``slate_ops[slatedb]``; it is
-imported lazily, on first use, so this module imports without it and a SlateDB call then raises
-:class:`SlateDbBindingMissingError` naming the extra. No module below this one imports the binding
-(the ``lint-imports`` contract in ``pyproject.toml``).
-
-**One event-loop owner.** The binding is async (UniFFI futures completed from Rust threads with
-``loop.call_soon_threadsafe``). Every async call here runs on one daemon thread that owns one
-asyncio loop for the process (:class:`LoopOwner`): a sync caller -- a Dagster op, the CLI, a Spark
-task, a test, any thread, including one whose own loop is running -- submits the coroutine with
-``asyncio.run_coroutine_threadsafe`` and blocks on the result. Nothing calls ``asyncio.run`` per
-operation (no loop churn, no "asyncio.run() cannot be called from a running event loop"), and
-nothing calls the binding's ``uniffi_set_event_loop`` (a process-global that would hijack every
-other user of the binding in the process). Measured: a process forked after the binding ran hangs on
-its first binding call, so :class:`LoopOwner` raises :class:`SlateDbForkError` there instead (Spark's
-``pyspark.daemon`` forks workers from a process that never loads the binding: fine; a Dagster
-multiprocess executor spawns: fine).
-
-**What is here** (the spike for issue 21; docs/design/slatedb-engine.md has the mapping and plan):
-:class:`SlateDbHandle` with checkpoints (list/create/refresh/delete), the latest or a given manifest
-as a small typed view (:class:`ManifestView`), a GC **plan** computed the way SlateDB's collector
-decides (:meth:`SlateDbHandle.gc_plan`) and a run that executes it and lists what was deleted
-(:meth:`SlateDbHandle.run_gc`), ``delete_db``'s dry-run list, and clone / projection (split) /
-union (merge) through the binding's clone builder. Local directories only so far.
+"""One SlateDB database through the binding's ``Admin``, with sync methods (:class:`SlateDbAdmin`):
+checkpoints, manifests, a GC plan computed the way SlateDB's collector decides and a run that
+executes it, compaction requests followed to a terminal state, ``delete_db`` and clones
+(projection = a split shard, union = a merge). docs/design/slatedb-engine.md has the mapping.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
-import os
-import threading
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -38,260 +13,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from slate_ops.errors import SlateOpsError
+from slate_ops.engines.slatedb.loop import LOOP, LoopOwner, binding
+from slate_ops.engines.slatedb.store import binding_store
+from slate_ops.engines.slatedb.views import (
+    CheckpointView,
+    ManifestView,
+    _checkpoint,
+    _manifest_view,
+    ulid_time_ms,
+)
+from slate_ops.errors import SlateDbError, SlateOpsError
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.objstore.wrappers import CountingStore
-
-__all__ = [
-    "PINNED_VERSION",
-    "CheckpointView",
-    "CloneSource",
-    "CompactionOutcome",
-    "GcPlan",
-    "GcPolicy",
-    "GcRunReport",
-    "LoopOwner",
-    "ManifestView",
-    "PlannedDeletion",
-    "SlateDbBindingMissingError",
-    "SlateDbError",
-    "SlateDbForkError",
-    "SlateDbHandle",
-    "SstView",
-    "UnsupportedStoreError",
-    "binding",
-    "binding_store",
-]
-
-PINNED_VERSION = "0.17.0"
-EXTRA = "slate_ops[slatedb]"
 
 T = TypeVar("T")
-
-
-class SlateDbBindingMissingError(SlateOpsError):
-    """A SlateDB database needs SlateDB's Python binding, which is not installed."""
-
-    def __init__(self, cause: BaseException | None = None) -> None:
-        super().__init__(
-            f"this is a SlateDB database; maintaining it needs SlateDB's Python binding "
-            f"(slatedb=={PINNED_VERSION}): pip install '{EXTRA}'" + (f" ({cause})" if cause else "")
-        )
-
-
-class SlateDbError(SlateOpsError):
-    """The binding refused or failed an operation on a SlateDB database; names the database."""
-
-    def __init__(self, db_path: str, operation: str, cause: BaseException) -> None:
-        super().__init__(f"SlateDB database {db_path}: {operation} failed: {cause}")
-        self.db_path = db_path
-        self.operation = operation
-        self.cause = cause
-
-
-class SlateDbForkError(SlateOpsError):
-    """This process was forked from one that had used SlateDB's binding; the binding cannot be
-    used in it (its Rust runtime did not survive the fork)."""
-
-    def __init__(self, parent_pid: int) -> None:
-        super().__init__(
-            f"SlateDB's binding was used in process {parent_pid} before it forked this one "
-            f"({os.getpid()}); it hangs in a forked child. Start workers with the 'spawn' method, "
-            "or use the binding only after the fork"
-        )
-        self.parent_pid = parent_pid
-
-
-_binding: Any = None
-_binding_lock = threading.Lock()
-
-
-def binding() -> Any:
-    """The ``slatedb.uniffi`` module, imported on first use; :class:`SlateDbBindingMissingError`
-    without it."""
-    global _binding
-    if _binding is None:
-        with _binding_lock:
-            if _binding is None:
-                try:
-                    _binding = importlib.import_module("slatedb.uniffi")
-                except ImportError as e:
-                    raise SlateDbBindingMissingError(e) from e
-    return _binding
-
-
-# --- the event-loop owner -------------------------------------------------------------------
-
-
-class LoopOwner:
-    """One asyncio loop on one daemon thread; :meth:`run` executes a coroutine on it from any
-    other thread and returns its result (or raises its exception). In a process forked after
-    the loop started, :meth:`run` raises :class:`SlateDbForkError` (see :meth:`_ensure`)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid = -1
-
-    def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._pid not in (-1, os.getpid()):
-                # Measured on 0.17.0: after the binding ran in the parent, a forked child hangs on
-                # its first binding call (the Rust runtime's threads do not survive fork). Fail
-                # instead of hanging.
-                raise SlateDbForkError(self._pid)
-            if self._loop is None or self._thread is None or not self._thread.is_alive():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def serve() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                thread = threading.Thread(target=serve, name="slate_ops-slatedb-loop", daemon=True)
-                thread.start()
-                ready.wait()
-                self._loop, self._thread, self._pid = loop, thread, os.getpid()
-            return self._loop
-
-    @property
-    def thread_ident(self) -> int | None:
-        return self._thread.ident if self._thread else None
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        loop = self._ensure()
-        if threading.get_ident() == self.thread_ident:
-            coro.close()
-            raise RuntimeError(
-                "LoopOwner.run called from the loop's own thread (a coroutine on the loop calling "
-                "a sync SlateDB function); await the binding directly there"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
-
-
-LOOP = LoopOwner()
-
-
-# --- typed views ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckpointView:
-    id: str
-    manifest_id: int
-    create_time_s: int
-    expire_time_s: int | None
-    name: str | None
-
-
-@dataclass(frozen=True)
-class SstView:
-    """One SST view of the manifest: the view id, the physical SST's id (its object is
-    ``compacted/<sst_id>.sst``, under ``db_path`` unless an external db owns it), the visible key
-    range (``None`` bounds are open) and the estimated size."""
-
-    view_id: str
-    sst_id: str
-    first_key: bytes | None
-    last_key: bytes | None
-    size: int
-
-
-@dataclass(frozen=True)
-class SortedRunView:
-    id: int
-    ssts: tuple[SstView, ...]
-    size: int
-
-
-@dataclass(frozen=True)
-class ExternalDbView:
-    path: str
-    source_checkpoint_id: str
-    final_checkpoint_id: str | None
-    sst_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ManifestView:
-    id: int
-    writer_epoch: int
-    compactor_epoch: int
-    initialized: bool
-    l0: tuple[SstView, ...]
-    sorted_runs: tuple[SortedRunView, ...]
-    checkpoints: tuple[CheckpointView, ...]
-    external_dbs: tuple[ExternalDbView, ...]
-    segments: int
-    next_wal_sst_id: int
-    replay_after_wal_id: int
-    last_compacted_l0_sst_view_id: str | None
-    last_l0_seq: int
-
-    def sst_ids(self) -> set[str]:
-        """Every physical SST this manifest references (L0 and sorted runs)."""
-        return {s.sst_id for s in self.l0} | {s.sst_id for r in self.sorted_runs for s in r.ssts}
-
-
-def _sst_view(v: Any) -> SstView:
-    info = v.sst.info
-    first, last = info.first_entry, info.last_entry
-    r = v.visible_range
-    if r is not None:  # a projection narrows what is visible
-        if r.start is not None and (first is None or r.start > first):
-            first = r.start
-        if r.end is not None and (last is None or r.end < last):
-            last = r.end
-    return SstView(v.id, v.sst.id.value, first, last, v.estimated_size_bytes)
-
-
-def _checkpoint(c: Any) -> CheckpointView:
-    return CheckpointView(c.id, c.manifest_id, c.create_time_secs, c.expire_time_secs, c.name)
-
-
-def _manifest_view(m: Any) -> ManifestView:
-    return ManifestView(
-        id=m.id,
-        writer_epoch=m.writer_epoch,
-        compactor_epoch=m.compactor_epoch,
-        initialized=m.initialized,
-        l0=tuple(_sst_view(v) for v in m.l0),
-        sorted_runs=tuple(
-            SortedRunView(r.id, tuple(_sst_view(v) for v in r.sst_views), r.estimated_size_bytes)
-            for r in m.compacted
-        ),
-        checkpoints=tuple(_checkpoint(c) for c in m.checkpoints),
-        external_dbs=tuple(
-            ExternalDbView(
-                e.path, e.source_checkpoint_id, e.final_checkpoint_id, tuple(s.value for s in e.sst_ids)
-            )
-            for e in m.external_dbs
-        ),
-        segments=len(m.segments),
-        next_wal_sst_id=m.next_wal_sst_id,
-        replay_after_wal_id=m.replay_after_wal_id,
-        last_compacted_l0_sst_view_id=m.last_compacted_l0_sst_view_id,
-        last_l0_seq=m.last_l0_seq,
-    )
-
-
-# --- ULIDs ------------------------------------------------------------------------------------
-
-_CROCKFORD = {c: i for i, c in enumerate("0123456789ABCDEFGHJKMNPQRSTVWXYZ")}
-
-
-def ulid_time_ms(ulid: str) -> int:
-    """The millisecond timestamp in a ULID's first 10 characters (SlateDB's SST and compaction ids)."""
-    t = 0
-    for ch in ulid[:10].upper():
-        t = t * 32 + _CROCKFORD[ch]
-    return t
-
-
-# --- GC plan ----------------------------------------------------------------------------------
 
 DIRECTORIES = ("manifest", "wal", "wal_fence", "compacted", "compactions")
 
@@ -393,34 +128,7 @@ class CloneSource:
         return sdb.CloneSourceSpec(path=self.path, checkpoint=self.checkpoint, projection_range=rng)
 
 
-# --- the handle -------------------------------------------------------------------------------
-
-
-class UnsupportedStoreError(SlateOpsError):
-    """The binding cannot be given this store (only local directories so far)."""
-
-
-def binding_store(store: ObjectStore) -> Any:
-    """The binding's ``ObjectStore`` for the same location as ``store``.
-
-    Local directories only so far; S3 is the plan (docs/design/slatedb-engine.md, "Store
-    mapping"): ``ObjectStoreBuilder.from_url("s3://bucket")`` with the endpoint, region and the
-    credentials ``slate_ops.objstore.credentials`` resolves, the store's prefix joined to the path.
-    """
-    sdb = binding()
-    while isinstance(store, CountingStore):  # counts slate_ops' own requests; the binding's are not
-        store = store.inner
-    if isinstance(store, LocalStore):
-        builder = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.LOCAL)
-        builder.with_config("local_path", str(store.root))
-        return builder.build()
-    raise UnsupportedStoreError(
-        "SlateDB databases are supported on local directories only in this version, "
-        f"not {type(store).__name__}"
-    )
-
-
-class SlateDbHandle:
+class SlateDbAdmin:
     """One SlateDB database at ``db_path`` in ``store``, with sync methods.
 
     ``store`` is a slate_ops :class:`~slate_ops.objstore.base.ObjectStore` (or a local directory,
