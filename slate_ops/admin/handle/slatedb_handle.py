@@ -1,169 +1,58 @@
-"""One admin handle over both engines: :func:`open` a database and call the same operations on it,
-whichever engine wrote it (docs/design/slatedb-engine.md, "The admin handle").
-
-* :class:`SlateOpsHandle` delegates to today's module functions (``describe_db``, the checkpoint
-  functions, ``run_gc``, ``destroy``) with the same arguments: no behaviour change.
-* :class:`SlateDbHandle` maps SlateDB's binding (:mod:`slate_ops.engines.slatedb`) onto the
-  same report types (:class:`DbStatus`, :class:`Checkpoint`, :class:`GcReport`,
-  :class:`DestroyReport`), so JSON shapes do not depend on the engine. slate_ops' rules are kept on
-  top of SlateDB's: reserved checkpoint names, tag and final-checkpoint protection, refreshing an
-  expired checkpoint refused, dry runs by default. A GC dry run is slate_ops' plan (SlateDB's own
-  dry run writes); a real run is SlateDB's ``run_gc_once`` with the plan's policy, reported by what
-  the listing shows deleted. What SlateDB cannot do raises :class:`UnsupportedOnEngineError`.
-
-Layers: ``admin`` sits above ``engines`` (the import-linter layer contract): the handle is the
-operator API, engines are what it runs on; ``engines`` imports nothing from ``admin``, and the
-binding itself is imported only by ``engines.slatedb``, lazily.
+"""A SlateDB database behind the admin handle: :class:`SlateDbHandle` maps the SlateDB engine
+(:class:`slate_ops.engines.slatedb.SlateDbAdmin`) onto slate_ops' report types (:class:`DbStatus`,
+:class:`Checkpoint`, :class:`GcReport`, :class:`DestroyReport`, ...), so JSON shapes do not depend
+on the engine. slate_ops' rules are kept on top of SlateDB's: reserved checkpoint names, tag and
+final-checkpoint protection, refreshing an expired checkpoint refused, dry runs by default. A GC dry
+run is slate_ops' plan (SlateDB's own dry run writes); a real run is SlateDB's ``run_gc_once`` with
+the plan's policy, reported by what the listing shows deleted. What SlateDB cannot do raises
+:class:`UnsupportedOnEngineError`.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+
+import pyarrow as pa
 
 from slate_ops.admin.checkpoints import (
-    create_checkpoint,
-    delete_checkpoint,
-    list_checkpoints,
-    refresh_checkpoint,
     require_creatable_name,
     require_deletable,
     require_refreshable,
 )
-from slate_ops.admin.collect import run_gc
-from slate_ops.admin.db import DbStatus, describe_db
-from slate_ops.admin.destroy import DestroyReport, destroy
+from slate_ops.admin.db import DbDetail, DbStatus
+from slate_ops.admin.destroy import DestroyReport
+from slate_ops.admin.history import ManifestChange
+from slate_ops.admin.rescale import RescaleReport
+from slate_ops.admin.rollback import RollbackReport
+from slate_ops.admin.shape import LsmShape
+from slate_ops.admin.split_keys import SplitSuggestion
+from slate_ops.admin.tag_policy import TagPolicy, TagPolicyReport
+from slate_ops.admin.tags import Tag
+from slate_ops.admin.verify import CheckResult
 from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.compaction import CompactionReport, CompactorOptions, Executor
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engines.detect import Engine
-from slate_ops.engines.probe import probe_db
 from slate_ops.engines.slatedb import CheckpointView, GcPolicy, ManifestView, SlateDbAdmin
 from slate_ops.errors import (
     CheckpointExpiredError,
     DbNotFoundError,
     GcFailedError,
-    InvalidArgumentError,
     InvalidDeletionError,
-    UnsupportedFormatVersionError,
     UnsupportedOnEngineError,
 )
 from slate_ops.gc import GcOptions, GcReport
+from slate_ops.gc.checkpoints import CheckpointExpiryReport
 from slate_ops.gc.report import DeletedObject, ResourceReport
 from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.checkpoints import checkpoint_not_found, expiry_time
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.objstore.base import ObjectStore
 
-__all__ = ["DatabaseHandle", "SlateDbHandle", "SlateOpsHandle", "open"]
-
-
-@runtime_checkable
-class DatabaseHandle(Protocol):
-    """The operations the CLI and the Dagster ops call on one database, for either engine."""
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def engine(self) -> Engine: ...
-
-    def describe(self) -> DbStatus:
-        """The current manifest's summary (what the asset checks and sensors read)."""
-        ...
-
-    def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]: ...
-
-    def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult: ...
-
-    def refresh_checkpoint(
-        self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None
-    ) -> Checkpoint: ...
-
-    def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint: ...
-
-    def gc_plan(self, options: GcOptions | None = None) -> GcReport:
-        """What :meth:`run_gc` would delete: the dry-run report, writing nothing."""
-        ...
-
-    def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport: ...
-
-    def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport: ...
-
-
-def open(
-    path: str,
-    store: ObjectStore,
-    engine: Engine | str | None = None,
-    *,
-    clock: Clock = SYSTEM_CLOCK,
-) -> DatabaseHandle:
-    """The handle of the database at ``path`` in ``store``.
-
-    ``engine`` None: detected from the latest manifest (:func:`~slate_ops.engines.probe.probe_db`:
-    one LIST, one GET; :class:`DbNotFoundError` without a manifest). ``"slate_ops"`` or
-    ``"slatedb"`` forces it and reads nothing (the fleet's ``engine:``, the CLI's ``--engine``); a
-    wrong forced engine fails safe on the first call (ours raises ``SlateDbManifestError``,
-    SlateDB's binding a :class:`~slate_ops.errors.SlateDbError`).
-
-    A SlateDB manifest of a version the pinned binding does not read raises
-    :class:`UnsupportedFormatVersionError` naming both versions; a SlateDB database without the
-    binding installed raises ``SlateDbBindingMissingError`` (``pip install 'slate_ops[slatedb]'``).
-    """
-    db = normalize_db_path(path)
-    if engine is None:
-        probe = probe_db(db, store)
-        chosen = probe.detection.engine
-        if chosen is Engine.SLATEDB and not probe.detection.supported:
-            raise UnsupportedFormatVersionError(
-                probe.key, probe.detection.format_version, probe.detection.supported_versions
-            )
-    else:
-        try:
-            chosen = Engine(engine)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"engine {engine!r}: expected one of {', '.join(e.value for e in Engine)}"
-            ) from None
-    if chosen is Engine.SLATE_OPS:
-        return SlateOpsHandle(db, store, clock=clock)
-    return SlateDbHandle(db, store, clock=clock)
-
-
-class SlateOpsHandle:
-    """A slate_ops database: every method is today's admin function (no behaviour change)."""
-
-    engine = Engine.SLATE_OPS
-
-    def __init__(self, path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.path = normalize_db_path(path)
-        self.store = store
-        self.clock = clock
-
-    def describe(self) -> DbStatus:
-        return describe_db(self.path, self.store, clock=self.clock)
-
-    def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]:
-        return list_checkpoints(self.path, self.store, name)
-
-    def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult:
-        return create_checkpoint(self.path, self.store, options, clock=self.clock)
-
-    def refresh_checkpoint(self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None) -> Checkpoint:
-        return refresh_checkpoint(self.path, self.store, checkpoint_id, lifetime, clock=self.clock)
-
-    def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint:
-        return delete_checkpoint(self.path, self.store, checkpoint_id, dry_run=dry_run)
-
-    def gc_plan(self, options: GcOptions | None = None) -> GcReport:
-        return run_gc(self.path, self.store, options, dry_run=True, clock=self.clock)
-
-    def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport:
-        return run_gc(self.path, self.store, options, dry_run=dry_run, clock=self.clock)
-
-    def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport:
-        return destroy(self.path, self.store, soft=soft, dry_run=dry_run, clock=self.clock)
+__all__ = ["SlateDbHandle"]
 
 
 # SlateDB's GC directories -> slate_ops' GC resource names (GcReport.resources).
@@ -394,6 +283,76 @@ class SlateDbHandle:
             deleted=tuple(deleted),
             released_parent_checkpoints=released,
         )
+
+    # --- not yet on SlateDB (issue 21 in progress): each raises UnsupportedOnEngineError ---
+
+    def _not_yet(self, operation: str) -> UnsupportedOnEngineError:
+        return UnsupportedOnEngineError(
+            self.path, Engine.SLATEDB.value, operation, "not available on SlateDB databases yet"
+        )
+
+    def describe_detail(self) -> DbDetail:
+        raise self._not_yet("describe_detail")
+
+    def shape(self) -> LsmShape:
+        raise self._not_yet("shape")
+
+    def history(self, *, limit: int | None = None) -> list[ManifestChange]:
+        raise self._not_yet("history")
+
+    def verify(self, *, l0_threshold: int = 4, l0_max_ssts: int = 8) -> list[CheckResult]:
+        raise self._not_yet("verify")
+
+    def expire_checkpoints(self, *, dry_run: bool = True) -> CheckpointExpiryReport:
+        raise self._not_yet("expire_checkpoints")
+
+    def list_tags(self) -> pa.Table:
+        raise self._not_yet("list_tags")
+
+    def create_tag(self, name: str, *, checkpoint: uuid.UUID | None = None, replace: bool = False) -> Tag:
+        raise self._not_yet("create_tag")
+
+    def delete_tag(self, name: str, *, dry_run: bool = True) -> Tag:
+        raise self._not_yet("delete_tag")
+
+    def apply_tag_policy(self, policy: TagPolicy, *, dry_run: bool = True) -> TagPolicyReport:
+        raise self._not_yet("apply_tag_policy")
+
+    def rollback_to_tag(self, name: str, *, dry_run: bool = True) -> RollbackReport:
+        raise self._not_yet("rollback_to_tag")
+
+    def clone_to(self, target_path: str, *, checkpoint: uuid.UUID | None = None) -> DbStatus:
+        raise self._not_yet("clone_to")
+
+    def restore_to_new(
+        self, target_path: str, *, checkpoint: uuid.UUID | None = None, tag: str | None = None
+    ) -> DbStatus:
+        raise self._not_yet("restore_to_new")
+
+    def split(self, split_keys: Sequence[bytes], target_paths: Sequence[str]) -> RescaleReport:
+        raise self._not_yet("split")
+
+    def merge_with(self, other_paths: Sequence[str], target_path: str) -> RescaleReport:
+        """Merge this database and ``other_paths`` into ``target_path`` (a union clone)."""
+        raise self._not_yet("merge")
+
+    def suggest_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> list[bytes]:
+        raise self._not_yet("suggest_split_keys")
+
+    def explain_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> SplitSuggestion:
+        raise self._not_yet("explain_split_keys")
+
+    def needs_compaction(self, options: CompactorOptions | None = None, *, full: bool = False) -> bool:
+        raise self._not_yet("needs_compaction")
+
+    def compact(
+        self,
+        *,
+        full: bool = False,
+        executor: Executor | None = None,
+        options: CompactorOptions | None = None,
+    ) -> CompactionReport | None:
+        raise self._not_yet("compact")
 
 
 def _checkpoint(c: CheckpointView) -> Checkpoint:

@@ -1,0 +1,96 @@
+"""One admin handle over both engines: :func:`open` a database and call the same operations on it,
+whichever engine wrote it (docs/design/slatedb-engine.md, "The admin handle").
+
+* :class:`~.protocol.DatabaseHandle` -- the operations (the CLI and Dagster call only these);
+* :class:`~.slate_ops_handle.SlateOpsHandle` -- a slate_ops database: today's admin functions;
+* :class:`~.slatedb_handle.SlateDbHandle` -- a SlateDB database through SlateDB's binding, with
+  slate_ops' report types and rules.
+
+Layers: ``admin`` sits above ``engines`` (the import-linter layer contract); the binding itself is
+imported only inside ``slate_ops.engines.slatedb``, lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slate_ops.admin.handle.protocol import DatabaseHandle
+from slate_ops.admin.handle.slate_ops_handle import SlateOpsHandle
+from slate_ops.admin.handle.slatedb_handle import SlateDbHandle
+from slate_ops.admin.rescale import RescaleReport
+from slate_ops.admin.rescale import merge as merge_slate_ops
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.engines.detect import Engine
+from slate_ops.engines.probe import probe_db
+from slate_ops.errors import InvalidArgumentError, UnsupportedFormatVersionError
+from slate_ops.layout import normalize_db_path
+from slate_ops.objstore.base import ObjectStore
+
+__all__ = ["DatabaseHandle", "SlateDbHandle", "SlateOpsHandle", "merge", "open"]
+
+
+def open(
+    path: str,
+    store: ObjectStore,
+    engine: Engine | str | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> DatabaseHandle:
+    """The handle of the database at ``path`` in ``store``.
+
+    ``engine`` None: detected from the latest manifest (:func:`~slate_ops.engines.probe.probe_db`:
+    one LIST, one GET; :class:`DbNotFoundError` without a manifest). ``"slate_ops"`` or
+    ``"slatedb"`` forces it and reads nothing (the fleet's ``engine:``, the CLI's ``--engine``); a
+    wrong forced engine fails safe on the first call (ours raises ``SlateDbManifestError``,
+    SlateDB's binding a :class:`~slate_ops.errors.SlateDbError`).
+
+    A SlateDB manifest of a version the pinned binding does not read raises
+    :class:`UnsupportedFormatVersionError` naming both versions; a SlateDB database without the
+    binding installed raises ``SlateDbBindingMissingError`` (``pip install 'slate_ops[slatedb]'``).
+    """
+    db = normalize_db_path(path)
+    if engine is None:
+        probe = probe_db(db, store)
+        chosen = probe.detection.engine
+        if chosen is Engine.SLATEDB and not probe.detection.supported:
+            raise UnsupportedFormatVersionError(
+                probe.key, probe.detection.format_version, probe.detection.supported_versions
+            )
+    else:
+        try:
+            chosen = Engine(engine)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"engine {engine!r}: expected one of {', '.join(e.value for e in Engine)}"
+            ) from None
+    if chosen is Engine.SLATE_OPS:
+        return SlateOpsHandle(db, store, clock=clock)
+    return SlateDbHandle(db, store, clock=clock)
+
+
+def merge(
+    source_paths: Sequence[str],
+    store: ObjectStore,
+    target_path: str,
+    *,
+    engine: Engine | str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> RescaleReport:
+    """Merge the databases at ``source_paths`` (disjoint key ranges) into a new one at
+    ``target_path``, on the sources' engine (all sources must share one)."""
+    handles = [open(p, store, engine, clock=clock) for p in source_paths]
+    engines = {h.engine for h in handles}
+    if len(engines) > 1:
+        raise InvalidArgumentError(
+            "cannot merge databases of different engines: "
+            + ", ".join(f"{h.path} ({h.engine.value})" for h in handles)
+        )
+    if not handles or handles[0].engine is Engine.SLATE_OPS:
+        return merge_slate_ops(source_paths, store, target_path, clock=clock)
+    first = handles[0]
+    assert isinstance(first, SlateDbHandle)
+    return first.merge_with([h.path for h in handles[1:]], target_path)
+
+
+# mypy checks that both engines implement every operation of the protocol with its signature.
+_ENGINES: tuple[type[DatabaseHandle], ...] = (SlateOpsHandle, SlateDbHandle)
