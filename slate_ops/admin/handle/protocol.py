@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from slate_ops.admin.db import DbDetail, DbStatus
     from slate_ops.admin.destroy import DestroyReport
+    from slate_ops.admin.handle.state import CompactionPlan, DbState
     from slate_ops.admin.history import ManifestChange
     from slate_ops.admin.rescale import RescaleReport
     from slate_ops.admin.rollback import RollbackReport
@@ -70,6 +71,12 @@ class DatabaseHandle(Protocol):
         """The asset checks' findings (one result per check)."""
         ...
 
+    def state_since(self, known_id: int | None = None) -> DbState | None:
+        """The current state as an asset records it (summary, LSM shape, checkpoint and tag names),
+        or None when the latest manifest is still ``known_id`` (the manifest sensor's poll: one
+        LIST then, nothing read)."""
+        ...
+
     # --- checkpoints ---
 
     def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]: ...
@@ -122,6 +129,12 @@ class DatabaseHandle(Protocol):
 
     def needs_compaction(self, options: CompactorOptions | None = None, *, full: bool = False) -> bool:
         """Whether :meth:`compact` would do anything now (the sensor's question)."""
+        ...
+
+    def plan_compaction(
+        self, options: CompactorOptions | None = None, *, full: bool = False
+    ) -> CompactionPlan | None:
+        """What :meth:`compact` would pick now (a dry run's report); None: nothing to compact."""
         ...
 
     def compact(

@@ -20,6 +20,8 @@ from slate_ops.admin.collect import run_gc
 from slate_ops.admin.compact import compact
 from slate_ops.admin.db import DbDetail, DbStatus, describe_db, describe_db_detail
 from slate_ops.admin.destroy import DestroyReport, destroy
+from slate_ops.admin.fleet import latest_manifest_since
+from slate_ops.admin.handle.state import CompactionPlan, DbState, plan_of_manifest, state_of_manifest
 from slate_ops.admin.history import ManifestChange, manifest_history
 from slate_ops.admin.rescale import RescaleReport, split
 from slate_ops.admin.rollback import RollbackReport, rollback_to_tag
@@ -71,6 +73,11 @@ class SlateOpsHandle:
         return verify_db(
             self.path, self.store, l0_threshold=l0_threshold, l0_max_ssts=l0_max_ssts, clock=self.clock
         )
+
+    def state_since(self, known_id: int | None = None) -> DbState | None:
+        # One LIST when unchanged; else one GET more, and everything from that one manifest.
+        current = latest_manifest_since(self.path, self.store, known_id)
+        return None if current is None else state_of_manifest(self.path, current, self.clock.now())
 
     # checkpoints
 
@@ -141,6 +148,12 @@ class SlateOpsHandle:
     def needs_compaction(self, options: CompactorOptions | None = None, *, full: bool = False) -> bool:
         current = ManifestStore(self.store, self.path).read_latest_required()
         return propose(current.value, options or CompactorOptions(), full=full) is not None
+
+    def plan_compaction(
+        self, options: CompactorOptions | None = None, *, full: bool = False
+    ) -> CompactionPlan | None:
+        current = ManifestStore(self.store, self.path).read_latest_required()
+        return plan_of_manifest(current, options or CompactorOptions(), full=full)
 
     def compact(
         self,

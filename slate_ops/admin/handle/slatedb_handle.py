@@ -24,6 +24,13 @@ from slate_ops.admin.checkpoints import (
 )
 from slate_ops.admin.db import DbDetail, DbStatus
 from slate_ops.admin.destroy import DestroyReport
+from slate_ops.admin.handle.state import (
+    CompactionPlan,
+    DbState,
+    latest_manifest_id_since,
+    plan_from_shape,
+    state_from_reports,
+)
 from slate_ops.admin.history import ManifestChange
 from slate_ops.admin.rescale import RescaleReport
 from slate_ops.admin.rollback import RollbackReport
@@ -115,6 +122,14 @@ class SlateDbHandle:
             ),
             external_dbs=len(m.external_dbs),
         )
+
+    def state_since(self, known_id: int | None = None) -> DbState | None:
+        """None after one LIST when the latest manifest is still ``known_id``; else the state from
+        :meth:`describe`, :meth:`shape` and :meth:`list_checkpoints` (SlateDB's tags are named
+        checkpoints with slate_ops' tag prefix)."""
+        if latest_manifest_id_since(self.path, self.store, known_id) is None:
+            return None
+        return state_from_reports(self.describe(), self.shape(), self.list_checkpoints())
 
     # checkpoints
 
@@ -341,6 +356,14 @@ class SlateDbHandle:
 
     def explain_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> SplitSuggestion:
         raise self._not_yet("explain_split_keys")
+
+    def plan_compaction(
+        self, options: CompactorOptions | None = None, *, full: bool = False
+    ) -> CompactionPlan | None:
+        """Every L0 SST (``full``: and every sorted run) when :meth:`needs_compaction` says so."""
+        if not self.needs_compaction(options, full=full):
+            return None
+        return plan_from_shape(self.shape(), full=full)
 
     def needs_compaction(self, options: CompactorOptions | None = None, *, full: bool = False) -> bool:
         raise self._not_yet("needs_compaction")
