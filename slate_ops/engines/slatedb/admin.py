@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -478,7 +477,3 @@ class SlateDbAdmin:
         m = self.read_manifest()
         assert m is not None
         return m
-
-
-def now_iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()
