@@ -145,6 +145,12 @@ class _Handler(BaseHTTPRequestHandler):
         super().finish()
 
 
+def _is_list(path: str) -> bool:
+    """Whether a path-style GET lists a bucket (``/bucket?list-type=2&prefix=…``): no key in it."""
+    target, _, query = path.partition("?")
+    return "list-type=" in query or target.strip("/").count("/") == 0
+
+
 class LatencyProxy:
     """Forwards to ``upstream`` (``http://host:port``) after ``delay`` seconds per request."""
 
@@ -155,6 +161,7 @@ class LatencyProxy:
         self.upstream = (parts.hostname, parts.port)
         self.delay = delay
         self._counts: Counter[str] = Counter()
+        self._kinds: Counter[str] = Counter()
         self._wal_gets = 0
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -173,6 +180,13 @@ class LatencyProxy:
             return dict(self._counts)
 
     @property
+    def kinds(self) -> dict[str, int]:
+        """Requests forwarded since the last :meth:`reset`, by S3 operation: as :attr:`counts`, but a
+        GET of a bucket (``?list-type=``, no key) counts as ``LIST``, not ``GET``."""
+        with self._lock:
+            return dict(self._kinds)
+
+    @property
     def wal_gets(self) -> int:
         """GETs of WAL objects (a path with ``/wal/``) since the last :meth:`reset`."""
         with self._lock:
@@ -181,11 +195,13 @@ class LatencyProxy:
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._kinds.clear()
             self._wal_gets = 0
 
     def _count(self, method: str, path: str) -> None:
         with self._lock:
             self._counts[method] += 1
+            self._kinds["LIST" if method == "GET" and _is_list(path) else method] += 1
             if method == "GET" and "/wal/" in path:
                 self._wal_gets += 1
 

@@ -643,6 +643,12 @@ def collect_orchestration(options: Options) -> Outcome:
     return bench.collect(options)
 
 
+def collect_maintenance_engines(options: Options) -> Outcome:
+    from benchmarks import bench_maintenance_engines as bench
+
+    return bench.collect(options)
+
+
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "manifest_requests",
@@ -690,6 +696,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "bench_orchestration",
         False,
         collect_orchestration,
+    ),
+    Benchmark(
+        "maintenance_engines",
+        "Maintenance: SlateDB databases vs ours",
+        "bench_maintenance_engines",
+        False,
+        collect_maintenance_engines,
     ),
 )
 

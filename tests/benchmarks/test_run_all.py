@@ -27,6 +27,7 @@ BENCHMARKS = (
     ("spark_cluster", "Spark: local[2] vs a two-worker standalone cluster"),
     ("spark_source", "Spark data source vs read_db and bulk_load"),
     ("orchestration", "maintenance_job: launch to success"),
+    ("maintenance_engines", "Maintenance: SlateDB databases vs ours"),
 )
 NEEDS_SPARK = {"bulk_load"}
 # The quick run covers the benchmarks of a few seconds each; the S3, memory, cluster and
