@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from slate_ops.admin.db import DbDetail, DbStatus
     from slate_ops.admin.destroy import DestroyReport
+    from slate_ops.admin.gc_health import GcHealth
     from slate_ops.admin.handle.state import CompactionPlan, DbState
     from slate_ops.admin.history import ManifestChange
     from slate_ops.admin.rescale import RescaleReport
@@ -154,5 +155,11 @@ class DatabaseHandle(Protocol):
         ...
 
     def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport: ...
+
+    def gc_health(self, options: GcOptions | None = None, *, intervals: int = 3) -> GcHealth:
+        """Whether GC keeps up: fails when garbage has been eligible for longer than ``options``'
+        interval x ``intervals``, or no GC advanced a boundary that long while garbage waits
+        (:mod:`slate_ops.admin.gc_health`). Reads only (dry-run plans)."""
+        ...
 
     def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport: ...

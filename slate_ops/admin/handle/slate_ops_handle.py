@@ -21,6 +21,7 @@ from slate_ops.admin.compact import compact
 from slate_ops.admin.db import DbDetail, DbStatus, describe_db, describe_db_detail
 from slate_ops.admin.destroy import DestroyReport, destroy
 from slate_ops.admin.fleet import latest_manifest_since
+from slate_ops.admin.gc_health import GcHealth, assess_gc_health, health_options, slate_ops_plan_at
 from slate_ops.admin.handle.state import CompactionPlan, DbState, plan_of_manifest, state_of_manifest
 from slate_ops.admin.history import ManifestChange, manifest_history
 from slate_ops.admin.rescale import RescaleReport, split
@@ -171,6 +172,18 @@ class SlateOpsHandle:
 
     def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport:
         return run_gc(self.path, self.store, options, dry_run=dry_run, clock=self.clock)
+
+    def gc_health(self, options: GcOptions | None = None, *, intervals: int = 3) -> GcHealth:
+        options = health_options(options)
+        return assess_gc_health(
+            self.path,
+            self.engine.value,
+            self.store,
+            now=self.clock.now(),
+            gc_interval_s=options.interval.total_seconds(),
+            intervals=intervals,
+            plan_at=slate_ops_plan_at(self.path, self.store, options),
+        )
 
     def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport:
         return destroy(self.path, self.store, soft=soft, dry_run=dry_run, clock=self.clock)
