@@ -1,36 +1,37 @@
-"""Checkpoint commands: create, refresh, delete, list and expire checkpoints."""
+"""Checkpoint commands: create, refresh, delete, list and expire checkpoints, on either engine
+(through the admin handle: the same flags and JSON shapes)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from slate_ops import admin
 from slate_ops.cli.args import checkpoint_id, duration
 from slate_ops.cli.command import Command, arg, dry_run_flag
+from slate_ops.cli.handle import open_db
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import ObjectStore
 
 
 def _create_checkpoint(args: argparse.Namespace, store: ObjectStore) -> Any:
     options = CheckpointOptions(lifetime=args.lifetime, source=args.source, name=args.name)
-    return admin.create_checkpoint(args.path, store, options)
+    return open_db(args, store).create_checkpoint(options)
 
 
 def _refresh_checkpoint(args: argparse.Namespace, store: ObjectStore) -> Any:
-    return admin.refresh_checkpoint(args.path, store, args.id, args.lifetime)
+    return open_db(args, store).refresh_checkpoint(args.id, args.lifetime)
 
 
 def _delete_checkpoint(args: argparse.Namespace, store: ObjectStore) -> Any:
-    return admin.delete_checkpoint(args.path, store, args.id, dry_run=args.dry_run)
+    return open_db(args, store).delete_checkpoint(args.id, dry_run=args.dry_run)
 
 
 def _list_checkpoints(args: argparse.Namespace, store: ObjectStore) -> Any:
-    return admin.list_checkpoints(args.path, store, args.name)
+    return open_db(args, store).list_checkpoints(args.name)
 
 
 def _expire_checkpoints(args: argparse.Namespace, store: ObjectStore) -> Any:
-    return admin.expire_checkpoints(args.path, store, dry_run=args.dry_run)
+    return open_db(args, store).expire_checkpoints(dry_run=args.dry_run)
 
 
 _ID = arg("-i", "--id", type=checkpoint_id, required=True)

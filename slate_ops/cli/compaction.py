@@ -6,6 +6,8 @@ compactor) and prints its report with ``"compacted": true``, or ``{"compacted": 
 ``describe`` names them) when there is nothing to do (exit 0 either way).
 ``shape`` prints the LSM tree: every L0 SST and every sorted run with its SST count, key range,
 bytes and entries, keys in the data commands' convention (pasteable into ``scan --from``).
+Both go through the admin handle: on a SlateDB database ``compact`` submits the compaction to SlateDB
+and follows it (a SlateDB compactor must be running; none picking it up is an error, exit 1).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from slate_ops import admin
 from slate_ops.admin.shape import LsmShape, shape_json, shape_rows
 from slate_ops.cli.command import Command, arg
+from slate_ops.cli.handle import open_db
 from slate_ops.cli.output import jsonable
 from slate_ops.compaction import CompactorOptions, LocalExecutor
 from slate_ops.objstore import ObjectStore
@@ -42,26 +44,25 @@ def nothing_to_compact(shape: LsmShape, *, full: bool, options: CompactorOptions
 
 def _compact(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
     options = CompactorOptions()
+    db = open_db(args, store)
     if args.executor == "spark":
         # Imported here so that no other command imports pyspark or starts a JVM.
         from slate_ops.spark import SparkExecutor, local_spark_session
 
         session = local_spark_session()
         try:
-            report = admin.compact(
-                args.path, store, full=args.full, executor=SparkExecutor(session), options=options
-            )
+            report = db.compact(full=args.full, executor=SparkExecutor(session), options=options)
         finally:
             session.stop()
     else:
-        report = admin.compact(args.path, store, full=args.full, executor=LocalExecutor(), options=options)
+        report = db.compact(full=args.full, executor=LocalExecutor(), options=options)
     if report is None:
-        return nothing_to_compact(admin.lsm_shape(args.path, store), full=args.full, options=options)
+        return nothing_to_compact(db.shape(), full=args.full, options=options)
     return {"compacted": True, **jsonable(report)}
 
 
 def _shape(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any] | list[dict[str, Any]]:
-    shape = admin.lsm_shape(args.path, store)
+    shape = open_db(args, store).shape()
     return shape_rows(shape) if args.format == "table" else shape_json(shape)
 
 

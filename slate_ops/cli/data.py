@@ -8,6 +8,8 @@ row, in the same convention (:mod:`slate_ops.keytext`), so any output can be pas
 ``await_durable=True`` and close; a database that does not exist is refused unless ``--create``.
 ``get`` and ``scan`` read through a :class:`~slate_ops.DbReader`, which never fences the writer; its
 checkpoint of the current state (added, then removed: two manifest versions) is all they write.
+They read and write slate_ops databases only: on a SlateDB database they refuse
+(:class:`~slate_ops.errors.UnsupportedOnEngineError`, exit 1) and change nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from slate_ops import Db, DbOptions, DbReader
 from slate_ops.cli.args import checkpoint_id, parse_bytes, parse_key, positive_int
 from slate_ops.cli.command import Command, arg, create_flag
+from slate_ops.cli.handle import require_slate_ops
 from slate_ops.errors import DbNotFoundError
 from slate_ops.keytext import render_bytes
 from slate_ops.manifest.store import ManifestStore
@@ -44,8 +47,12 @@ def require_db(args: argparse.Namespace, store: ObjectStore) -> None:
         )
 
 
+_SLATEDB_DATA = "read and write a SlateDB database with SlateDB's own client (its Db and DbReader)"
+
+
 def _put(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
     require_db(args, store)
+    require_slate_ops(args, store, "put", _SLATEDB_DATA)
     with Db.open(args.path, store, options=DbOptions(await_durable=True)) as db:
         db.put(args.key, args.value)
     return iter([row(args.key, args.value)])
@@ -53,12 +60,14 @@ def _put(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
 
 def _delete(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
     require_db(args, store)
+    require_slate_ops(args, store, "delete", _SLATEDB_DATA)
     with Db.open(args.path, store, options=DbOptions(await_durable=True)) as db:
         db.delete(args.key)
     return iter([row(args.key, None)])
 
 
 def _get(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
+    require_slate_ops(args, store, "get", _SLATEDB_DATA)
     reader = DbReader.open(args.path, store)
     try:
         value = reader.get(args.key)
@@ -88,6 +97,7 @@ def _scan(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
             f"--from {render_bytes(args.start)} is after --to {render_bytes(args.end)}; the range is "
             "[from, to): swap them"
         )
+    require_slate_ops(args, store, "scan", _SLATEDB_DATA)
     # Opened here, not lazily, so a missing database or checkpoint fails before any output.
     reader = DbReader.open(args.path, store, checkpoint_id=args.checkpoint)
     return _scan_rows(args, reader)

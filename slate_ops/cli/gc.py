@@ -3,7 +3,8 @@
 ``slate-ops --path P gc [--resource R ...] [--min-age 10min] [--dry-run]`` runs the garbage collector
 once and prints its report: JSON by default, a summary table with ``--format table``. A dry run
 prints exactly what a real run would delete. A run with errors prints its report as well, then the
-error on stderr, and exits 1.
+error on stderr, and exits 1. The same flags and report on a SlateDB database (through the admin
+handle: the dry run is slate_ops' plan, the run SlateDB's ``run_gc_once``; docs/cli.md "Two engines").
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any, get_args
 
-from slate_ops import admin
 from slate_ops.cli.args import duration, min_age
 from slate_ops.cli.command import Command, arg, dry_run_flag
+from slate_ops.cli.handle import open_db
 from slate_ops.cli.output import jsonable, print_value, render
 from slate_ops.config import format_duration
 from slate_ops.errors import GcFailedError
@@ -73,7 +74,8 @@ def _as_output(report: GcReport, output_format: str) -> Any:
 
 def _gc(args: argparse.Namespace, store: ObjectStore) -> Any:
     try:
-        return _as_output(admin.run_gc(args.path, store, gc_options(args), dry_run=args.dry_run), args.format)
+        report = open_db(args, store).run_gc(gc_options(args), dry_run=args.dry_run)
+        return _as_output(report, args.format)
     except GcFailedError as error:
         if isinstance(error.report, GcReport):  # the report first, then the error (exit 1)
             print_value(render(_as_output(error.report, args.format), args.format))

@@ -1,39 +1,45 @@
-"""Clone and destroy commands (docs/cli.md).
+"""Clone, restore and destroy commands (docs/cli.md), on either engine through the admin handle.
 
 ``clone --parent PARENT [--checkpoint ID]`` creates (or finishes) the clone at ``--path`` and prints
-its summary; ``destroy [--hard] [--dry-run]`` destroys the database at ``--path`` and prints the
-:class:`~slate_ops.admin.DestroyReport`.
+its summary; ``restore --into TARGET (--tag NAME | --checkpoint ID)`` creates a new database at
+``TARGET`` holding ``--path``'s data at that tag or checkpoint (a clone: the database itself is not
+touched; SlateDB cannot roll back in place); ``destroy [--hard] [--dry-run]`` destroys the database at
+``--path`` and prints the :class:`~slate_ops.admin.DestroyReport`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
-from slate_ops import admin
+from slate_ops.admin.db import DbStatus
 from slate_ops.cli.args import checkpoint_id
 from slate_ops.cli.command import Command, arg, dry_run_flag
+from slate_ops.cli.handle import open_db
 from slate_ops.objstore import ObjectStore
 
 
+def _created(status: DbStatus, **given: Any) -> dict[str, Any]:
+    """What ``clone`` and ``restore`` print: what was asked (``given``), then the new database's
+    :class:`~slate_ops.admin.DbStatus` (``describe``'s summary), the same on both engines."""
+    return {"path": status.path, **given, **dataclasses.asdict(status)}
+
+
 def _clone(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    created = admin.create_clone(args.path, args.parent, store, args.checkpoint)
-    manifest = created.value
-    direct = manifest.external_dbs[-1] if manifest.external_dbs else None
-    return {
-        "path": args.path,
-        "parent": args.parent,
-        "manifest_id": created.id,
-        "initialized": manifest.initialized,
-        "source_checkpoint_id": None if direct is None else direct.source_checkpoint_id,
-        "final_checkpoint_id": None if direct is None else direct.final_checkpoint_id,
-        "external_dbs": [ed.path for ed in manifest.external_dbs],
-        "writer_epoch": manifest.writer_epoch,
-    }
+    status = open_db(args, store, args.parent).clone_to(args.path, checkpoint=args.checkpoint)
+    return _created(status, parent=args.parent, checkpoint=args.checkpoint)
+
+
+def _restore(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    if (args.tag is None) == (args.checkpoint is None):
+        args.parser.error("give exactly one of --tag NAME and --checkpoint ID")
+    status = open_db(args, store).restore_to_new(args.into, checkpoint=args.checkpoint, tag=args.tag)
+    return _created(status, source=args.path, tag=args.tag, checkpoint=args.checkpoint)
 
 
 def _destroy(args: argparse.Namespace, store: ObjectStore) -> Any:
-    return admin.destroy(args.path, store, soft=not args.hard, dry_run=args.dry_run)
+    return open_db(args, store).destroy(soft=not args.hard, dry_run=args.dry_run)
 
 
 COMMANDS = (
@@ -53,6 +59,18 @@ COMMANDS = (
             ),
         ),
         aliases=("create-clone",),
+    ),
+    Command(
+        "restore",
+        _restore,
+        "Restore --path's data at a tag or checkpoint into a NEW database TARGET (a clone; --path is "
+        "not changed). On SlateDB databases, the way back to a tag (rollback in place is ours only).",
+        (
+            arg("--into", required=True, metavar="TARGET", help="the new database's path"),
+            arg("--tag", metavar="NAME", help="restore this tag's state"),
+            arg("--checkpoint", metavar="ID", type=checkpoint_id, help="restore this checkpoint's state"),
+        ),
+        aliases=("restore-to-new",),
     ),
     Command(
         "destroy",

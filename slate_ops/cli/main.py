@@ -24,6 +24,7 @@ from typing import NoReturn
 
 from slate_ops.cli import checkpoints, compaction, data, databases, gc, lifecycle, rescale, tags
 from slate_ops.cli.command import DRY_RUN_NOTE, Command, Exit
+from slate_ops.cli.handle import AUTO, ENGINE_CHOICES
 from slate_ops.cli.hints import cli_message
 from slate_ops.cli.output import jsonable, print_json_lines, print_value, render
 from slate_ops.errors import DbNotFoundError, SlateOpsError, StoreNotFoundError, StoreRootNotFoundError
@@ -67,9 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--format", choices=("json", "table"), default=argparse.SUPPRESS, help="output format"
     )
+    common.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        default=argparse.SUPPRESS,
+        help="the engine that wrote the database (default auto: detected from its manifest)",
+    )
     parser = argparse.ArgumentParser(
         prog="slate-ops",
-        description="Operate slate_ops databases: data, checkpoints and manifests.",
+        description="Operate slate_ops and SlateDB databases: data, checkpoints, tags, clones, compaction, "
+        "GC.",
         parents=[common],
         allow_abbrev=False,
     )
@@ -135,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = ""  # list-dbs: the whole store
     args.path = path
     args.format = getattr(args, "format", "json")
+    args.engine = getattr(args, "engine", AUTO)
     url = getattr(args, "store", None) or default_store_url()
     try:
         store = open_store(url)  # refuses a mistyped scheme (s3//bucket) whose directory is missing

@@ -3,7 +3,9 @@
 ``split --at KEY [--at KEY ...] --into PATH [--into PATH ...]`` splits the database at ``--path``;
 ``merge --source PATH [--source PATH ...]`` merges sources into a new database at ``--path``;
 ``suggest-split-keys -n N`` proposes keys that balance bytes; ``flush`` moves a database's WAL
-writes into L0 (what split and merge require). Keys are text or ``hex:<hex>``; reports print keys
+writes into L0 (what split and merge require). ``split``, ``merge`` and ``suggest-split-keys`` go
+through the admin handle (either engine: SlateDB's projection and union clones); ``flush`` is slate_ops'
+only. Keys are text or ``hex:<hex>``; reports print keys
 the same way, so they can be pasted back.
 """
 
@@ -13,8 +15,10 @@ import argparse
 from typing import Any
 
 from slate_ops import admin
+from slate_ops.admin.handle import merge as merge_dbs
 from slate_ops.cli.args import parse_key, positive_int
 from slate_ops.cli.command import Command, arg
+from slate_ops.cli.handle import engine_of, open_db, require_slate_ops
 from slate_ops.engine.db import Db
 from slate_ops.keytext import render_bytes, render_optional
 from slate_ops.manifest.model import KeyRange
@@ -52,17 +56,17 @@ def _report(report: admin.RescaleReport) -> dict[str, Any]:
 
 
 def _split(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    return _report(admin.split(args.path, store, args.at, args.into))
+    return _report(open_db(args, store).split(args.at, args.into))
 
 
 def _merge(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    return _report(admin.merge(args.source, store, args.path))
+    return _report(merge_dbs(args.source, store, args.path, engine=engine_of(args)))
 
 
 def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
     """The split keys; when there are fewer than ``n - 1``, ``reason`` says why (no SSTs, ``-n 1``, too
     few blocks, a block too heavy)."""
-    suggestion = admin.explain_split_keys(args.path, store, args.n)
+    suggestion = open_db(args, store).explain_split_keys(args.n)
     out: dict[str, Any] = {
         "path": args.path,
         "n": args.n,
@@ -74,6 +78,7 @@ def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
 
 
 def _flush(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    require_slate_ops(args, store, "flush", "SlateDB's writer flushes its own WAL; open it with SlateDB's Db")
     ManifestStore(store, args.path).read_latest_required()  # flushing a typo must not create a database
     with Db.open(args.path, store) as db:
         db.flush_memtable()

@@ -2,7 +2,9 @@
 
 ``create-tag`` and ``delete-tag`` print the tag as one JSON object; ``list-tags`` prints the ``$tags``
 table as a JSON list of rows. ``rollback`` and ``apply-tag-policy`` print their report: what is (or
-with ``--dry-run`` would be) discarded, created and deleted.
+with ``--dry-run`` would be) discarded, created and deleted. Every command goes through the admin
+handle (tags are named checkpoints on both engines); ``rollback`` in place is slate_ops' only: on a
+SlateDB database use ``restore --tag NAME --into NEW``.
 """
 
 from __future__ import annotations
@@ -14,23 +16,24 @@ from slate_ops import admin
 from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, checked_tag_policy
 from slate_ops.cli.args import checkpoint_id, duration, positive_int, time_of_day
 from slate_ops.cli.command import Command, arg, dry_run_flag
+from slate_ops.cli.handle import open_db
 from slate_ops.cli.output import jsonable
 from slate_ops.objstore import ObjectStore
 
 
 def _create_tag(args: argparse.Namespace, store: ObjectStore) -> admin.Tag:
-    return admin.create_tag(args.path, store, args.name, checkpoint=args.source, replace=args.replace)
+    return open_db(args, store).create_tag(args.name, checkpoint=args.source, replace=args.replace)
 
 
 def _delete_tag(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    tag = admin.delete_tag(args.path, store, args.name, dry_run=args.dry_run)
+    tag = open_db(args, store).delete_tag(args.name, dry_run=args.dry_run)
     return {"dry_run": args.dry_run, "deleted": tag}
 
 
 def _list_tags(args: argparse.Namespace, store: ObjectStore) -> list[dict[str, Any]]:
     """The ``$tags`` rows, with ``create_time_s`` (Unix seconds) beside ``create_time`` as in every
     other output."""
-    rows: list[dict[str, Any]] = admin.list_tags(args.path, store).to_pylist()
+    rows: list[dict[str, Any]] = open_db(args, store).list_tags().to_pylist()
     out = []
     for row in rows:
         with_seconds: dict[str, Any] = {}
@@ -43,7 +46,7 @@ def _list_tags(args: argparse.Namespace, store: ObjectStore) -> list[dict[str, A
 
 
 def _rollback(args: argparse.Namespace, store: ObjectStore) -> Any:
-    report = admin.rollback_to_tag(args.path, store, args.name, dry_run=args.dry_run)
+    report = open_db(args, store).rollback_to_tag(args.name, dry_run=args.dry_run)
     if args.format == "table":
         return rollback_rows(report)
     return {
@@ -93,7 +96,7 @@ def _apply_tag_policy(args: argparse.Namespace, store: ObjectStore) -> Any:
         num_retained_max=args.keep,
         expire_after=args.expire_after,
     )
-    return admin.apply_tag_policy(args.path, store, policy, dry_run=args.dry_run)
+    return open_db(args, store).apply_tag_policy(policy, dry_run=args.dry_run)
 
 
 _NAME = "-n", "--name"

@@ -89,7 +89,7 @@ def test_list_dbs_shows_each_database_with_its_state(
 
     code, table, _ = cli(capsys, "list-dbs", "--format", "table")
     header = table.splitlines()[0].split()
-    assert code == 0 and header[:3] == ["path", "state", "manifest_id"] and "last_write" in header
+    assert code == 0 and header[:4] == ["path", "engine", "state", "manifest_id"] and "last_write" in header
     assert "KiB" in table or " B " in table
 
 
