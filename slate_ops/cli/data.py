@@ -51,16 +51,16 @@ _SLATEDB_DATA = "read and write a SlateDB database with SlateDB's own client (it
 
 
 def _put(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
-    require_db(args, store)
     require_slate_ops(args, store, "put", _SLATEDB_DATA)
+    require_db(args, store)
     with Db.open(args.path, store, options=DbOptions(await_durable=True)) as db:
         db.put(args.key, args.value)
     return iter([row(args.key, args.value)])
 
 
 def _delete(args: argparse.Namespace, store: ObjectStore) -> Iterator[Row]:
-    require_db(args, store)
     require_slate_ops(args, store, "delete", _SLATEDB_DATA)
+    require_db(args, store)
     with Db.open(args.path, store, options=DbOptions(await_durable=True)) as db:
         db.delete(args.key)
     return iter([row(args.key, None)])

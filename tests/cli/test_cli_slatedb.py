@@ -1,0 +1,283 @@
+"""The CLI on SlateDB databases written by SlateDB's own Db (through the binding): the same commands,
+flags and JSON shapes as on ours, every effect read back WITH THE BINDING (its Admin lists the
+checkpoints, its DbReader reads the rows), and the store listed before and after each GC and
+destroy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slate_ops import Db
+from slate_ops.cli import main
+from slate_ops.engines.slatedb import LOOP
+from slate_ops.objstore import open_store
+from tests.engine.conftest import quiet
+from tests.engines.conftest import local_store, read_all, write_db
+
+DB = "dbs/sdb"
+
+
+@pytest.fixture
+def sdb() -> Any:
+    return pytest.importorskip("slatedb.uniffi")
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The store's directory; ``$SLATE_OPS_STORE`` points at it."""
+    store_root = tmp_path / "store"
+    store_root.mkdir()
+    monkeypatch.setenv("SLATE_OPS_STORE", store_root.as_uri())
+    return store_root
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    """Exit code, the JSON printed (or the raw text with ``--format table`` / on failure), stderr."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out and code == 0 and "table" not in argv else out), err
+
+
+def ok(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    return out
+
+
+def fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Exit 1 with one line on stderr and no traceback; returns that line."""
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == "", (code, out, err)
+    assert err.startswith("slate-ops: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def write(sdb: Any, root: Path, path: str = DB, **options: Any) -> dict[bytes, bytes]:
+    """A database SlateDB's own Db wrote (3 L0 flushes of 50 keys by default); its rows."""
+    settings: dict[str, Any] = {"rounds": 3, "keys": 50} | options
+    return dict(LOOP.run(write_db(sdb, root, path, **settings)))
+
+
+def rows(sdb: Any, root: Path, path: str = DB, checkpoint: str | None = None) -> dict[bytes, bytes]:
+    """Every row SlateDB's own DbReader sees."""
+    return dict(LOOP.run(read_all(sdb, root, path, checkpoint)))
+
+
+def binding_checkpoints(sdb: Any, root: Path, path: str = DB) -> dict[str, Any]:
+    """SlateDB's own list of the database's checkpoints, by id."""
+    checkpoints = LOOP.run(sdb.AdminBuilder(path, local_store(sdb, root)).build().list_checkpoints(None))
+    return {str(c.id): c for c in checkpoints}
+
+
+def listing(root: Path) -> dict[str, int]:
+    """Every object in the store: key -> size."""
+    return {p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+def age(root: Path, seconds: float) -> None:
+    """Make every object in the store ``seconds`` older (its last-modified time)."""
+    past = time.time() - seconds
+    for p in root.rglob("*"):
+        if p.is_file():
+            os.utime(p, (past, past))
+
+
+# --- engine detection, --engine, list-dbs ------------------------------------------------------
+
+
+def test_list_dbs_shows_both_engines_in_one_store(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(sdb, root)
+    with Db.open("dbs/ours", open_store(root.as_uri()), quiet()) as db:
+        db.put(b"k", b"v")
+        db.flush_memtable()
+    listed = {r["path"]: r for r in ok(capsys, "list-dbs")}
+    assert sorted(listed) == ["dbs/ours", DB]
+    ours, theirs = listed["dbs/ours"], listed[DB]
+    assert (ours["engine"], ours["state"]) == ("slate_ops", "live")
+    manifest = LOOP.run(sdb.AdminBuilder(DB, local_store(sdb, root)).build().read_manifest(None))
+    assert (theirs["engine"], theirs["state"], theirs["initialized"]) == ("slatedb", "live", True)
+    assert theirs["manifest_id"] == manifest.id and theirs["error"] is None
+    assert theirs["ssts"] == len({v.sst.id.value for v in manifest.l0}) > 0 and theirs["sst_bytes"] > 0
+    assert set(theirs) == set(ours)  # one shape for both engines
+    table = ok(capsys, "list-dbs", "--format", "table")
+    assert table.splitlines()[0].split()[:3] == ["path", "engine", "state"]
+    assert "slatedb" in table and "slate_ops" in table
+
+
+def test_engine_is_detected_or_forced(sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(sdb, root)
+    with Db.open("ours", open_store(root.as_uri()), quiet()) as db:
+        db.put(b"k", b"v")
+    detected = ok(capsys, "--path", DB, "list-checkpoints")
+    assert ok(capsys, "--engine", "slatedb", "--path", DB, "list-checkpoints") == detected
+    assert ok(capsys, "--path", DB, "--engine", "auto", "list-checkpoints") == detected
+    before = listing(root)
+    # A wrong forced engine fails on the first read and changes nothing, both ways.
+    assert "SlateDB manifest" in fails(
+        capsys, "--engine", "slate_ops", "--path", DB, "create-checkpoint", "-n", "x"
+    )
+    assert "SlateDB database ours" in fails(
+        capsys, "--engine", "slatedb", "--path", "ours", "create-checkpoint", "-n", "x"
+    )
+    assert listing(root) == before
+    with pytest.raises(SystemExit) as usage:
+        main(["--engine", "rocksdb", "--path", DB, "list-checkpoints"])
+    assert usage.value.code == 2 and "invalid choice: 'rocksdb'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("put", "k", "v"),
+        ("delete", "k0001"),
+        ("get", "k0001"),
+        ("scan",),
+        ("flush",),
+        ("read-manifest",),
+        ("list-manifests",),
+        ("create-db", "--exist-ok"),
+    ],
+)
+def test_slate_ops_format_commands_refuse_a_slatedb_database(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    expected = write(sdb, root, rounds=1, keys=10)
+    before = listing(root)
+    message = fails(capsys, "--path", DB, *argv)
+    assert f"`slate-ops {argv[0]}` is not supported on slatedb databases ({DB})" in message
+    assert "nothing was changed" in message
+    assert listing(root) == before and rows(sdb, root) == expected
+
+
+def test_create_db_with_engine_slatedb_is_refused(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    message = fails(capsys, "--engine", "slatedb", "--path", "new", "create-db")
+    assert "create-db" in message and "SlateDB's own Db" in message
+    assert listing(root) == {}
+
+
+def test_without_the_binding_a_slatedb_database_names_the_extra(sdb: Any, root: Path) -> None:
+    """A real `slate-ops` process in which `slatedb` cannot be imported (as when the extra is not
+    installed): exit 1, one line naming `pip install 'slate_ops[slatedb]'`; list-dbs still lists the
+    database with its engine, state ``slatedb`` and the same message as ``error``."""
+    write(sdb, root, rounds=1, keys=10)
+    blocked = (
+        "import sys; sys.modules['slatedb'] = None; sys.modules['slatedb.uniffi'] = None; "
+        "from slate_ops.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    env = {**os.environ, "SLATE_OPS_STORE": root.as_uri()}
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", blocked, *argv], capture_output=True, text=True, env=env, timeout=120
+        )
+
+    done = cli("--path", DB, "list-checkpoints")
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.count("\n") == 1 and "pip install 'slate_ops[slatedb]'" in done.stderr
+    done = cli("list-dbs")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)
+    assert (row["path"], row["engine"], row["state"]) == (DB, "slatedb", "slatedb")
+    assert "pip install 'slate_ops[slatedb]'" in row["error"]
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+def test_checkpoints_create_list_refresh_delete(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = write(sdb, root)
+    created = ok(capsys, "--path", DB, "create-checkpoint", "-l", "1h", "-n", "nightly")
+    assert set(created) == {"id", "manifest_id"}
+    cid = created["id"]
+    theirs = binding_checkpoints(sdb, root)[cid]
+    assert theirs.name == "nightly" and theirs.expire_time_secs is not None
+    (listed,) = ok(capsys, "--path", DB, "list-checkpoints", "-n", "nightly")
+    assert listed["id"] == cid and listed["expire_time_s"] - listed["create_time_s"] in (3600, 3601)
+    assert set(listed) >= {"id", "manifest_id", "create_time_s", "create_time", "expire_time_s", "name"}
+    assert rows(sdb, root, checkpoint=cid) == expected  # SlateDB reads the data at our checkpoint
+
+    refreshed = ok(capsys, "--path", DB, "refresh-checkpoint", "-i", cid)
+    assert refreshed["id"] == cid and refreshed["expire_time_s"] is None
+    assert binding_checkpoints(sdb, root)[cid].expire_time_secs is None
+    derived = ok(capsys, "--path", DB, "create-checkpoint", "-s", cid)
+    assert derived["id"] != cid and derived["id"] in binding_checkpoints(sdb, root)
+
+    # delete: a dry run by default (nothing changes), then --no-dry-run
+    dry = ok(capsys, "--path", DB, "delete-checkpoint", "-i", cid)
+    assert dry["id"] == cid and cid in binding_checkpoints(sdb, root)
+    ok(capsys, "--path", DB, "delete-checkpoint", "-i", cid, "--no-dry-run")
+    assert cid not in binding_checkpoints(sdb, root)
+    assert [c["id"] for c in ok(capsys, "--path", DB, "list-checkpoints")] == [derived["id"]]
+    assert "tag:" in fails(capsys, "--path", DB, "create-checkpoint", "-n", "tag:x")  # reserved, as ours
+    missing = str(uuid.uuid4())
+    assert missing in fails(capsys, "--path", DB, "delete-checkpoint", "-i", missing, "--no-dry-run")
+    assert rows(sdb, root) == expected
+
+
+# --- GC ---------------------------------------------------------------------------------------
+
+
+def test_gc_plan_equals_run(sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``gc`` (a dry run: slate_ops' plan) lists exactly what ``gc --no-dry-run`` (SlateDB's
+    run_gc_once) then deletes: the store listed before and after; every row still there."""
+    expected = write(sdb, root, compact=True)
+    for c in ok(capsys, "--path", DB, "list-checkpoints"):  # the compactor's: let GC collect
+        ok(capsys, "--path", DB, "delete-checkpoint", "-i", c["id"], "--no-dry-run")
+    age(root, 3600)
+    before = listing(root)
+    plan = ok(capsys, "--path", DB, "gc", "--min-age", "10min")
+    assert plan["dry_run"] is True and listing(root) == before  # the plan writes nothing
+    planned = {d["key"] for r in plan["resources"] for d in r["deleted"]}
+    assert planned and "manifest" in {k.split("/")[2] for k in planned}
+    table = ok(capsys, "--path", DB, "gc", "--min-age", "10min", "--format", "table")
+    assert "would delete" in table
+
+    run_report = ok(capsys, "--path", DB, "gc", "--min-age", "10min", "--no-dry-run")
+    assert run_report["dry_run"] is False and run_report["errors"] == []
+    deleted = {d["key"] for r in run_report["resources"] for d in r["deleted"]}
+    after = listing(root)
+    assert deleted == planned == set(before) - set(after)
+    assert {r["resource"]: r["count"] for r in plan["resources"]} == {
+        r["resource"]: r["count"] for r in run_report["resources"]
+    }
+    assert rows(sdb, root) == expected
+
+
+# --- destroy ----------------------------------------------------------------------------------
+
+
+def test_destroy_soft_refused_hard_dry_run_then_real(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = write(sdb, root, rounds=2, keys=20)
+    ours = listing(root)
+    message = fails(capsys, "--path", DB, "destroy", "--no-dry-run")
+    assert "a soft destroy is not supported on slatedb databases" in message and "destroy --hard" in message
+    assert listing(root) == ours and rows(sdb, root) == expected
+
+    keep = ok(capsys, "--path", DB, "create-checkpoint", "-n", "keep")["id"]
+    assert "unexpired checkpoint" in fails(capsys, "--path", DB, "destroy", "--hard", "--no-dry-run")
+    ok(capsys, "--path", DB, "delete-checkpoint", "-i", keep, "--no-dry-run")
+
+    before = listing(root)
+    dry = ok(capsys, "--path", DB, "destroy", "--hard")
+    assert (dry["dry_run"], dry["soft"]) == (True, False) and listing(root) == before
+    assert set(dry["deleted"]) == {k for k in before if k.startswith(DB + "/")}
+    done = ok(capsys, "--path", DB, "destroy", "--hard", "--no-dry-run")
+    # the real run also deletes the `.deleting` marker SlateDB's delete_db writes first
+    assert done["dry_run"] is False and set(done["deleted"]) - set(dry["deleted"]) <= {DB + "/.deleting"}
+    assert not any(k.startswith(DB + "/") for k in listing(root))
+    assert ok(capsys, "list-dbs") == []
