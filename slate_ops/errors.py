@@ -492,5 +492,51 @@ class SlateDbForkError(SlateOpsError):
         self.parent_pid = parent_pid
 
 
+class NoCompactorError(SlateOpsError):
+    """A compaction was submitted to a SlateDB database but no compactor picked it up in time: SlateDB
+    compacts only where a compactor runs (a writer's embedded one or a standalone one). The request
+    stays queued in the database's ``compactions/`` file and runs when a compactor starts."""
+
+    def __init__(self, db_path: str, compaction_id: str, waited_s: float) -> None:
+        super().__init__(
+            f"SlateDB database {db_path}: compaction {compaction_id} is still SUBMITTED after "
+            f"{waited_s:.1f} s: no SlateDB compactor picked it up. A SlateDB compactor must be running "
+            "(open a writer with its embedded compactor, or start a standalone compactor); the request "
+            "stays queued and runs when one starts, so do not submit it again"
+        )
+        self.db_path = db_path
+        self.compaction_id = compaction_id
+        self.waited_s = waited_s
+
+
+class SlateDbCompactionTimeoutError(SlateOpsError):
+    """A SlateDB compactor picked a submitted compaction up but did not finish it in the time
+    allowed; it goes on in that compactor, and a later compaction request follows it."""
+
+    def __init__(self, db_path: str, compaction_id: str, status: str, waited_s: float) -> None:
+        super().__init__(
+            f"SlateDB database {db_path}: compaction {compaction_id} is still {status} after "
+            f"{waited_s:.1f} s; it goes on in SlateDB's compactor. Ask again later (the next request "
+            "follows it instead of submitting another) or allow a longer timeout"
+        )
+        self.db_path = db_path
+        self.compaction_id = compaction_id
+        self.status = status
+
+
+class SlateDbCompactionFailedError(SlateOpsError):
+    """SlateDB's compactor reported a submitted compaction FAILED (e.g. its own scheduler had taken
+    some of the same sources); the database is unchanged by it."""
+
+    def __init__(self, db_path: str, compaction_id: str, sources: int) -> None:
+        super().__init__(
+            f"SlateDB database {db_path}: compaction {compaction_id} of {sources} source(s) FAILED in "
+            "SlateDB's compactor; the database is unchanged. Check the compactor's log, then ask again "
+            "(its own scheduler may have compacted these sources meanwhile)"
+        )
+        self.db_path = db_path
+        self.compaction_id = compaction_id
+
+
 class UnsupportedStoreError(SlateOpsError):
     """The binding cannot be given this store (only local directories so far)."""

@@ -60,6 +60,9 @@ class CompactionReport:
     executor: str
     subcompactions: int
     manifest_id: int
+    notes: tuple[str, ...] = ()
+    """What the report cannot say as numbers: e.g. on a SlateDB database, that SlateDB's compactor
+    ran it (the executor does not apply) and that it does not count rows."""
 
 
 class Compactor:

@@ -25,6 +25,7 @@ from slate_ops.admin.checkpoints import (
 from slate_ops.admin.db import DbDetail, DbStatus
 from slate_ops.admin.destroy import DestroyReport
 from slate_ops.admin.gc_health import GcHealth, assess_gc_health, health_options, slatedb_plan_at
+from slate_ops.admin.handle import slatedb_compaction
 from slate_ops.admin.handle.state import (
     CompactionPlan,
     DbState,
@@ -89,6 +90,8 @@ class SlateDbHandle:
     slate_ops' report types and rules (module docstring)."""
 
     engine = Engine.SLATEDB
+    compaction_timeout_s = slatedb_compaction.DEFAULT_TIMEOUT_S
+    """How long :meth:`compact` waits for SlateDB's compactor to finish (per instance)."""
 
     def __init__(self, path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = normalize_db_path(path)
@@ -392,8 +395,11 @@ class SlateDbHandle:
             return None
         return plan_from_shape(self.shape(), full=full)
 
+    # compaction (slatedb_compaction: submitted to SlateDB's compactor, followed, reported)
+
     def needs_compaction(self, options: CompactorOptions | None = None, *, full: bool = False) -> bool:
-        raise self._not_yet("needs_compaction")
+        """Our trigger on SlateDB's manifest: L0 at ``options.min_sources``; ``full``: anything to merge."""
+        return slatedb_compaction.pick(self._manifest(), options or CompactorOptions(), full=full) is not None
 
     def compact(
         self,
@@ -402,7 +408,12 @@ class SlateDbHandle:
         executor: Executor | None = None,
         options: CompactorOptions | None = None,
     ) -> CompactionReport | None:
-        raise self._not_yet("compact")
+        """A compaction by SlateDB's compactor, which must be running (a writer's embedded one or a
+        standalone one): :class:`NoCompactorError` when none picks it up in time. ``executor`` does
+        not apply (noted in the report)."""
+        return slatedb_compaction.compact(
+            self.db, full=full, executor=executor, options=options, timeout_s=self.compaction_timeout_s
+        )
 
 
 def _checkpoint(c: CheckpointView) -> Checkpoint:

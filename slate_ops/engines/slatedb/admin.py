@@ -107,6 +107,45 @@ class CompactionOutcome:
     seconds: float
 
 
+@dataclass(frozen=True)
+class CompactionView:
+    """One compaction as SlateDB records it in ``compactions/``: its ULID id, status (SUBMITTED,
+    SCHEDULED, RUNNING, COMPACTED, COMPLETED, FAILED), whether SlateDB counts it active, bytes
+    processed, its output SSTs ``(sst id, estimated size)``, its sources (``l0:<view id>``,
+    ``sr:<run id>``: slate_ops' naming) and destination sorted run."""
+
+    id: str
+    status: str
+    active: bool
+    bytes_processed: int
+    output_ssts: tuple[tuple[str, int], ...]
+    sources: tuple[str, ...]
+    destination: int | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("COMPLETED", "FAILED")
+
+
+def _compaction_view(c: Any) -> CompactionView:
+    spec = c.spec
+    sources: list[str] = []
+    destination = None
+    if spec.is_TIERED():
+        destination = int(spec.destination)
+        for src in spec.sources:
+            sources.append(f"l0:{src[0]}" if src.is_SST_VIEW() else f"sr:{src[0]}")
+    return CompactionView(
+        id=c.id,
+        status=c.status.name,
+        active=bool(c.active),
+        bytes_processed=int(c.bytes_processed),
+        output_ssts=tuple((h.id.value, int(h.estimated_size_bytes)) for h in c.output_ssts),
+        sources=tuple(sources),
+        destination=destination,
+    )
+
+
 # --- clones -----------------------------------------------------------------------------------
 
 
@@ -454,6 +493,30 @@ class SlateDbAdmin:
                 break
             time.sleep(poll_s)
         return CompactionOutcome(c.id, c.status.name, seen_beyond_submitted, len(sources), clock() - start)
+
+    def compactions(self) -> list[CompactionView]:
+        """The compactions SlateDB's latest ``compactions/`` file records (its recent ones; empty
+        when there is no file)."""
+        got = self._run("read_compactions", self._admin.read_compactions(None))
+        return [] if got is None else [_compaction_view(c) for c in got.recent_compactions]
+
+    def read_compaction(self, compaction_id: str) -> CompactionView | None:
+        """One compaction by id, from the latest ``compactions/`` file (None: not recorded)."""
+        got = self._run("read_compaction", self._admin.read_compaction(compaction_id, None))
+        return None if got is None else _compaction_view(got)
+
+    def submit_compaction(
+        self, l0_view_ids: Sequence[str], sorted_runs: Sequence[int], destination: int
+    ) -> CompactionView:
+        """Submit a tiered compaction of the L0 SST views ``l0_view_ids`` and the sorted runs
+        ``sorted_runs`` into sorted run ``destination`` (SlateDB's rule: a new id above every run
+        for L0 alone, else the oldest source run's id). Returns it as SUBMITTED; a compactor (a
+        writer's embedded one or a standalone one) must pick it up."""
+        sdb = binding()
+        sources = [sdb.SourceId.SST_VIEW(v) for v in l0_view_ids]
+        sources += [sdb.SourceId.SORTED_RUN(r) for r in sorted_runs]
+        spec = sdb.CompactionSpec.TIERED(segment=b"", sources=sources, destination=destination)
+        return _compaction_view(self._run("submit_compaction", self._admin.submit_compaction(spec)))
 
     # destroy
 
