@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, get_args
 
-from slate_ops.cli.args import duration, min_age
-from slate_ops.cli.command import Command, arg, dry_run_flag
+from slate_ops.cli.args import duration, min_age, positive_int
+from slate_ops.cli.command import Command, Exit, arg, dry_run_flag
 from slate_ops.cli.handle import open_db
 from slate_ops.cli.output import jsonable, print_value, render
 from slate_ops.config import format_duration
@@ -32,8 +32,10 @@ def gc_options(args: argparse.Namespace) -> GcOptions:
         values |= dict.fromkeys(
             ("manifest_min_age", "compactions_min_age", "wal_min_age", "compacted_min_age"), args.min_age
         )
-    if args.db_delete_grace is not None:
+    if getattr(args, "db_delete_grace", None) is not None:
         values["db_delete_grace"] = args.db_delete_grace
+    if getattr(args, "interval", None) is not None:
+        values["interval"] = args.interval
     return GcOptions.model_validate(values)
 
 
@@ -82,6 +84,25 @@ def _gc(args: argparse.Namespace, store: ObjectStore) -> Any:
         raise
 
 
+def _gc_health(args: argparse.Namespace, store: ObjectStore) -> Exit:
+    """The GC health report (what the Dagster GC-health check shows); exit 1 when it fails."""
+    health = open_db(args, store).gc_health(gc_options(args), intervals=args.intervals)
+    return Exit(health, 0 if health.passed else 1)
+
+
+_MIN_AGE = arg(
+    "--min-age",
+    type=min_age,
+    help=f'minimum age of every deleted object, e.g. "10min" (default 5min, at least '
+    f"{format_duration(MIN_AGE_FLOOR)}); SSTs count it from when they stopped being referenced",
+)
+_RESOURCE = arg(
+    "--resource",
+    action="append",
+    choices=RESOURCE_CHOICES,
+    help="run only this task (repeatable; default: all)",
+)
+
 COMMANDS = (
     Command(
         "gc",
@@ -89,18 +110,8 @@ COMMANDS = (
         "Garbage-collect the database once: expired checkpoints, old manifests and .compactions files, "
         "unreferenced WAL and compacted SSTs, detachable clones, a destroyed database past its grace.",
         (
-            arg(
-                "--resource",
-                action="append",
-                choices=RESOURCE_CHOICES,
-                help="run only this task (repeatable; default: all)",
-            ),
-            arg(
-                "--min-age",
-                type=min_age,
-                help=f'minimum age of every deleted object, e.g. "10min" (default 5min, at least '
-                f"{format_duration(MIN_AGE_FLOOR)}); SSTs count it from when they stopped being referenced",
-            ),
+            _RESOURCE,
+            _MIN_AGE,
             arg(
                 "--db-delete-grace",
                 type=duration,
@@ -109,5 +120,24 @@ COMMANDS = (
             dry_run_flag("would be deleted, expired and detached"),
         ),
         aliases=("run-gc",),
+    ),
+    Command(
+        "gc-health",
+        _gc_health,
+        "Check that GC keeps up: fails (exit 1) when garbage has been collectable for longer than "
+        "--interval x --intervals, or no GC advanced a boundary that long while garbage waits. "
+        "Reads only.",
+        (
+            _RESOURCE,
+            _MIN_AGE,
+            arg("--interval", type=duration, help='how often GC is meant to run (default "10min")'),
+            arg(
+                "--intervals",
+                type=positive_int,
+                default=3,
+                help="how many missed intervals fail the check (default 3)",
+            ),
+        ),
+        read_only=True,
     ),
 )

@@ -281,3 +281,23 @@ def test_destroy_soft_refused_hard_dry_run_then_real(
     assert done["dry_run"] is False and set(done["deleted"]) - set(dry["deleted"]) <= {DB + "/.deleting"}
     assert not any(k.startswith(DB + "/") for k in listing(root))
     assert ok(capsys, "list-dbs") == []
+
+
+def test_gc_health_fails_when_gc_is_dead_and_passes_after_a_run(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SlateDB #2089 ("GC had been dead for six days"): garbage collectable for longer than
+    --interval x --intervals fails the check (exit 1, the report printed); one GC run fixes it."""
+    expected = write(sdb, root, compact=True)
+    for c in ok(capsys, "--path", DB, "list-checkpoints"):
+        ok(capsys, "--path", DB, "delete-checkpoint", "-i", c["id"], "--no-dry-run")
+    age(root, 6 * 86400)  # six days without GC
+    before = listing(root)
+    code, out, err = run(capsys, "--path", DB, "gc-health", "--interval", "10min")
+    health = json.loads(out)
+    assert code == 1 and err == "" and listing(root) == before  # reads only
+    assert (health["engine"], health["passed"], health["intervals"]) == ("slatedb", False, 3)
+    assert health["overdue_count"] > 0 and health["problems"]
+    ok(capsys, "--path", DB, "gc", "--no-dry-run")
+    assert ok(capsys, "--path", DB, "gc-health", "--interval", "10min")["passed"] is True
+    assert rows(sdb, root) == expected
