@@ -492,6 +492,35 @@ class SlateDbForkError(SlateOpsError):
         self.parent_pid = parent_pid
 
 
+class SlateDbWalNotFlushedError(WalNotFlushedError):
+    """A SlateDB database given to a split or merge has data WAL SSTs in its replay range, which
+    SlateDB refuses for a projection or union clone ("Projection and/or union with WAL is not
+    supported"); nothing was written. Stop its writer, then retry with ``flush_wal=True``."""
+
+    def __init__(self, db_path: str, wal_ids: list[int]) -> None:
+        super().__init__(
+            f"SlateDB database {db_path} has data in WAL SST(s) {wal_ids} of its replay range; SlateDB "
+            "refuses to split or merge it (projection/union with WAL). Stop its writer, then retry with "
+            "flush_wal=True (`--flush-wal`): slate_ops then opens it as its writer, flushes the WAL to "
+            "L0 and closes (this FENCES a running writer). Nothing was written"
+        )
+        self.db_path = db_path
+        self.wal_ids = wal_ids
+
+
+class TargetNotEmptyError(DbAlreadyExistsError):
+    """The path a clone, restore, split or merge would create a database at already holds objects
+    (a database, or objects that are not one); nothing was written."""
+
+    def __init__(self, location: str, sample: list[str], is_db: bool) -> None:
+        what = "a database" if is_db else f"{len(sample)}+ object(s) that are not a database"
+        super().__init__(
+            f"{location} already holds {what} (e.g. {', '.join(sample[:3])}); choose an empty path, "
+            "or destroy what is there first. Nothing was written"
+        )
+        self.location = location
+
+
 class NoCompactorError(SlateOpsError):
     """A compaction was submitted to a SlateDB database but no compactor picked it up in time: SlateDB
     compacts only where a compactor runs (a writer's embedded one or a standalone one). The request

@@ -230,6 +230,12 @@ def _plan(manifest: Manifest, policy: TagPolicy, now: float) -> _Plan:
     return _Plan(create, tuple(deleted), tuple(name for _, name, _ in kept))
 
 
+def plan_tag_policy(manifest: Manifest, policy: TagPolicy, now: float) -> _Plan:
+    """What ``policy`` changes in ``manifest``'s tags at ``now`` (pure; the SlateDB handle applies
+    the same plan to a SlateDB database's tags)."""
+    return _plan(manifest, policy, now)
+
+
 def apply_tag_policy(
     path: str,
     store: ObjectStore,
@@ -310,4 +316,5 @@ __all__ = [
     "TagPolicyReport",
     "apply_tag_policy",
     "checked_tag_policy",
+    "plan_tag_policy",
 ]

@@ -25,7 +25,7 @@ from slate_ops.admin.checkpoints import (
 from slate_ops.admin.db import DbDetail, DbStatus
 from slate_ops.admin.destroy import DestroyReport
 from slate_ops.admin.gc_health import GcHealth, assess_gc_health, health_options, slatedb_plan_at
-from slate_ops.admin.handle import slatedb_compaction
+from slate_ops.admin.handle import slatedb_compaction, slatedb_rescale, slatedb_state, slatedb_tags
 from slate_ops.admin.handle.state import (
     CompactionPlan,
     DbState,
@@ -115,7 +115,10 @@ class SlateDbHandle:
         """SlateDB's manifest as :class:`DbStatus`. ``ssts`` counts SST objects (an SST seen through
         several views counts once), ``sst_bytes`` sums SlateDB's estimated sizes of those;
         ``destroyed_at_s`` is always None (SlateDB has no soft destroy)."""
-        m = self._manifest()
+        return self.status_of(self._manifest())
+
+    def status_of(self, m: ManifestView) -> DbStatus:
+        """:meth:`describe` of the manifest ``m`` (read already)."""
         now = self.clock.now()
         sizes: dict[str, int] = {}
         for v in (*m.l0, *(s for r in m.sorted_runs for s in r.ssts)):
@@ -337,55 +340,77 @@ class SlateDbHandle:
         )
 
     def describe_detail(self) -> DbDetail:
-        raise self._not_yet("describe_detail")
+        """:meth:`describe` with views and own/external SST objects told apart (slatedb_state)."""
+        return slatedb_state.detail(self)
 
     def shape(self) -> LsmShape:
-        raise self._not_yet("shape")
+        """L0 and sorted runs from SlateDB's manifest (``num_entries`` 0: not in its manifest)."""
+        return slatedb_state.shape(self)
 
     def history(self, *, limit: int | None = None) -> list[ManifestChange]:
-        raise self._not_yet("history")
+        """What each manifest version SlateDB's GC kept changed, newest first (slatedb_state)."""
+        return slatedb_state.history(self, limit)
 
     def verify(self, *, l0_threshold: int = 4, l0_max_ssts: int = 8) -> list[CheckResult]:
         raise self._not_yet("verify")
 
+    # expiry and tags (slatedb_tags: tags are ``tag:`` checkpoints slate_ops keeps unique)
+
     def expire_checkpoints(self, *, dry_run: bool = True) -> CheckpointExpiryReport:
-        raise self._not_yet("expire_checkpoints")
+        return slatedb_tags.expire_checkpoints(self, dry_run=dry_run)
 
     def list_tags(self) -> pa.Table:
-        raise self._not_yet("list_tags")
+        return slatedb_tags.list_tags(self)
 
     def create_tag(self, name: str, *, checkpoint: uuid.UUID | None = None, replace: bool = False) -> Tag:
-        raise self._not_yet("create_tag")
+        return slatedb_tags.create_tag(self, name, checkpoint=checkpoint, replace=replace)
 
     def delete_tag(self, name: str, *, dry_run: bool = True) -> Tag:
-        raise self._not_yet("delete_tag")
+        return slatedb_tags.delete_tag(self, name, dry_run=dry_run)
 
     def apply_tag_policy(self, policy: TagPolicy, *, dry_run: bool = True) -> TagPolicyReport:
-        raise self._not_yet("apply_tag_policy")
+        return slatedb_tags.apply_tag_policy(self, policy, dry_run=dry_run)
 
     def rollback_to_tag(self, name: str, *, dry_run: bool = True) -> RollbackReport:
-        raise self._not_yet("rollback_to_tag")
+        """Refused: SlateDB has no API to rewrite a database's manifest to an older state."""
+        raise UnsupportedOnEngineError(
+            self.path,
+            Engine.SLATEDB.value,
+            "a rollback in place",
+            f"SlateDB cannot roll a database back in place; restore tag {name!r} to a new database "
+            "with restore_to_new(target, tag=...) (`slate-ops restore --to NEW`) and switch to it",
+        )
+
+    # clones and rescaling (slatedb_rescale: SlateDB clones after slate_ops' checks)
 
     def clone_to(self, target_path: str, *, checkpoint: uuid.UUID | None = None) -> DbStatus:
-        raise self._not_yet("clone_to")
+        return slatedb_rescale.clone_to(self, target_path, checkpoint)
 
     def restore_to_new(
         self, target_path: str, *, checkpoint: uuid.UUID | None = None, tag: str | None = None
     ) -> DbStatus:
-        raise self._not_yet("restore_to_new")
+        return slatedb_rescale.restore_to_new(self, target_path, checkpoint, tag)
 
-    def split(self, split_keys: Sequence[bytes], target_paths: Sequence[str]) -> RescaleReport:
-        raise self._not_yet("split")
+    def split(
+        self, split_keys: Sequence[bytes], target_paths: Sequence[str], *, flush_wal: bool = False
+    ) -> RescaleReport:
+        """Projection clones at one checkpoint. ``flush_wal``: first empty the WAL replay range by
+        opening the database as its writer (FENCES a running writer: stop it first)."""
+        return slatedb_rescale.split(self, split_keys, target_paths, flush_wal)
 
-    def merge_with(self, other_paths: Sequence[str], target_path: str) -> RescaleReport:
-        """Merge this database and ``other_paths`` into ``target_path`` (a union clone)."""
-        raise self._not_yet("merge")
+    def merge_with(
+        self, other_paths: Sequence[str], target_path: str, *, flush_wal: bool = False
+    ) -> RescaleReport:
+        """Merge this database and ``other_paths`` into ``target_path`` (a union clone);
+        ``flush_wal`` as for :meth:`split`."""
+        return slatedb_rescale.merge_with(self, other_paths, target_path, flush_wal)
 
     def suggest_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> list[bytes]:
-        raise self._not_yet("suggest_split_keys")
+        return slatedb_rescale.suggest_split_keys(self, n, checkpoint)
 
     def explain_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> SplitSuggestion:
-        raise self._not_yet("explain_split_keys")
+        """Split keys at SST boundaries of the manifest's views (their first keys and sizes)."""
+        return slatedb_rescale.explain_split_keys(self, n, checkpoint)
 
     def plan_compaction(
         self, options: CompactorOptions | None = None, *, full: bool = False

@@ -27,6 +27,10 @@ class SstView:
     first_key: bytes | None
     last_key: bytes | None
     size: int
+    # The view's projection ``[visible_start, visible_end)`` (None: open on that side; both None:
+    # not projected). ``first_key``/``last_key`` above are already narrowed to it.
+    visible_start: bytes | None = None
+    visible_end: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,9 @@ def _sst_view(v: Any) -> SstView:
             first = r.start
         if r.end is not None and (last is None or r.end < last):
             last = r.end
-    return SstView(v.id, v.sst.id.value, first, last, v.estimated_size_bytes)
+    start = None if r is None else r.start
+    end = None if r is None else r.end
+    return SstView(v.id, v.sst.id.value, first, last, v.estimated_size_bytes, start, end)
 
 
 def _checkpoint(c: Any) -> CheckpointView:
