@@ -51,17 +51,21 @@ def write_slate_ops(store: ObjectStore, path: str = DB) -> None:
             db.flush_memtable()
 
 
-def write_slatedb(root: Path, path: str = DB) -> None:
-    """Three L0 flushes and a compaction, by SlateDB's own Db; the checkpoint its compactor leaves
-    (15 minutes) is removed so that what the compaction replaced is garbage."""
+def write_slatedb(store: ObjectStore, path: str = DB) -> None:
+    """Three L0 flushes and a compaction, by SlateDB's own Db (in a local directory or on S3); the
+    checkpoint its compactor leaves (15 minutes) is removed so that what the compaction replaced
+    is garbage."""
     sdb = pytest.importorskip("slatedb.uniffi")
     from slate_ops.engines.slatedb import LOOP
     from slate_ops.engines.slatedb import SlateDbAdmin as EngineHandle
+    from slate_ops.engines.slatedb.store import binding_path, binding_store
     from tests.engines.conftest import write_db
 
-    root.mkdir(parents=True, exist_ok=True)  # the binding's local store needs its root to exist
-    LOOP.run(write_db(sdb, root, path, rounds=3, keys=50, compact=True))
-    h = EngineHandle(path, root)
+    if isinstance(store, LocalStore):
+        store.root.mkdir(parents=True, exist_ok=True)  # the binding's local store needs its root
+    target = binding_store(store)
+    LOOP.run(write_db(sdb, None, binding_path(store, path), rounds=3, keys=50, compact=True, store=target))
+    h = EngineHandle(path, store)
     for c in h.list_checkpoints():
         h.delete_checkpoint(c.id)
 
@@ -71,18 +75,22 @@ def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """A local directory, or a bucket (with a key prefix) on moto's S3 server on loopback."""
+    if request.param == "local":
+        return LocalStore(tmp_path / "store")
+    make: Callable[..., ObjectStore] = request.getfixturevalue("make_s3_store")
+    return make()
 
 
 @pytest.fixture
-def handle(engine: str, store: LocalStore) -> DatabaseHandle:
+def handle(engine: str, store: ObjectStore) -> DatabaseHandle:
     """A database written by ``engine``'s own writer, opened by detection."""
     if engine == "slate_ops":
         write_slate_ops(store)
     else:
-        write_slatedb(store.root)
+        write_slatedb(store)
     return admin.open(DB, store)
 
 
@@ -95,7 +103,7 @@ def field_names(value: Any) -> list[str]:
 
 
 def test_open_detects_the_engine_and_can_be_forced(
-    engine: str, handle: DatabaseHandle, store: LocalStore
+    engine: str, handle: DatabaseHandle, store: ObjectStore
 ) -> None:
     assert isinstance(handle, DatabaseHandle)
     assert handle.engine is Engine(engine)
@@ -161,7 +169,7 @@ def test_reserved_names_are_refused(handle: DatabaseHandle, name: str) -> None:
     assert handle.describe().manifest_id == before
 
 
-def test_tags_are_protected(engine: str, handle: DatabaseHandle, store: LocalStore) -> None:
+def test_tags_are_protected(engine: str, handle: DatabaseHandle, store: ObjectStore) -> None:
     """A tag (a checkpoint named ``tag:<name>``, never expiring) cannot be deleted or given an
     expiry through the checkpoint calls, on either engine; SlateDB itself would allow both."""
     if engine == "slate_ops":
@@ -180,7 +188,7 @@ def test_tags_are_protected(engine: str, handle: DatabaseHandle, store: LocalSto
 
 
 def test_gc_plan_then_run_report_the_same_shape(
-    engine: str, handle: DatabaseHandle, store: LocalStore
+    engine: str, handle: DatabaseHandle, store: ObjectStore
 ) -> None:
     time.sleep(0.05)  # everything the writer left is older than FAST_GC's 1 ms
     before = objects(store)
@@ -201,7 +209,7 @@ def test_gc_plan_then_run_report_the_same_shape(
 
 
 def test_destroy_dry_run_lists_and_changes_nothing(
-    engine: str, handle: DatabaseHandle, store: LocalStore
+    engine: str, handle: DatabaseHandle, store: ObjectStore
 ) -> None:
     before = objects(store)
     report = handle.destroy(soft=False)
@@ -224,11 +232,11 @@ def test_destroy_dry_run_lists_and_changes_nothing(
     assert set(to_jsonable(done)) == set(to_jsonable(report)) == set(field_names(admin.DestroyReport))
 
 
-def test_a_store_holding_both_engines(store: LocalStore) -> None:
+def test_a_store_holding_both_engines(store: ObjectStore) -> None:
     """One store, one database of each engine: open() picks the right handle for each, and the
     reports of the same calls have the same JSON keys."""
     write_slate_ops(store, "dbs/ours")
-    write_slatedb(store.root, "dbs/theirs")
+    write_slatedb(store, "dbs/theirs")
     ours, theirs = admin.open("dbs/ours", store), admin.open("dbs/theirs", store)
     assert (ours.engine, theirs.engine) == (Engine.SLATE_OPS, Engine.SLATEDB)
     calls: tuple[Callable[[DatabaseHandle], Any], ...] = (
@@ -244,14 +252,14 @@ def test_a_store_holding_both_engines(store: LocalStore) -> None:
         assert set(a) == set(b)
 
 
-def test_a_wrong_forced_engine_fails_safe(store: LocalStore) -> None:
+def test_a_wrong_forced_engine_fails_safe(store: ObjectStore) -> None:
     """A forced engine is not checked (open reads nothing), but the wrong one refuses on the first
     call and changes nothing: ours names SlateDB, the binding cannot read our manifest."""
     pytest.importorskip("slatedb.uniffi")
     from slate_ops.errors import SlateDbError
 
     write_slate_ops(store, "dbs/ours")
-    write_slatedb(store.root, "dbs/theirs")
+    write_slatedb(store, "dbs/theirs")
     for path, forced, error in (
         ("dbs/ours", "slatedb", SlateDbError),
         ("dbs/theirs", "slate_ops", SlateDbManifestError),
@@ -270,7 +278,7 @@ def test_a_wrong_forced_engine_fails_safe(store: LocalStore) -> None:
 
 
 def test_hard_destroy_is_refused_while_a_checkpoint_is_live(
-    handle: DatabaseHandle, store: LocalStore
+    handle: DatabaseHandle, store: ObjectStore
 ) -> None:
     """slate_ops' rule on both engines: no hard destroy while an unexpired checkpoint needs the data."""
     handle.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="reader"))

@@ -37,13 +37,14 @@ def fast_settings(sdb: Any, wal: bool = True) -> Any:
 
 async def write_db(
     sdb: Any,
-    root: Path,
+    root: Path | None,
     path: str,
     rounds: int = 3,
     keys: int = 100,
     compact: bool = False,
     before_close: Callable[[Any, Any], Any] | None = None,
     wal: bool = True,
+    store: Any = None,
 ) -> dict[bytes, bytes]:
     """``rounds`` memtable flushes of ``keys`` keys each (later rounds overwrite), optionally one
     compaction of all L0 into sorted run 0 submitted through Admin and followed to COMPLETED.
@@ -52,10 +53,15 @@ async def write_db(
     With the WAL on, SlateDB 0.17 leaves the last data WAL SST inside the manifest's replay range
     after a memtable flush and after shutdown (measured: ``replay_after_wal_id`` lags one data WAL),
     so such a database cannot be the source of a projection or union clone
-    (InvalidCloneSourceWithWal); the split/merge tests write their sources with ``wal=False``."""
+    (InvalidCloneSourceWithWal); the split/merge tests write their sources with ``wal=False``.
+
+    ``store``: a binding ObjectStore to write in instead of the local directory ``root`` (e.g.
+    ``binding_store(s3_store)``, with ``path`` its ``binding_path``)."""
     import asyncio
 
-    store = local_store(sdb, root)
+    if store is None:
+        assert root is not None
+        store = local_store(sdb, root)
     builder = sdb.DbBuilder(path, store)
     builder.with_settings(fast_settings(sdb, wal))
     db = await builder.build()
@@ -85,9 +91,15 @@ async def write_db(
     return expected
 
 
-async def read_all(sdb: Any, root: Path, path: str, checkpoint: str | None = None) -> dict[bytes, bytes]:
-    """Every row SlateDB's own DbReader sees (at ``checkpoint`` if given)."""
-    builder = sdb.DbReaderBuilder(path, local_store(sdb, root))
+async def read_all(
+    sdb: Any, root: Path | None, path: str, checkpoint: str | None = None, store: Any = None
+) -> dict[bytes, bytes]:
+    """Every row SlateDB's own DbReader sees (at ``checkpoint`` if given); ``store`` as in
+    :func:`write_db`."""
+    if store is None:
+        assert root is not None
+        store = local_store(sdb, root)
+    builder = sdb.DbReaderBuilder(path, store)
     if checkpoint is not None:
         builder.with_reader_mode(sdb.ReaderMode.CHECKPOINT(checkpoint))
     reader = await builder.build()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from slate_ops.engines.slatedb.loop import LOOP, LoopOwner, binding
-from slate_ops.engines.slatedb.store import binding_store
+from slate_ops.engines.slatedb.store import binding_path, binding_store, store_prefix
 from slate_ops.engines.slatedb.views import (
     CheckpointView,
     ManifestView,
@@ -159,11 +159,12 @@ class CloneSource:
     start: bytes | None = None
     end: bytes | None = None
 
-    def _spec(self, sdb: Any) -> Any:
+    def _spec(self, sdb: Any, prefix: str = "") -> Any:
         rng = None
         if self.start is not None or self.end is not None:
             rng = sdb.KeyRange(start=self.start, start_inclusive=True, end=self.end, end_inclusive=False)
-        return sdb.CloneSourceSpec(path=self.path, checkpoint=self.checkpoint, projection_range=rng)
+        path = f"{prefix}/{self.path.strip('/')}" if prefix else self.path  # the store's prefix
+        return sdb.CloneSourceSpec(path=path, checkpoint=self.checkpoint, projection_range=rng)
 
 
 class SlateDbAdmin:
@@ -181,7 +182,9 @@ class SlateDbAdmin:
         self.store: ObjectStore = LocalStore(store) if isinstance(store, (str, Path)) else store
         self._loop = loop
         self._store = binding_store(self.store)
-        self._admin = binding().AdminBuilder(self.db_path, self._store).build()
+        self._prefix = store_prefix(self.store)  # an S3 store's prefix: the binding's paths carry it
+        self.binding_path = binding_path(self.store, self.db_path)
+        self._admin = binding().AdminBuilder(self.binding_path, self._store).build()
 
     @property
     def object_store(self) -> Any:
@@ -521,8 +524,10 @@ class SlateDbAdmin:
     # destroy
 
     def delete_db(self, confirm: bool = False) -> list[str]:
-        """``delete_db``: with ``confirm`` False the paths it would delete, nothing deleted."""
-        return sorted(self._run("delete_db", self._admin.delete_db(confirm)))
+        """``delete_db``: with ``confirm`` False the paths it would delete, nothing deleted (keys
+        relative to :attr:`store`, as its listing names them)."""
+        cut = len(self._prefix) + 1 if self._prefix else 0
+        return sorted(p[cut:] for p in self._run("delete_db", self._admin.delete_db(confirm)))
 
     # clones
 
@@ -533,9 +538,9 @@ class SlateDbAdmin:
         if not sources:
             raise ValueError("a clone needs at least one source")
         sdb = binding()
-        builder = self._admin.create_clone_builder_from_source(sources[0]._spec(sdb))
+        builder = self._admin.create_clone_builder_from_source(sources[0]._spec(sdb, self._prefix))
         for s in sources[1:]:
-            builder.with_source(s._spec(sdb))
+            builder.with_source(s._spec(sdb, self._prefix))
         self._run("clone", builder.build())
         m = self.read_manifest()
         assert m is not None
