@@ -415,3 +415,18 @@ def test_split_keys_from_the_manifest_sst_ranges(store: LocalStore) -> None:
         h.suggest_split_keys(0)
     with pytest.raises(Exception, match=str(uuid.UUID(int=1))):
         h.suggest_split_keys(2, checkpoint=uuid.UUID(int=1))
+
+
+def test_flush_wal_empties_the_replay_range_and_keeps_every_row(store: LocalStore) -> None:
+    """Measured fix, as its own call: after flush_wal() SlateDB accepts a projection of the
+    database (no WAL data left in its replay range) and reads every row."""
+    expected = write(store)
+    h = opened(store)
+    from slate_ops.engines.slatedb.clones import wal_data_ids
+
+    assert wal_data_ids(h.db, h._manifest())
+    h.flush_wal()
+    assert wal_data_ids(h.db, h._manifest()) == []
+    assert rows(store, DB) == expected
+    h.split([b"k0010"], ["dbs/a", "dbs/b"])
+    assert {**rows(store, "dbs/a"), **rows(store, "dbs/b")} == expected

@@ -405,6 +405,12 @@ class SlateDbHandle:
         ``flush_wal`` as for :meth:`split`."""
         return slatedb_rescale.merge_with(self, other_paths, target_path, flush_wal)
 
+    def flush_wal(self) -> None:
+        """Empty the WAL replay range so that a split or merge is accepted: open the database as
+        its writer, flush, close, twice (:func:`~slate_ops.engines.slatedb.clones.flush_wal_to_l0`;
+        FENCES a running writer: stop it first)."""
+        slatedb_rescale.flush_wal(self)
+
     def suggest_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> list[bytes]:
         return slatedb_rescale.suggest_split_keys(self, n, checkpoint)
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "clone_to",
     "explain_split_keys",
+    "flush_wal",
     "merge_with",
     "restore_to_new",
     "split",
@@ -108,18 +109,23 @@ def _require_live(handle: SlateDbHandle, checkpoint: uuid.UUID) -> None:
         )
 
 
-def _require_no_wal_data(source: SlateDbHandle, flush_wal: bool) -> None:
+def _require_no_wal_data(source: SlateDbHandle, flush: bool) -> None:
     """SlateDB's own check for projections and unions, made first (a refusal writes nothing);
-    with ``flush_wal`` the WAL is flushed to L0 instead (fences a running writer)."""
+    with ``flush`` the WAL is flushed to L0 instead (fences a running writer)."""
     m = source._manifest()
     ids = wal_data_ids(source.db, m)
     if not ids:
         return
-    if not flush_wal:
+    if not flush:
         raise SlateDbWalNotFlushedError(source.path, ids)
-    left = flush_wal_to_l0(source.db).wal_left
+    flush_wal(source)
+
+
+def flush_wal(handle: SlateDbHandle) -> None:
+    """:func:`flush_wal_to_l0`; :class:`SlateDbWalNotFlushedError` if data WAL SSTs are left."""
+    left = flush_wal_to_l0(handle.db).wal_left
     if left:
-        raise SlateDbWalNotFlushedError(source.path, list(left))
+        raise SlateDbWalNotFlushedError(handle.path, list(left))
 
 
 def _new_database(handle: SlateDbHandle, path: str) -> NewDatabase:
