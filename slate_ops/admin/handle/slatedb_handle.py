@@ -378,7 +378,8 @@ class SlateDbHandle:
             Engine.SLATEDB.value,
             "a rollback in place",
             f"SlateDB cannot roll a database back in place; restore tag {name!r} to a new database "
-            "with restore_to_new(target, tag=...) (`slate-ops restore --to NEW`) and switch to it",
+            "with restore_to_new(target, tag=...) (`slate-ops restore --tag NAME --into NEW`) and switch "
+            "to it",
         )
 
     # clones and rescaling (slatedb_rescale: SlateDB clones after slate_ops' checks)
