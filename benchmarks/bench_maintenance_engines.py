@@ -43,9 +43,10 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
 from benchmarks.s3_fixtures import KEYS, REGION, MotoProcess, load_slatedb, new_bucket, slatedb_store
 from slate_ops import Db, DbOptions, admin
-from slate_ops.admin.handle import DatabaseHandle
+from slate_ops.admin.handle import DatabaseHandle, merge
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import SlateOpsError, UnsupportedOnEngineError
 from slate_ops.gc import GcOptions
@@ -89,19 +90,25 @@ QUICK = Sizes(200, 4, 2, (None, 0.0))
 # final checkpoint in its source, and a hard destroy is refused while one is live).
 OPERATIONS = (
     "open (detect engine)",
+    "state (asset materialization)",
+    "state poll, manifest unchanged",
     "describe",
     "list checkpoints",
     "create checkpoint",
     "delete checkpoint",
     "needs compaction",
+    "plan a full compaction",
     "suggest 4 split keys",
     "GC plan",
+    "GC health",
+    "GC run (real)",
     "hard destroy, dry run",
     "clone",
     "split into 2",
-    "GC run (real)",
+    "merge the 2 shards",
+    "full compaction",
 )
-ONCE = {"GC run (real)"}  # changes what the next run would find: measured once
+ONCE = {"GC run (real)", "full compaction"}  # changes what the next call would find: measured once
 
 
 def label(delay: float | None) -> str:
@@ -242,6 +249,21 @@ def write_slatedb(sdb: Any, store: Any, path: str, keys: int, rounds: int) -> No
     LOOP.run(_write_slatedb(sdb, store, path, keys, rounds))
 
 
+@contextmanager
+def slatedb_writer(sdb: Any, store: Any, path: str) -> Iterator[None]:
+    """A SlateDB writer open on ``path`` (its embedded compactor polling every 100 ms), shut down
+    after: what runs SlateDB's compactions."""
+    from slate_ops.engines.slatedb import LOOP
+
+    builder = sdb.DbBuilder(path, store)
+    builder.with_settings(_fast_settings(sdb))
+    db = LOOP.run(builder.build())
+    try:
+        yield
+    finally:
+        LOOP.run(db.shutdown())
+
+
 def shape(handle: DatabaseHandle) -> str:
     s = handle.describe()
     return f"{s.l0_ssts} L0 + {s.sorted_runs} sorted run(s), {s.ssts} SSTs, {s.sst_bytes / 1e3:.0f} kB"
@@ -258,16 +280,25 @@ def measure_engine(
     repeat: int,
     store_label: str,
     keys: int,
+    compactor: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> list[Measured]:
-    """Every operation of :data:`OPERATIONS` on the database at ``path`` (its engine detected)."""
+    """Every operation of :data:`OPERATIONS` on the database at ``path`` (its engine detected).
+    ``compactor`` is entered around (not inside the time of) the compaction: SlateDB's needs a
+    compactor running, a writer's embedded one (:func:`slatedb_writer`)."""
     results: list[Measured] = []
     handle = admin.open(path, store)
     made: list[uuid.UUID] = []  # checkpoints created, deleted by the next operation
+    shards: list[list[str]] = []  # the target paths of each split
     clones = iter(range(10_000))
 
     def call(operation: str) -> tuple[str, Callable[[], Any]]:
         if operation == "open (detect engine)":
             return "engine " + handle.engine.value, lambda: admin.open(path, store)
+        if operation == "state (asset materialization)":
+            return "", handle.state_since
+        if operation == "state poll, manifest unchanged":
+            known = handle.describe().manifest_id
+            return "", lambda: handle.state_since(known)
         if operation == "describe":
             return "", handle.describe
         if operation == "list checkpoints":
@@ -280,6 +311,12 @@ def measure_engine(
             return "the one just created", lambda: handle.delete_checkpoint(made.pop(), dry_run=False)
         if operation == "needs compaction":
             return "", handle.needs_compaction
+        if operation == "plan a full compaction":
+            return "", lambda: handle.plan_compaction(full=True)
+        if operation == "full compaction":
+            return "", lambda: handle.compact(full=True)
+        if operation == "GC health":
+            return "", lambda: handle.gc_health(FAST_GC)
         if operation == "suggest 4 split keys":
             return "", lambda: handle.suggest_split_keys(4)
         if operation == "GC plan":
@@ -292,8 +329,19 @@ def measure_engine(
             )
         if operation == "split into 2":
             middle = b"key:%012d" % (keys // 2)
-            return "at the middle key", lambda: handle.split(
-                [middle], [f"shards/{engine}_{n}_{i}" for n in [next(clones)] for i in (0, 1)]
+
+            def split() -> Any:
+                targets = [f"shards/{engine}_{next(clones)}_{i}" for i in (0, 1)]
+                # SlateDB refuses to project a database with data in its WAL replay range, which a
+                # writer's clean shutdown leaves: flush_wal opens it as its writer and flushes first
+                report = handle.split([middle], targets, flush_wal=engine == "slatedb")
+                shards.append(targets)
+                return report
+
+            return "at the middle key", split
+        if operation == "merge the 2 shards":
+            return "of the first split, to a new path", lambda: merge(
+                shards[0], store, f"merged/{engine}_{next(clones)}"
             )
         if operation == "GC run (real)":
             return "", lambda: handle.run_gc(FAST_GC, dry_run=False)
@@ -305,15 +353,16 @@ def measure_engine(
         # delete checkpoint: one call per checkpoint just created; the real GC run: once
         times = len(made) if operation == "delete checkpoint" else 1 if operation in ONCE else repeat
         for i in range(times):
-            counted.reset()
-            started = time.perf_counter()
-            try:
-                value = fn()
-            except SlateOpsError as e:  # not available on this engine, or refused (said why)
-                kind = "not available" if isinstance(e, UnsupportedOnEngineError) else "refused"
-                m.unavailable = f"{kind}: {type(e).__name__}: {e}"
-                break
-            m.seconds.append(time.perf_counter() - started)
+            with compactor() if operation == "full compaction" else nullcontext():
+                counted.reset()
+                started = time.perf_counter()
+                try:
+                    value = fn()
+                except SlateOpsError as e:  # not available on this engine, or refused (said why)
+                    kind = "not available" if isinstance(e, UnsupportedOnEngineError) else "refused"
+                    m.unavailable = f"{kind}: {type(e).__name__}: {e}"
+                    break
+                m.seconds.append(time.perf_counter() - started)
             m.totals.append(sum(counted.read()[0].values()))
             if i == 0:
                 m.requests, m.ours_requests = counted.read()
@@ -325,6 +374,9 @@ def measure_engine(
 def _describe(note: str, value: Any) -> str:
     """What a call returned, in a few words."""
     from slate_ops.admin.destroy import DestroyReport
+    from slate_ops.admin.gc_health import GcHealth
+    from slate_ops.admin.handle.state import CompactionPlan, DbState
+    from slate_ops.compaction import CompactionReport
     from slate_ops.gc import GcReport
 
     if isinstance(value, GcReport):
@@ -338,6 +390,16 @@ def _describe(note: str, value: Any) -> str:
         return note or f"{len(value)} checkpoint(s)"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, GcHealth):
+        return ("passed" if value.passed else "failed") + f", {value.waiting_count} waiting"
+    if isinstance(value, DbState):
+        return f"manifest {value.manifest_id}"
+    if isinstance(value, CompactionPlan):
+        return f"{value.kind}: {value.sources} sources, {len(value.input_ssts)} SSTs"
+    if isinstance(value, CompactionReport):
+        return f"{len(value.input_ssts)} SSTs into {len(value.output_ssts)}"
+    if value is None and note == "":
+        return "None"
     return note
 
 
@@ -483,8 +545,13 @@ def run(
             for engine, path in zip(engines, (OURS_DB, SLATEDB_DB), strict=False):
                 shapes[f"{engine}, local"] = shape(admin.open(path, local))
                 progress(f"{engine} on the local directory")
+                writer: Callable[[], AbstractContextManager[object]] = nullcontext
+                if engine == "slatedb":
+                    from slate_ops.engines.slatedb import binding_store
+
+                    writer = partial(slatedb_writer, sdb, binding_store(local), path)
                 measured += measure_engine(
-                    engine, path, counting, Counted(None, counting), repeat, label(None), keys
+                    engine, path, counting, Counted(None, counting), repeat, label(None), keys, writer
                 )
         s3_delays = [d for d in delays if d is not None]
         if s3_delays:
@@ -533,7 +600,14 @@ def _on_s3(
                 progress(f"{engine} on {where}: not run ({e})")
                 continue
             progress(f"{engine} on {where}")
-            measured += measure_engine(engine, path, counting, Counted(proxy, counting), repeat, where, keys)
+            writer: Callable[[], AbstractContextManager[object]] = (
+                nullcontext  # SlateDB's: straight to moto, so its own requests are not counted
+            )
+            if engine == "slatedb":
+                writer = partial(slatedb_writer, sdb, slatedb_store(sdb, endpoint, bucket), path)
+            measured += measure_engine(
+                engine, path, counting, Counted(proxy, counting), repeat, where, keys, writer
+            )
         if sdb is not None and any(m.engine == "slatedb" and m.store == where for m in measured):
             progress(f"GC plan vs run_gc_once on {where}")
             gc = measure_gc(sdb, proxy, s3, endpoint, bucket, repeat, where)
