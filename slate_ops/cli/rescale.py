@@ -17,7 +17,7 @@ from typing import Any
 from slate_ops import admin
 from slate_ops.admin.handle import merge as merge_dbs
 from slate_ops.cli.args import parse_key, positive_int
-from slate_ops.cli.command import Command, arg
+from slate_ops.cli.command import Arg, Command, arg
 from slate_ops.cli.handle import engine_of, open_db, require_slate_ops
 from slate_ops.engine.db import Db
 from slate_ops.keytext import render_bytes, render_optional
@@ -56,11 +56,11 @@ def _report(report: admin.RescaleReport) -> dict[str, Any]:
 
 
 def _split(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    return _report(open_db(args, store).split(args.at, args.into))
+    return _report(open_db(args, store).split(args.at, args.into, flush_wal=args.flush_wal))
 
 
 def _merge(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    return _report(merge_dbs(args.source, store, args.path, engine=engine_of(args)))
+    return _report(merge_dbs(args.source, store, args.path, engine=engine_of(args), flush_wal=args.flush_wal))
 
 
 def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
@@ -90,6 +90,15 @@ def _flush(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
     }
 
 
+def _flush_wal_flag(what: str) -> Arg:
+    return arg(
+        "--flush-wal",
+        action="store_true",
+        help=f"first move {what} WAL-only writes into L0 by opening it as its writer (FENCES a running "
+        "writer; what `flush` does); without it such a database is refused",
+    )
+
+
 COMMANDS = (
     Command(
         "split",
@@ -112,13 +121,17 @@ COMMANDS = (
                 metavar="PATH",
                 help="a shard path, one more than --at",
             ),
+            _flush_wal_flag("the database's"),
         ),
     ),
     Command(
         "merge",
         _merge,
         "Merge databases with disjoint key ranges into a new database at --path (metadata only).",
-        (arg("--source", action="append", required=True, metavar="PATH", help="a source (repeat)"),),
+        (
+            arg("--source", action="append", required=True, metavar="PATH", help="a source (repeat)"),
+            _flush_wal_flag("each source's"),
+        ),
     ),
     Command(
         "suggest-split-keys",

@@ -116,3 +116,24 @@ def test_split_needs_arguments(store: ObjectStore, capsys: pytest.CaptureFixture
     assert exited.value.code == 2
     code, _, err = cli(capsys, "--path", "db", "split", "--at", "k10", "--into", "a")
     assert code != 0 and "one more path than keys" in err
+
+
+def test_split_and_merge_flush_wal(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--flush-wal`` (both engines' flag): the WAL-only writes refused above reach L0 first."""
+    with Db.open("db", store) as db:
+        db.put(b"k99", b"wal-only")
+        db.flush()
+        simulate_crash(db)
+    argv = ("--path", "db", "split", "--at", "k20", "--into", "a", "--into", "b")
+    assert cli(capsys, *argv)[0] == 1
+    code, report, err = cli(capsys, *argv, "--flush-wal")
+    assert code == 0, err
+    assert scan(store, "b")[b"k99"] == b"wal-only" and [d["path"] for d in report["databases"]] == ["a", "b"]
+    with Db.open("b", store) as db:
+        db.put(b"k98", b"wal-only")
+        db.flush()
+        simulate_crash(db)
+    assert cli(capsys, "--path", "m", "merge", "--source", "a", "--source", "b")[0] == 1
+    code, _, err = cli(capsys, "--path", "m", "merge", "--source", "a", "--source", "b", "--flush-wal")
+    assert code == 0, err
+    assert scan(store, "m") == {**MODEL, b"k99": b"wal-only", b"k98": b"wal-only"}

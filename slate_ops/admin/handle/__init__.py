@@ -75,9 +75,11 @@ def merge(
     *,
     engine: Engine | str | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    flush_wal: bool = False,
 ) -> RescaleReport:
     """Merge the databases at ``source_paths`` (disjoint key ranges) into a new one at
-    ``target_path``, on the sources' engine (all sources must share one)."""
+    ``target_path``, on the sources' engine (all sources must share one). ``flush_wal``: first move
+    each source's WAL-only writes into L0 (opens each as its writer: FENCES running writers)."""
     handles = [open(p, store, engine, clock=clock) for p in source_paths]
     engines = {h.engine for h in handles}
     if len(engines) > 1:
@@ -86,10 +88,14 @@ def merge(
             + ", ".join(f"{h.path} ({h.engine.value})" for h in handles)
         )
     if not handles or handles[0].engine is Engine.SLATE_OPS:
+        if flush_wal:
+            for h in handles:
+                assert isinstance(h, SlateOpsHandle)
+                h.flush_wal()
         return merge_slate_ops(source_paths, store, target_path, clock=clock)
     first = handles[0]
     assert isinstance(first, SlateDbHandle)
-    return first.merge_with([h.path for h in handles[1:]], target_path)
+    return first.merge_with([h.path for h in handles[1:]], target_path, flush_wal=flush_wal)
 
 
 # mypy checks that both engines implement every operation of the protocol with its signature.

@@ -120,7 +120,13 @@ class DatabaseHandle(Protocol):
         """A new database holding this one's data at a checkpoint or tag (a clone)."""
         ...
 
-    def split(self, split_keys: Sequence[bytes], target_paths: Sequence[str]) -> RescaleReport: ...
+    def split(
+        self, split_keys: Sequence[bytes], target_paths: Sequence[str], *, flush_wal: bool = False
+    ) -> RescaleReport:
+        """Split into ``target_paths`` at ``split_keys``. ``flush_wal``: first move writes still only
+        in the WAL into L0 by opening the database as its writer (FENCES a running writer); without
+        it such a database is refused (a split carries no WAL)."""
+        ...
 
     def suggest_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> list[bytes]: ...
 

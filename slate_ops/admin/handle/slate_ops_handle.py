@@ -34,6 +34,7 @@ from slate_ops.admin.verify import CheckResult, verify_db
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import CompactionReport, CompactorOptions, Executor, propose
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
+from slate_ops.engine import Db
 from slate_ops.engines.detect import Engine
 from slate_ops.errors import TagNotFoundError
 from slate_ops.gc import GcOptions, GcReport
@@ -135,8 +136,20 @@ class SlateOpsHandle:
             checkpoint = found[0].id
         return self.clone_to(target_path, checkpoint=checkpoint)
 
-    def split(self, split_keys: Sequence[bytes], target_paths: Sequence[str]) -> RescaleReport:
+    def split(
+        self, split_keys: Sequence[bytes], target_paths: Sequence[str], *, flush_wal: bool = False
+    ) -> RescaleReport:
+        if flush_wal:
+            self.flush_wal()
         return split(self.path, self.store, split_keys, target_paths, clock=self.clock)
+
+    def flush_wal(self) -> None:
+        """Move writes still only in the WAL into L0: open the database as its writer (fencing a
+        running one), flush its memtable, close (``slate-ops flush``; split's and merge's
+        ``flush_wal``). A missing database raises :class:`DbNotFoundError` and creates nothing."""
+        ManifestStore(self.store, self.path).read_latest_required()
+        with Db.open(self.path, self.store, clock=self.clock) as db:
+            db.flush_memtable()
 
     def suggest_split_keys(self, n: int, *, checkpoint: uuid.UUID | None = None) -> list[bytes]:
         return suggest_split_keys(self.path, self.store, n, checkpoint=checkpoint, clock=self.clock)
