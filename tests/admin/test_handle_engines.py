@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,27 +26,33 @@ from slate_ops.config import CheckpointOptions
 from slate_ops.errors import TagExistsError, TagNotFoundError, UnsupportedOnEngineError
 from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import LocalStore
+from slate_ops.objstore.base import ObjectStore
 from tests.admin.conftest import contents
 from tests.admin.test_handle import DB, engine, handle
 
 __all__ = ["engine", "handle"]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """A local directory, or a bucket (with a key prefix) on moto's S3 server on loopback."""
+    if request.param == "local":
+        return LocalStore(tmp_path / "store")
+    make: Callable[..., ObjectStore] = request.getfixturevalue("make_s3_store")
+    return make()
 
 
 def rows(h: DatabaseHandle, path: str) -> dict[bytes, bytes]:
     """What the engine's own reader sees at ``path``: our DbReader, or SlateDB's DbReader."""
-    assert isinstance(h.store, LocalStore)
     if h.engine.value == "slate_ops":
         return contents(h.store, path)
     sdb = pytest.importorskip("slatedb.uniffi")
     from slate_ops.engines.slatedb import LOOP
+    from slate_ops.engines.slatedb.store import binding_path, binding_store
     from tests.engines.conftest import read_all
 
-    return LOOP.run(read_all(sdb, h.store.root, path))
+    target = binding_store(h.store)
+    return LOOP.run(read_all(sdb, None, binding_path(h.store, path), store=target))
 
 
 def keys_of(value: Any) -> set[str]:

@@ -60,8 +60,7 @@ def flush_wal_to_l0(db: SlateDbAdmin) -> WalFlushOutcome:
     the writer first. Binding failures raise :class:`SlateDbError`.
     """
     sdb = binding()
-    # the binding's path of the database (an S3 store's key prefix joined; SlateDbAdmin.binding_path)
-    path: str = getattr(db, "binding_path", db.db_path)
+    path = db.binding_path  # an S3 store's key prefix joined to the database's path
     before = db.read_manifest()
     if before is None:
         raise SlateDbError(db.db_path, "flush the WAL to L0", FileNotFoundError("no manifest"))
