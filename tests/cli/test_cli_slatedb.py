@@ -301,3 +301,215 @@ def test_gc_health_fails_when_gc_is_dead_and_passes_after_a_run(
     ok(capsys, "--path", DB, "gc", "--no-dry-run")
     assert ok(capsys, "--path", DB, "gc-health", "--interval", "10min")["passed"] is True
     assert rows(sdb, root) == expected
+
+
+# --- compaction -------------------------------------------------------------------------------
+
+
+class Writer:
+    """SlateDB's own Db, open (its embedded compactor polling every 100 ms) while the CLI runs."""
+
+    def __init__(self, sdb: Any, root: Path, path: str = DB) -> None:
+        from tests.engines.conftest import fast_settings
+
+        self.sdb = sdb
+        builder = sdb.DbBuilder(path, local_store(sdb, root))
+        builder.with_settings(fast_settings(sdb))
+        self.db = LOOP.run(builder.build())
+        self.rows: dict[bytes, bytes] = {}
+
+    def flushes(self, n: int) -> None:
+        for r in range(n):
+            for i in range(40):
+                k, v = b"k%04d" % (i * 3 + r), b"v%d-%d" % (r, i)
+                LOOP.run(self.db.put(k, v))
+                self.rows[k] = v
+            LOOP.run(
+                self.db.flush_with_options(self.sdb.FlushOptions(flush_type=self.sdb.FlushType.MEM_TABLE))
+            )
+
+    def close(self) -> None:
+        LOOP.run(self.db.shutdown())
+
+
+def test_compact_through_a_running_slatedb_compactor(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    writer = Writer(sdb, root)
+    try:
+        writer.flushes(3)
+        shape = ok(capsys, "--path", DB, "shape")
+        assert len(shape["l0"]) == 3
+        report = ok(capsys, "--path", DB, "compact", "--full")
+        assert report["compacted"] is True and report["kind"] == "full" and len(report["sources"]) == 3
+        manifest = LOOP.run(sdb.AdminBuilder(DB, local_store(sdb, root)).build().read_manifest(None))
+        assert not manifest.l0 and [r.id for r in manifest.compacted] == [report["sorted_run_id"]]
+        assert report["manifest_id"] == manifest.id
+        again = ok(capsys, "--path", DB, "compact", "--full")
+        assert again["compacted"] is False and "nothing to compact" in again["reason"]
+        assert (again["l0_views"], again["sorted_runs"]) == (0, 1)
+    finally:
+        writer.close()
+    assert rows(sdb, root) == writer.rows
+
+
+def test_compact_without_a_compactor_exits_1_with_its_message(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slate_ops.admin.handle import SlateDbHandle
+
+    writer = Writer(sdb, root)
+    writer.flushes(3)
+    writer.close()  # no writer, no compactor
+    monkeypatch.setattr(SlateDbHandle, "compaction_timeout_s", 0.5)
+    message = fails(capsys, "--path", DB, "compact", "--full")
+    assert "no SlateDB compactor picked it up" in message and "A SlateDB compactor must be running" in message
+    manifest = LOOP.run(sdb.AdminBuilder(DB, local_store(sdb, root)).build().read_manifest(None))
+    assert len(manifest.l0) == 3  # nothing compacted
+    assert rows(sdb, root) == writer.rows
+
+
+# --- state: describe, verify, history, shape --------------------------------------------------
+
+
+def ours_db(root: Path, path: str) -> None:
+    """A slate_ops database of a similar shape, to compare JSON shapes with."""
+    with Db.open(path, open_store(root.as_uri()), quiet()) as db:
+        for r in range(2):
+            for i in range(20):
+                db.put(b"k%04d" % i, b"v%d" % r)
+            db.flush_memtable()
+
+
+def test_state_commands_have_our_shapes(sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(sdb, root, compact=True)
+    ours_db(root, "ours")
+    manifest = LOOP.run(sdb.AdminBuilder(DB, local_store(sdb, root)).build().read_manifest(None))
+    theirs, ours = ok(capsys, "--path", DB, "describe"), ok(capsys, "--path", "ours", "describe")
+    assert list(theirs) == list(ours)
+    assert theirs["manifest_id"] == manifest.id and theirs["sorted_runs"] == len(manifest.compacted) == 1
+    assert theirs["initialized"] is True and theirs["sst_bytes"] > 0
+
+    checks = ok(capsys, "--path", DB, "verify")
+    assert [c["name"] for c in checks] == [c["name"] for c in ok(capsys, "--path", "ours", "verify")]
+    assert all(c["passed"] for c in checks if c["severity"] == "error")
+
+    history = ok(capsys, "--path", DB, "history", "--limit", "3")
+    assert len(history) == 3 and history[0]["id"] == manifest.id
+    assert (
+        set(history[0])
+        == set(ok(capsys, "--path", "ours", "history")[0])
+        == {"id", "time", "kinds", "details"}
+    )
+    shape = ok(capsys, "--path", DB, "shape")
+    assert set(shape) == set(ok(capsys, "--path", "ours", "shape")) and len(shape["sorted_runs"]) == 1
+    assert ok(capsys, "--path", DB, "shape", "--format", "table").splitlines()[1].startswith("SR ")
+
+
+# --- tags, expiry, restore --------------------------------------------------------------------
+
+
+def test_tags_on_a_slatedb_database(sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = write(sdb, root)
+    tag = ok(capsys, "--path", DB, "create-tag", "-n", "v1")
+    (theirs,) = [c for c in binding_checkpoints(sdb, root).values() if c.name == "tag:v1"]
+    assert str(theirs.id) == str(tag["checkpoint_id"]) and theirs.expire_time_secs is None
+    assert "already exists" in fails(capsys, "--path", DB, "create-tag", "-n", "v1")
+    (listed,) = ok(capsys, "--path", DB, "list-tags")
+    assert listed["tag_name"] == "v1" and listed["checkpoint_id"] == tag["checkpoint_id"]
+    ours_db(root, "ours")
+    ok(capsys, "--path", "ours", "create-tag", "-n", "v1")
+    assert list(listed) == list(ok(capsys, "--path", "ours", "list-tags")[0])  # one shape
+
+    # the tag's checkpoint is protected, as ours
+    cid = str(theirs.id)
+    assert "delete-tag" in fails(capsys, "--path", DB, "delete-checkpoint", "-i", cid, "--no-dry-run")
+    assert "delete-tag" in fails(capsys, "--path", DB, "refresh-checkpoint", "-i", cid, "-l", "1h")
+    # rollback in place is ours only: one line naming restore
+    message = fails(capsys, "--path", DB, "rollback", "-n", "v1", "--no-dry-run")
+    assert "rollback in place is not supported on slatedb databases" in message and "restore" in message
+
+    # restore the tag into a new database after more writes: SlateDB reads the tagged state
+    later = Writer(sdb, root)
+    later.flushes(1)
+    later.close()
+    restored = ok(capsys, "--path", DB, "restore", "--tag", "v1", "--into", "restored")
+    assert (restored["path"], restored["source"], restored["tag"]) == ("restored", DB, "v1")
+    assert restored["initialized"] is True
+    assert rows(sdb, root, "restored") == expected != rows(sdb, root)
+    assert "restored" in {r["path"] for r in ok(capsys, "list-dbs") if r["engine"] == "slatedb"}
+
+    dry = ok(capsys, "--path", DB, "delete-tag", "-n", "v1")
+    assert dry["dry_run"] is True and cid in binding_checkpoints(sdb, root)
+    ok(capsys, "--path", DB, "delete-tag", "-n", "v1", "--no-dry-run")
+    assert cid not in binding_checkpoints(sdb, root) and ok(capsys, "--path", DB, "list-tags") == []
+
+
+def test_expire_checkpoints_and_tag_policy(sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(sdb, root, rounds=1, keys=10)
+    short = ok(capsys, "--path", DB, "create-checkpoint", "-l", "1s", "-n", "short")["id"]
+    ok(capsys, "--path", DB, "create-tag", "-n", "keep")
+    time.sleep(1.5)
+    dry = ok(capsys, "--path", DB, "expire-checkpoints")
+    assert [c["id"] for c in dry["expired"]] == [short] and short in binding_checkpoints(sdb, root)
+    ok(capsys, "--path", DB, "expire-checkpoints", "--no-dry-run")
+    names = {c.name for c in binding_checkpoints(sdb, root).values()}
+    assert "short" not in names and "tag:keep" in names  # never a tag
+
+    plan = ok(capsys, "--path", DB, "apply-tag-policy", "--keep", "3")
+    assert plan["dry_run"] is True and plan["created"]["name"] == plan["due_tag"]
+    assert not any(n and n.startswith("tag:daily") for n in names)
+    done = ok(capsys, "--path", DB, "apply-tag-policy", "--keep", "3", "--no-dry-run")
+    created = done["created"]["name"]
+    assert f"tag:{created}" in {c.name for c in binding_checkpoints(sdb, root).values()}
+
+
+# --- clone, split, merge ----------------------------------------------------------------------
+
+
+def test_clone_and_restore_at_a_checkpoint(sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = write(sdb, root)
+    cid = ok(capsys, "--path", DB, "create-checkpoint", "-n", "at")["id"]
+    clone = ok(capsys, "--path", "copy", "clone", "--parent", DB)
+    assert (clone["path"], clone["parent"], clone["checkpoint"]) == ("copy", DB, None)
+    ours_db(root, "ours")
+    assert list(clone) == list(ok(capsys, "--path", "ours_copy", "clone", "--parent", "ours"))
+    assert rows(sdb, root, "copy") == expected
+    later = Writer(sdb, root)
+    later.flushes(1)
+    later.close()
+    at = ok(capsys, "--path", "copy_at", "clone", "--parent", DB, "--checkpoint", cid)
+    assert at["checkpoint"] == cid and rows(sdb, root, "copy_at") == expected
+    restored = ok(capsys, "--path", DB, "restore", "--checkpoint", cid, "--into", "restored")
+    assert restored["checkpoint"] == cid and rows(sdb, root, "restored") == expected
+    assert "copy" in fails(capsys, "--path", DB, "restore", "--checkpoint", cid, "--into", "copy")
+
+
+def test_split_and_merge_read_back_by_slatedb(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = write(sdb, root, rounds=2, keys=100, wal=False)
+    suggestion = ok(capsys, "--path", DB, "suggest-split-keys", "-n", "2")
+    assert suggestion["n"] == 2 and len(suggestion["split_keys"]) <= 1
+    report = ok(capsys, "--path", DB, "split", "--at", "k0050", "--into", "low", "--into", "high")
+    assert report["operation"] == "split" and [d["path"] for d in report["databases"]] == ["low", "high"]
+    assert report["databases"][0]["key_range"]["end"] == "k0050"
+    low, high = rows(sdb, root, "low"), rows(sdb, root, "high")
+    assert low == {k: v for k, v in expected.items() if k < b"k0050"}
+    assert high == {k: v for k, v in expected.items() if k >= b"k0050"}
+
+    merged = ok(capsys, "--path", "all", "merge", "--source", "low", "--source", "high")
+    assert merged["operation"] == "merge" and merged["sources"] == ["low", "high"]
+    assert rows(sdb, root, "all") == expected
+    assert "common range" in fails(capsys, "--path", "again", "merge", "--source", DB, "--source", "low")
+
+
+def test_split_refuses_wal_data_until_flush_wal(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = write(sdb, root, rounds=1, keys=40)  # with the WAL on: data left in its replay range
+    before = listing(root)
+    message = fails(capsys, "--path", DB, "split", "--at", "k0020", "--into", "a", "--into", "b")
+    assert "--flush-wal" in message and listing(root) == before
+    ok(capsys, "--path", DB, "split", "--at", "k0020", "--into", "a", "--into", "b", "--flush-wal")
+    assert {**rows(sdb, root, "a"), **rows(sdb, root, "b")} == expected == rows(sdb, root)
