@@ -120,18 +120,20 @@ def _list_dbs(args: argparse.Namespace, store: ObjectStore) -> list[dict[str, An
 
 
 def _slatedb_listing(args: argparse.Namespace, store: ObjectStore, path: str) -> dict[str, Any]:
-    """A SlateDB database's listing fields from its handle (one manifest read through the binding)."""
+    """A SlateDB database's listing fields from its handle (one manifest read through the binding):
+    ``ssts`` and ``sst_bytes`` count its own SST objects, as for ours (not a parent's or a source's)."""
     try:
-        status = admin.open(path, store, SLATEDB).describe()
+        detail = admin.open(path, store, SLATEDB).describe_detail()
     except SlateOpsError as error:
         return {"error": str(error)}
+    status = detail.status
     return {
         "state": LIVE if status.initialized else UNINITIALIZED,
         "manifest_id": status.manifest_id,
         "initialized": status.initialized,
         "destroyed_at_s": None,
-        "ssts": status.ssts,
-        "sst_bytes": status.sst_bytes,
+        "ssts": detail.ssts.own_ssts,
+        "sst_bytes": detail.ssts.own_sst_bytes,
         "external_dbs": status.external_dbs,
         "error": None,
     }

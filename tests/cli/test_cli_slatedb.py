@@ -113,6 +113,15 @@ def test_list_dbs_shows_both_engines_in_one_store(
     table = ok(capsys, "list-dbs", "--format", "table")
     assert table.splitlines()[0].split()[:3] == ["path", "engine", "state"]
     assert "slatedb" in table and "slate_ops" in table
+    ok(capsys, "--path", "dbs/copy", "clone", "--parent", DB)
+    copy = {r["path"]: r for r in ok(capsys, "list-dbs", "--path", "dbs/")}["dbs/copy"]
+    assert (copy["engine"], copy["state"], copy["ssts"], copy["sst_bytes"], copy["external_dbs"]) == (
+        "slatedb",
+        "live",
+        0,
+        0,
+        1,
+    )  # it reads its parent's SSTs, owns none: as ours
 
 
 def test_engine_is_detected_or_forced(sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
