@@ -1,5 +1,9 @@
 """The ``slate-ops`` operator CLI: a thin adapter over :mod:`slate_ops.admin` (docs/cli.md).
 
+Every maintenance command opens its database through the admin handle (:mod:`slate_ops.cli.handle`,
+``--engine {auto,slate_ops,slatedb}``), so the same commands, flags and JSON shapes serve databases
+slate_ops wrote and databases SlateDB wrote; the CLI never imports an engine.
+
 Output is JSON (one object or a list; data commands stream JSON lines) unless ``--format table``,
 in one language (:mod:`slate_ops.cli.output`: keys as text or ``hex:``, times in ISO 8601 UTC).
 Usage errors exit 2; operation errors exit 1 with one line on stderr, in the CLI's words
