@@ -161,10 +161,11 @@ def assess_gc_health(
     intervals: int,
     plan_at: Callable[[float], Sequence[Garbage]],
     notes: Sequence[str] = (),
+    problems: Sequence[str] = (),
 ) -> GcHealth:
     """The :class:`GcHealth` of ``path`` at ``now`` (Unix s). ``plan_at(t)`` is the engine's GC plan
     at time ``t`` (what a run then would delete); ``gc_interval_s`` the GC's interval, ``intervals``
-    N (module docstring)."""
+    N (module docstring); ``problems`` found by the caller fail the check too."""
     if intervals < 1 or gc_interval_s <= 0:
         raise InvalidArgumentError(
             f"GC health of {path}: intervals ({intervals}) and the GC interval ({gc_interval_s} s) "
@@ -176,14 +177,14 @@ def assess_gc_health(
     waiting = overdue if overdue else plan_at(now - gc_interval_s)
     last_gc = last_boundary_advance(store, path)
     since = None if last_gc is None else max(0.0, now - last_gc)
-    problems: list[str] = []
+    found = list(problems)
     all_notes = list(notes)
     by_resource: dict[str, int] = {}
     for g in overdue:
         by_resource[g.resource] = by_resource.get(g.resource, 0) + 1
     oldest = overdue[0] if overdue else None
     if oldest is not None:
-        problems.append(
+        found.append(
             f"{len(overdue)} object(s) ({sum(g.size for g in overdue)} bytes: "
             + ", ".join(f"{n} {r}" for r, n in sorted(by_resource.items()))
             + f") of database {path} have been eligible for GC for more than {_span(overdue_after)} "
@@ -198,7 +199,7 @@ def assess_gc_health(
         )
         if waiting and not overdue:
             first = min(waiting, key=lambda g: g.last_modified_s)
-            problems.append(
+            found.append(
                 f"no GC has ever advanced a boundary of database {path}, and {len(waiting)} object(s) "
                 f"have been eligible for GC for more than one interval ({_span(gc_interval_s)}); the "
                 f"oldest, {first.key}, was last modified {_span(now - first.last_modified_s)} ago"
@@ -206,7 +207,7 @@ def assess_gc_health(
     else:
         evidence = "boundary"
         if since is not None and since > overdue_after and waiting:
-            problems.append(
+            found.append(
                 f"no GC has advanced a boundary of database {path} for {_span(since)} (last at "
                 f"{render_utc(last_gc, UTC_SECONDS)}; allowed {_span(overdue_after)}), while "
                 f"{len(waiting)} object(s) have been eligible for GC for more than one interval"
@@ -216,7 +217,7 @@ def assess_gc_health(
     return GcHealth(
         path=path,
         engine=engine,
-        passed=not problems,
+        passed=not found,
         checked_at=datetime.fromtimestamp(now, tz=UTC),
         gc_interval_s=gc_interval_s,
         intervals=intervals,
@@ -230,7 +231,7 @@ def assess_gc_health(
         since_last_gc_s=since,
         evidence=evidence,
         overdue_by_resource=by_resource,
-        problems=tuple(problems),
+        problems=tuple(found),
         notes=tuple(all_notes),
     )
 
