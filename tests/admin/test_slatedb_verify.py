@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from slate_ops.engines.slatedb.views import SortedRunView
 from slate_ops.gc import GcOptions
 from slate_ops.layout import manifest_key
 from slate_ops.objstore import LocalStore
+from slate_ops.objstore.base import ObjectStore
 
 DB = "dbs/verify"
 
@@ -158,3 +160,49 @@ def test_a_boundary_at_the_latest_id_fails(sdb: Any, store: LocalStore) -> None:
     assert not health.passed and health.problems[0] == result.problems[0]
     store.put(f"{DB}/gc/manifest.boundary", b"garbage")
     assert "not an ASCII unsigned integer" in by_name(h.verify())["boundaries_below_latest"].problems[0]
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """A local directory, or a prefixed bucket on moto's S3 server on loopback."""
+    if request.param == "local":
+        (tmp_path / "store").mkdir()
+        return LocalStore(tmp_path / "store")
+    make: Callable[..., ObjectStore] = request.getfixturevalue("make_s3_store")
+    return make()
+
+
+def test_a_clone_checks_its_parents_ssts(sdb: Any, any_store: ObjectStore) -> None:
+    """A SlateDB clone reads its parent's SSTs (an ExternalDb): verify HEADs them at the parent's
+    path (without the store's prefix on S3) and names the parent when one is gone."""
+    from slate_ops.engines.slatedb import LOOP
+    from slate_ops.engines.slatedb.store import binding_path, binding_store
+    from tests.engines.conftest import write_db
+
+    LOOP.run(
+        write_db(
+            sdb,
+            None,
+            binding_path(any_store, DB),
+            rounds=3,
+            keys=50,
+            compact=True,
+            store=binding_store(any_store),
+        )
+    )
+    source = admin.open(DB, any_store)
+    clone = "dbs/clone"
+    source.clone_to(clone)
+    h = admin.open(clone, any_store)
+    assert isinstance(h, SlateDbHandle)
+    results = by_name(h.verify())
+    assert all(r.passed for r in results.values()), [r.problems for r in results.values()]
+    m = h.db.read_manifest()
+    assert m is not None and m.external_dbs
+    sst = m.sorted_runs[0].ssts[0].sst_id
+    any_store.delete(f"{DB}/compacted/{sst}.sst")
+    result = by_name(h.verify())["ssts_exist"]
+    assert not result.passed
+    assert result.problems[0].startswith(
+        f"{DB}/compacted/{sst}.sst is missing (SST {sst} of external database {DB!r})"
+    )

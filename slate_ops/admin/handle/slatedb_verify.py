@@ -42,6 +42,7 @@ from slate_ops.admin.verify import (
 )
 from slate_ops.clock import UTC_SECONDS, render_utc
 from slate_ops.engines.slatedb import CheckpointView, ManifestView, SlateDbAdmin
+from slate_ops.engines.slatedb.store import store_prefix
 from slate_ops.engines.slatedb.views import SstView
 from slate_ops.errors import DbNotFoundError, InvalidArgumentError, ObjectNotFoundError, SlateDbError
 from slate_ops.layout import compactions_key, manifest_key, parse_compactions_key, parse_own_manifest_key
@@ -130,10 +131,13 @@ def _check_ssts(
 ) -> CheckResult:
     needed_by: dict[str, list[str]] = defaultdict(list)
     what: dict[str, str] = {}
+    prefix = store_prefix(store)  # SlateDB records an external database by the binding's path
     for manifest_id, m in sorted(read.items(), reverse=True):
-        owner = {sst: e.path for e in m.external_dbs for sst in e.sst_ids}
+        owner = {sst: e.path.strip("/") for e in m.external_dbs for sst in e.sst_ids}
         for view in _views(m):
-            base = owner.get(view.sst_id, path).strip("/")
+            base = owner.get(view.sst_id, path)
+            if prefix and base.startswith(prefix + "/"):
+                base = base[len(prefix) + 1 :]
             key = f"{base}/compacted/{view.sst_id}.sst"
             if labels[manifest_id] not in needed_by[key]:
                 needed_by[key].append(labels[manifest_id])
