@@ -652,7 +652,7 @@ def operations_table(r: Run, store: str) -> str:
             continue
         ratio = "—"
         if ours and theirs and ours.median_ms and theirs.median_ms:
-            ratio = f"{theirs.median_ms / ours.median_ms:.2f}x"
+            ratio = f"{ours.median_ms / theirs.median_ms:.2f}x"
         cells = [operation, _ms(ours), _ms(theirs), ratio]
         if s3:
             binding = "—"
@@ -668,7 +668,7 @@ def operations_table(r: Run, store: str) -> str:
         results = [f"{e}: {m.result}" for e, m in (("ours", ours), ("SlateDB", theirs)) if m and m.result]
         cells.append("; ".join(results))
         rows.append(cells)
-    header = ["operation", "slate_ops ms", "SlateDB ms", "SlateDB / slate_ops"]
+    header = ["operation", "slate_ops ms", "SlateDB ms", "slate_ops / SlateDB"]
     if s3:
         header += ["slate_ops requests", "SlateDB requests", "of which the binding's"]
     else:
