@@ -10,11 +10,10 @@ import re
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from slate_ops.admin import create_db, read_manifest
+from slate_ops.admin import create_db
 from slate_ops.admin.clone import ensure_clone
-from slate_ops.errors import ConfigError
-from slate_ops.manifest.model import Manifest
-from slate_ops.manifest.store import ManifestStore
+from slate_ops.admin.handle.state import latest_manifest_id_since
+from slate_ops.errors import ConfigError, DbNotFoundError, SlateDbManifestError
 from slate_ops.objstore import redact_url
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
@@ -74,19 +73,20 @@ def build_database_asset(
         current = slate.database(name)
         store = slate.open_store(name)
         if current.rescaled_from is not None:
-            if read_manifest_or_none(current.path, store) is None:
+            if not database_exists(current.path, store):
                 raise ConfigError(
                     f"database {name!r} ({current.path}) does not exist yet: a split or merge of "
                     f"{', '.join(current.rescaled_from)} creates it; launch {naming.name('rescale_job')}"
                 )
         elif current.parent is None:
-            create_db(current.path, store, exist_ok=True)
+            ensure_database(current, store)
         else:
             ensure_clone(current.path, slate.database(current.parent).path, store, clock=slate.clock())
-        state = read_manifest(current.path, store)
+        state = slate.handle_for(current, store).state_since(None)
+        assert state is not None  # no known manifest: always read
         return dg.MaterializeResult(
             asset_key=spec.key,
-            metadata=database_metadata(current.path, state, slate.clock().now()),
+            metadata=database_metadata(state),
             data_version=lineage_version(slate.config, name),  # what children depend on: not every write
         )
 
@@ -105,9 +105,32 @@ def origins(db: DatabaseConfig) -> list[str]:
     return [db.parent] if db.parent is not None else list(db.rescaled_from or ())
 
 
-def read_manifest_or_none(path: str, store: ObjectStore) -> Manifest | None:
-    latest = ManifestStore(store, path).read_latest()
-    return None if latest is None else latest.value
+def database_exists(path: str, store: ObjectStore) -> bool:
+    """Whether ``path`` holds a database of either engine (one LIST of its manifests)."""
+    try:
+        latest_manifest_id_since(path, store, None)
+    except DbNotFoundError:
+        return False
+    return True
+
+
+def ensure_database(db: DatabaseConfig, store: ObjectStore) -> None:
+    """Create ``db`` as an empty slate_ops database if it is missing (a new database is slate_ops');
+    an existing database of either engine is left as it is. slate_ops never creates a SlateDB
+    database: one configured with ``engine: slatedb`` must exist (written by SlateDB)."""
+    if db.engine == "slatedb":
+        if not database_exists(db.path, store):
+            raise ConfigError(
+                f"SlateDB database {db.name!r} ({db.path}) does not exist in {redact_url(db.store_url)}: "
+                "slate_ops maintains SlateDB databases but does not create them; open it with SlateDB's "
+                "Db first, or set engine: auto to create a slate_ops database there"
+            )
+        return
+    try:
+        create_db(db.path, store, exist_ok=True)
+    except SlateDbManifestError:  # a SlateDB database is there (engine: auto): maintain it as it is
+        if db.engine == "slate_ops":
+            raise
 
 
 def build_database_assets(config: SlateOpsConfig, naming: Naming = DEFAULT) -> list[dg.AssetsDefinition]:

@@ -35,7 +35,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from slate_ops.admin import CheckpointExpiryReport, expire_checkpoints
+from slate_ops.admin import CheckpointExpiryReport
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.config import DatabaseConfig
@@ -86,8 +86,7 @@ def expire_step(
     context: dg.OpExecutionContext, slate: SlateDatabasesResource, name: str, *, dry_run: bool
 ) -> runs.StepResult[CheckpointExpiryReport]:
     """Expire ``name``'s checkpoints (shared by the ops)."""
-    db = slate.database(name)
-    report = expire_checkpoints(db.path, slate.open_store(name), dry_run=dry_run, clock=slate.clock())
+    report = slate.handle(name).expire_checkpoints(dry_run=dry_run)
     verb = "would remove" if report.dry_run else "removed"
     summary = f"{verb} {len(report.expired)} expired checkpoint(s) at manifest {report.manifest_id}"
     context.log.info(f"{name}: {summary}")
@@ -172,11 +171,8 @@ def build(naming: Naming = DEFAULT) -> Domain:
     ) -> dg.SensorResult | dg.SkipReason:
         changed = list(tick.changed())
         configured = {db.name for db in slate.config.databases}  # a discovered database has no asset
-        now = slate.clock().now()
         observations = [
-            dg.AssetObservation(
-                asset_key=naming.asset_key_of(db), metadata=database_metadata(db.path, read.current, now)
-            )
+            dg.AssetObservation(asset_key=naming.asset_key_of(db), metadata=database_metadata(read.state))
             for db, read in changed
             if db.name in configured
         ]

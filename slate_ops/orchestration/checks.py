@@ -17,8 +17,9 @@ from collections.abc import Iterator, Mapping
 
 import dagster as dg
 
-from slate_ops.admin import read_manifest
-from slate_ops.admin.verify import CHECKS, CheckResult, Severity, verify_db
+from slate_ops.admin.gc_health import GcHealth
+from slate_ops.admin.handle import DatabaseHandle
+from slate_ops.admin.verify import CHECKS, CheckResult, Severity
 from slate_ops.errors import SlateOpsError
 from slate_ops.orchestration.assets import database_asset_spec, origins
 from slate_ops.orchestration.compaction import l0_threshold
@@ -27,6 +28,15 @@ from slate_ops.orchestration.lineage import lineage_tags, lineage_version
 from slate_ops.orchestration.metadata import database_metadata
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
+
+GC_HEALTH_CHECK = "gc_health"
+GC_HEALTH_DESCRIPTION = (
+    "Garbage collection keeps up: no garbage eligible for GC for longer than gc.health_intervals GC "
+    "intervals, and no boundary left unadvanced that long while garbage waits (a dead GC)."
+)
+ALL_CHECKS = (*CHECKS, GC_HEALTH_CHECK)
+"""The check names of every database asset: :data:`slate_ops.admin.verify.CHECKS` and
+:data:`GC_HEALTH_CHECK` (the handle's ``gc_health``)."""
 
 PROBLEMS_SHOWN = 50
 """At most this many problems are listed in a check's metadata (``problem_count`` has them all)."""
@@ -53,13 +63,17 @@ def build_database_check(
         dg.AssetCheckSpec(check, asset=key, description=description, blocking=False)
         for check, (_, description) in CHECKS.items()
     ]
+    specs.append(
+        dg.AssetCheckSpec(GC_HEALTH_CHECK, asset=key, description=GC_HEALTH_DESCRIPTION, blocking=False)
+    )
 
     @dg.multi_asset_check(
         specs=specs,
         name=check_op_name(name, naming),
         can_subset=True,
         required_resource_keys=naming.slate_keys,
-        description=f"Read-only consistency checks of database {name!r} (slate_ops.admin.verify_db).",
+        description=f"Read-only consistency and GC-health checks of database {name!r} (its admin handle's "
+        "verify and gc_health).",
     )
     def _checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
         selected = {k.name for k in context.selected_asset_check_keys}
@@ -76,19 +90,74 @@ def verify_results(
     log: logging.Logger | dg.DagsterLogManager,
     naming: Naming = DEFAULT,
 ) -> list[dg.AssetCheckResult]:
-    """Every check of database ``name`` (one :func:`verify_db` call): what its ``multi_asset_check``
-    reports, and what a maintenance run records again after changing the database. A database that
-    cannot be read fails every check with the error (and a warning in ``log``)."""
+    """Every check of database ``name`` through its admin handle (either engine): ``verify`` (one
+    result per :data:`CHECKS`) and ``gc_health``: what its ``multi_asset_check`` reports, and what a
+    maintenance run records again after changing the database. A database that cannot be read fails
+    every check with the error (and a warning in ``log``); a GC health that cannot be assessed fails
+    that check alone."""
     key = naming.asset_key(slate, name)
     current = slate.database(name)
     try:
-        results = verify_db(
-            current.path, slate.open_store(name), l0_threshold=l0_threshold(current), clock=slate.clock()
-        )
+        handle = slate.handle_for(current)
     except SlateOpsError as exc:  # not created yet, unreadable: every check fails and says why
         log.warning(f"cannot verify database {name}: {type(exc).__name__}: {exc}")
-        return [unverifiable_result(key, check, exc) for check in CHECKS]
-    return [check_result(key, result) for result in results]
+        return [unverifiable_result(key, check, exc) for check in ALL_CHECKS]
+    try:
+        verified = [check_result(key, r) for r in handle.verify(l0_threshold=l0_threshold(current))]
+    except SlateOpsError as exc:
+        log.warning(f"cannot verify database {name}: {type(exc).__name__}: {exc}")
+        verified = [unverifiable_result(key, check, exc) for check in CHECKS]
+    return [*verified, gc_health_result(key, handle, current, log)]
+
+
+def gc_health_result(
+    key: dg.AssetKey,
+    handle: DatabaseHandle,
+    db: DatabaseConfig,
+    log: logging.Logger | dg.DagsterLogManager,
+) -> dg.AssetCheckResult:
+    """The ``gc_health`` check of ``db`` (the handle's ``gc_health`` with its ``gc`` policy)."""
+    try:
+        health = handle.gc_health(db.gc.health_options(), intervals=db.gc.health_intervals)
+    except SlateOpsError as exc:
+        log.warning(f"cannot assess GC health of database {db.name}: {type(exc).__name__}: {exc}")
+        return unverifiable_result(key, GC_HEALTH_CHECK, exc)
+    return health_result(key, health)
+
+
+def health_result(key: dg.AssetKey, health: GcHealth) -> dg.AssetCheckResult:
+    """``health`` as the ``gc_health`` check reports it: its problems (or that GC keeps up) and its
+    evidence as metadata."""
+    if health.passed:
+        description = "GC keeps up"
+        if health.waiting_count:
+            description += f" ({health.waiting_count} object(s) waiting, none overdue)"
+    else:
+        description = health.problems[0] + (
+            f" (and {len(health.problems) - 1} more)" if len(health.problems) > 1 else ""
+        )
+    since = health.since_last_gc_s
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=GC_HEALTH_CHECK,
+        passed=health.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=description,
+        metadata={
+            "engine": dg.MetadataValue.text(health.engine),
+            "overdue_count": dg.MetadataValue.int(health.overdue_count),
+            "overdue_bytes": dg.MetadataValue.int(health.overdue_bytes),
+            "oldest_overdue_key": dg.MetadataValue.text(health.oldest_overdue_key or "-"),
+            "waiting_count": dg.MetadataValue.int(health.waiting_count),
+            "overdue_after_s": dg.MetadataValue.float(health.overdue_after_s),
+            "since_last_gc_s": dg.MetadataValue.float(since)
+            if since is not None
+            else dg.MetadataValue.text("never"),
+            "evidence": dg.MetadataValue.text(health.evidence),
+            "problems": dg.MetadataValue.md(problems_markdown(health.problems)),
+            "notes": dg.MetadataValue.md(problems_markdown(health.notes)),
+        },
+    )
 
 
 def record_state(
@@ -112,7 +181,8 @@ def record_state(
         context.log_event(check_evaluation(key, result))  # type: ignore[arg-type]  # supported, not typed
     try:
         db = slate.database(name)
-        state = read_manifest(db.path, slate.open_store(name))
+        state = slate.handle_for(db).state_since(None)
+        assert state is not None  # no known manifest: always read
     except Exception as exc:  # the checks already say what is wrong
         context.log.warning(f"recording {name} after {after}: {type(exc).__name__}: {exc}")
         return
@@ -120,7 +190,7 @@ def record_state(
         dg.AssetMaterialization(
             asset_key=key,
             description=f"the database as {after} left it",
-            metadata={**database_metadata(db.path, state, slate.clock().now()), **(metadata or {})},
+            metadata={**database_metadata(state), **(metadata or {})},
             # Its lineage version and provenance, as the asset's own materialization: no false "Unsynced"
             tags=lineage_tags(
                 context.instance,

@@ -28,15 +28,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from slate_ops.admin import compact, lsm_shape, read_manifest
-from slate_ops.compaction import (
-    CompactionReport,
-    CompactorOptions,
-    Executor,
-    LocalExecutor,
-    Proposal,
-    propose,
-)
+from slate_ops.compaction import CompactionReport, CompactorOptions, Executor, LocalExecutor
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.fleet import (
@@ -140,14 +132,14 @@ def compact_step(
     """One compaction of ``name``, with the shape before and after in the metadata (shared by the
     ops). Records an ``AssetObservation`` of the shape after."""
     db = slate.database(name)
-    store = slate.open_store(name)
-    before = lsm_shape(db.path, store)
+    handle = slate.handle_for(db)
+    before = handle.shape()
     # The session starts here, only in runs that ask for Spark.
     runner: Executor = SparkExecutor(pyspark.spark_session) if executor == "spark" else LocalExecutor()
-    report = compact(
-        db.path, store, full=full, executor=runner, options=db.compactor_options(), clock=slate.clock()
-    )
-    after = lsm_shape(db.path, store)
+    # SlateDB: submitted to its compactor and followed to the end (the executor does not apply);
+    # a request that no compactor picks up fails the step with NoCompactorError.
+    report = handle.compact(full=full, executor=runner, options=db.compactor_options())
+    after = handle.shape()
     summary = compaction_summary(report, before.manifest_id)
     context.log.info(f"{name}: {summary}")
     context.log_event(
@@ -224,16 +216,9 @@ def compaction_run_request(db: DatabaseConfig, key: str, naming: Naming = DEFAUL
 
 
 def has_compaction_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
-    """Whether the compactor would pick a compaction in ``db``'s current manifest (without fencing it)."""
-    return propose_compaction(slate, db) is not None
-
-
-def propose_compaction(
-    slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool = False
-) -> Proposal | None:
-    """What the compactor would pick in ``db``'s current manifest (reads it; fences and writes nothing)."""
-    manifest = read_manifest(db.path, store_of(slate, db)).value
-    return propose(manifest, db.compactor_options(), full=full)
+    """Whether the compactor would pick a compaction in ``db``'s current manifest (the handle's
+    ``needs_compaction``: reads, fences and writes nothing)."""
+    return slate.handle_for(db, store_of(slate, db)).needs_compaction(db.compactor_options())
 
 
 def build(naming: Naming = DEFAULT) -> Domain:

@@ -7,6 +7,7 @@ optional, docs/orchestration.md documents them all)::
       - name: demo                       # asset key slate_ops/demo; letters, digits, underscores
         store_url: file:///var/lib/slate # optional: defaults to $SLATE_OPS_STORE, else file://<cwd>/.slate
         path: demo                       # the database's path inside the store
+        engine: auto                     # auto (detected from its manifest), slate_ops or slatedb
         checkpoints:
           expiry_dry_run: false          # automated checkpoint expiry only reports
           reader_lifetime: 10min         # the checkpoint a DbReader opened by the code location holds
@@ -45,14 +46,15 @@ shows every database in the UI and validates a launch-time override the same way
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import dagster as dg
 import yaml
@@ -161,6 +163,12 @@ class GcPolicy(dg.Config):
     compacted_min_age: str = Field(default="5min", description="SSTs must have been unreferenced this long.")
     db_delete_grace: str = Field(default="1days", description="Grace period of a soft-destroyed database.")
     delete_wal_fences: bool = Field(default=False, description="Also delete empty WAL fence objects.")
+    health_intervals: int = Field(
+        default=3,
+        ge=1,
+        description="The gc_health check fails when garbage has been eligible for GC, or no GC has "
+        "advanced its boundary, for longer than this many GC intervals (interval_hours; null: 24 h).",
+    )
 
     @model_validator(mode="after")
     def _valid_options(self) -> GcPolicy:
@@ -178,6 +186,12 @@ class GcPolicy(dg.Config):
             "delete_wal_fences": self.delete_wal_fences,
         }
         return GcOptions.model_validate({**fields, **overrides, "resources": sorted(resources)})
+
+    def health_options(self) -> GcOptions:
+        """The options of the ``gc_health`` check: this policy's min ages, and as the GC's interval
+        ``interval_hours`` (unset: 24 h, the daily maintenance run's)."""
+        hours = self.interval_hours if self.interval_hours is not None else 24
+        return self.options().model_copy(update={"interval": timedelta(hours=hours)})
 
     def due(self, tick: datetime) -> bool:
         """Whether ``gc_schedule``'s hourly ``tick`` collects this database."""
@@ -220,6 +234,10 @@ class TagPolicyConfig(dg.Config):
         )
 
 
+EngineChoice = Literal["auto", "slate_ops", "slatedb"]
+"""A database's ``engine:``: detected from its manifest (``auto``) or forced."""
+
+
 class DatabaseConfig(dg.Config):
     """One database that Dagster maintains."""
 
@@ -234,6 +252,11 @@ class DatabaseConfig(dg.Config):
         min_length=1, description="file:///abs/dir, memory://name or s3://bucket/prefix (no secrets)."
     )
     path: str = Field(description="The database's path inside the store.")
+    engine: EngineChoice = Field(
+        default="auto",
+        description="Which engine wrote the database: auto (the default: detected from its latest "
+        "manifest), slate_ops, or slatedb (SlateDB, through its binding: pip install 'slate_ops[slatedb]').",
+    )
     description: str | None = Field(default=None, description="Shown on the database's asset.")
     checkpoints: CheckpointPolicy = Field(
         default=CheckpointPolicy(), description="Checkpoint expiry and the lifetimes of held checkpoints."
@@ -289,6 +312,10 @@ class DatabaseConfig(dg.Config):
         directory name as a component, docs/design/names.md); its InvalidDatabaseNameError names why."""
         normalize_db_path(path)
         return path
+
+    def engine_override(self) -> str | None:
+        """``engine`` as ``slate_ops.admin.open`` takes it: None for ``auto`` (detect)."""
+        return None if self.engine == "auto" else self.engine
 
     def compactor_options(self) -> CompactorOptions:
         """The compactor options of this database's runs."""
@@ -495,6 +522,7 @@ def load_config(path: str | None = None) -> SlateOpsConfig:
             .joinpath(DEFAULT_CONFIG_NAME)
             .read_text()
         )
+        return demo_fleet(parse_config(text, source))
     else:
         source = str(path)
         try:
@@ -502,6 +530,33 @@ def load_config(path: str | None = None) -> SlateOpsConfig:
         except OSError as exc:
             raise ConfigError(f"cannot read slate_ops config {source}: {exc.strerror or exc}") from exc
     return parse_config(text, source)
+
+
+def slatedb_demo_available(store_url: str | None = None) -> bool:
+    """Whether the demo can have its SlateDB database: SlateDB's binding is installed
+    (``pip install 'slate_ops[slatedb]'``; looked up, not imported) and the demo's store
+    (``store_url``, default :func:`default_store_url`) is a local directory (``.ci/demo`` writes that
+    database with SlateDB's own ``Db`` on the binding's local store)."""
+    url = store_url if store_url is not None else default_store_url()
+    return url.startswith("file://") and importlib.util.find_spec("slatedb") is not None
+
+
+def demo_fleet(config: SlateOpsConfig) -> SlateOpsConfig:
+    """The embedded default ``config``, with its ``engine: slatedb`` databases only once SlateDB
+    wrote them (:func:`slatedb_demo_available` and their ``manifest/`` directory exists: one local
+    directory lookup): slate_ops never creates a SlateDB database, so before ``.ci/demo`` wrote it,
+    the demo fleet is the slate_ops databases alone and ``slate_ops_databases_job`` succeeds."""
+    kept = [db for db in config.databases if db.engine != "slatedb" or _slatedb_demo_written(db)]
+    if len(kept) == len(config.databases):
+        return config
+    return config.model_copy(update={"databases": kept})
+
+
+def _slatedb_demo_written(db: DatabaseConfig) -> bool:
+    if not slatedb_demo_available(db.store_url):
+        return False
+    root = Path(unquote(urlsplit(db.store_url).path))
+    return root.joinpath(normalize_db_path(db.path), "manifest").is_dir()
 
 
 def parse_config(text: str, source: str = "<string>") -> SlateOpsConfig:

@@ -27,16 +27,14 @@ from typing import Generic, TypeVar
 
 import dagster as dg
 
-from slate_ops.admin import DbStatus, describe_db
-from slate_ops.admin.db import status_of
-from slate_ops.admin.fleet import latest_manifest_since
-from slate_ops.manifest.store import VersionedManifest
+from slate_ops.admin import DbStatus
+from slate_ops.admin.handle import poll
+from slate_ops.admin.handle.state import DbState
 from slate_ops.objstore import ObjectStore
 from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
-from slate_ops.txn.paths import normalize_db_path
 
 T = TypeVar("T")
 
@@ -113,8 +111,9 @@ def store_of(slate: SlateDatabasesResource, db: DatabaseConfig) -> ObjectStore:
 
 
 def describe(slate: SlateDatabasesResource, db: DatabaseConfig) -> DbStatus:
-    """``describe_db`` of ``db``: its manifest summary (raises if it is missing or unreadable)."""
-    return describe_db(db.path, store_of(slate, db), clock=slate.clock())
+    """The handle's ``describe`` of ``db`` (either engine): its manifest summary (raises if it is
+    missing or unreadable)."""
+    return slate.handle_for(db, store_of(slate, db)).describe()
 
 
 def database_exists(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
@@ -177,14 +176,18 @@ def database_schedule(
 
 @dataclass(frozen=True)
 class Read:
-    """A database whose latest manifest a tick read: the manifest and its summary."""
+    """A database whose latest manifest a tick read: its state (summary, shape, checkpoint and tag
+    names; the handle's ``state_since``)."""
 
-    current: VersionedManifest
-    status: DbStatus
+    state: DbState
+
+    @property
+    def status(self) -> DbStatus:
+        return self.state.status
 
     @property
     def manifest_id(self) -> int:
-        return self.current.id
+        return self.state.manifest_id
 
 
 @dataclass(frozen=True)
@@ -198,14 +201,17 @@ Observed = Read | Unchanged
 """What a :class:`ManifestTick` found of one database."""
 
 
-def observe(slate: SlateDatabasesResource, db: DatabaseConfig, known_id: int | None, now: float) -> Observed:
-    """``db``'s latest manifest, or :class:`Unchanged` when it is still ``known_id``
-    (:func:`~slate_ops.admin.fleet.latest_manifest_since`); raises if it is missing or unreadable."""
-    current = latest_manifest_since(db.path, store_of(slate, db), known_id)
-    if current is None:
+def observe(slate: SlateDatabasesResource, db: DatabaseConfig, known_id: int | None) -> Observed:
+    """``db``'s state, or :class:`Unchanged` when its latest manifest is still ``known_id``
+    (:func:`slate_ops.admin.handle.poll.state_since`, either engine: one LIST when unchanged);
+    raises if it is missing or unreadable."""
+    state = poll.state_since(
+        db.path, store_of(slate, db), db.engine_override(), known_id, clock=slate.clock()
+    )
+    if state is None:
         assert known_id is not None
         return Unchanged(known_id)
-    return Read(current, status_of(normalize_db_path(db.path), current, now))
+    return Read(state)
 
 
 class ManifestTick:
@@ -218,9 +224,8 @@ class ManifestTick:
         fleet = fleet_of(slate, context.log)
         self.cursor = _parse_cursor(context.cursor, context.log, [db.name for db in fleet])
         self._known = dict(self.cursor)
-        now = slate.clock().now()
         self.found: EachDatabase[Observed] = each_database(
-            fleet, context.log, lambda db: observe(slate, db, self._known.get(db.name), now)
+            fleet, context.log, lambda db: observe(slate, db, self._known.get(db.name))
         )
 
     def seen(self, db: DatabaseConfig, observed: Observed) -> bool:

@@ -27,7 +27,6 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, ValidationError
 
-from slate_ops.admin import run_gc
 from slate_ops.errors import ConfigError, GcFailedError
 from slate_ops.gc import ALL_RESOURCES, GcOptions, GcReport, ResourceReport
 from slate_ops.orchestration import runs
@@ -129,7 +128,7 @@ def gc_step(
     db = slate.database(name)
     options, dry_run, skipped = honour_expiry_policy(db, options, dry_run=dry_run)
     try:
-        report = run_gc(db.path, slate.open_store(name), options, dry_run=dry_run, clock=slate.clock())
+        report = slate.handle_for(db).run_gc(options, dry_run=dry_run)
     except GcFailedError as error:
         metadata = gc_metadata(name, error.report) if isinstance(error.report, GcReport) else {}
         raise dg.Failure(description=str(error), metadata=metadata) from error

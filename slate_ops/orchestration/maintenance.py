@@ -46,9 +46,6 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from slate_ops.admin import read_manifest
-from slate_ops.compaction import Proposal, propose
-from slate_ops.manifest.model import Manifest
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.checkpoints import expire_step
 from slate_ops.orchestration.checks import record_state
@@ -294,40 +291,29 @@ def build_step_ops(naming: Naming = DEFAULT) -> dict[str, dg.OpDefinition]:
 
 
 def _proposal(slate: SlateDatabasesResource, db: DatabaseConfig, *, full: bool) -> runs.StepResult[None]:
-    """What the compactor would pick now (reads the manifest; fences and writes nothing)."""
-    current = read_manifest(db.path, slate.open_store(db.name))
-    proposal = propose(current.value, db.compactor_options(), full=full)
+    """What the compactor would pick now (the handle's ``plan_compaction``: reads the manifest;
+    fences and writes nothing)."""
+    handle = slate.handle_for(db)
+    plan = handle.plan_compaction(db.compactor_options(), full=full)
+    manifest_id = plan.manifest_id if plan is not None else handle.describe().manifest_id
     metadata = metadata_of(
-        database=db.name,
-        dry_run=True,
-        full=full,
-        manifest_id=current.id,
-        compacted=False,
+        database=db.name, dry_run=True, full=full, manifest_id=manifest_id, compacted=False
     )
-    if proposal is None:
-        return runs.StepResult(None, metadata, f"would compact nothing at manifest {current.id}")
-    ssts, size = _inputs(current.value, proposal)
+    if plan is None:
+        return runs.StepResult(None, metadata, f"would compact nothing at manifest {manifest_id}")
     metadata.update(
         metadata_of(
-            kind=proposal.kind,
-            sources=len(proposal.l0_views) + len(proposal.run_ids),
-            input_ssts=len(ssts),
-            bytes_to_read=size,
+            kind=plan.kind,
+            sources=plan.sources,
+            input_ssts=len(plan.input_ssts),
+            bytes_to_read=plan.bytes_to_read,
         )
     )
     summary = (
-        f"would run a {proposal.kind} compaction of {len(ssts)} SST(s) ({size} bytes) "
-        f"at manifest {current.id}"
+        f"would run a {plan.kind} compaction of {len(plan.input_ssts)} SST(s) ({plan.bytes_to_read} bytes) "
+        f"at manifest {manifest_id}"
     )
     return runs.StepResult(None, metadata, summary)
-
-
-def _inputs(manifest: Manifest, proposal: Proposal) -> tuple[list[str], int]:
-    sizes = {str(s.id): s.info.size_bytes for s in manifest.ssts}
-    chosen = set(proposal.run_ids)
-    ids = [str(v.sst_id) for v in proposal.l0_views]
-    ids += [str(v.sst_id) for run in manifest.compacted if run.id in chosen for v in run.views]
-    return ids, sum(sizes.get(i, 0) for i in ids)
 
 
 def maintenance_run_request(db: DatabaseConfig, tick: datetime, naming: Naming = DEFAULT) -> dg.RunRequest:

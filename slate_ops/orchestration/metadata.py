@@ -9,12 +9,10 @@ from datetime import datetime
 
 import dagster as dg
 
-from slate_ops.admin import DbStatus, LsmShape, shape_of
-from slate_ops.admin.db import status_of
+from slate_ops.admin import DbStatus, LsmShape
+from slate_ops.admin.handle.state import DbState
 from slate_ops.admin.shape import shape_rows
-from slate_ops.admin.tags import find_tags, is_tag
 from slate_ops.clock import UTC_SECONDS, render_utc
-from slate_ops.manifest.store import VersionedManifest
 
 MetadataInput = dg.MetadataValue | str | bool | int | float | uuid.UUID
 """What :func:`metadata_of` takes: a metadata value, or a plain value it converts."""
@@ -58,20 +56,17 @@ def status_metadata(status: DbStatus) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-def database_metadata(path: str, current: VersionedManifest, now: float) -> dict[str, dg.MetadataValue]:
-    """What an observation or materialization records of manifest ``current``: :func:`status_metadata`
-    plus ``lsm_shape`` (:func:`shape_markdown`), ``checkpoint_names`` (tags left out), ``tag_count``
-    and ``tag_names``. Built from this one manifest: no further reads."""
-    manifest = current.value
-    checkpoints = [c.name or str(c.id) for c in manifest.checkpoints if not is_tag(c)]
-    tags = [t.name for t in find_tags(manifest)]
+def database_metadata(state: DbState) -> dict[str, dg.MetadataValue]:
+    """What an observation or materialization records of a database's ``state`` (a handle's
+    ``state_since``): :func:`status_metadata` plus ``lsm_shape`` (:func:`shape_markdown`),
+    ``checkpoint_names`` (tags left out), ``tag_count`` and ``tag_names``. No further reads."""
     return {
-        **status_metadata(status_of(path, current, now)),
+        **status_metadata(state.status),
         **metadata_of(
-            lsm_shape=dg.MetadataValue.md(shape_markdown(shape_of(current.id, manifest))),
-            checkpoint_names=", ".join(checkpoints) or "-",
-            tag_count=len(tags),
-            tag_names=", ".join(tags) or "-",
+            lsm_shape=dg.MetadataValue.md(shape_markdown(state.shape)),
+            checkpoint_names=", ".join(state.checkpoint_names) or "-",
+            tag_count=len(state.tag_names),
+            tag_names=", ".join(state.tag_names) or "-",
         ),
     }
 

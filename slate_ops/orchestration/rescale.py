@@ -27,7 +27,8 @@ from enum import Enum
 import dagster as dg
 from pydantic import Field
 
-from slate_ops.admin import NewDatabase, RescaleReport, merge, split
+from slate_ops.admin import NewDatabase, RescaleReport
+from slate_ops.admin.handle import merge
 from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
 from slate_ops.orchestration import runs
@@ -170,9 +171,11 @@ def rescale(
     source_paths = [slate.database(name).path for name in sources]
     if config.operation is RescaleOperation.split:
         keys = [parse_bytes(k) for k in config.split_keys]
-        report = split(source_paths[0], store, keys, paths, clock=slate.clock())
+        report = slate.handle_for(slate.database(sources[0]), store).split(keys, paths)
     else:
-        report = merge(source_paths, store, paths[0], clock=slate.clock())
+        engines = {slate.database(name).engine_override() for name in sources}
+        engine = engines.pop() if len(engines) == 1 else None  # mixed: detected (merge refuses two engines)
+        report = merge(source_paths, store, paths[0], engine=engine, clock=slate.clock())
     verb = "created" if report.created else "already existed:"
     context.log.info(f"{report.operation} of {', '.join(sources)}: {verb} {', '.join(paths)}")
     for target, database in zip(config.targets, report.databases, strict=True):

@@ -28,6 +28,8 @@ from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
 from pydantic import ConfigDict, Field
 
+from slate_ops import admin
+from slate_ops.admin.handle import DatabaseHandle
 from slate_ops.admin.reachability import discover_databases
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine import DbReader
@@ -167,6 +169,21 @@ class SlateDatabasesResource(S3CredentialFields):
         """The store of ``db``, opened from its own config with the resource's credentials (no
         lookup by name: for a discovered database, that would list the discovery prefix again)."""
         return open_store(db.store_url, **self._credentials())
+
+    def handle(self, name: str) -> DatabaseHandle:
+        """The admin handle of database ``name`` (:meth:`handle_for`)."""
+        return self.handle_for(self.database(name))
+
+    def handle_for(self, db: DatabaseConfig, store: ObjectStore | None = None) -> DatabaseHandle:
+        """``slate_ops.admin.open`` of ``db`` (in ``store``, default :meth:`store_for`) with its
+        ``engine:`` (``auto``: detected from its latest manifest, one LIST and one GET; forced: no
+        read): every op, check and sensor acts on a database only through this handle."""
+        return admin.open(
+            db.path,
+            store if store is not None else self.store_for(db),
+            db.engine_override(),
+            clock=self.clock(),
+        )
 
     def open_reader(self, name: str, checkpoint_id: uuid.UUID | None = None) -> DbReader:
         """A :class:`DbReader` of database ``name`` with its ``checkpoints.reader_lifetime``."""

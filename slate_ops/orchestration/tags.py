@@ -25,7 +25,7 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import Field
 
-from slate_ops.admin import TagPolicyReport, apply_tag_policy, list_tags
+from slate_ops.admin import TagPolicyReport
 from slate_ops.clock import UTC_MINUTES
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration import runs
@@ -85,9 +85,9 @@ def tag_policy_step(
             f"database {name!r} has no tag_policy in the slate_ops config; add one to its entry "
             "(docs/orchestration.md) or do not run tag_policy_job for it"
         )
-    store = slate.open_store(name)
-    report = apply_tag_policy(db.path, store, db.tag_policy.to_policy(), dry_run=dry_run, clock=slate.clock())
-    tags = list_tags(db.path, store)
+    handle = slate.handle_for(db)
+    report = handle.apply_tag_policy(db.tag_policy.to_policy(), dry_run=dry_run)
+    tags = handle.list_tags()
     summary = tag_policy_summary(report, tags.num_rows)
     context.log.info(f"{name}: {summary}")
     context.log_event(
@@ -185,8 +185,8 @@ def tag_policy_has_work(slate: SlateDatabasesResource, db: DatabaseConfig) -> bo
     writes nothing)."""
     if db.tag_policy is None:
         return False
-    report = apply_tag_policy(
-        db.path, store_of(slate, db), db.tag_policy.to_policy(), dry_run=True, clock=slate.clock()
+    report = slate.handle_for(db, store_of(slate, db)).apply_tag_policy(
+        db.tag_policy.to_policy(), dry_run=True
     )
     return report.created is not None or bool(report.deleted)
 

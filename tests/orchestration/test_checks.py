@@ -9,7 +9,6 @@ import dagster as dg
 import pytest
 
 from slate_ops import Db, admin
-from slate_ops.admin.verify import CHECKS
 from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.layout import sst_key
@@ -24,6 +23,7 @@ from slate_ops.orchestration import (
 )
 from slate_ops.orchestration.assets import build_database_assets
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
+from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's checks and gc_health
 from slate_ops.orchestration.checks import PROBLEMS_SHOWN, build_database_checks, problems_markdown
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from tests.engine.conftest import quiet

@@ -16,6 +16,7 @@ import pytest
 
 from jobs import maintenance_job, maintenance_schedule
 from slate_ops import Db, admin
+from slate_ops.admin.handle import SlateOpsHandle
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactionReport
 from slate_ops.gc import GcReport
@@ -27,7 +28,6 @@ from slate_ops.orchestration import (
     SlateOpsConfig,
     local_pyspark_resource,
 )
-from slate_ops.orchestration import checkpoints as checkpoints_module
 from slate_ops.orchestration.config import CheckpointPolicy, GcPolicy, TagPolicyConfig
 from slate_ops.orchestration.maintenance import STEPS, maintenance_run_config, run_summary
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
@@ -205,15 +205,14 @@ def test_database_given_twice_must_agree(fleet: SlateDatabasesResource) -> None:
 def test_a_failed_step_stops_the_run_and_is_not_retried(
     fleet: SlateDatabasesResource, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slate_ops.orchestration import compaction as compaction_module
 
     calls: list[str] = []
 
-    def broken(path: str, *args: object, **kwargs: object) -> None:
-        calls.append(path)
+    def broken(handle: SlateOpsHandle, *args: object, **kwargs: object) -> None:
+        calls.append(handle.path)
         raise RuntimeError("injected: executor lost")
 
-    monkeypatch.setattr(compaction_module, "compact", broken)
+    monkeypatch.setattr(SlateOpsHandle, "compact", broken)  # the step calls the handle's compact
     result = run(fleet, config={"dry_run": False})
     assert not result.success
     assert calls == [ALPHA]  # compaction is not idempotent: no retry
@@ -224,7 +223,7 @@ def test_a_failed_step_stops_the_run_and_is_not_retried(
 def test_idempotent_step_is_retried_after_a_transient_error(
     fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = checkpoints_module.expire_checkpoints
+    real = SlateOpsHandle.expire_checkpoints
     attempts: list[bool] = []
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -233,7 +232,7 @@ def test_idempotent_step_is_retried_after_a_transient_error(
             raise ConnectionError("injected: connection reset")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(checkpoints_module, "expire_checkpoints", flaky)
+    monkeypatch.setattr(SlateOpsHandle, "expire_checkpoints", flaky)
     result = run(fleet, config={"dry_run": False})
     assert result.success
     assert attempts == [False, False]
@@ -276,7 +275,7 @@ def test_only_transient_errors_are_retried(
         attempts.append(kwargs["dry_run"])
         raise ValueError("injected: a bug that fails every time")
 
-    monkeypatch.setattr(checkpoints_module, "expire_checkpoints", broken)
+    monkeypatch.setattr(SlateOpsHandle, "expire_checkpoints", broken)
     result = run(fleet, config={"dry_run": False})
     assert not result.success
     assert attempts == [False]  # not retried: it cannot succeed on retry
@@ -435,7 +434,6 @@ def test_s3_store_with_envvar_credentials(
 def test_summary_of_the_latest_run_from_the_instance(
     fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slate_ops.orchestration import compaction as compaction_module
 
     with dg.DagsterInstance.ephemeral() as instance:
         assert (
@@ -465,7 +463,7 @@ def test_summary_of_the_latest_run_from_the_instance(
             r"  4\. garbage collection +\d+\.\d\ds  deleted [1-9]\d* object\(s\) \(\d+ bytes\); .*", lines[4]
         )
 
-        monkeypatch.setattr(compaction_module, "compact", _broken_compaction)
+        monkeypatch.setattr(SlateOpsHandle, "compact", _broken_compaction)
         maintenance_job.execute_in_process(
             run_config=maintenance_run_config(dry_run=False),
             tags={"slate_ops/db": "alpha"},
@@ -516,12 +514,14 @@ def recorded(instance: dg.DagsterInstance, run_id: str) -> tuple[dict[str, Any],
 def test_a_real_run_records_the_checks_and_state_it_leaves(fleet: SlateDatabasesResource) -> None:
     """After the last step, the run records alpha's checks (as its multi_asset_check computes them)
     and a materialization of the maintained state; a dry run changes nothing and records nothing."""
-    from slate_ops.admin.verify import CHECKS
+    from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's checks and gc_health
     from slate_ops.orchestration.checks import verify_results
 
     key = dg.AssetKey(["slate_ops", "alpha"])
     before = verify_results(fleet, "alpha", logging.getLogger(__name__))  # what the asset check reports
-    assert [r.check_name for r in before if not r.passed] == ["no_expired_checkpoints", "l0_below_threshold"]
+    # A day without GC: its garbage is older than gc_health allows (3 x the 6 h interval)
+    failing = ["no_expired_checkpoints", "l0_below_threshold", "gc_health"]
+    assert [r.check_name for r in before if not r.passed] == failing
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha"])
         dry = maintenance_job.execute_in_process(

@@ -6,11 +6,11 @@ import dagster as dg
 import pytest
 
 from slate_ops import Db, DbReader, admin
-from slate_ops.admin.verify import CHECKS
 from slate_ops.errors import ConfigError, SlateOpsError
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.assets import build_database_assets, database_asset_key
+from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's checks and gc_health
 from slate_ops.orchestration.config import parse_config
 from slate_ops.orchestration.rescale import rescale_run_config
 from slate_ops.orchestration.resources import RESOURCE_KEY

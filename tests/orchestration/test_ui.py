@@ -15,6 +15,7 @@ chromium``); skipped when it is not installed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -46,8 +47,12 @@ REPO = Path(__file__).resolve().parents[2]
 WEBSERVER = str(Path(sys.executable).with_name("dagster-webserver"))
 LOCATION = "slate_ops"  # location_name in workspace.yaml
 GROUP = "slate_ops"
-DATABASES = ("demo", "demo_clone", "demo_low", "demo_high")  # the embedded default config's fleet
-CHECK_COUNT = 6  # slate_ops.admin.verify.CHECKS
+# The embedded default config's fleet; .ci/demo writes demo_slatedb (a SlateDB database) when the
+# slatedb extra is installed (CI installs it), which puts it in the fleet.
+DATABASES = ("demo", "demo_clone", "demo_low", "demo_high") + (
+    ("demo_slatedb",) if importlib.util.find_spec("slatedb") is not None else ()
+)
+CHECK_COUNT = 7  # slate_ops.orchestration.checks.ALL_CHECKS: verify's six and gc_health
 MAIN_JOB = "maintenance_job"
 PICKED = "demo_low"  # the partition the launchpad test picks
 RUN_TIMEOUT_S = 180.0

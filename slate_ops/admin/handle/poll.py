@@ -1,0 +1,37 @@
+"""The manifest sensors' poll over a mixed fleet: :func:`state_since` of a database whose engine may
+still be unknown, at the cost of today's poll of a slate_ops database (one LIST when unchanged, one
+LIST and one GET when changed), without a separate probe."""
+
+from __future__ import annotations
+
+from slate_ops.admin.handle import open as open_handle
+from slate_ops.admin.handle.slate_ops_handle import SlateOpsHandle
+from slate_ops.admin.handle.state import DbState
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.engines.detect import Engine
+from slate_ops.errors import SlateDbManifestError
+from slate_ops.objstore.base import ObjectStore
+
+__all__ = ["state_since"]
+
+
+def state_since(
+    path: str,
+    store: ObjectStore,
+    engine: Engine | str | None,
+    known_id: int | None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> DbState | None:
+    """``DatabaseHandle.state_since(known_id)`` of the database at ``path``.
+
+    ``engine`` given: that engine's handle. None (detect): the manifests are listed (both engines
+    name them alike) and, if one is newer than ``known_id``, read as slate_ops'; a SlateDB manifest
+    (:class:`~slate_ops.errors.SlateDbManifestError`, told by its bytes) is then read through the
+    handle :func:`slate_ops.admin.open` detects (which names an unsupported SlateDB version)."""
+    if engine is not None:
+        return open_handle(path, store, engine, clock=clock).state_since(known_id)
+    try:
+        return SlateOpsHandle(path, store, clock=clock).state_since(known_id)
+    except SlateDbManifestError:
+        return open_handle(path, store, None, clock=clock).state_since(None)

@@ -1,0 +1,191 @@
+"""A mixed fleet in Dagster: slate_ops and SlateDB databases (the SlateDB ones written by the binding's
+own ``Db``) in one store, discovered as partitions and maintained by the same jobs, sensors and
+checks through the admin handle; then SlateDB reads its databases back (every row still there)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from jobs import maintenance_job, slate_ops_partitions_sensor
+from slate_ops import Db
+from slate_ops.clock import ManualClock
+from slate_ops.config import CheckpointOptions
+from slate_ops.engines.detect import Engine
+from slate_ops.objstore import open_store
+from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration.assets import build_database_assets
+from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
+from slate_ops.orchestration.checks import ALL_CHECKS, GC_HEALTH_CHECK, build_database_checks
+from slate_ops.orchestration.config import CompactionPolicy, DiscoverConfig
+from slate_ops.orchestration.maintenance import maintenance_run_config
+from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY, local_pyspark_resource
+from slate_ops.orchestration.runs import PARTITIONS_NAME
+from tests.engine.conftest import quiet
+from tests.engines.conftest import read_all, write_db
+
+sdb: Any = pytest.importorskip("slatedb.uniffi")
+
+pytestmark = pytest.mark.timeout(600)
+
+OURS, THEIRS, OTHER = "fleet/ours", "fleet/theirs", "fleet/other"
+
+
+def write_ours(url: str, path: str, ssts: int) -> dict[bytes, bytes]:
+    """A slate_ops database with ``ssts`` L0 SSTs of 50 keys."""
+    rows: dict[bytes, bytes] = {}
+    with Db.open(path, open_store(url), quiet(l0_max_ssts=1000)) as db:
+        for s in range(ssts):
+            for i in range(50):
+                k, v = b"k%04d" % (s * 50 + i), b"v%d" % i
+                db.put(k, v)
+                rows[k] = v
+            db.flush_memtable()
+    return rows
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> dict[str, Any]:
+    root = tmp_path / "store"
+    root.mkdir()
+    url = root.as_uri()
+    theirs = asyncio.run(write_db(sdb, root, THEIRS, rounds=3, keys=100))
+    other = asyncio.run(write_db(sdb, root, OTHER, rounds=1, keys=40))
+    ours = write_ours(url, OURS, 2)
+    config = SlateOpsConfig(
+        databases=[
+            DatabaseConfig(name="ours", store_url=url, path=OURS),  # engine: auto (detected)
+            DatabaseConfig(
+                name="theirs",
+                store_url=url,
+                path=THEIRS,
+                engine="slatedb",
+                compaction=CompactionPolicy(l0_threshold=8),  # below it: no compactor needed
+            ),
+        ],
+        discover=DiscoverConfig(store_url=url, prefix="fleet"),  # finds fleet/other too
+    )
+    rows = {"ours": ours, "theirs": theirs, "other": other}
+    return {"root": root, "url": url, "config": config, "rows": rows}
+
+
+def checkpoint_ids(root: Path, path: str) -> set[str]:
+    """The checkpoints SlateDB's own Admin lists."""
+
+    async def listed() -> set[str]:
+        store = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.LOCAL)
+        store.with_config("local_path", str(root))
+        admin_ = sdb.AdminBuilder(path, store.build()).build()
+        return {str(c.id) for c in await admin_.list_checkpoints(None)}
+
+    return asyncio.run(listed())
+
+
+def test_a_mixed_fleet_is_discovered_checked_and_maintained_on_both_engines(fleet: dict[str, Any]) -> None:
+    config, url, root = fleet["config"], fleet["url"], fleet["root"]
+    slate = SlateDatabasesResource(config=config)
+    assert slate.database_names() == ["ours", "theirs", "other"]
+    assert slate.handle("ours").engine is Engine.SLATE_OPS
+    assert slate.handle("theirs").engine is Engine.SLATEDB
+    assert slate.handle("other").engine is Engine.SLATEDB  # discovered: auto, detected
+
+    # The assets (their state from each engine's manifest) and every check, on both engines.
+    result = dg.materialize(
+        [*build_database_assets(config), *build_database_checks(config)], resources={RESOURCE_KEY: slate}
+    )
+    assert result.success
+    recorded = {
+        e.materialization.asset_key.path[-1]: {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
+    assert recorded["theirs"]["l0_ssts"] == 3 and recorded["ours"]["l0_ssts"] == 2
+    assert str(recorded["theirs"]["lsm_shape"]).count("| L0 |") == 3
+    evaluations = {(e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()}
+    assert set(evaluations) == {(db, check) for db in ("ours", "theirs") for check in ALL_CHECKS}
+    failed = {k: e.description for k, e in evaluations.items() if not e.passed}
+    assert not failed, failed
+    assert evaluations[("theirs", GC_HEALTH_CHECK)].metadata["engine"].value == "slatedb"
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        # Discovered as partitions: the two configured databases and the discovered SlateDB one.
+        tick = slate_ops_partitions_sensor.evaluate_tick(
+            dg.build_sensor_context(instance=instance, resources={RESOURCE_KEY: slate})
+        )
+        for request in tick.dynamic_partitions_requests or []:
+            assert isinstance(request, dg.AddDynamicPartitionsRequest)
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        assert sorted(instance.get_dynamic_partitions(PARTITIONS_NAME)) == ["other", "ours", "theirs"]
+
+        # A short-lived checkpoint on each engine, then the manifest sensor: an observation of each
+        # configured database and a checkpoint expiry run of each once they expired.
+        made = {
+            name: str(slate.handle(name).create_checkpoint(CheckpointOptions(lifetime="1s")).id)
+            for name in ("ours", "theirs", "other")
+        }
+        assert made["theirs"] in checkpoint_ids(root, THEIRS)  # SlateDB lists it
+        time.sleep(2.2)  # expiry times are whole seconds
+        sensed = slate_ops_manifest_sensor(
+            dg.build_sensor_context(instance=instance, resources={RESOURCE_KEY: slate})
+        )
+        assert isinstance(sensed, dg.SensorResult)
+        observed = {e.asset_key.path[-1] for e in sensed.asset_events or []}
+        assert observed == {"ours", "theirs"}
+        requested = {r.partition_key for r in sensed.run_requests or []}
+        assert requested == {"ours", "theirs", "other"}
+
+        # The same maintenance job, for real, on each engine's databases.
+        for name in ("ours", "theirs", "other"):
+            run = maintenance_job.execute_in_process(
+                run_config=maintenance_run_config(dry_run=False),
+                partition_key=name,
+                instance=instance,
+                resources={
+                    RESOURCE_KEY: slate,
+                    PYSPARK_RESOURCE_KEY: local_pyspark_resource(),
+                },  # unused: local
+            )
+            assert run.success, name
+            summaries = {
+                e.step_key: str(e.step_output_data.metadata["step_summary"].value)
+                for e in run.all_node_events
+                if e.is_successful_output
+            }
+            assert "removed 1 expired checkpoint(s)" in summaries["maintenance_expire_checkpoints"], summaries
+            assert "maintenance_gc" in summaries
+            if name != "other":  # a configured database: its checks recorded again after maintenance
+                checks = {e.check_name: e.passed for e in run.get_asset_check_evaluations()}
+                assert set(checks) == set(ALL_CHECKS) and all(checks.values()), checks
+
+    # SlateDB sees the effects and still reads every acknowledged row.
+    assert made["theirs"] not in checkpoint_ids(root, THEIRS)
+    assert made["other"] not in checkpoint_ids(root, OTHER)
+    assert asyncio.run(read_all(sdb, root, THEIRS)) == fleet["rows"]["theirs"]
+    assert asyncio.run(read_all(sdb, root, OTHER)) == fleet["rows"]["other"]
+    with Db.open(OURS, open_store(url), quiet()) as db:  # and ours, every row
+        assert {k: db.get(k) for k in fleet["rows"]["ours"]} == fleet["rows"]["ours"]
+
+
+def test_gc_health_fails_on_both_engines_when_garbage_waits_too_long(fleet: dict[str, Any]) -> None:
+    """The "GC had been dead for six days" case: with the clock a week on, the garbage both engines
+    left (superseded manifests) is overdue and the gc_health check fails on each, naming it."""
+    config = fleet["config"]
+    later = SlateDatabasesResource(config=config).with_clock(ManualClock(time.time() + 7 * 86400))
+    result = dg.materialize(
+        [*build_database_assets(config), *build_database_checks(config)],
+        resources={RESOURCE_KEY: later},
+        selection=dg.AssetSelection.all_asset_checks(),
+    )
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    health = {e.asset_key.path[-1]: e for e in evaluations if e.check_name == GC_HEALTH_CHECK}
+    assert set(health) == {"ours", "theirs"}
+    for name, evaluation in health.items():
+        assert not evaluation.passed, name
+        overdue = evaluation.metadata["overdue_count"].value
+        assert isinstance(overdue, int) and overdue > 0, name
+        assert "eligible for GC" in (evaluation.description or ""), name
