@@ -119,22 +119,26 @@ class UnsupportedFormatVersionError(CorruptObjectError):
 
 
 class SlateDbManifestError(CorruptObjectError):
-    """A manifest written by SlateDB, not by slate_ops: the path holds a SlateDB database.
-
-    This slate_ops cannot read or maintain SlateDB databases, so it refuses and changes nothing;
-    maintain the database with SlateDB's own tools, or keep slate_ops' databases under other paths.
+    """A manifest written by SlateDB, not by slate_ops, read by slate_ops' own engine: the path holds a
+    SlateDB database, which only the admin handle's SlateDB engine maintains. It refuses and changes
+    nothing; open the database through :func:`slate_ops.admin.open` (engine detected; the CLI's
+    ``--engine auto`` or ``slatedb``), or keep slate_ops' databases under other paths.
     """
 
     def __init__(self, path: str, version: int) -> None:
+        fix = (
+            "Open it through the admin handle, which detects the engine (slate_ops.admin.open; on the "
+            "CLI --engine auto, the default, or --engine slatedb)."
+        )
         SlateOpsError.__init__(
             self,
             f"{path} is a SlateDB manifest (SlateDB format version {version}), not a slate_ops one: the "
-            "database was written by SlateDB, which this slate_ops cannot read or maintain; nothing was "
-            "changed. Maintain it with SlateDB's own tools.",
+            "database was written by SlateDB, which slate_ops' own engine cannot read; nothing was "
+            f"changed. {fix}",
         )
         self.path = path
         self.reason = f"a SlateDB manifest (format version {version})"
-        self.fix = "Maintain it with SlateDB's own tools."
+        self.fix = fix
         self.version = version
 
 

@@ -1,5 +1,6 @@
-"""A SlateDB database in a slate_ops store: told apart from a damaged manifest by its framing, listed as
-``slatedb`` by ``list-dbs``, and refused (typed, naming SlateDB) by every operation, which changes nothing.
+"""A SlateDB database in a slate_ops store: told apart from a damaged manifest by its framing, listed
+with engine ``slatedb`` by ``list-dbs``, and refused (typed, naming SlateDB) by every operation of
+slate_ops' own engine, which changes nothing.
 
 The two manifests in ``data/`` were written by SlateDB 0.17.0 (its Python binding ``slatedb``): a new
 database's first manifest, and one with L0 SSTs and a checkpoint.
@@ -70,9 +71,11 @@ def test_list_dbs_shows_a_slatedb_database_beside_ours(
     listed = {d.path: d for d in admin.list_dbs("", store)}
     assert listed["ours"].state == "live"
     assert listed["theirs"].state == "slatedb" and "SlateDB" in (listed["theirs"].error or "")
+    # The CLI reads a SlateDB database through its handle (issue 21): listed with its engine.
     assert main(["--store", store.url, "list-dbs"]) == 0
     rows = {row["path"]: row for row in json.loads(capsys.readouterr().out)}
-    assert rows["theirs"]["state"] == "slatedb" and rows["ours"]["state"] == "live"
+    assert (rows["theirs"]["engine"], rows["ours"]["engine"]) == ("slatedb", "slate_ops")
+    assert rows["ours"]["state"] == "live"
 
 
 def test_every_operation_on_a_slatedb_database_is_refused_and_changes_nothing(
@@ -93,13 +96,13 @@ def test_every_operation_on_a_slatedb_database_is_refused_and_changes_nothing(
         with pytest.raises(SlateDbManifestError, match="SlateDB"):
             call()
         assert snapshot(store) == before
-    for argv in (
+    for argv in (  # the CLI with our engine forced (auto opens SlateDB's: tests/cli/test_cli_slatedb.py)
         ["describe"],
         ["gc", "--no-dry-run"],
         ["put", "k", "v"],
         ["destroy", "--hard", "--no-dry-run"],
     ):
-        code = main(["--store", store.url, "--path", "theirs", *argv])
+        code = main(["--store", store.url, "--engine", "slate_ops", "--path", "theirs", *argv])
         err = capsys.readouterr().err
         assert code != 0 and "SlateDB manifest" in err and "Traceback" not in err, (argv, err)
         assert snapshot(store) == before
