@@ -40,6 +40,7 @@ from slate_ops.objstore.base import ObjectStore
 sdb = pytest.importorskip("slatedb.uniffi")
 
 from slate_ops.engines.slatedb import LOOP  # noqa: E402
+from tests.admin.test_handle import write_slate_ops  # noqa: E402
 from tests.engines.conftest import local_store, read_all, write_db  # noqa: E402
 
 DB = "dbs/main"
@@ -295,12 +296,14 @@ def test_clone_refusals_touch_nothing(store: LocalStore) -> None:
     h = opened(store)
     (store.root / "dbs/foreign").mkdir(parents=True)
     (store.root / "dbs/foreign/notes.txt").write_text("not a database")
+    write_slate_ops(store, "dbs/ours")  # a slate_ops database: not SlateDB's, refused as well
     short = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1)))
     time.sleep(2.1)
     before = objects(store)
     for call, error in (
         (lambda: h.clone_to("dbs/other"), TargetNotEmptyError),
         (lambda: h.clone_to("dbs/foreign"), TargetNotEmptyError),
+        (lambda: h.clone_to("dbs/ours"), TargetNotEmptyError),
         (lambda: h.clone_to(DB), InvalidArgumentError),
         (lambda: h.clone_to("dbs/main/inner"), InvalidArgumentError),
         (lambda: h.clone_to("dbs/new", checkpoint=short.id), CheckpointExpiredError),

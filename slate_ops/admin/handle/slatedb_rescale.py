@@ -40,6 +40,7 @@ from slate_ops.errors import (
     NonAdjacentSourcesError,
     OverlappingSourcesError,
     SlateDbWalNotFlushedError,
+    SlateOpsError,
     TargetNotEmptyError,
 )
 from slate_ops.keytext import render_bytes
@@ -93,7 +94,7 @@ def _require_empty(handle: SlateDbHandle, target: str) -> bool:
     if has_manifest:
         try:
             m = SlateDbAdmin(target, handle.store).read_manifest()
-        except Exception:  # not a SlateDB manifest (ours, or foreign bytes): refuse below
+        except SlateOpsError:  # not a SlateDB manifest (ours, or foreign bytes): refuse below
             m = None
         if m is not None and not m.initialized:
             return False

@@ -169,7 +169,9 @@ def apply_tag_policy(handle: SlateDbHandle, policy: TagPolicy, *, dry_run: bool 
     """slate_ops' tag policy (the same plan as ours, from the canonical tags): create the due tag
     when missing, delete expired and excess policy tags. Not one commit on SlateDB: one
     ``create_tag`` and one ``delete_checkpoint`` per deleted tag; a run interrupted half-way is
-    finished by the next (the plan is recomputed from the manifest)."""
+    finished by the next (the plan is recomputed from the manifest). A dry run's ``created`` tag has
+    the nil checkpoint id (SlateDB names the checkpoint when it creates it) and ``manifest_id`` the
+    current one plus one write per change."""
     now = handle.clock.now()
     m = handle._manifest()
     tags = canonical(m.checkpoints)
