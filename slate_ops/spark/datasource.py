@@ -17,7 +17,10 @@ action on the DataFrame reads the same state. ``reader()`` plans with
 :func:`~slate_ops.spark.read.plan_read` (partitions as ``read_db`` sizes them); ``pushFilters``
 turns the filters on ``key`` into one key range and a set of keys
 (:func:`~slate_ops.spark.read.narrow_plan` drops the partitions outside it and clips the others);
-each task runs :func:`~slate_ops.spark.read.read_partition` and yields its Arrow batches.
+each task runs :func:`~slate_ops.spark.read.read_partition` and yields its Arrow batches. A
+database written by SlateDB (detected from its manifest, or ``.option("engine", "slatedb")``) is
+read the same way through :mod:`slate_ops.spark.read_slatedb` (:class:`SlateDbReader`: one
+``DbReader`` at the checkpoint per key range, the same pushdown).
 
 Writing: ``writer()`` checks the columns and the options, then opens the database as its writer
 (fencing the running one, flushing its writes into L0), reserves a sequence number above all
@@ -67,6 +70,7 @@ from pyspark.sql.types import StructType
 
 from slate_ops.admin.split_keys import check_count, manifest_at
 from slate_ops.engine.db import Db
+from slate_ops.engines.detect import Engine
 from slate_ops.errors import (
     BulkLoadConflictError,
     InvalidArgumentError,
@@ -92,11 +96,20 @@ from slate_ops.spark.read import (
     READ_SCHEMA,
     ReadPlan,
     default_parallelism,
+    detect_engine,
     narrow_plan,
     plan_read,
     read_partition,
     require_shareable,
     resolve_checkpoint,
+)
+from slate_ops.spark.read_slatedb import (
+    SlateDbReadPlan,
+    narrow_slatedb_plan,
+    plan_slatedb_read,
+    read_slatedb_partition,
+    require_live,
+    resolve_slatedb_checkpoint,
 )
 from slate_ops.sst import DEFAULT_OPTIONS
 from slate_ops.txn.paths import normalize_db_path
@@ -112,7 +125,7 @@ KILL_GRACE_SECONDS = 3.0
 """How long ``abort`` waits for killed tasks to stop before it sweeps their SSTs again (Spark
 kills a Python worker that ignores the interrupt after ``spark.python.task.killTimeout``, 2 s)."""
 _SPARK_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
-READ_OPTIONS = frozenset({"store", "path", "checkpoint", "tag", "partitions"})
+READ_OPTIONS = frozenset({"store", "path", "checkpoint", "tag", "partitions", "engine"})
 WRITE_OPTIONS = frozenset({"store", "path", "key_col", "value_col", "target_sst_bytes"})
 
 
@@ -225,6 +238,46 @@ class SlateOpsReader(DataSourceReader):
                 batch = batch.filter(pc.is_in(batch.column(0), value_set=keys))
             if batch.num_rows:  # Spark's schema has nullable columns (no copy)
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=_SPARK_SCHEMA)
+
+
+class SlateDbReader(DataSourceReader):
+    """A SlateDB database's read: the same pushdown of ``key`` filters as :class:`SlateOpsReader`
+    (ranges clipped, ranges without a wanted key dropped); each task scans one range with the
+    binding's ``DbReader`` at the checkpoint (:mod:`slate_ops.spark.read_slatedb`)."""
+
+    def __init__(self, plan: SlateDbReadPlan, credentials: S3Credentials) -> None:
+        self.plan = plan
+        self.credentials = credentials
+        self.keys: frozenset[bytes] | None = None
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """As :meth:`SlateOpsReader.pushFilters`."""
+        pushed = KeyFilter()
+        left: list[Filter] = []
+        for item in filters:
+            narrowed = pushed.push(item)
+            if narrowed is None:
+                left.append(item)
+            else:
+                pushed = narrowed
+        self.plan = narrow_slatedb_plan(self.plan, pushed.range(), pushed.keys)
+        self.keys = pushed.keys
+        return left
+
+    def partitions(self) -> Sequence[InputPartition]:
+        count = len(self.plan.ranges)
+        return [SlateOpsPartition(i) for i in range(count)] if count else [SlateOpsPartition(-1)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        index = getattr(partition, "index", -1)
+        if index < 0:
+            return
+        keys = None if self.keys is None else pa.array(sorted(self.keys), pa.binary())
+        for batch in read_slatedb_partition(self.plan, index, self.credentials):
+            if keys is not None:
+                batch = batch.filter(pc.is_in(batch.column(0), value_set=keys))
+            if batch.num_rows:
+                yield batch
 
 
 @dataclass(frozen=True)
@@ -351,7 +404,16 @@ class SlateOpsDataSource(DataSource):
                 "`slate-ops list-checkpoints`"
             ) from None
         store = self.credentials.open_store(store_url)
-        ManifestStore(store, path).read_latest_required()  # a missing database fails here, named
+        # a missing database fails here, named; a SlateDB one is read through the binding
+        self._engine = detect_engine(store, path, self._option("engine"))
+        if self._engine is Engine.SLATEDB:
+            resolved = resolve_slatedb_checkpoint(
+                store, path, checkpoint=checkpoint, tag=self._option("tag"), lifetime=DEFAULT_READ_LIFETIME
+            )
+            require_live(store, path, resolved)  # a missing or expired checkpoint fails at load()
+            self._checkpoint = resolved
+            return resolved
+        ManifestStore(store, path).read_latest_required()
         resolved = resolve_checkpoint(
             store, path, checkpoint=checkpoint, tag=self._option("tag"), lifetime=DEFAULT_READ_LIFETIME
         )
@@ -359,12 +421,17 @@ class SlateOpsDataSource(DataSource):
         self._checkpoint = resolved
         return resolved
 
-    def reader(self, schema: StructType) -> SlateOpsReader:
+    def reader(self, schema: StructType) -> SlateOpsReader | SlateDbReader:
         """The plan of reading the checkpoint (partitions sized as ``read_db`` sizes them)."""
         checkpoint = self._read_checkpoint()
         store_url, path = self._check_options(READ_OPTIONS, "reading")
         partitions = self._int_option("partitions")
         store = self.credentials.open_store(store_url)
+        if getattr(self, "_engine", None) is Engine.SLATEDB:
+            slatedb_plan = plan_slatedb_read(
+                store, store_url, path, checkpoint, partitions, min_partitions=self.parallelism
+            )
+            return SlateDbReader(slatedb_plan, self.credentials)
         plan = plan_read(store, store_url, path, checkpoint, partitions, min_partitions=self.parallelism)
         return SlateOpsReader(plan, self.credentials)
 
@@ -426,6 +493,7 @@ def register(spark: SparkSession) -> type[SlateOpsDataSource]:
 __all__ = [
     "FORMAT",
     "KeyFilter",
+    "SlateDbReader",
     "SlateOpsCommitMessage",
     "SlateOpsDataSource",
     "SlateOpsReader",

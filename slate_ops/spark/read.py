@@ -34,6 +34,8 @@ from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.lsm import LsmState, SstReaders
 from slate_ops.engine.memtable import Memtable
+from slate_ops.engines.detect import Engine
+from slate_ops.engines.probe import probe_db
 from slate_ops.errors import InvalidArgumentError, TagNotFoundError
 from slate_ops.layout import WalStore
 from slate_ops.manifest.model import KeyRange, Manifest
@@ -41,6 +43,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore, redact_url
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
+from slate_ops.spark.read_slatedb import read_slatedb_db
 from slate_ops.sst import KIND_VALUE, SCHEMA
 from slate_ops.txn.paths import normalize_db_path
 
@@ -327,8 +330,14 @@ def read_db(
     partitions: int | None = None,
     lifetime: timedelta = DEFAULT_READ_LIFETIME,
     clock: Clock = SYSTEM_CLOCK,
+    engine: Engine | str | None = None,
 ) -> DataFrame:
     """The live ``(key binary, value binary)`` rows of the database at a checkpoint, as a DataFrame.
+
+    Either engine's database: ``engine`` None detects it on the driver from the latest manifest
+    (one LIST and one GET); a SlateDB database is read by the binding's ``DbReader`` at the
+    checkpoint in each task (:mod:`slate_ops.spark.read_slatedb`), with the same schema, options,
+    partitioning rule and errors.
 
     The state read is ``checkpoint``, the checkpoint of ``tag``, or (neither given) a new
     checkpoint of the current state named ``spark-read`` that expires after ``lifetime`` (1 hour).
@@ -353,10 +362,25 @@ def read_db(
         check_count(partitions, "partitions")
     credentials = S3Credentials.of_session(spark)
     store = credentials.open_store(store_url)
+    min_partitions = default_parallelism(spark)
+    if detect_engine(store, path, engine) is Engine.SLATEDB:
+        return read_slatedb_db(
+            spark,
+            store,
+            store_url,
+            normalize_db_path(path),
+            credentials,
+            checkpoint=checkpoint,
+            tag=tag,
+            partitions=partitions,
+            lifetime=lifetime,
+            min_partitions=min_partitions,
+            read_schema=READ_SCHEMA,
+            clock=clock,
+        )
     checkpoint_id = resolve_checkpoint(
         store, path, checkpoint=checkpoint, tag=tag, lifetime=lifetime, clock=clock
     )
-    min_partitions = default_parallelism(spark)
     plan = plan_read(
         store, store_url, path, checkpoint_id, partitions, min_partitions=min_partitions, clock=clock
     )
@@ -364,6 +388,19 @@ def read_db(
     return spark.range(0, count, 1, count).mapInArrow(
         functools.partial(_read_batches, plan, credentials), READ_SCHEMA
     )
+
+
+def detect_engine(store: ObjectStore, path: str, engine: Engine | str | None = None) -> Engine:
+    """``engine`` if given (``InvalidArgumentError`` naming the choices if unknown), else the engine
+    of the database's latest manifest (:func:`~slate_ops.engines.probe.probe_db`: one LIST, one GET;
+    ``DbNotFoundError`` without one)."""
+    if engine is None:
+        return probe_db(path, store).detection.engine
+    try:
+        return Engine(engine)
+    except ValueError:
+        choices = ", ".join(e.value for e in Engine)
+        raise InvalidArgumentError(f"unknown engine {engine!r} for {path!r}; use one of: {choices}") from None
 
 
 def tags_table(spark: SparkSession, store_url: str, path: str) -> DataFrame:
@@ -388,6 +425,7 @@ __all__ = [
     "READ_CHECKPOINT_NAME",
     "READ_SCHEMA",
     "ReadPlan",
+    "detect_engine",
     "narrow_plan",
     "newest_values",
     "plan_read",

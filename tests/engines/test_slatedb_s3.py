@@ -15,7 +15,7 @@ import pytest
 
 from slate_ops.engines.detect import Engine
 from slate_ops.engines.probe import probe_db
-from slate_ops.engines.slatedb import LOOP, GcPolicy, SlateDbAdmin
+from slate_ops.engines.slatedb import LOOP, CloneSource, GcPolicy, SlateDbAdmin
 from slate_ops.engines.slatedb.store import binding_path, binding_s3_config, binding_store
 from slate_ops.errors import SlateDbError, UnsupportedStoreError
 from slate_ops.objstore import MemoryStore, S3Store
@@ -131,6 +131,23 @@ def test_credentials_are_the_ones_slate_ops_resolves_and_never_shown(
     assert "SlateDB database db" in str(err.value) and "refresh_checkpoint" in str(err.value)
     assert SECRET not in str(err.value) and SECRET not in repr(err.value)
     assert SECRET not in caplog.text
+
+
+def test_a_clone_on_s3_with_a_prefix_reads_its_source_and_names_it_store_relative(
+    sdb: Any, make_s3_store: Callable[..., S3Store]
+) -> None:
+    store = make_s3_store("tenant/b")
+    expected = LOOP.run(
+        write_db(sdb, None, binding_path(store, "src"), rounds=2, keys=20, store=binding_store(store))
+    )
+    source = SlateDbAdmin("src", store)
+    cp, _ = source.create_checkpoint(lifetime_s=600)
+    clone = SlateDbAdmin("copy", store)
+    m = clone.clone_from([CloneSource("src", checkpoint=cp)])
+    assert [e.path for e in m.external_dbs] == ["src"]  # the binding records "tenant/b/src"
+    got = LOOP.run(read_all(sdb, None, binding_path(store, "copy"), store=binding_store(store)))
+    assert got == expected
+    assert all(k.startswith("tenant/b/") for k in raw_keys(store))
 
 
 def test_an_in_memory_store_is_refused_by_name() -> None:

@@ -6,6 +6,7 @@ executes it, compaction requests followed to a terminal state, ``delete_db`` and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -226,12 +227,23 @@ class SlateDbAdmin:
 
     def read_manifest(self, manifest_id: int | None = None) -> ManifestView | None:
         m = self._run("read_manifest", self._admin.read_manifest(manifest_id))
-        return None if m is None else _manifest_view(m)
+        return None if m is None else self._view(m)
 
     def list_manifests(self, start: int | None = None, end: int | None = None) -> list[ManifestView]:
-        return [
-            _manifest_view(m) for m in self._run("list_manifests", self._admin.list_manifests(start, end))
-        ]
+        return [self._view(m) for m in self._run("list_manifests", self._admin.list_manifests(start, end))]
+
+    def _view(self, m: Any) -> ManifestView:
+        """The manifest's view, an external database's path relative to :attr:`store` (the binding
+        records it with an S3 store's prefix)."""
+        view = _manifest_view(m)
+        if not self._prefix or not view.external_dbs:
+            return view
+        cut = len(self._prefix) + 1
+        externals = tuple(
+            dataclasses.replace(e, path=e.path[cut:]) if e.path.startswith(self._prefix + "/") else e
+            for e in view.external_dbs
+        )
+        return dataclasses.replace(view, external_dbs=externals)
 
     # listing (the GC plan's input)
 

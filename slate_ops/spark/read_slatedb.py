@@ -1,0 +1,218 @@
+"""A SlateDB database as a Spark DataFrame: what :func:`~slate_ops.spark.read_db` and
+``format("slate_ops")`` do when the database at ``path`` was written by SlateDB.
+
+The driver fixes the checkpoint to read (given, a tag's -- a checkpoint named ``tag:<name>``, as
+ours -- or a new ``spark-read`` one that expires after the lifetime), reads that checkpoint's
+manifest through the binding and cuts the key space at SST first keys into ranges of about equal
+estimated bytes (:func:`~slate_ops.engines.slatedb.reader.key_ranges`). Each task opens the store
+from its URL with the job's S3 credentials (as ours), then the binding's ``DbReader`` in
+``ReaderMode.CHECKPOINT(id)`` (which writes nothing) and scans its range. No row passes through
+the driver. Key filters are pushed down as for ours (ranges clipped, ranges without a wanted key
+dropped).
+
+Forking: the binding's Rust runtime does not survive ``fork`` (a forked child of a process that
+used it hangs; :class:`~slate_ops.engines.slatedb.LoopOwner` raises
+:class:`~slate_ops.errors.SlateDbForkError` there instead). Spark's Python workers are forked by
+``pyspark.daemon``, which never imports the binding; each worker first uses it in itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import uuid
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from slate_ops.admin.checkpoints import TAG_PREFIX
+from slate_ops.admin.handle import SlateDbHandle
+from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.config import CheckpointOptions
+from slate_ops.engines.slatedb import SlateDbAdmin
+from slate_ops.engines.slatedb.reader import CheckpointReader, key_ranges
+from slate_ops.errors import CheckpointExpiredError, InvalidArgumentError, TagNotFoundError
+from slate_ops.manifest.checkpoints import checkpoint_not_found
+from slate_ops.manifest.model import KeyRange
+from slate_ops.objstore import ObjectStore
+from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
+from slate_ops.spark.executor import _worker_store
+from slate_ops.txn.paths import normalize_db_path
+
+log = logging.getLogger(__name__)
+
+READ_CHECKPOINT_NAME = "spark-read"  # as ours (slate_ops.spark.read)
+PARTITION_BYTES = 128 * 1024 * 1024
+_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
+
+
+@dataclass(frozen=True)
+class SlateDbReadPlan:
+    """What the tasks of one read of a SlateDB database need; pickled into the job."""
+
+    store_url: str
+    path: str
+    checkpoint_id: uuid.UUID
+    manifest_id: int
+    ranges: tuple[KeyRange, ...]
+    """One per partition, in key order; together they cover every key (before narrowing)."""
+
+
+def _location(store: ObjectStore, path: str) -> str:
+    return f"SlateDB database {path} in {store.url}"
+
+
+def require_live(store: ObjectStore, path: str, checkpoint_id: uuid.UUID, clock: Clock = SYSTEM_CLOCK) -> int:
+    """The manifest id of the live checkpoint ``checkpoint_id``; :class:`CheckpointNotFoundError`
+    or :class:`CheckpointExpiredError` otherwise (a lazy DataFrame evaluated after its checkpoint
+    expired fails by name, not on a file GC removed)."""
+    found = next(
+        (c for c in SlateDbAdmin(path, store).list_checkpoints() if c.id == str(checkpoint_id)), None
+    )
+    if found is None:
+        raise checkpoint_not_found(checkpoint_id, _location(store, path))
+    if found.expire_time_s is not None and found.expire_time_s <= clock.now():
+        raise CheckpointExpiredError(
+            f"checkpoint {checkpoint_id} of {_location(store, path)} expired at {found.expire_time_s} "
+            "(unix seconds); read a live checkpoint, or give none to read a new one"
+        )
+    return found.manifest_id
+
+
+def resolve_slatedb_checkpoint(
+    store: ObjectStore,
+    path: str,
+    *,
+    checkpoint: uuid.UUID | None,
+    tag: str | None,
+    lifetime: timedelta,
+    clock: Clock = SYSTEM_CLOCK,
+) -> uuid.UUID:
+    """The checkpoint to read: ``checkpoint``, the tag's, or a new one named ``spark-read`` that
+    expires after ``lifetime`` (through the admin handle: slate_ops' rules on names and lifetimes)."""
+    if checkpoint is not None and tag is not None:
+        raise InvalidArgumentError(
+            f"reading {path!r} takes a checkpoint or a tag, not both (got checkpoint {checkpoint} "
+            f"and tag {tag!r})"
+        )
+    if checkpoint is not None:
+        return checkpoint
+    handle = SlateDbHandle(path, store, clock=clock)
+    if tag is not None:
+        found = handle.list_checkpoints(name=TAG_PREFIX + tag)
+        if not found:
+            raise TagNotFoundError(
+                f"no tag {tag!r} in the current manifest of {_location(store, path)}; "
+                "list them with `slate-ops list-tags`"
+            )
+        return found[0].id
+    created = handle.create_checkpoint(CheckpointOptions(lifetime=lifetime, name=READ_CHECKPOINT_NAME))
+    log.info(
+        "read_db of SlateDB database %s reads the new checkpoint %s (lifetime %s)", path, created.id, lifetime
+    )
+    return created.id
+
+
+def plan_slatedb_read(
+    store: ObjectStore,
+    store_url: str,
+    path: str,
+    checkpoint_id: uuid.UUID,
+    partitions: int | None = None,
+    *,
+    min_partitions: int = 1,
+    clock: Clock = SYSTEM_CLOCK,
+) -> SlateDbReadPlan:
+    """At most ``partitions`` key ranges (default: ``min_partitions``, or more so that one holds at
+    most 128 MiB of estimated SST bytes) of the checkpoint's manifest."""
+    path = normalize_db_path(path)
+    manifest_id = require_live(store, path, checkpoint_id, clock)
+    manifest = SlateDbAdmin(path, store).read_manifest(manifest_id)
+    if manifest is None:  # the checkpoint pins it; gone means the database is damaged
+        raise checkpoint_not_found(checkpoint_id, _location(store, path))
+    if partitions is None:
+        sizes = {s.sst_id: s.size for s in (*manifest.l0, *(v for r in manifest.sorted_runs for v in r.ssts))}
+        partitions = max(min_partitions, math.ceil(sum(sizes.values()) / PARTITION_BYTES))
+    ranges = tuple(KeyRange(s, e) for s, e in key_ranges(manifest, partitions))
+    return SlateDbReadPlan(store_url, path, checkpoint_id, manifest_id, ranges)
+
+
+def narrow_slatedb_plan(
+    plan: SlateDbReadPlan, bounds: KeyRange, keys: Collection[bytes] | None = None
+) -> SlateDbReadPlan:
+    """``plan`` read only inside ``bounds`` (ranges clipped, those outside dropped); with ``keys``,
+    only the ranges holding one of them."""
+    kept = []
+    for r in plan.ranges:
+        clipped = r.intersect(bounds)
+        if not clipped.is_empty() and (keys is None or any(clipped.contains(k) for k in keys)):
+            kept.append(clipped)
+    return dataclasses.replace(plan, ranges=tuple(kept))
+
+
+def read_slatedb_partition(
+    plan: SlateDbReadPlan, index: int, credentials: S3Credentials = NO_CREDENTIALS
+) -> Iterator[pa.RecordBatch]:
+    """Task ``index``: its range's live rows as Arrow batches, in key order (a ``DbReader`` at the
+    checkpoint, opened in this worker)."""
+    store = _worker_store(plan.store_url, credentials)
+    require_live(store, plan.path, plan.checkpoint_id)
+    key_range = plan.ranges[index]
+    with CheckpointReader(plan.path, store, str(plan.checkpoint_id)) as reader:
+        for keys, values in reader.scan(key_range.start, key_range.end):
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(keys, pa.binary()), pa.array(values, pa.binary())], schema=_SCHEMA
+            )
+
+
+def _read_batches(
+    plan: SlateDbReadPlan, credentials: S3Credentials, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: partition indexes in, that partition's rows out."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from read_slatedb_partition(plan, int(index), credentials)
+
+
+def read_slatedb_db(
+    spark: SparkSession,
+    store: ObjectStore,
+    store_url: str,
+    path: str,
+    credentials: S3Credentials,
+    *,
+    checkpoint: uuid.UUID | None,
+    tag: str | None,
+    partitions: int | None,
+    lifetime: timedelta,
+    min_partitions: int,
+    read_schema: str,
+    clock: Clock = SYSTEM_CLOCK,
+) -> DataFrame:
+    """:func:`~slate_ops.spark.read_db` for a SlateDB database (module docstring)."""
+    checkpoint_id = resolve_slatedb_checkpoint(
+        store, path, checkpoint=checkpoint, tag=tag, lifetime=lifetime, clock=clock
+    )
+    plan = plan_slatedb_read(
+        store, store_url, path, checkpoint_id, partitions, min_partitions=min_partitions, clock=clock
+    )
+    count = len(plan.ranges)
+    return spark.range(0, count, 1, count).mapInArrow(
+        functools.partial(_read_batches, plan, credentials), read_schema
+    )
+
+
+__all__ = [
+    "SlateDbReadPlan",
+    "narrow_slatedb_plan",
+    "plan_slatedb_read",
+    "read_slatedb_db",
+    "read_slatedb_partition",
+    "require_live",
+    "resolve_slatedb_checkpoint",
+]

@@ -1,0 +1,274 @@
+"""read_db and format("slate_ops") over a SlateDB database (written by the binding's own Db) on a
+real local Spark session: the rows equal what the binding's DbReader reads at the checkpoint, one
+task per key range, each a DbReader in CHECKPOINT mode in a Spark worker; the read writes nothing;
+key filters are pushed down as for ours."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from pyspark.errors import AnalysisException, PythonException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from slate_ops.engines.slatedb import LOOP, SlateDbAdmin
+from slate_ops.engines.slatedb.store import binding_path, binding_store
+from slate_ops.errors import (
+    CheckpointExpiredError,
+    CheckpointNotFoundError,
+    DbNotFoundError,
+    TagNotFoundError,
+)
+from slate_ops.manifest.model import KeyRange
+from slate_ops.objstore import LocalStore, S3Store, open_store
+from slate_ops.objstore.base import ObjectStore
+from slate_ops.spark import FORMAT, read_db
+from slate_ops.spark.datasource import KeyFilter
+from slate_ops.spark.read_slatedb import (
+    READ_CHECKPOINT_NAME,
+    SlateDbReadPlan,
+    narrow_slatedb_plan,
+    plan_slatedb_read,
+    read_slatedb_partition,
+)
+from tests.conftest import snapshot
+from tests.engines.conftest import fast_settings, read_all
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
+
+PATH = "shop/theirs"
+
+
+@pytest.fixture
+def sdb() -> Any:
+    return pytest.importorskip("slatedb.uniffi")
+
+
+@pytest.fixture
+def local_store(tmp_path: Path) -> LocalStore:
+    root = tmp_path / "store"
+    root.mkdir()  # the binding's local store needs its root
+    return LocalStore(root)
+
+
+def write_theirs(sdb: Any, store: ObjectStore, path: str = PATH, rounds: int = 4) -> dict[bytes, bytes]:
+    """SlateDB's own Db: ``rounds`` memtable flushes of disjoint key blocks (one L0 SST each, so
+    the manifest has several SST key ranges), overwrites and deletes of earlier blocks, and a last
+    write that is only in the WAL when the writer stops. Returns the live rows."""
+
+    async def run() -> dict[bytes, bytes]:
+        builder = sdb.DbBuilder(binding_path(store, path), binding_store(store))
+        builder.with_settings(fast_settings(sdb))
+        db = await builder.build()
+        rng = random.Random(21)
+        model: dict[bytes, bytes] = {}
+        for r in range(rounds):
+            for i in range(r * 250, (r + 1) * 250):
+                key, value = b"k%05d" % i, b"v%d-%d" % (r, i) * 3
+                await db.put(key, value)
+                model[key] = value
+            for _ in range(40):  # revisit older blocks
+                key = b"k%05d" % rng.randrange(0, (r + 1) * 250)
+                if rng.random() < 0.3:
+                    await db.delete(key)
+                    model.pop(key, None)
+                else:
+                    await db.put(key, b"over-%d" % r)
+                    model[key] = b"over-%d" % r
+            await db.flush_with_options(sdb.FlushOptions(flush_type=sdb.FlushType.MEM_TABLE))
+        await db.put(b"k00003", b"wal-only")
+        model[b"k00003"] = b"wal-only"
+        await db.flush_with_options(sdb.FlushOptions(flush_type=sdb.FlushType.WAL))
+        await db.shutdown()
+        return dict(sorted(model.items()))
+
+    return LOOP.run(run())
+
+
+def binding_rows(
+    sdb: Any, store: ObjectStore, checkpoint: uuid.UUID | str, path: str = PATH
+) -> dict[bytes, bytes]:
+    """Every row the binding's DbReader reads at ``checkpoint`` (on the driver)."""
+    return LOOP.run(
+        read_all(sdb, None, binding_path(store, path), str(checkpoint), store=binding_store(store))
+    )
+
+
+def rows(df: DataFrame) -> list[tuple[bytes, bytes]]:
+    return [(bytes(r["key"]), bytes(r["value"])) for r in df.collect()]
+
+
+def checkpoint_of(store: ObjectStore, name: str | None = None, lifetime_s: float = 3600) -> uuid.UUID:
+    cid, _ = SlateDbAdmin(PATH, store).create_checkpoint(lifetime_s=lifetime_s, name=name)
+    return uuid.UUID(cid)
+
+
+def test_read_db_equals_the_binding_reader_one_task_per_range(
+    sdb: Any, spark: SparkSession, local_store: LocalStore
+) -> None:
+    model = write_theirs(sdb, local_store)
+    checkpoint = checkpoint_of(local_store)
+    expected = binding_rows(sdb, local_store, checkpoint)
+    assert expected == model  # the WAL-only write included
+
+    before = snapshot(local_store)
+    df = read_db(spark, local_store.url, PATH, checkpoint=checkpoint, partitions=3)  # engine detected
+    got = rows(df)
+    assert got == sorted(expected.items())  # partitions in key order, each in key order
+    assert df.rdd.getNumPartitions() == 3  # three ranges cut at the SSTs' first keys
+    assert snapshot(local_store) == before  # CHECKPOINT-mode readers write nothing
+
+    plan = plan_slatedb_read(local_store, local_store.url, PATH, checkpoint, 3)
+    assert len(plan.ranges) == 3 and plan.ranges[0].start is None and plan.ranges[-1].end is None
+    for left, right in zip(plan.ranges, plan.ranges[1:], strict=False):
+        assert left.end == right.start is not None
+    # each partition holds exactly its range
+    per_task = df.rdd.glom().map(lambda part: [bytes(r["key"]) for r in part]).collect()
+    for keys, key_range in zip(per_task, plan.ranges, strict=True):
+        assert keys and all(key_range.contains(k) for k in keys)
+
+    # the tasks ran in Spark's Python workers, not in this process (which used the binding)
+    pids = df.rdd.mapPartitions(lambda _: [os.getpid()]).collect()
+    assert os.getpid() not in pids
+
+
+def test_default_checkpoint_tag_and_typed_errors(
+    sdb: Any, spark: SparkSession, local_store: LocalStore
+) -> None:
+    model = write_theirs(sdb, local_store, rounds=2)
+    admin = SlateDbAdmin(PATH, local_store)
+    checkpoint_of(local_store, name="tag:v1", lifetime_s=3600)  # a tag is a checkpoint named tag:<name>
+
+    async def overwrite() -> None:  # a later write the tag does not see
+        builder = sdb.DbBuilder(binding_path(local_store, PATH), binding_store(local_store))
+        db = await builder.build()
+        await db.put(b"k00000", b"after-the-tag")
+        await db.shutdown()
+
+    LOOP.run(overwrite())
+    assert dict(rows(read_db(spark, local_store.url, PATH, tag="v1"))) == model
+
+    # neither checkpoint nor tag: a new spark-read checkpoint, short-lived, of the current state
+    started = time.time()
+    df = read_db(spark, local_store.url, PATH)
+    made = admin.list_checkpoints(READ_CHECKPOINT_NAME)
+    assert len(made) == 1 and made[0].expire_time_s is not None
+    assert started + 3500 < made[0].expire_time_s <= started + 3601  # one hour, as ours
+    assert dict(rows(df)) == {**model, b"k00000": b"after-the-tag"}
+
+    with pytest.raises(TagNotFoundError, match="no tag 'nope'"):
+        read_db(spark, local_store.url, PATH, tag="nope")
+    with pytest.raises(CheckpointNotFoundError):
+        read_db(spark, local_store.url, PATH, checkpoint=uuid.uuid4())
+    with pytest.raises(DbNotFoundError):
+        read_db(spark, local_store.url, "shop/none")
+    short = checkpoint_of(local_store, lifetime_s=2)
+    lazy = read_db(spark, local_store.url, PATH, checkpoint=short)
+    time.sleep(3.5)  # expiry times are whole seconds
+    with pytest.raises(CheckpointExpiredError):
+        read_db(spark, local_store.url, PATH, checkpoint=short)
+    with pytest.raises(PythonException, match="CheckpointExpiredError"):  # the tasks check too
+        lazy.collect()
+
+
+def test_format_slate_ops_reads_slatedb_and_pushes_key_filters_down(
+    sdb: Any, spark: SparkSession, local_store: LocalStore
+) -> None:
+    model = write_theirs(sdb, local_store)
+    checkpoint = checkpoint_of(local_store)
+    df = (
+        spark.read.format(FORMAT)
+        .option("store", local_store.url)
+        .option("path", PATH)
+        .option("checkpoint", str(checkpoint))
+        .option("partitions", "4")
+        .load()
+    )
+    assert df.columns == ["key", "value"]
+    assert sorted(rows(df)) == sorted(model.items())
+    assert df.rdd.getNumPartitions() == 4
+    plan = plan_slatedb_read(local_store, local_store.url, PATH, checkpoint, 4)
+
+    # a range inside the first SST block: only the ranges meeting it are read, rows exact
+    lo, hi = b"k00100", b"k00200"
+    ranged = df.where((F.col("key") >= F.lit(lo)) & (F.col("key") < F.lit(hi)))
+    assert sorted(rows(ranged)) == [(k, v) for k, v in model.items() if lo <= k < hi]
+    narrowed = narrow_slatedb_plan(plan, KeyRange(lo, hi))
+    assert ranged.rdd.getNumPartitions() == len(narrowed.ranges) < 4
+
+    wanted = [b"k00003", b"k00999", b"zz-missing"]
+    picked = df.where(F.col("key").isin(*wanted))
+    assert sorted(rows(picked)) == [(k, model[k]) for k in wanted if k in model]
+    pushed = KeyFilter(keys=frozenset(wanted))
+    assert (
+        picked.rdd.getNumPartitions()
+        == len(narrow_slatedb_plan(plan, pushed.range(), pushed.keys).ranges)
+        < 4
+    )
+
+    # a filter on the value is left to Spark, still exact
+    on_value = df.where(F.col("value") == F.lit(b"wal-only"))
+    assert rows(on_value) == [(b"k00003", b"wal-only")]
+
+    with pytest.raises(AnalysisException, match="CheckpointNotFoundError"):
+        spark.read.format(FORMAT).option("store", local_store.url).option("path", PATH).option(
+            "checkpoint", str(uuid.uuid4())
+        ).load()
+
+
+def _child_reads(plan: SlateDbReadPlan, out: Any) -> None:
+    try:
+        out.put(("ok", sum(b.num_rows for b in read_slatedb_partition(plan, 0))))
+    except Exception as e:
+        out.put((type(e).__name__, str(e)))
+
+
+def test_a_task_forked_from_a_process_that_used_the_binding_fails_typed(
+    sdb: Any, local_store: LocalStore
+) -> None:
+    """The guard behind the Spark read: a partition read in a child forked after this process used
+    the binding raises SlateDbForkError at once (unguarded it would hang); spawned, it reads."""
+    model = write_theirs(sdb, local_store, rounds=1)
+    plan = plan_slatedb_read(local_store, local_store.url, PATH, checkpoint_of(local_store), 1)
+    for method in ("fork", "spawn"):
+        ctx: Any = multiprocessing.get_context(method)
+        out = ctx.Queue()
+        p = ctx.Process(target=_child_reads, args=(plan, out))
+        p.start()
+        p.join(60)
+        alive = p.is_alive()
+        if alive:
+            p.kill()
+            p.join()
+        assert not alive
+        kind, value = out.get(timeout=5)
+        if method == "fork":
+            assert kind == "SlateDbForkError", value
+        else:
+            assert (kind, value) == ("ok", len(model))
+
+
+@pytest.mark.s3
+def test_read_db_on_s3(sdb: Any, spark: SparkSession, make_s3_store: Callable[..., S3Store]) -> None:
+    store = make_s3_store("spark-theirs")
+    model = write_theirs(sdb, store, rounds=2)
+    checkpoint = checkpoint_of(store)
+    # The JVM may predate the dummy AWS variables: the task URL carries them (as ours, test_read.py).
+    credentials = urlencode({"access_key_id": "testing", "secret_access_key": "testing"})
+    url = f"{store.url}&{credentials}"
+    assert isinstance(open_store(url), S3Store)
+    df = read_db(spark, url, PATH, checkpoint=checkpoint, partitions=2)
+    assert dict(rows(df)) == model == binding_rows(sdb, store, checkpoint)
+    assert df.rdd.getNumPartitions() == 2
