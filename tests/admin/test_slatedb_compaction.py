@@ -6,7 +6,9 @@ read back with the binding (its manifest, its DbReader)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 from slate_ops import Db, admin
 from slate_ops.admin.handle import SlateDbHandle
 from slate_ops.compaction import CompactionReport, CompactorOptions, LocalExecutor
-from slate_ops.errors import NoCompactorError
+from slate_ops.errors import NoCompactorError, SlateDbCompactionFailedError
 from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import LocalStore
 from tests.engine.conftest import quiet
@@ -166,3 +168,38 @@ def test_the_report_has_our_keys(sdb: Any, store: LocalStore, writer: Writer, tm
     assert list(to_jsonable(ours)) == list(to_jsonable(theirs))
     assert [f.name for f in dataclasses.fields(theirs)] == [f.name for f in dataclasses.fields(ours)]
     assert ours.notes == ()  # ours has nothing to add
+
+
+def test_a_failed_compaction_is_a_typed_error(sdb: Any, store: LocalStore) -> None:
+    """A request SlateDB's compactor marks FAILED (here: one naming a sorted run that does not
+    exist, queued while no compactor runs) is followed by ``compact`` and raised, never reported
+    as a compaction."""
+    w = Writer(sdb, store)
+    w.flushes(2, "a")
+    w.close()
+    handle = admin.open(DB, store)
+    assert isinstance(handle, SlateDbHandle)
+    m = handle.db.read_manifest()
+    assert m is not None
+    bad = handle.db.submit_compaction([m.l0[0].view_id], [7], 7)
+    handle.compaction_timeout_s = 20
+    outcome: list[BaseException | CompactionReport | None] = []
+    follower = threading.Thread(target=lambda: outcome.append(_capture(lambda: handle.compact(options=TWO))))
+    follower.start()
+    time.sleep(0.5)  # compact is following the queued request before a compactor exists
+    w2 = Writer(sdb, store)
+    try:
+        follower.join(30)
+    finally:
+        w2.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], SlateDbCompactionFailedError), outcome
+    assert outcome[0].compaction_id == bad.id and DB in str(outcome[0])
+    assert handle.db.read_compaction(bad.id) is not None
+    assert read_back(sdb, store) == w.rows
+
+
+def _capture(call: Callable[[], CompactionReport | None]) -> BaseException | CompactionReport | None:
+    try:
+        return call()
+    except BaseException as e:  # handed to the test's thread
+        return e
