@@ -34,7 +34,10 @@ def probe_db(path: str, store: ObjectStore) -> Probe:
     prefix = manifest_key(db, 0).rsplit("/", 1)[0] + "/"
     ids = [i for m in store.list(prefix) if (i := parse_own_manifest_key(db, m.key)) is not None]
     if not ids:
-        raise DbNotFoundError(f"no database at {path!r} in {store.url}: no manifest under {prefix}")
+        raise DbNotFoundError(
+            f"no database at {path!r} in {store.url}: no manifest under {prefix}. Check the store URL "
+            "and path, or create it with `slate-ops create-db`."
+        )
     latest = max(ids)
     key = manifest_key(db, latest)
     return Probe(db, latest, key, detect_manifest(store.get(key).data, key))

@@ -310,16 +310,19 @@ def test_cli_clone_and_destroy(
 
     code, cloned, _ = run("--path", "clone", "clone", "--parent", "parent")
     assert code == 0 and isinstance(cloned, dict)
-    assert cloned["initialized"] is True and cloned["external_dbs"] == ["parent"]
+    # one shape on both engines (issue 21): the clone's summary, external_dbs a count
+    assert cloned["initialized"] is True and (cloned["parent"], cloned["external_dbs"]) == ("parent", 1)
     assert run("--path", "clone", "clone", "--parent", "other")[0] == 1  # CloneMismatchError
     code, _, err = run("--path", "parent", "destroy", "--hard")
     assert code == 1 and "clone:clone" in err and "Nothing was deleted" in err
     before = snapshot(store)
+    _, final, _ = run("--path", "parent", "list-checkpoints", "-n", "slate_ops/clone:clone")
+    assert isinstance(final, list) and len(final) == 1  # the clone's final checkpoint (docs/cli.md)
     code, dry, _ = run("--path", "clone", "destroy", "--hard", "--dry-run")
     assert code == 0 and snapshot(store) == before
     code, real, _ = run("--path", "clone", "destroy", "--hard")
     assert isinstance(dry, dict) and isinstance(real, dict) and dry["deleted"] == real["deleted"]
-    assert real["released_parent_checkpoints"] == [["parent", cloned["final_checkpoint_id"]]]
+    assert real["released_parent_checkpoints"] == [["parent", final[0]["id"]]]
     code, soft, _ = run("--path", "parent", "destroy")
     assert code == 0 and isinstance(soft, dict) and soft["soft"] is True and soft["deleted"] == []
     with pytest.raises(SystemExit):

@@ -40,6 +40,8 @@ ON_MISSING_DB: dict[str, tuple[str, ...]] = {
     "merge": ("--source", "nope2"),
     "suggest-split-keys": ("-n", "2"),
     "flush": (),
+    "restore": ("--tag", "t1", "--into", "restored"),
+    "gc-health": (),
 }
 for name, extra in ON_MISSING_DB.items():
     if name in LISTS_PREFIX:
