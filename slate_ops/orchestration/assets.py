@@ -11,7 +11,6 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from slate_ops.admin import create_db
-from slate_ops.admin.clone import ensure_clone
 from slate_ops.admin.handle.state import latest_manifest_id_since
 from slate_ops.errors import ConfigError, DbNotFoundError, SlateDbManifestError
 from slate_ops.objstore import redact_url
@@ -22,6 +21,7 @@ from slate_ops.orchestration.metadata import database_metadata
 from slate_ops.orchestration.naming import ASSET_PREFIX as ASSET_PREFIX
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.naming import GROUP_NAME as GROUP_NAME
+from slate_ops.orchestration.resources import SlateDatabasesResource
 
 ORIGIN_TAG = "slate_ops/origin"
 """Asset tag saying how a database comes to exist: ``created``, ``clone`` or ``rescale``."""
@@ -81,7 +81,7 @@ def build_database_asset(
         elif current.parent is None:
             ensure_database(current, store)
         else:
-            ensure_clone(current.path, slate.database(current.parent).path, store, clock=slate.clock())
+            ensure_clone(slate, current, slate.database(current.parent), store)
         state = slate.handle_for(current, store).state_since(None)
         assert state is not None  # no known manifest: always read
         return dg.MaterializeResult(
@@ -112,6 +112,17 @@ def database_exists(path: str, store: ObjectStore) -> bool:
     except DbNotFoundError:
         return False
     return True
+
+
+def ensure_clone(
+    slate: SlateDatabasesResource, clone: DatabaseConfig, parent: DatabaseConfig, store: ObjectStore
+) -> None:
+    """Create the clone ``clone`` of ``parent`` through the parent's admin handle, or finish an
+    interrupted one; nothing when it is already initialised (so a clone later detached from its
+    parent by GC stays valid): one LIST, and a read of the clone's manifest when it exists."""
+    if database_exists(clone.path, store) and slate.handle_for(clone, store).describe().initialized:
+        return
+    slate.handle_for(parent, store).clone_to(clone.path)
 
 
 def ensure_database(db: DatabaseConfig, store: ObjectStore) -> None:

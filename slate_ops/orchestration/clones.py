@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import dagster as dg
 from pydantic import Field
 
-from slate_ops.admin import create_clone
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.checks import record_state
@@ -57,16 +56,22 @@ class CloneConfig(dg.Config):
 
 @dataclass(frozen=True)
 class CloneResult:
-    """What :func:`clone_op` created."""
+    """What :func:`clone_op` created (either engine, through the parent's admin handle).
+
+    ``source_checkpoint_id``: the checkpoint it was cloned at when one was given (else the clone
+    was taken from the parent's current state through a short-lived checkpoint: None);
+    ``final_checkpoint_id``: the checkpoint the clone added to its parent to pin what it reads
+    (None on a re-run that found the clone complete); ``external_dbs``: how many databases the
+    clone reads SSTs of."""
 
     parent: str
     clone_name: str
     clone_path: str
     manifest_id: int
     initialized: bool
-    source_checkpoint_id: uuid.UUID
-    final_checkpoint_id: uuid.UUID
-    external_dbs: tuple[str, ...]
+    source_checkpoint_id: uuid.UUID | None
+    final_checkpoint_id: uuid.UUID | None
+    external_dbs: int
 
 
 def build_clone_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
@@ -111,22 +116,24 @@ def clone(
             f"of {config.clone_name!r}"
         )
     checkpoint = _checkpoint_id(config.checkpoint)
-    store = slate.open_store(parent_name)
-    created = create_clone(clone_path, parent.path, store, checkpoint, clock=slate.clock())
-    direct = created.value.external_dbs[-1]
+    handle = slate.handle_for(parent)
+    before = {c.id for c in handle.list_checkpoints()}
+    created = handle.clone_to(clone_path, checkpoint=checkpoint)
+    added = [c.id for c in handle.list_checkpoints() if c.id not in before and c.id != checkpoint]
     result = CloneResult(
         parent=parent_name,
         clone_name=config.clone_name,
         clone_path=clone_path,
-        manifest_id=created.id,
-        initialized=created.value.initialized,
-        source_checkpoint_id=direct.source_checkpoint_id,
-        final_checkpoint_id=direct.final_checkpoint_id,
-        external_dbs=tuple(ed.path for ed in created.value.external_dbs),
+        manifest_id=created.manifest_id,
+        initialized=created.initialized,
+        source_checkpoint_id=checkpoint,
+        final_checkpoint_id=added[-1] if added else None,
+        external_dbs=created.external_dbs,
     )
+    at = f"checkpoint {checkpoint}" if checkpoint is not None else "its current state"
     context.log.info(
-        f"{config.clone_name} ({clone_path}) is a clone of {parent_name} at checkpoint "
-        f"{result.source_checkpoint_id}; manifest {result.manifest_id}"
+        f"{config.clone_name} ({clone_path}) is a clone of {parent_name} at {at}; "
+        f"manifest {result.manifest_id}"
     )
     for name in (parent_name, config.clone_name):
         record_state(
@@ -136,10 +143,9 @@ def clone(
 
 
 def clone_metadata(result: CloneResult) -> dict[str, dg.MetadataValue]:
-    """The clone as run metadata: every field of :class:`CloneResult`, the external databases as one
-    text."""
+    """The clone as run metadata: every field of :class:`CloneResult` (a checkpoint not known: ``-``)."""
     values = {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
-    return metadata_of(**{**values, "external_dbs": ", ".join(result.external_dbs)})
+    return metadata_of(**{name: "-" if value is None else value for name, value in values.items()})
 
 
 def clone_run_config(

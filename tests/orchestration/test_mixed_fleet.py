@@ -12,16 +12,17 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from jobs import maintenance_job, slate_ops_partitions_sensor
+from jobs import clone_job, maintenance_job, slate_ops_partitions_sensor
 from slate_ops import Db
 from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engines.detect import Engine
 from slate_ops.objstore import open_store
-from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
+from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.assets import build_database_assets
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.checks import ALL_CHECKS, GC_HEALTH_CHECK, build_database_checks
+from slate_ops.orchestration.clones import clone_run_config
 from slate_ops.orchestration.config import CompactionPolicy, DiscoverConfig
 from slate_ops.orchestration.maintenance import maintenance_run_config
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY, local_pyspark_resource
@@ -168,6 +169,22 @@ def test_a_mixed_fleet_is_discovered_checked_and_maintained_on_both_engines(flee
     assert asyncio.run(read_all(sdb, root, OTHER)) == fleet["rows"]["other"]
     with Db.open(OURS, open_store(url), quiet()) as db:  # and ours, every row
         assert {k: db.get(k) for k in fleet["rows"]["ours"]} == fleet["rows"]["ours"]
+
+
+def test_clone_job_clones_a_slatedb_database_that_slatedb_then_reads(fleet: dict[str, Any]) -> None:
+    slate = SlateDatabasesResource(config=fleet["config"])
+    result = clone_job.execute_in_process(
+        run_config=clone_run_config("theirs", "theirs_copy", "fleet/theirs_copy"),
+        tags={DB_TAG: "theirs"},
+        resources={RESOURCE_KEY: slate},
+    )
+    assert result.success
+    output = result.output_for_node("clone_op")
+    assert output.initialized and output.external_dbs >= 1
+    assert output.final_checkpoint_id is not None
+    assert str(output.final_checkpoint_id) in checkpoint_ids(fleet["root"], THEIRS)  # SlateDB lists it
+    assert slate.handle("theirs_copy").engine is Engine.SLATEDB  # discovered: SlateDB's format
+    assert asyncio.run(read_all(sdb, fleet["root"], "fleet/theirs_copy")) == fleet["rows"]["theirs"]
 
 
 def test_gc_health_fails_on_both_engines_when_garbage_waits_too_long(fleet: dict[str, Any]) -> None:
