@@ -18,7 +18,8 @@ SlateDB #2089 ("GC had been dead for six days") was visible only as one log line
 "Eligible at time t" is the engine's own GC plan (a dry run that writes nothing) with its clock at
 ``t``: the same rules a real run applies, so the check never counts what GC rightly keeps
 (referenced SSTs, checkpointed manifests, the latest manifest). Cost: one or two dry-run plans and
-two HEADs.
+two HEADs (SlateDB: also two LISTs and two GETs, the boundary pre-check of
+:func:`slate_ops.admin.handle.slatedb_verify.check_boundaries`).
 """
 
 from __future__ import annotations
