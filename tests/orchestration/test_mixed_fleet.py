@@ -206,3 +206,81 @@ def test_gc_health_fails_on_both_engines_when_garbage_waits_too_long(fleet: dict
         overdue = evaluation.metadata["overdue_count"].value
         assert isinstance(overdue, int) and overdue > 0, name
         assert "eligible for GC" in (evaluation.description or ""), name
+
+
+def test_slatedb_compaction_in_dagster_needs_a_running_compactor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compaction sensor requests a compaction when a SlateDB database's L0 reaches its threshold;
+    maintenance fails with NoCompactorError while no SlateDB compactor runs, and reports the compaction
+    once a writer (with its embedded compactor) is open; SlateDB reads every row back."""
+    from slate_ops.admin.handle import SlateDbHandle
+    from slate_ops.engines.slatedb import LOOP
+    from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
+    from tests.engines.conftest import fast_settings, local_store
+
+    root = tmp_path / "store"
+    root.mkdir()
+    # 3 L0 SSTs: over this database's threshold (2), under SlateDB's own scheduler's trigger (4)
+    rows = asyncio.run(write_db(sdb, root, "fleet/busy", rounds=3, keys=50, wal=False))
+    busy = DatabaseConfig(
+        name="busy",
+        store_url=root.as_uri(),
+        path="fleet/busy",
+        engine="slatedb",
+        compaction=CompactionPolicy(l0_threshold=2),
+    )
+    config = SlateOpsConfig(databases=[busy])
+    slate = SlateDatabasesResource(config=config)
+    resources = {RESOURCE_KEY: slate, PYSPARK_RESOURCE_KEY: local_pyspark_resource()}
+    sensed = slate_ops_compaction_sensor(dg.build_sensor_context(resources={RESOURCE_KEY: slate}))
+    assert isinstance(sensed, dg.SensorResult)
+    assert [r.partition_key for r in sensed.run_requests or []] == ["busy"]
+
+    monkeypatch.setattr(SlateDbHandle, "compaction_timeout_s", 3.0)  # no compactor: fail in 3 s, not 30
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(PARTITIONS_NAME, ["busy"])
+
+        def maintain() -> dg.ExecuteInProcessResult:
+            return maintenance_job.execute_in_process(
+                run_config=maintenance_run_config(dry_run=False),
+                partition_key="busy",
+                instance=instance,
+                resources=resources,
+                raise_on_error=False,
+            )
+
+        stalled = maintain()
+        assert not stalled.success
+        (failure,) = [e for e in stalled.all_node_events if e.is_step_failure]
+        assert failure.step_key == "maintenance_compact"
+        error = str(failure.step_failure_data.error)
+        assert "NoCompactorError" in error and "A SlateDB compactor must be running" in error, error
+
+        builder = sdb.DbBuilder("fleet/busy", local_store(sdb, root))
+        builder.with_settings(fast_settings(sdb, wal=False))
+        writer = LOOP.run(builder.build())  # its embedded compactor runs the queued request
+        try:
+            for _ in range(100):
+                if slate.handle("busy").describe().l0_ssts == 0:
+                    break
+                time.sleep(0.1)
+            for r in range(2):  # 2 new L0 SSTs: our threshold again, not SlateDB's
+                for i in range(30):
+                    k, v = b"n%04d" % i, b"new %d" % r
+                    LOOP.run(writer.put(k, v))
+                    rows[k] = v
+                LOOP.run(writer.flush_with_options(sdb.FlushOptions(flush_type=sdb.FlushType.MEM_TABLE)))
+            monkeypatch.setattr(SlateDbHandle, "compaction_timeout_s", 60.0)
+            done = maintain()
+        finally:
+            LOOP.run(writer.shutdown())
+    assert done.success
+    summaries = {
+        e.step_key: str(e.step_output_data.metadata["step_summary"].value)
+        for e in done.all_node_events
+        if e.is_successful_output
+    }
+    assert summaries["maintenance_compact"].startswith("l0 compaction on slatedb-compactor: 2 ->"), summaries
+    assert slate.handle("busy").describe().l0_ssts == 0
+    assert asyncio.run(read_all(sdb, root, "fleet/busy")) == rows
