@@ -566,3 +566,33 @@ def ours_db_in(store: ObjectStore, path: str) -> None:
     with Db.open(path, store, quiet()) as db:
         db.put(b"k", b"v")
         db.flush_memtable()
+
+
+def test_read_only_commands_write_nothing_on_a_slatedb_database(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/cli.md "Safety": read-only commands and dry runs write nothing, on SlateDB's databases
+    too (the store listed, sizes included, before and after each)."""
+    write(sdb, root, compact=True)
+    cid = ok(capsys, "--path", DB, "create-checkpoint", "-n", "c", "-l", "1h")["id"]
+    ok(capsys, "--path", DB, "create-tag", "-n", "t")
+    before = listing(root)
+    for argv in (
+        ("describe",),
+        ("verify",),
+        ("history",),
+        ("shape",),
+        ("list-checkpoints",),
+        ("list-tags",),
+        ("suggest-split-keys", "-n", "2"),
+        ("gc",),
+        ("gc-health",),
+        ("expire-checkpoints",),
+        ("delete-checkpoint", "-i", cid),
+        ("delete-tag", "-n", "t"),
+        ("apply-tag-policy",),
+        ("destroy", "--hard"),
+    ):
+        assert run(capsys, "--path", DB, *argv)[0] in (0, 1), argv
+        assert listing(root) == before, argv
+    assert run(capsys, "list-dbs")[0] == 0 and listing(root) == before
