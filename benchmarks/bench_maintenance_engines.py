@@ -30,12 +30,14 @@ recorded instead.
   bucket is a LIST). For SlateDB, the slate_ops side of the handle (its GC listing, the engine
   probe) is counted by ``CountingStore`` too, so the binding's share is the difference.
 * **GC plan vs SlateDB's own dry run.** On databases of their own (SlateDB's dry run writes, and
-  a run consumes the garbage): slate_ops' plan of a SlateDB database (``handle.gc_plan``: the exact
-  objects, per directory, with reasons), the same plan of a slate_ops database, the binding's
-  ``Admin.run_gc_once`` with every directory ``dry_run=True`` (it returns nothing and, as measured
-  in docs/design/slatedb-engine.md §3, writes boundary files), then one real ``run_gc_once``
-  (objects listed before and after, straight on moto). The handle's own real run (plan, run,
-  listings) is the "GC run (real)" row of the per-operation tables.
+  a run consumes the garbage) — one pair of the same shape as above, and one pair written by
+  ``history`` memtable flushes of a quarter of the keys each (ours: nothing compacted; SlateDB's
+  writer: its embedded compactor compacting as it sees fit) — slate_ops' plan of the SlateDB
+  database (``handle.gc_plan``: the exact objects, per directory, with reasons), the same plan of
+  ours, the binding's ``Admin.run_gc_once`` with every directory ``dry_run=True`` (it returns
+  nothing and, as measured in docs/design/slatedb-engine.md §3, writes boundary files), then one
+  real ``run_gc_once`` (objects listed before and after, straight on moto). The handle's own real
+  run (plan, run, listings) is the "GC run (real)" row of the per-operation tables.
 * GC options: min ages of 1 ms (tests only: ``allow_unsafe_min_age``) so what the writers just
   left is garbage; the same options for both engines.
 
@@ -79,6 +81,8 @@ OURS_DB = "dbs/slate_ops"
 SLATEDB_DB = "dbs/slatedb"
 SLATEDB_GC_DB = "dbs/slatedb_gc"  # the GC comparison's own databases (SlateDB's dry run writes)
 OURS_GC_DB = "dbs/slate_ops_gc"
+SLATEDB_HISTORY_DB = "dbs/slatedb_history"  # many flushes: more garbage for the GC comparison
+OURS_HISTORY_DB = "dbs/slate_ops_history"
 VALUE_BYTES = 100
 ENGINES = ("slate_ops", "slatedb")
 FAST_GC = GcOptions.with_min_age(timedelta(milliseconds=1), allow_unsafe_min_age=True)
@@ -91,10 +95,11 @@ class Sizes:
     rounds: int  # memtable flushes
     repeat: int  # calls per operation (the median is reported)
     delays: tuple[float | None, ...]  # None: the local directory; else S3 with this delay
+    history: int = 32  # memtable flushes of the GC comparison's second pair of databases
 
 
 FULL = Sizes(2_000, 4, 7, (None, 0.0, 0.05))
-QUICK = Sizes(200, 4, 2, (None, 0.0))
+QUICK = Sizes(200, 4, 2, (None, 0.0), history=8)
 # Operations, in the order they run on each database (destroy before clone: a SlateDB clone pins a
 # final checkpoint in its source, and a hard destroy is refused while one is live).
 OPERATIONS = (
@@ -250,6 +255,47 @@ async def _write_slatedb(sdb: Any, store: Any, path: str, keys: int, rounds: int
     await db.shutdown()
     for checkpoint in await binding_admin.list_checkpoints(None):  # the compactor's, 15 minutes
         await binding_admin.delete_checkpoint(checkpoint.id)
+
+
+def write_ours_history(store: ObjectStore, path: str, keys: int, flushes: int) -> None:
+    """``flushes`` memtable flushes of ``keys // 4`` keys each by our writer, and an L0 compaction
+    after every 4 (as SlateDB's embedded size-tiered compactor does by default; our writer stops at
+    8 L0 SSTs without a compactor): the garbage is old manifests, WAL SSTs and replaced SSTs."""
+    handle: DatabaseHandle | None = None
+    for first in range(0, flushes, 4):
+        with Db.open(path, store, QUIET) as db:
+            for r in range(first, min(first + 4, flushes)):
+                for k, v in _rows(keys // 4, r):
+                    db.put(k, v)
+                db.flush_memtable()
+        handle = handle or admin.open(path, store)
+        handle.compact()
+    if handle is not None:
+        for checkpoint in handle.list_checkpoints():  # the compactions' own
+            handle.delete_checkpoint(checkpoint.id, dry_run=False)
+
+
+async def _write_slatedb_history(sdb: Any, store: Any, path: str, keys: int, flushes: int) -> None:
+    builder = sdb.DbBuilder(path, store)
+    builder.with_settings(_fast_settings(sdb))
+    db = await builder.build()
+    flush = sdb.FlushOptions(flush_type=sdb.FlushType.MEM_TABLE)
+    for r in range(flushes):
+        for k, v in _rows(keys // 4, r):
+            await db.put(k, v)
+        await db.flush_with_options(flush)
+    await db.shutdown()
+    binding_admin = sdb.AdminBuilder(path, store).build()
+    for checkpoint in await binding_admin.list_checkpoints(None):  # the compactor's, 15 minutes
+        await binding_admin.delete_checkpoint(checkpoint.id)
+
+
+def write_slatedb_history(sdb: Any, store: Any, path: str, keys: int, flushes: int) -> None:
+    """The same by SlateDB's writer, whose embedded compactor compacts L0 as it sees fit (its
+    default size-tiered scheduler): the garbage is old manifests, WAL SSTs and replaced SSTs."""
+    from slate_ops.engines.slatedb import LOOP
+
+    LOOP.run(_write_slatedb_history(sdb, store, path, keys, flushes))
 
 
 def write_slatedb(sdb: Any, store: Any, path: str, keys: int, rounds: int) -> None:
@@ -421,6 +467,7 @@ def _describe(note: str, value: Any) -> str:
 @dataclass
 class GcCall:
     store: str
+    database: str
     call: str
     seconds: list[float] = field(default_factory=list)
     requests: dict[str, int] = field(default_factory=dict)
@@ -436,7 +483,7 @@ class GcCall:
 
 
 PLAN = "slate_ops' plan (handle.gc_plan)"
-OURS_PLAN = "slate_ops' plan of a slate_ops database of the same shape"
+OURS_PLAN = "slate_ops' plan of the pair's slate_ops database (reference)"
 SLATEDB_DRY = "SlateDB's run_gc_once, every directory dry_run"
 SLATEDB_REAL = "SlateDB's run_gc_once, real"
 
@@ -456,24 +503,34 @@ def _gc_options(sdb: Any, dry_run: bool) -> Any:
 
 
 def measure_gc(
-    sdb: Any, proxy: LatencyProxy, s3: S3Store, endpoint: str, bucket: str, repeat: int, store_label: str
+    sdb: Any,
+    proxy: LatencyProxy,
+    s3: S3Store,
+    endpoint: str,
+    bucket: str,
+    repeat: int,
+    store_label: str,
+    database: str,
+    paths: tuple[str, str],
 ) -> list[GcCall]:
     """slate_ops' plan vs SlateDB's dry run (both ``repeat`` times, read-only vs not), then one
-    real ``run_gc_once`` on the same database."""
+    real ``run_gc_once`` on the same database. ``paths``: the SlateDB database and ours (the
+    reference plan), described as ``database``."""
     from slate_ops.engines.slatedb import LOOP
 
-    handle = admin.open(SLATEDB_GC_DB, s3)
-    ours = admin.open(OURS_GC_DB, s3)
-    raw = sdb.AdminBuilder(SLATEDB_GC_DB, slatedb_store(sdb, proxy.endpoint, bucket)).build()
+    theirs_path, ours_path = paths
+    handle = admin.open(theirs_path, s3)
+    ours = admin.open(ours_path, s3)
+    raw = sdb.AdminBuilder(theirs_path, slatedb_store(sdb, proxy.endpoint, bucket)).build()
     listing = S3Store(s3.bucket, endpoint_url=endpoint, region=REGION, **KEYS)  # straight to moto
 
     def objects() -> set[str]:
-        return {o.key for o in listing.list(SLATEDB_GC_DB + "/")}
+        return {o.key for o in listing.list(theirs_path + "/")}
 
     calls: list[GcCall] = []
 
     def run(name: str, fn: Callable[[], str], times: int) -> None:
-        c = GcCall(store_label, name)
+        c = GcCall(store_label, database, name)
         for i in range(times):
             proxy.reset()
             started = time.perf_counter()
@@ -494,11 +551,14 @@ def measure_gc(
         return f"returns None; {len(before - after)} objects deleted, {len(after - before)} written"
 
     planned = handle.gc_plan(FAST_GC)
+    calls_before = len(objects())
     run(PLAN, lambda: plan(handle), repeat)
     run(OURS_PLAN, lambda: plan(ours), repeat)
     run(SLATEDB_DRY, lambda: slatedb(True), repeat)
     run(SLATEDB_REAL, lambda: slatedb(False), 1)
-    calls[-1].result += f" (the plan before the dry runs: {len(planned.deleted_keys())})"
+    calls[
+        -1
+    ].result += f" (the plan before the dry runs: {len(planned.deleted_keys())} of {calls_before} objects)"
     return calls
 
 
@@ -569,7 +629,7 @@ def run(
             with _moto() as endpoint:
                 for delay in s3_delays:
                     measured_s3, gc_s3 = _on_s3(
-                        sdb, engines, endpoint, delay, keys, rounds, repeat, shapes, progress
+                        sdb, engines, endpoint, delay, keys, rounds, repeat, sizes.history, shapes, progress
                     )
                     measured += measured_s3
                     gc += gc_s3
@@ -586,6 +646,7 @@ def _on_s3(
     keys: int,
     rounds: int,
     repeat: int,
+    history: int,
     shapes: dict[str, str],
     progress: Callable[[str], None],
 ) -> tuple[list[Measured], list[GcCall]]:
@@ -596,9 +657,11 @@ def _on_s3(
     direct = S3Store(bucket, endpoint_url=endpoint, region=REGION, **KEYS)
     for path in (OURS_DB, OURS_GC_DB):
         write_ours(direct, path, keys, rounds)
+    write_ours_history(direct, OURS_HISTORY_DB, keys, history)
     if sdb is not None:
         for path in (SLATEDB_DB, SLATEDB_GC_DB):
             write_slatedb(sdb, slatedb_store(sdb, endpoint, bucket), path, keys, rounds)
+        write_slatedb_history(sdb, slatedb_store(sdb, endpoint, bucket), SLATEDB_HISTORY_DB, keys, history)
     measured: list[Measured] = []
     gc: list[GcCall] = []
     with LatencyProxy(endpoint, delay) as proxy:
@@ -621,7 +684,11 @@ def _on_s3(
             )
         if sdb is not None and any(m.engine == "slatedb" and m.store == where for m in measured):
             progress(f"GC plan vs run_gc_once on {where}")
-            gc = measure_gc(sdb, proxy, s3, endpoint, bucket, repeat, where)
+            for database, paths in (
+                ("same shape", (SLATEDB_GC_DB, OURS_GC_DB)),
+                (f"{history} flushes", (SLATEDB_HISTORY_DB, OURS_HISTORY_DB)),
+            ):
+                gc += measure_gc(sdb, proxy, s3, endpoint, bucket, repeat, where, database, paths)
     return measured, gc
 
 
@@ -681,6 +748,7 @@ def gc_table(r: Run) -> str:
     rows = [
         [
             c.store,
+            c.database,
             c.call,
             "—" if c.median_ms is None else f"{c.median_ms:.1f}",
             _requests_text(c.requests),
@@ -690,7 +758,9 @@ def gc_table(r: Run) -> str:
         for c in r.gc
     ]
     return markdown_table(
-        ["store", "call", "ms (median)", "requests", "of which writes", "result"], rows, "llrrrl"
+        ["store", "databases", "call", "ms (median)", "requests", "of which writes", "result"],
+        rows,
+        "lllrrrl",
     )
 
 
@@ -717,7 +787,11 @@ def render(r: Run) -> str:
     for store in dict.fromkeys(m.store for m in r.measured):
         parts += [f"**{store}**", "", operations_table(r, store), ""]
     if r.gc:
-        parts += ["**GC plan vs SlateDB's own run_gc_once** (a SlateDB database of the same shape)", ""]
+        parts += [
+            "**GC plan vs SlateDB's own run_gc_once** (fresh databases: one of the same shape per "
+            "engine, and one per engine written by many memtable flushes)",
+            "",
+        ]
         parts += [gc_table(r), ""]
     missing = unavailable(r)
     if missing:
@@ -765,34 +839,35 @@ def collect(options: Options) -> Outcome:
             )
         )
     plan_rows = [c for c in r.gc if c.call == PLAN]
-    for c in r.gc:
-        if c.call != SLATEDB_DRY:
-            continue
-        plan = next((p for p in plan_rows if p.store == c.store), None)
+    dry_rows = [c for c in r.gc if c.call == SLATEDB_DRY]
+    for c in dry_rows:
+        plan = next((p for p in plan_rows if (p.store, p.database) == (c.store, c.database)), None)
         if plan is None:
             continue
         rows.append(
             row(
                 "maintenance_engines",
-                f"GC plan vs SlateDB's dry run, time, {c.store}",
+                f"GC plan vs SlateDB's dry run, {c.database}, {c.store}",
                 "ms",
                 plan.median_ms,
                 c.median_ms,
                 "run_gc_once(dry_run)",
                 None,
-                "reported",
+                f"requests {sum(plan.requests.values())} vs {sum(c.requests.values())}, "
+                f"writes {plan.writes} vs {c.writes}; reported",
             )
         )
+    if plan_rows and dry_rows:
         rows.append(
             row(
                 "maintenance_engines",
-                f"GC plan, writes (PUT/DELETE), {c.store}",
+                "GC plan: writes (PUT/POST/DELETE), most of any run",
                 "requests",
-                plan.writes,
-                c.writes,
-                "run_gc_once(dry_run)",
+                max(p.writes for p in plan_rows),
+                min(c.writes for c in dry_rows),
+                "run_gc_once(dry_run), fewest",
                 Target("ours", "<=", 0),
-                "the plan is read-only; SlateDB's dry run writes boundary files",
+                "the plan is read-only; SlateDB's dry run writes its boundary files",
             )
         )
     setup = describe(r)

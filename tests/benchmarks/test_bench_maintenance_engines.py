@@ -17,7 +17,7 @@ pytestmark = pytest.mark.s3
 @pytest.fixture(scope="module")
 def run() -> bench.Run:
     pytest.importorskip("slatedb.uniffi")
-    return bench.run(bench.Sizes(keys=50, rounds=4, repeat=1, delays=(None, 0.0)))
+    return bench.run(bench.Sizes(keys=50, rounds=4, repeat=1, delays=(None, 0.0), history=8))
 
 
 def test_both_engines_are_measured_on_both_stores_through_the_handle(run: bench.Run) -> None:
@@ -50,13 +50,17 @@ def test_requests_are_counted_at_the_endpoint_for_both_engines(run: bench.Run) -
 
 
 def test_the_plan_writes_nothing_and_slatedbs_dry_run_does(run: bench.Run) -> None:
-    calls = {c.call: c for c in run.gc}
-    plan, dry, real = calls[bench.PLAN], calls[bench.SLATEDB_DRY], calls[bench.SLATEDB_REAL]
-    assert plan.writes == 0 and plan.requests.get("LIST", 0) >= 4
-    assert dry.writes > 0  # measured: boundary files (docs/design/slatedb-engine.md §3)
-    planned = int(re.match(r"(\d+) objects planned", plan.result).group(1))  # type: ignore[union-attr]
-    deleted = int(re.search(r"(\d+) objects deleted", real.result).group(1))  # type: ignore[union-attr]
-    assert planned == deleted > 0  # what the plan listed is what SlateDB's own run then deleted
+    databases = {c.database for c in run.gc}
+    assert databases == {"same shape", "8 flushes"}
+    for database in databases:
+        calls = {c.call: c for c in run.gc if c.database == database}
+        plan, dry, real = calls[bench.PLAN], calls[bench.SLATEDB_DRY], calls[bench.SLATEDB_REAL]
+        assert plan.writes == 0 and plan.requests.get("LIST", 0) >= 4
+        assert calls[bench.OURS_PLAN].writes == 0
+        assert dry.writes > 0  # measured: boundary files (docs/design/slatedb-engine.md §3)
+        planned = int(re.match(r"(\d+) objects planned", plan.result).group(1))  # type: ignore[union-attr]
+        deleted = int(re.search(r"(\d+) objects deleted", real.result).group(1))  # type: ignore[union-attr]
+        assert planned == deleted > 0, database  # the plan listed what SlateDB's own run then deleted
     text = bench.render(run)
     assert "SlateDB's run_gc_once, every directory dry_run" in text and "of which the binding's" in text
 
