@@ -89,16 +89,17 @@ def verify_results(
     name: str,
     log: logging.Logger | dg.DagsterLogManager,
     naming: Naming = DEFAULT,
+    handle: DatabaseHandle | None = None,
 ) -> list[dg.AssetCheckResult]:
-    """Every check of database ``name`` through its admin handle (either engine): ``verify`` (one
-    result per :data:`CHECKS`) and ``gc_health``: what its ``multi_asset_check`` reports, and what a
-    maintenance run records again after changing the database. A database that cannot be read fails
-    every check with the error (and a warning in ``log``); a GC health that cannot be assessed fails
-    that check alone."""
+    """Every check of database ``name`` through its admin handle (``handle``, else opened here;
+    either engine): ``verify`` (one result per :data:`CHECKS`) and ``gc_health``: what its
+    ``multi_asset_check`` reports, and what a maintenance run records again after changing the
+    database. A database that cannot be read fails every check with the error (and a warning in
+    ``log``); a GC health that cannot be assessed fails that check alone."""
     key = naming.asset_key(slate, name)
     current = slate.database(name)
     try:
-        handle = slate.handle_for(current)
+        handle = handle if handle is not None else slate.handle_for(current)
     except SlateOpsError as exc:  # not created yet, unreadable: every check fails and says why
         log.warning(f"cannot verify database {name}: {type(exc).__name__}: {exc}")
         return [unverifiable_result(key, check, exc) for check in ALL_CHECKS]
@@ -177,11 +178,15 @@ def record_state(
     if not slate.configured(name):
         return
     key = naming.asset_key(slate, name)
-    for result in verify_results(slate, name, context.log, naming):
+    db = slate.database(name)
+    try:  # one handle for the checks and the state (auto: one probe)
+        handle: DatabaseHandle | None = slate.handle_for(db)
+    except Exception:  # verify_results reports it as every check failing
+        handle = None
+    for result in verify_results(slate, name, context.log, naming, handle):
         context.log_event(check_evaluation(key, result))  # type: ignore[arg-type]  # supported, not typed
     try:
-        db = slate.database(name)
-        state = slate.handle_for(db).state_since(None)
+        state = (handle or slate.handle_for(db)).state_since(None)
         assert state is not None  # no known manifest: always read
     except Exception as exc:  # the checks already say what is wrong
         context.log.warning(f"recording {name} after {after}: {type(exc).__name__}: {exc}")
