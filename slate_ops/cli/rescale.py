@@ -3,9 +3,8 @@
 ``split --at KEY [--at KEY ...] --into PATH [--into PATH ...]`` splits the database at ``--path``;
 ``merge --source PATH [--source PATH ...]`` merges sources into a new database at ``--path``;
 ``suggest-split-keys -n N`` proposes keys that balance bytes; ``flush`` moves a database's WAL
-writes into L0 (what split and merge require). ``split``, ``merge`` and ``suggest-split-keys`` go
-through the admin handle (either engine: SlateDB's projection and union clones); ``flush`` is slate_ops'
-only. Keys are text or ``hex:<hex>``; reports print keys
+writes into L0 (what split and merge require). All four go through the admin handle (either
+engine: SlateDB's projection and union clones). Keys are text or ``hex:<hex>``; reports print keys
 the same way, so they can be pasted back.
 """
 
@@ -18,11 +17,9 @@ from slate_ops import admin
 from slate_ops.admin.handle import merge as merge_dbs
 from slate_ops.cli.args import parse_key, positive_int
 from slate_ops.cli.command import Arg, Command, arg
-from slate_ops.cli.handle import engine_of, open_db, require_slate_ops
-from slate_ops.engine.db import Db
+from slate_ops.cli.handle import engine_of, open_db
 from slate_ops.keytext import render_bytes, render_optional
 from slate_ops.manifest.model import KeyRange
-from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore
 
 
@@ -78,16 +75,12 @@ def _suggest(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
 
 
 def _flush(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    require_slate_ops(args, store, "flush", "SlateDB's writer flushes its own WAL; open it with SlateDB's Db")
-    ManifestStore(store, args.path).read_latest_required()  # flushing a typo must not create a database
-    with Db.open(args.path, store) as db:
-        db.flush_memtable()
-        manifest = db.manifest
-    return {
-        "path": args.path,
-        "replay_after_wal_id": manifest.replay_after_wal_id,
-        "l0_views": len(manifest.l0),
-    }
+    """Through the handle on either engine (a missing database is refused, never created); prints
+    the manifest and the L0 count afterwards."""
+    db = open_db(args, store)
+    db.flush_wal()
+    status = db.describe()
+    return {"path": args.path, "manifest_id": status.manifest_id, "l0_views": status.l0_ssts}
 
 
 def _flush_wal_flag(what: str) -> Arg:

@@ -153,7 +153,6 @@ def test_engine_is_detected_or_forced(sdb: Any, root: Path, capsys: pytest.Captu
         ("delete", "k0001"),
         ("get", "k0001"),
         ("scan",),
-        ("flush",),
         ("read-manifest",),
         ("list-manifests",),
         ("create-db", "--exist-ok"),
@@ -512,6 +511,20 @@ def test_split_and_merge_read_back_by_slatedb(
     assert merged["operation"] == "merge" and merged["sources"] == ["low", "high"]
     assert rows(sdb, root, "all") == expected
     assert "common range" in fails(capsys, "--path", "again", "merge", "--source", DB, "--source", "low")
+
+
+def test_flush_moves_the_wal_into_l0_then_split_is_accepted(
+    sdb: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = write(sdb, root, rounds=1, keys=40)  # with the WAL on: data left in its replay range
+    argv = ("--path", DB, "split", "--at", "k0020", "--into", "a", "--into", "b")
+    assert "--flush-wal" in fails(capsys, *argv)
+    flushed = ok(capsys, "--path", DB, "flush")
+    manifest = LOOP.run(sdb.AdminBuilder(DB, local_store(sdb, root)).build().read_manifest(None))
+    assert flushed == {"path": DB, "manifest_id": manifest.id, "l0_views": len(manifest.l0)}
+    ok(capsys, *argv)
+    assert {**rows(sdb, root, "a"), **rows(sdb, root, "b")} == expected == rows(sdb, root)
+    assert "no database at 'nope'" in fails(capsys, "--path", "nope", "flush")
 
 
 def test_split_refuses_wal_data_until_flush_wal(
