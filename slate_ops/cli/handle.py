@@ -5,7 +5,7 @@ from the latest manifest's bytes: one LIST and one GET); every maintenance comma
 same :class:`~slate_ops.admin.DatabaseHandle` methods whichever engine wrote the database, so its
 flags and JSON shapes are the same on both (docs/cli.md "Two engines").
 
-A few commands act on slate_ops' own format only (the data commands, ``flush``, ``create-db``,
+A few commands act on slate_ops' own format only (the data commands, ``create-db``,
 ``read-manifest``, ``list-manifests``): :func:`require_slate_ops` refuses them on a SlateDB
 database with :class:`~slate_ops.errors.UnsupportedOnEngineError` before anything is written.
 """
