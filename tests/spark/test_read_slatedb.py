@@ -26,6 +26,7 @@ from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
     DbNotFoundError,
+    InvalidArgumentError,
     TagNotFoundError,
 )
 from slate_ops.manifest.model import KeyRange
@@ -272,3 +273,17 @@ def test_read_db_on_s3(sdb: Any, spark: SparkSession, make_s3_store: Callable[..
     df = read_db(spark, url, PATH, checkpoint=checkpoint, partitions=2)
     assert dict(rows(df)) == model == binding_rows(sdb, store, checkpoint)
     assert df.rdd.getNumPartitions() == 2
+
+
+def test_the_engine_can_be_given_and_an_unknown_one_is_refused(
+    sdb: Any, spark: SparkSession, local_store: LocalStore
+) -> None:
+    model = write_theirs(sdb, local_store, rounds=1)
+    checkpoint = checkpoint_of(local_store)
+    assert dict(rows(read_db(spark, local_store.url, PATH, checkpoint=checkpoint, engine="slatedb"))) == model
+    with pytest.raises(InvalidArgumentError, match=r"unknown engine 'rocksdb'.*slate_ops, slatedb"):
+        read_db(spark, local_store.url, PATH, checkpoint=checkpoint, engine="rocksdb")
+    with pytest.raises(AnalysisException, match="InvalidArgumentError"):
+        spark.read.format(FORMAT).option("store", local_store.url).option("path", PATH).option(
+            "engine", "rocksdb"
+        ).load()
