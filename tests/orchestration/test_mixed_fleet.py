@@ -284,3 +284,35 @@ def test_slatedb_compaction_in_dagster_needs_a_running_compactor(
     assert summaries["maintenance_compact"].startswith("l0 compaction on slatedb-compactor: 2 ->"), summaries
     assert slate.handle("busy").describe().l0_ssts == 0
     assert asyncio.run(read_all(sdb, root, "fleet/busy")) == rows
+
+
+def test_an_unchanged_database_costs_the_manifest_sensor_one_list_on_either_engine(
+    fleet: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sensor's poll (admin.handle.poll.state_since): a changed database of either engine is read
+    (a slate_ops one with one LIST and one GET), an unchanged one of either engine costs one LIST
+    and no GET (no engine probe)."""
+    from slate_ops.objstore import CountingStore
+    from slate_ops.orchestration import fleet as fleet_module
+
+    slate = SlateDatabasesResource(config=fleet["config"])
+    opened: dict[str, CountingStore] = {}
+    store_of = fleet_module.store_of
+
+    def counted(slate_: SlateDatabasesResource, db: DatabaseConfig) -> CountingStore:
+        opened[db.name] = CountingStore(store_of(slate_, db))
+        return opened[db.name]
+
+    monkeypatch.setattr(fleet_module, "store_of", counted)
+    first = slate_ops_manifest_sensor(dg.build_sensor_context(resources={RESOURCE_KEY: slate}))
+    assert isinstance(first, dg.SensorResult) and first.cursor is not None
+    assert {e.asset_key.path[-1] for e in first.asset_events or []} == {"ours", "theirs"}
+    assert (opened["ours"].counts["list"], opened["ours"].counts["get"]) == (1, 1)
+    second = slate_ops_manifest_sensor(
+        dg.build_sensor_context(cursor=first.cursor, resources={RESOURCE_KEY: slate})
+    )
+    assert isinstance(second, dg.SkipReason) and "no manifest changed in 3 database(s)" in str(
+        second.skip_message
+    )
+    for name in ("ours", "theirs", "other"):
+        assert opened[name].counts == {**dict.fromkeys(opened[name].counts, 0), "list": 1}, name
