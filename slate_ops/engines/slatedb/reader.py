@@ -2,7 +2,9 @@
 :func:`key_ranges` cuts the key space from the checkpoint manifest's SST key ranges;
 :class:`CheckpointReader` opens the binding's ``DbReader`` in ``ReaderMode.CHECKPOINT(id)`` -- which
 writes nothing (the default mode writes two manifests per open, measured) -- and scans one range
-in batches, one loop hop per batch (not per row).
+in batches: one loop hop and one binding call (``DbIterator.next_batch``) per batch, not per row
+(measured, 100,000 rows from a local directory: one ``next`` per hop 12-16 s, 8192 ``next`` per
+hop 4.9 s, ``next_batch(8192)`` 0.54-0.84 s; docs/design/slatedb-engine.md, "Spark read").
 
 The reader replays the WAL SSTs the checkpoint's manifest covers, as SlateDB's own reader does, so
 a range scan returns exactly what ``DbReader`` at that checkpoint returns.
@@ -92,15 +94,9 @@ def _positions(points: list[bytes]) -> list[float]:
 
 
 async def _next_batch(iterator: Any, rows: int) -> tuple[Batch, bool]:
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    while len(keys) < rows:
-        kv = await iterator.next()
-        if kv is None:
-            return (keys, values), True
-        keys.append(kv.key)
-        values.append(kv.value)
-    return (keys, values), False
+    """Up to ``rows`` rows in one binding call (``DbIterator.next_batch``); shorter means done."""
+    got = await iterator.next_batch(rows)
+    return ([kv.key for kv in got], [kv.value for kv in got]), len(got) < rows
 
 
 class CheckpointReader:
