@@ -20,6 +20,7 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slate_ops import admin as admin_handle
 from slate_ops.engines.slatedb import LOOP, SlateDbAdmin
 from slate_ops.engines.slatedb.store import binding_path, binding_store
 from slate_ops.errors import (
@@ -150,7 +151,7 @@ def test_default_checkpoint_tag_and_typed_errors(
 ) -> None:
     model = write_theirs(sdb, local_store, rounds=2)
     admin = SlateDbAdmin(PATH, local_store)
-    checkpoint_of(local_store, name="tag:v1", lifetime_s=3600)  # a tag is a checkpoint named tag:<name>
+    admin_handle.open(PATH, local_store).create_tag("v1")  # the handle's tag (a checkpoint tag:v1)
 
     async def overwrite() -> None:  # a later write the tag does not see
         builder = sdb.DbBuilder(binding_path(local_store, PATH), binding_store(local_store))
