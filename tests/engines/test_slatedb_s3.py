@@ -153,3 +153,22 @@ def test_a_clone_on_s3_with_a_prefix_reads_its_source_and_names_it_store_relativ
 def test_an_in_memory_store_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedStoreError, match="MemoryStore"):
         binding_store(MemoryStore("p5-mem"))
+
+
+def test_temporary_credentials_carry_their_token_and_aws_needs_no_endpoint(moto_endpoint: str) -> None:
+    from slate_ops.objstore.s3 import make_s3_client
+
+    temporary = make_s3_client(
+        endpoint_url=moto_endpoint,
+        access_key_id="ASIAP5",
+        secret_access_key=SECRET,
+        session_token="tok-p5",
+        region="eu-west-1",
+    )
+    entries = dict(binding_s3_config(S3Store("some-bucket", client=temporary)).entries())
+    assert entries["aws_token"] == "tok-p5" and entries["aws_access_key_id"] == "ASIAP5"
+    assert entries["aws_region"] == "eu-west-1"
+    aws = make_s3_client(access_key_id="AKIAP5", secret_access_key=SECRET, region="eu-west-1")
+    config = binding_s3_config(S3Store("some-bucket", client=aws))
+    assert config.endpoint is None  # AWS itself: object_store derives the endpoint from the region
+    assert "aws_endpoint" not in dict(config.entries()) and "aws_allow_http" not in dict(config.entries())
