@@ -66,7 +66,7 @@ from slate_ops.config import parse_duration
 from slate_ops.engine.options import ReaderOptions
 from slate_ops.errors import ConfigError, InvalidStoreUrlError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
-from slate_ops.objstore import HARMLESS_OPTIONS, S3_CREDENTIAL_VARIABLES, redact_url
+from slate_ops.objstore import HARMLESS_OPTIONS, S3_CREDENTIAL_VARIABLES, open_store, redact_url
 from slate_ops.objstore.url import check_store_url
 from slate_ops.txn.paths import normalize_db_path
 
@@ -535,17 +535,18 @@ def load_config(path: str | None = None) -> SlateOpsConfig:
 def slatedb_demo_available(store_url: str | None = None) -> bool:
     """Whether the demo can have its SlateDB database: SlateDB's binding is installed
     (``pip install 'slate_ops[slatedb]'``; looked up, not imported) and the demo's store
-    (``store_url``, default :func:`default_store_url`) is a local directory (``.ci/demo`` writes that
-    database with SlateDB's own ``Db`` on the binding's local store)."""
+    (``store_url``, default :func:`default_store_url`) is a local directory or S3, the stores the
+    binding opens (``.ci/demo`` writes that database with SlateDB's own ``Db`` there)."""
     url = store_url if store_url is not None else default_store_url()
-    return url.startswith("file://") and importlib.util.find_spec("slatedb") is not None
+    return url.startswith(("file://", "s3://")) and importlib.util.find_spec("slatedb") is not None
 
 
 def demo_fleet(config: SlateOpsConfig) -> SlateOpsConfig:
     """The embedded default ``config``, with its ``engine: slatedb`` databases only once SlateDB
-    wrote them (:func:`slatedb_demo_available` and their ``manifest/`` directory exists: one local
-    directory lookup): slate_ops never creates a SlateDB database, so before ``.ci/demo`` wrote it,
-    the demo fleet is the slate_ops databases alone and ``slate_ops_databases_job`` succeeds."""
+    wrote them (:func:`slatedb_demo_available`, and their manifests exist: a directory lookup, or
+    on S3 one LIST, with the store's usual credentials; a store that cannot be listed leaves them
+    out): slate_ops never creates a SlateDB database, so before ``.ci/demo`` wrote it, the demo fleet
+    is the slate_ops databases alone and ``slate_ops_databases_job`` succeeds."""
     kept = [db for db in config.databases if db.engine != "slatedb" or _slatedb_demo_written(db)]
     if len(kept) == len(config.databases):
         return config
@@ -555,8 +556,14 @@ def demo_fleet(config: SlateOpsConfig) -> SlateOpsConfig:
 def _slatedb_demo_written(db: DatabaseConfig) -> bool:
     if not slatedb_demo_available(db.store_url):
         return False
-    root = Path(unquote(urlsplit(db.store_url).path))
-    return root.joinpath(normalize_db_path(db.path), "manifest").is_dir()
+    if db.store_url.startswith("file://"):
+        root = Path(unquote(urlsplit(db.store_url).path))
+        return root.joinpath(normalize_db_path(db.path), "manifest").is_dir()
+    try:  # S3: one LIST of the database's manifests
+        store = open_store(db.store_url)
+        return next(iter(store.list(f"{normalize_db_path(db.path)}/manifest/")), None) is not None
+    except Exception:  # no credentials, no bucket: the demo never wrote it there
+        return False
 
 
 def parse_config(text: str, source: str = "<string>") -> SlateOpsConfig:

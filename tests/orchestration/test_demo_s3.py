@@ -11,7 +11,9 @@ clear line naming them, not a traceback.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -84,6 +86,10 @@ def test_the_demo_runs_on_s3_with_only_the_documented_variables(
     for db in ("demo", "demo_clone", "demo_low", "demo_high"):
         assert any(key.startswith(f"fleet/{db}/manifest/") for key in keys), (db, keys[:20])
     assert any(key.startswith("fleet/demo/compacted/") for key in keys)  # maintenance compacted demo
+    if importlib.util.find_spec("slatedb") is not None:  # the extra: the demo's SlateDB database too
+        assert any(key.startswith("fleet/demo_slatedb/manifest/") for key in keys), keys[:20]
+        maintained = r"^maintenance_job of demo_slatedb \(run \w+, real run\): SUCCESS$"
+        assert re.search(maintained, done.stdout, re.M)
     # The demo's closing commands read the shard back through the CLI from the same bucket.
     assert '"key": "user:00000"' in done.stdout
 
