@@ -250,6 +250,18 @@ def test_slatedb_compaction_in_dagster_needs_a_running_compactor(
                 raise_on_error=False,
             )
 
+        dry = maintenance_job.execute_in_process(  # the dry run: what SlateDB's compactor would get
+            partition_key="busy", instance=instance, resources=resources
+        )
+        (planned,) = [
+            e.step_output_data.metadata
+            for e in dry.all_node_events
+            if e.is_successful_output and e.step_key == "maintenance_compact"
+        ]
+        summary = str(planned["step_summary"].value)
+        assert summary.startswith("would run a l0 compaction of 3 SST(s) ("), summary
+        assert planned["bytes_to_read"].value == sum(s.size_bytes for s in slate.handle("busy").shape().l0)
+
         stalled = maintain()
         assert not stalled.success
         (failure,) = [e for e in stalled.all_node_events if e.is_step_failure]

@@ -36,7 +36,6 @@ from slate_ops.admin.handle.state import (
     CompactionPlan,
     DbState,
     latest_manifest_id_since,
-    plan_from_shape,
     state_from_reports,
 )
 from slate_ops.admin.history import ManifestChange
@@ -443,10 +442,22 @@ class SlateDbHandle:
     def plan_compaction(
         self, options: CompactorOptions | None = None, *, full: bool = False
     ) -> CompactionPlan | None:
-        """Every L0 SST (``full``: and every sorted run) when :meth:`needs_compaction` says so."""
-        if not self.needs_compaction(options, full=full):
+        """What :meth:`compact` would submit (``slatedb_compaction.pick``, one manifest read): its L0
+        views' and sorted runs' SSTs and their sizes as SlateDB's manifest records them."""
+        m = self._manifest()
+        chosen = slatedb_compaction.pick(m, options or CompactorOptions(), full=full)
+        if chosen is None:
             return None
-        return plan_from_shape(self.shape(), full=full)
+        views = {v.view_id: v for v in m.l0}
+        picked = [views[i] for i in chosen.l0_view_ids]
+        picked += [v for r in m.sorted_runs if r.id in chosen.sorted_runs for v in r.ssts]
+        return CompactionPlan(
+            kind=chosen.kind,
+            manifest_id=m.id,
+            sources=len(chosen.l0_view_ids) + len(chosen.sorted_runs),
+            input_ssts=tuple(v.sst_id for v in picked),
+            bytes_to_read=sum(v.size for v in picked),
+        )
 
     # compaction (slatedb_compaction: submitted to SlateDB's compactor, followed, reported)
 

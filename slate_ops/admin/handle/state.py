@@ -1,8 +1,8 @@
 """What Dagster records of a database, whichever engine wrote it: :class:`DbState` (the summary, the
 LSM shape, checkpoint and tag names: an asset's metadata) and :class:`CompactionPlan` (what one
 compaction would pick: a dry run's report). The handles build them (``state_since``,
-``plan_compaction``); the helpers below are the two ways: from one slate_ops manifest, or from a
-handle's own reports (SlateDB).
+``plan_compaction``); the helpers below build them from one slate_ops manifest, or (the state)
+from a handle's own reports (SlateDB).
 
 Both engines keep ``<db>/manifest/<20-digit id>.manifest``, so :func:`latest_manifest_id_since`
 answers the manifest sensor's cheap question ("anything newer than the cursor's manifest?") with one
@@ -28,7 +28,6 @@ __all__ = [
     "CompactionPlan",
     "DbState",
     "latest_manifest_id_since",
-    "plan_from_shape",
     "plan_of_manifest",
     "state_from_reports",
     "state_of_manifest",
@@ -102,26 +101,6 @@ def plan_of_manifest(
         sources=len(proposal.l0_views) + len(proposal.run_ids),
         input_ssts=tuple(ids),
         bytes_to_read=sum(sizes.get(i, 0) for i in ids),
-    )
-
-
-def plan_from_shape(shape: LsmShape, *, full: bool = False) -> CompactionPlan:
-    """A compaction of every L0 SST (``full``: and every sorted run) of ``shape``: the plan of an
-    engine whose handle answers :meth:`needs_compaction` but has no scheduler of ours (SlateDB).
-    Sorted runs are counted by their SST count (their SST ids are not in the shape)."""
-    ids = [s.id for s in shape.l0]
-    size = sum(s.size_bytes for s in shape.l0)
-    sources = len(shape.l0)
-    if full:
-        size += sum(r.size_bytes for r in shape.sorted_runs)
-        ids += [f"run {r.id} SST {i}" for r in shape.sorted_runs for i in range(r.ssts)]
-        sources += len(shape.sorted_runs)
-    return CompactionPlan(
-        kind="full" if full else "l0",
-        manifest_id=shape.manifest_id,
-        sources=sources,
-        input_ssts=tuple(ids),
-        bytes_to_read=size,
     )
 
 
