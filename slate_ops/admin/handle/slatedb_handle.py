@@ -50,7 +50,14 @@ from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import CompactionReport, CompactorOptions, Executor
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engines.detect import Engine
-from slate_ops.engines.slatedb import CheckpointView, GcPolicy, ManifestView, SlateDbAdmin
+from slate_ops.engines.slatedb import (
+    DEFAULT_TIMEOUTS,
+    CallTimeouts,
+    CheckpointView,
+    GcPolicy,
+    ManifestView,
+    SlateDbAdmin,
+)
 from slate_ops.errors import (
     CheckpointExpiredError,
     DbNotFoundError,
@@ -98,11 +105,20 @@ class SlateDbHandle:
     compaction_timeout_s = slatedb_compaction.DEFAULT_TIMEOUT_S
     """How long :meth:`compact` waits for SlateDB's compactor to finish (per instance)."""
 
-    def __init__(self, path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        timeouts: CallTimeouts = DEFAULT_TIMEOUTS,
+    ) -> None:
+        """``timeouts``: the longest each kind of binding call may take before
+        :class:`~slate_ops.errors.SlateDbTimeoutError` (:class:`CallTimeouts`)."""
         self.path = normalize_db_path(path)
         self.store = store
         self.clock = clock
-        self.db = SlateDbAdmin(self.path, store)
+        self.db = SlateDbAdmin(self.path, store, timeouts=timeouts)
 
     @property
     def _location(self) -> str:
@@ -147,12 +163,15 @@ class SlateDbHandle:
         )
 
     def state_since(self, known_id: int | None = None) -> DbState | None:
-        """None after one LIST when the latest manifest is still ``known_id``; else the state from
-        :meth:`describe`, :meth:`shape` and :meth:`list_checkpoints` (SlateDB's tags are named
-        checkpoints with slate_ops' tag prefix)."""
+        """None after one LIST when the latest manifest is still ``known_id``; else the state of
+        one manifest read (4 requests on S3): its :meth:`describe`, :meth:`shape` and
+        :meth:`list_checkpoints` (SlateDB's tags are named checkpoints with slate_ops' tag prefix)."""
         if latest_manifest_id_since(self.path, self.store, known_id) is None:
             return None
-        return state_from_reports(self.describe(), self.shape(), self.list_checkpoints())
+        m = self._manifest()
+        return state_from_reports(
+            self.status_of(m), slatedb_state.shape_of(m), [_checkpoint(c) for c in m.checkpoints]
+        )
 
     # checkpoints
 
