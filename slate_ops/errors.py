@@ -573,3 +573,32 @@ class SlateDbCompactionFailedError(SlateOpsError):
 
 class UnsupportedStoreError(SlateOpsError):
     """The binding cannot be given this store (only local directories so far)."""
+
+
+class SlateDbTimeoutError(SlateDbError):
+    """A call of SlateDB's binding on a database did not return within its bound and was cancelled
+    (the binding retries some failures forever instead of raising). Nothing was written by
+    slate_ops; a write the binding had begun may or may not have landed. The message names the
+    database, the operation, the bound and the likely causes, with what to do about each."""
+
+    def __init__(self, db_path: str, operation: str, timeout_s: float, causes: str | None = None) -> None:
+        cause = TimeoutError(f"no answer from SlateDB's binding within {timeout_s:g} s; cancelled")
+        SlateOpsError.__init__(
+            self,
+            f"SlateDB database {db_path}: {operation} did not return within {timeout_s:g} s and was "
+            "cancelled. "
+            + (
+                causes
+                or "Likely causes: the object store is unreachable or its credentials are refused "
+                "(check the store URL, endpoint and credentials), the bucket does not exist (create it "
+                "or fix the URL), or gc/manifest.boundary is at or above the latest manifest id (run "
+                "`slate-ops verify` on the database: its boundaries_below_latest check names the file; "
+                "GC may already have deleted the current manifest, so restore from a backup or "
+                "checkpoint). If the store is just slow, allow a longer bound (timeouts= on "
+                "SlateDbAdmin / SlateDbHandle)"
+            )
+        )
+        self.db_path = db_path
+        self.operation = operation
+        self.cause = cause
+        self.timeout_s = timeout_s

@@ -18,13 +18,22 @@ from slate_ops.engines.slatedb.admin import (
     PlannedDeletion,
     SlateDbAdmin,
 )
-from slate_ops.engines.slatedb.loop import LOOP, PINNED_VERSION, LoopOwner, binding
+from slate_ops.engines.slatedb.loop import (
+    DEFAULT_TIMEOUTS,
+    LOOP,
+    PINNED_VERSION,
+    CallTimeouts,
+    LoopOwner,
+    binding,
+)
 from slate_ops.engines.slatedb.store import binding_store
 from slate_ops.engines.slatedb.views import CheckpointView, ManifestView, SstView
 
 __all__ = [
+    "DEFAULT_TIMEOUTS",
     "LOOP",
     "PINNED_VERSION",
+    "CallTimeouts",
     "CheckpointView",
     "CloneSource",
     "CompactionOutcome",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from slate_ops.engines.slatedb.loop import LOOP, LoopOwner, binding
+from slate_ops.engines.slatedb.loop import DEFAULT_TIMEOUTS, LOOP, CallKind, CallTimeouts, LoopOwner, binding
 from slate_ops.engines.slatedb.store import binding_path, binding_store, store_prefix
 from slate_ops.engines.slatedb.views import (
     CheckpointView,
@@ -22,7 +22,7 @@ from slate_ops.engines.slatedb.views import (
     _manifest_view,
     ulid_time_ms,
 )
-from slate_ops.errors import SlateDbError, SlateOpsError
+from slate_ops.errors import ObjectStoreError, SlateDbError, SlateDbTimeoutError
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 
@@ -175,13 +175,25 @@ class SlateDbAdmin:
     for a :class:`~slate_ops.objstore.LocalStore` on it): slate_ops lists through it (the GC plan),
     the binding gets the same location through :func:`binding_store`. Every method runs the
     binding on :data:`LOOP`; binding errors become :class:`SlateDbError` naming the database and
-    the operation.
+    the operation. No call waits longer than its kind's bound in ``timeouts``
+    (:class:`~slate_ops.engines.slatedb.loop.CallTimeouts`: 60 s for metadata, 900 s for a GC run,
+    ``delete_db`` or a clone); past it the call is cancelled and
+    :class:`~slate_ops.errors.SlateDbTimeoutError` raised. On S3 a bucket that does not exist is
+    refused here, before the binding is called (:func:`binding_store`).
     """
 
-    def __init__(self, db_path: str, store: ObjectStore | str | Path, loop: LoopOwner = LOOP) -> None:
+    def __init__(
+        self,
+        db_path: str,
+        store: ObjectStore | str | Path,
+        loop: LoopOwner = LOOP,
+        *,
+        timeouts: CallTimeouts = DEFAULT_TIMEOUTS,
+    ) -> None:
         self.db_path = db_path.strip("/")
         self.store: ObjectStore = LocalStore(store) if isinstance(store, (str, Path)) else store
         self._loop = loop
+        self.timeouts = timeouts
         self._store = binding_store(self.store)
         self._prefix = store_prefix(self.store)  # an S3 store's prefix: the binding's paths carry it
         self.binding_path = binding_path(self.store, self.db_path)
@@ -192,13 +204,41 @@ class SlateDbAdmin:
         """The binding's ObjectStore for :attr:`root` (to open a ``Db`` or ``DbReader`` on it)."""
         return self._store
 
-    def _run(self, operation: str, coro: Coroutine[Any, Any, T]) -> T:
+    def _run(self, operation: str, coro: Coroutine[Any, Any, T], kind: CallKind = "metadata") -> T:
+        """``coro`` on the loop, bounded by ``self.timeouts`` for ``kind``
+        (:meth:`LoopOwner.call`). When a metadata call times out, the GC boundary is looked at
+        (one LIST, one GET) so the error names it when it is the cause."""
         try:
-            return self._loop.run(coro)
-        except SlateOpsError:
-            raise
-        except Exception as e:
-            raise SlateDbError(self.db_path, operation, e) from e
+            return self._loop.call(self.db_path, operation, coro, self.timeouts.of(kind))
+        except SlateDbTimeoutError as e:
+            found = self._boundary_at_or_above_latest() if kind == "metadata" else None
+            if found is None:
+                raise
+            raise SlateDbTimeoutError(self.db_path, operation, e.timeout_s, found) from e
+
+    def _boundary_at_or_above_latest(self) -> str | None:
+        """Why a metadata call hangs, when it is the known cause: ``gc/manifest.boundary`` at or
+        above the latest manifest id (measured on 0.17.0: the binding's manifest reads then never
+        return). None when it is not, or cannot be told."""
+        try:
+            raw = self.store.get(f"{self.db_path}/gc/manifest.boundary").data
+            boundary = int(raw.decode("ascii").strip())
+            ids = [
+                int(name.removesuffix(".manifest"))
+                for o in self._list("manifest")
+                if (name := o.key.rsplit("/", 1)[1]).removesuffix(".manifest").isdigit()
+            ]
+        except (ObjectStoreError, UnicodeDecodeError, ValueError):  # not found, unreadable
+            return None
+        if not ids or boundary < max(ids):
+            return None
+        return (
+            f"Cause: {self.db_path}/gc/manifest.boundary is {boundary}, at or above the latest "
+            f"manifest id {max(ids)}; SlateDB's binding does not return from reading the manifest "
+            "then. A GC may already have deleted the current manifest: run `slate-ops verify` on "
+            "the database (boundaries_below_latest), and restore it from a backup or checkpoint, "
+            "or set the boundary below the latest id if the manifests are intact"
+        )
 
     # checkpoints
 
@@ -454,7 +494,7 @@ class SlateDbAdmin:
         detaching is not run (``detach_options`` None)."""
         before = self.list_objects()
         extra = max(0, int(time.time() * 1000) - plan.now_ms)
-        self._run("run_gc_once", self._admin.run_gc_once(self._gc_options(plan.policy, extra)))
+        self._run("run_gc_once", self._admin.run_gc_once(self._gc_options(plan.policy, extra)), "gc")
         after = self.list_objects()
         deleted = tuple(sorted(set(before) - set(after)))
         created = tuple(sorted(set(after) - set(before)))
@@ -539,7 +579,7 @@ class SlateDbAdmin:
         """``delete_db``: with ``confirm`` False the paths it would delete, nothing deleted (keys
         relative to :attr:`store`, as its listing names them)."""
         cut = len(self._prefix) + 1 if self._prefix else 0
-        return sorted(p[cut:] for p in self._run("delete_db", self._admin.delete_db(confirm)))
+        return sorted(p[cut:] for p in self._run("delete_db", self._admin.delete_db(confirm), "delete"))
 
     # clones
 
@@ -553,7 +593,7 @@ class SlateDbAdmin:
         builder = self._admin.create_clone_builder_from_source(sources[0]._spec(sdb, self._prefix))
         for s in sources[1:]:
             builder.with_source(s._spec(sdb, self._prefix))
-        self._run("clone", builder.build())
+        self._run("clone", builder.build(), "clone")
         m = self.read_manifest()
         assert m is not None
         return m

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from slate_ops.engines.slatedb.admin import SlateDbAdmin
 from slate_ops.engines.slatedb.loop import LOOP, binding
 from slate_ops.engines.slatedb.views import ManifestView
-from slate_ops.errors import SlateDbError, SlateOpsError
+from slate_ops.errors import SlateDbError
 
 __all__ = ["WalFlushOutcome", "flush_wal_to_l0", "wal_data_ids"]
 
@@ -92,12 +92,7 @@ def flush_wal_to_l0(db: SlateDbAdmin) -> WalFlushOutcome:
         return key
 
     def run(wal: bool) -> bytes | None:
-        try:
-            return LOOP.run(open_flush_close(wal))
-        except SlateOpsError:
-            raise
-        except Exception as e:
-            raise SlateDbError(db.db_path, "flush the WAL to L0", e) from e
+        return LOOP.call(db.db_path, "flush the WAL to L0", open_flush_close(wal), db.timeouts.of("writer"))
 
     run(True)
     key = run(False)

@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
-from slate_ops.engines.slatedb.loop import LOOP, LoopOwner, binding
+from slate_ops.engines.slatedb.loop import DEFAULT_TIMEOUTS, LOOP, CallTimeouts, LoopOwner, binding
 from slate_ops.engines.slatedb.store import binding_path, binding_store
 from slate_ops.engines.slatedb.views import ManifestView
-from slate_ops.errors import SlateDbError, SlateOpsError
 from slate_ops.objstore.base import ObjectStore
 
 __all__ = ["BATCH_ROWS", "Batch", "CheckpointReader", "Span", "key_ranges"]
@@ -105,23 +104,25 @@ class CheckpointReader:
     A missing or removed checkpoint fails at open with :class:`SlateDbError` naming the database."""
 
     def __init__(
-        self, db_path: str, store: ObjectStore, checkpoint_id: str, *, loop: LoopOwner = LOOP
+        self,
+        db_path: str,
+        store: ObjectStore,
+        checkpoint_id: str,
+        *,
+        loop: LoopOwner = LOOP,
+        timeouts: CallTimeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         self.db_path = db_path.strip("/")
         self.checkpoint_id = checkpoint_id
         self._loop = loop
+        self._timeouts = timeouts  # each open, batch and close: timeouts.scan
         sdb = binding()
         builder = sdb.DbReaderBuilder(binding_path(store, self.db_path), binding_store(store))
         builder.with_reader_mode(sdb.ReaderMode.CHECKPOINT(checkpoint_id))
         self._reader = self._run(f"open a reader at checkpoint {checkpoint_id}", builder.build())
 
     def _run(self, operation: str, coro: Any) -> Any:
-        try:
-            return self._loop.run(coro)
-        except SlateOpsError:
-            raise
-        except Exception as e:
-            raise SlateDbError(self.db_path, operation, e) from e
+        return self._loop.call(self.db_path, operation, coro, self._timeouts.of("scan"))
 
     def scan(self, start: bytes | None, end: bytes | None, *, rows: int = BATCH_ROWS) -> Iterator[Batch]:
         """The live rows of ``[start, end)`` (None: open), in key order, ``rows`` per batch."""

@@ -10,6 +10,11 @@
   empty). The binding has no prefix store, so the store's prefix goes into the path:
   ``binding_path(store, "db") == "<prefix>/db"``.
 
+A bucket that does not exist is refused before the binding is given it (the binding retries
+against it for more than 15 minutes, measured on moto): :func:`binding_store` asks slate_ops' own
+client once (one HeadBucket per bucket and process; a bucket seen once is not asked again) and
+raises :class:`~slate_ops.errors.ObjectStoreError` naming it.
+
 Credentials are copied as a snapshot when the binding store is built (temporary credentials from
 a role are not refreshed by the binding; reopen the handle after they rotate). They never appear
 in a message: :class:`BindingS3Config` leaves them out of its ``repr``.
@@ -17,16 +22,29 @@ in a message: :class:`BindingS3Config` leaves them out of its ``repr``.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from slate_ops.engines.slatedb.loop import binding
-from slate_ops.errors import UnsupportedStoreError
+from slate_ops.errors import ObjectStoreError, UnsupportedStoreError
 from slate_ops.objstore import LocalStore, S3Store
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import CountingStore
 
-__all__ = ["BindingS3Config", "binding_path", "binding_s3_config", "binding_store", "store_prefix"]
+__all__ = [
+    "BindingS3Config",
+    "binding_path",
+    "binding_s3_config",
+    "binding_store",
+    "check_bucket_exists",
+    "store_prefix",
+]
+
+_buckets_seen: set[tuple[str | None, str]] = set()  # (endpoint, bucket) that answered HeadBucket
+_buckets_lock = threading.Lock()
 
 
 def _unwrap(store: ObjectStore) -> ObjectStore:
@@ -92,6 +110,31 @@ def binding_s3_config(store: S3Store) -> BindingS3Config:
     )
 
 
+def check_bucket_exists(store: S3Store) -> None:
+    """:class:`ObjectStoreError` when ``store``'s bucket does not exist (HeadBucket: 404), so the
+    binding is never given it. One request per bucket and process; any other answer (e.g. 403
+    where HeadBucket is not allowed, an unreachable endpoint) is left for the binding's own call,
+    bounded by :class:`~slate_ops.engines.slatedb.loop.CallTimeouts`, to report."""
+    seen = (store.client.meta.endpoint_url, store.bucket)
+    with _buckets_lock:
+        if seen in _buckets_seen:
+            return
+    try:
+        store.client.head_bucket(Bucket=store.bucket)
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise ObjectStoreError(
+                f"bucket {store.bucket!r} of {store.url} does not exist: create it or fix the store URL "
+                "(SlateDB's binding would retry against it for minutes)"
+            ) from e
+        return
+    except BotoCoreError:  # unreachable endpoint, no credentials...: the binding's call reports it (bounded)
+        return
+    with _buckets_lock:
+        _buckets_seen.add(seen)
+
+
 def store_prefix(store: ObjectStore) -> str:
     """The key prefix the binding must put before a database path in ``store`` ("" for none)."""
     store = _unwrap(store)
@@ -116,6 +159,7 @@ def binding_store(store: ObjectStore) -> Any:
         builder.with_config("local_path", str(store.root))
         return builder.build()
     if isinstance(store, S3Store):
+        check_bucket_exists(store)
         builder = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.S3)
         for key, value in binding_s3_config(store).entries():
             builder.with_config(key, value)
