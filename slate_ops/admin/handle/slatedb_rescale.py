@@ -129,14 +129,22 @@ def flush_wal(handle: SlateDbHandle) -> None:
         raise SlateDbWalNotFlushedError(handle.path, list(left))
 
 
-def _new_database(handle: SlateDbHandle, path: str) -> NewDatabase:
+def _new_database(handle: SlateDbHandle, path: str, key_range: KeyRange | None = None) -> NewDatabase:
+    """The report of a new database; its key range the one asked for (a shard), else the
+    bounding range of its views (:func:`projected_range`, a merge)."""
     m = SlateDbAdmin(path, handle.store).read_manifest()
     assert m is not None
     sizes: dict[str, int] = {}
     for v in (*m.l0, *(s for r in m.sorted_runs for s in r.ssts)):
         sizes.setdefault(v.sst_id, v.size)
     return NewDatabase(
-        path, projected_range(m), m.id, len(m.l0), len(m.sorted_runs), len(sizes), sum(sizes.values())
+        path,
+        key_range or projected_range(m),
+        m.id,
+        len(m.l0),
+        len(m.sorted_runs),
+        len(sizes),
+        sum(sizes.values()),
     )
 
 
@@ -221,7 +229,7 @@ def split(
         "split",
         [handle.path],
         {handle.path: cp},
-        [_new_database(handle, t) for t in targets],
+        [_new_database(handle, t, KeyRange(bounds[i], bounds[i + 1])) for i, t in enumerate(targets)],
         any(fresh),
         time.monotonic() - started,
         notes=notes,

@@ -35,14 +35,22 @@ def _views(m: ManifestView) -> list[SstView]:
 
 def projected_range(m: ManifestView) -> KeyRange | None:
     """The bounding range of the views' projections when every view is projected (a shard of a
-    split, a merge of shards), else None (every key)."""
+    split, a merge of shards), else None (every key), in slate_ops' convention: start inclusive,
+    end exclusive, None open. SlateDB records a projection intersected with each SST's own range,
+    an open side as the SST's first or last entry: a bound set by such a view is reported open, so
+    a split's first shard has an open start and its last shard an open end, as ours do."""
     views = _views(m)
     if not views or any(v.visible_start is None and v.visible_end is None for v in views):
         return None
-    starts = [v.visible_start for v in views]
-    ends = [v.visible_end for v in views]
-    start = None if any(s is None for s in starts) else min(s for s in starts if s is not None)
-    end = None if any(e is None for e in ends) else max(e for e in ends if e is not None)
+    start = end = None
+    if all(v.visible_start is not None for v in views):
+        start = min(v.visible_start for v in views if v.visible_start is not None)
+        if any(v.visible_start == start and not v.bounds_start() for v in views):
+            start = None
+    if all(v.visible_end is not None for v in views):
+        end = max(v.visible_end for v in views if v.visible_end is not None)
+        if any(v.visible_end == end and not v.bounds_end() for v in views):
+            end = None
     return KeyRange(start, end)
 
 

@@ -19,18 +19,37 @@ class CheckpointView:
 @dataclass(frozen=True)
 class SstView:
     """One SST view of the manifest: the view id, the physical SST's id (its object is
-    ``compacted/<sst_id>.sst``, under ``db_path`` unless an external db owns it), the visible key
-    range (``None`` bounds are open) and the estimated size."""
+    ``compacted/<sst_id>.sst``, under ``db_path`` unless an external db owns it), bounds of its
+    visible keys and the estimated size."""
 
     view_id: str
     sst_id: str
+    # Inclusive bounds of the visible keys (None: unknown, an empty SST): the SST's first and last
+    # entries, the first narrowed to the projection's start, the last to an inclusive projection
+    # end. An exclusive end leaves the SST's last entry (which key below it is last is not recorded).
     first_key: bytes | None
     last_key: bytes | None
     size: int
-    # The view's projection ``[visible_start, visible_end)`` (None: open on that side; both None:
-    # not projected). ``first_key``/``last_key`` above are already narrowed to it.
+    # The view's projection in slate_ops' convention, ``[visible_start, visible_end)`` (None: open
+    # on that side; both None: not projected). SlateDB records an inclusive end where a projection's
+    # open end met the SST's last entry: it is ``last_entry + b"\x00"`` here, the same keys.
     visible_start: bytes | None = None
     visible_end: bytes | None = None
+    # The physical SST's own first and last entries (what a projection cannot widen).
+    sst_first_key: bytes | None = None
+    sst_last_key: bytes | None = None
+
+    def bounds_start(self) -> bool:
+        """Whether the projection sets a start: SlateDB records an open start as the SST's first
+        entry (a start requested at exactly that key reads the same: no key is below it)."""
+        return self.visible_start is not None and self.visible_start != self.sst_first_key
+
+    def bounds_end(self) -> bool:
+        """Whether the projection sets an end: SlateDB records an open end as the SST's last entry,
+        inclusive (``sst_last_key + b"\\x00"`` here)."""
+        return self.visible_end is not None and (
+            self.sst_last_key is None or self.visible_end != self.sst_last_key + b"\x00"
+        )
 
 
 @dataclass(frozen=True)
@@ -72,15 +91,26 @@ class ManifestView:
 def _sst_view(v: Any) -> SstView:
     info = v.sst.info
     first, last = info.first_entry, info.last_entry
-    r = v.visible_range
-    if r is not None:  # a projection narrows what is visible
-        if r.start is not None and (first is None or r.start > first):
-            first = r.start
-        if r.end is not None and (last is None or r.end < last):
+    r = v.visible_range  # SlateDB's KeyRange: each bound inclusive or exclusive
+    start = end = None
+    if r is not None:
+        start = r.start if r.start is None or r.start_inclusive else r.start + b"\x00"
+        end = r.end if r.end is None or not r.end_inclusive else r.end + b"\x00"
+        if start is not None and (first is None or start > first):
+            first = start
+        if r.end is not None and r.end_inclusive and (last is None or r.end < last):
             last = r.end
-    start = None if r is None else r.start
-    end = None if r is None else r.end
-    return SstView(v.id, v.sst.id.value, first, last, v.estimated_size_bytes, start, end)
+    return SstView(
+        v.id,
+        v.sst.id.value,
+        first,
+        last,
+        v.estimated_size_bytes,
+        start,
+        end,
+        info.first_entry,
+        info.last_entry,
+    )
 
 
 def _checkpoint(c: Any) -> CheckpointView:
