@@ -130,3 +130,36 @@ def test_split_and_merge_on_both_engines(handle: DatabaseHandle) -> None:
     assert merged.operation == "merge" and [d.path for d in merged.databases] == ["dbs/merged"]
     assert rows(handle, "dbs/merged") == expected
     assert keys_of(report) == keys_of(merged) == {f.name for f in dataclasses.fields(RescaleReport)}
+
+
+def test_the_same_split_reports_the_same_key_ranges_on_both_engines(store: ObjectStore) -> None:
+    """slate_ops' convention on both engines: start inclusive, end EXCLUSIVE, None open. SlateDB
+    records the last shard's open end as its SST's last key, inclusive; reporting that key as an
+    exclusive end would tell a reader that the shard does not hold it."""
+    from tests.admin.test_handle import write_slate_ops, write_slatedb
+
+    pytest.importorskip("slatedb.uniffi")
+    write_slate_ops(store, "ours/main")
+    write_slatedb(store, "theirs/main")
+    found: dict[str, Any] = {}
+    for name in ("ours", "theirs"):
+        h = admin.open(f"{name}/main", store)
+        kw = {"flush_wal": True} if isinstance(h, SlateDbHandle) else {}
+        split = h.split([b"k0025"], [f"{name}/low", f"{name}/high"], **kw)
+        merged = handles.merge([f"{name}/low", f"{name}/high"], store, f"{name}/merged")
+        found[name] = {
+            "split": [{k: d[k] for k in ("key_range",)} for d in to_jsonable(split)["databases"]],
+            "merge": [d["key_range"] for d in to_jsonable(merged)["databases"]],
+            "describe": {
+                p: to_jsonable(admin.open(f"{name}/{p}", store).describe_detail())["visible_range"]
+                for p in ("low", "high", "merged")
+            },
+        }
+        if name == "theirs":  # the last shard holds k0049 and reads it
+            assert rows(h, "theirs/high")[b"k0049"] == rows(h, "theirs/main")[b"k0049"]
+    assert found["theirs"] == found["ours"]
+    assert found["ours"]["split"] == [
+        {"key_range": {"start": None, "end": b"k0025".hex()}},
+        {"key_range": {"start": b"k0025".hex(), "end": None}},
+    ]
+    assert found["ours"]["merge"] == [{"start": None, "end": None}]
