@@ -19,7 +19,7 @@ turns the filters on ``key`` into one key range and a set of keys
 (:func:`~slate_ops.spark.read.narrow_plan` drops the partitions outside it and clips the others);
 each task runs :func:`~slate_ops.spark.read.read_partition` and yields its Arrow batches. A
 database written by SlateDB (detected from its manifest, or ``.option("engine", "slatedb")``) is
-read the same way through :mod:`slate_ops.spark.read_slatedb` (:class:`SlateDbReader`: one
+read by the same :class:`PlanReader` with the steps of :mod:`slate_ops.spark.read_slatedb` (one
 ``DbReader`` at the checkpoint per key range, the same pushdown).
 
 Writing: ``writer()`` checks the columns and the options, then opens the database as its writer
@@ -45,7 +45,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,7 +68,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from slate_ops.admin.split_keys import check_count, manifest_at
+from slate_ops.admin.split_keys import check_count
 from slate_ops.engine.db import Db
 from slate_ops.engines.detect import Engine
 from slate_ops.errors import (
@@ -91,25 +91,14 @@ from slate_ops.spark.bulk_load import (
 )
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
-from slate_ops.spark.read import (
+from slate_ops.spark.read import detect_engine, engine_read
+from slate_ops.spark.read_base import (
     DEFAULT_READ_LIFETIME,
+    READ_ARROW_SCHEMA,
     READ_SCHEMA,
-    ReadPlan,
+    EngineRead,
     default_parallelism,
-    detect_engine,
-    narrow_plan,
-    plan_read,
-    read_partition,
     require_shareable,
-    resolve_checkpoint,
-)
-from slate_ops.spark.read_slatedb import (
-    SlateDbReadPlan,
-    narrow_slatedb_plan,
-    plan_slatedb_read,
-    read_slatedb_partition,
-    require_live,
-    resolve_slatedb_checkpoint,
 )
 from slate_ops.sst import DEFAULT_OPTIONS
 from slate_ops.txn.paths import normalize_db_path
@@ -124,9 +113,9 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 KILL_GRACE_SECONDS = 3.0
 """How long ``abort`` waits for killed tasks to stop before it sweeps their SSTs again (Spark
 kills a Python worker that ignores the interrupt after ``spark.python.task.killTimeout``, 2 s)."""
-_SPARK_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
 READ_OPTIONS = frozenset({"store", "path", "checkpoint", "tag", "partitions", "engine"})
 WRITE_OPTIONS = frozenset({"store", "path", "key_col", "value_col", "target_sst_bytes"})
+P = TypeVar("P")
 
 
 def _successor(key: bytes) -> bytes:
@@ -199,10 +188,14 @@ class SlateOpsPartition(InputPartition):
         self.index = index
 
 
-class SlateOpsReader(DataSourceReader):
-    """Plans the read on the driver; each task reads one partition's key range as Arrow batches."""
+class PlanReader(DataSourceReader, Generic[P]):
+    """Plans the read on the driver; each task reads one partition's key range as Arrow batches.
 
-    def __init__(self, plan: ReadPlan, credentials: S3Credentials) -> None:
+    Either engine: ``engine_read`` narrows the plan, counts its partitions and reads one
+    (:class:`~slate_ops.spark.read_base.EngineRead`)."""
+
+    def __init__(self, engine_read: EngineRead[P], plan: P, credentials: S3Credentials) -> None:
+        self.engine_read = engine_read
         self.plan = plan
         self.credentials = credentials
         self.keys: frozenset[bytes] | None = None
@@ -218,66 +211,26 @@ class SlateOpsReader(DataSourceReader):
                 left.append(item)
             else:
                 pushed = narrowed
-        self.plan = narrow_plan(self.plan, pushed.range(), pushed.keys)
+        self.plan = self.engine_read.narrow(self.plan, pushed.range(), pushed.keys)
         self.keys = pushed.keys
         return left
 
     def partitions(self) -> Sequence[InputPartition]:
         """One partition per key range of the (narrowed) plan."""
-        count = len(self.plan.chunks)
+        count = self.engine_read.count(self.plan)
         return [SlateOpsPartition(i) for i in range(count)] if count else [SlateOpsPartition(-1)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The partition's live rows, in key order (:func:`~slate_ops.spark.read.read_partition`)."""
+        """The partition's live rows, in key order (the engine's ``read_partition``)."""
         index = getattr(partition, "index", -1)
         if index < 0:
             return
         keys = None if self.keys is None else pa.array(sorted(self.keys), pa.binary())
-        for batch in read_partition(self.plan, index, self.credentials):
+        for batch in self.engine_read.read_partition(self.plan, index, self.credentials):
             if keys is not None:
                 batch = batch.filter(pc.is_in(batch.column(0), value_set=keys))
             if batch.num_rows:  # Spark's schema has nullable columns (no copy)
-                yield pa.RecordBatch.from_arrays(batch.columns, schema=_SPARK_SCHEMA)
-
-
-class SlateDbReader(DataSourceReader):
-    """A SlateDB database's read: the same pushdown of ``key`` filters as :class:`SlateOpsReader`
-    (ranges clipped, ranges without a wanted key dropped); each task scans one range with the
-    binding's ``DbReader`` at the checkpoint (:mod:`slate_ops.spark.read_slatedb`)."""
-
-    def __init__(self, plan: SlateDbReadPlan, credentials: S3Credentials) -> None:
-        self.plan = plan
-        self.credentials = credentials
-        self.keys: frozenset[bytes] | None = None
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        """As :meth:`SlateOpsReader.pushFilters`."""
-        pushed = KeyFilter()
-        left: list[Filter] = []
-        for item in filters:
-            narrowed = pushed.push(item)
-            if narrowed is None:
-                left.append(item)
-            else:
-                pushed = narrowed
-        self.plan = narrow_slatedb_plan(self.plan, pushed.range(), pushed.keys)
-        self.keys = pushed.keys
-        return left
-
-    def partitions(self) -> Sequence[InputPartition]:
-        count = len(self.plan.ranges)
-        return [SlateOpsPartition(i) for i in range(count)] if count else [SlateOpsPartition(-1)]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        index = getattr(partition, "index", -1)
-        if index < 0:
-            return
-        keys = None if self.keys is None else pa.array(sorted(self.keys), pa.binary())
-        for batch in read_slatedb_partition(self.plan, index, self.credentials):
-            if keys is not None:
-                batch = batch.filter(pc.is_in(batch.column(0), value_set=keys))
-            if batch.num_rows:
-                yield batch
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=READ_ARROW_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -406,34 +359,25 @@ class SlateOpsDataSource(DataSource):
         store = self.credentials.open_store(store_url)
         # a missing database fails here, named; a SlateDB one is read through the binding
         self._engine = detect_engine(store, path, self._option("engine"))
-        if self._engine is Engine.SLATEDB:
-            resolved = resolve_slatedb_checkpoint(
-                store, path, checkpoint=checkpoint, tag=self._option("tag"), lifetime=DEFAULT_READ_LIFETIME
-            )
-            require_live(store, path, resolved)  # a missing or expired checkpoint fails at load()
-            self._checkpoint = resolved
-            return resolved
-        ManifestStore(store, path).read_latest_required()
-        resolved = resolve_checkpoint(
+        if self._engine is Engine.SLATE_OPS:
+            ManifestStore(store, path).read_latest_required()  # the engine was given: check it is there
+        read = engine_read(self._engine)
+        resolved = read.resolve(
             store, path, checkpoint=checkpoint, tag=self._option("tag"), lifetime=DEFAULT_READ_LIFETIME
         )
-        manifest_at(path, store, resolved)  # a missing or expired checkpoint fails at load()
+        read.require_live(store, path, resolved)  # a missing or expired checkpoint fails at load()
         self._checkpoint = resolved
         return resolved
 
-    def reader(self, schema: StructType) -> SlateOpsReader | SlateDbReader:
+    def reader(self, schema: StructType) -> PlanReader[Any]:
         """The plan of reading the checkpoint (partitions sized as ``read_db`` sizes them)."""
         checkpoint = self._read_checkpoint()
         store_url, path = self._check_options(READ_OPTIONS, "reading")
         partitions = self._int_option("partitions")
         store = self.credentials.open_store(store_url)
-        if getattr(self, "_engine", None) is Engine.SLATEDB:
-            slatedb_plan = plan_slatedb_read(
-                store, store_url, path, checkpoint, partitions, min_partitions=self.parallelism
-            )
-            return SlateDbReader(slatedb_plan, self.credentials)
-        plan = plan_read(store, store_url, path, checkpoint, partitions, min_partitions=self.parallelism)
-        return SlateOpsReader(plan, self.credentials)
+        read = engine_read(getattr(self, "_engine", Engine.SLATE_OPS))
+        plan = read.plan(store, store_url, path, checkpoint, partitions, min_partitions=self.parallelism)
+        return PlanReader(read, plan, self.credentials)
 
     def _int_option(self, key: str) -> int | None:
         given = self._option(key)
@@ -493,10 +437,9 @@ def register(spark: SparkSession) -> type[SlateOpsDataSource]:
 __all__ = [
     "FORMAT",
     "KeyFilter",
-    "SlateDbReader",
+    "PlanReader",
     "SlateOpsCommitMessage",
     "SlateOpsDataSource",
-    "SlateOpsReader",
     "SlateOpsWriter",
     "register",
 ]

@@ -15,71 +15,50 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-import logging
-import math
 import uuid
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlsplit
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from slate_ops.admin.checkpoints import TAG_PREFIX, create_checkpoint, list_checkpoints
+from slate_ops.admin.checkpoints import create_checkpoint, list_checkpoints
 from slate_ops.admin.split_keys import BlockWeight, balanced_ranges, check_count, manifest_at, manifest_blocks
 from slate_ops.admin.tags import list_tags
 from slate_ops.clock import SYSTEM_CLOCK, Clock
-from slate_ops.config import CheckpointOptions
 from slate_ops.engine.lsm import LsmState, SstReaders
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engines.detect import Engine
 from slate_ops.engines.probe import probe_db
-from slate_ops.errors import InvalidArgumentError, TagNotFoundError
+from slate_ops.errors import InvalidArgumentError
 from slate_ops.layout import WalStore
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import ObjectStore, redact_url
+from slate_ops.objstore import ObjectStore
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
-from slate_ops.spark.read_slatedb import read_slatedb_db
+from slate_ops.spark.read_base import (
+    DEFAULT_READ_LIFETIME,
+    READ_ARROW_SCHEMA,
+    READ_CHECKPOINT_NAME,
+    READ_SCHEMA,
+    EngineRead,
+    default_parallelism,
+    partition_count,
+    partitions_frame,
+    require_shareable,
+    resolve_read_checkpoint,
+)
+from slate_ops.spark.read_slatedb import SLATEDB_READ
 from slate_ops.sst import KIND_VALUE, SCHEMA
 from slate_ops.txn.paths import normalize_db_path
 
-log = logging.getLogger(__name__)
-
-READ_SCHEMA = "key binary, value binary"
-"""The columns of :func:`read_db`'s DataFrame."""
-READ_CHECKPOINT_NAME = "spark-read"
-"""The name of the checkpoint :func:`read_db` creates when given neither a checkpoint nor a tag."""
-DEFAULT_READ_LIFETIME = timedelta(hours=1)
-PARTITION_BYTES = 128 * 1024 * 1024
-"""Default partitions: at least one per core, and one per this many stored bytes."""
 CHUNK_BYTES = 8 * 1024 * 1024
 """A task merges its range in chunks of about this many stored bytes (bounds a worker's memory)."""
 BATCH_ROWS = 64 * 1024
-
-_ARROW_READ_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
-
-
-def require_shareable(url: str, what: str) -> None:
-    """Refuse ``memory://`` URLs: Spark tasks run in other processes and would see an empty store."""
-    if urlsplit(url).scheme.lower() == "memory":
-        raise InvalidArgumentError(
-            f"{what} cannot use the in-process store {redact_url(url)}: Spark tasks run in other "
-            "processes and would see an empty store. Use a file:// store (on a filesystem all workers "
-            "share) or s3://."
-        )
-
-
-def default_parallelism(spark: SparkSession) -> int:
-    """``sparkContext.defaultParallelism``, or ``spark.sql.shuffle.partitions`` on Spark Connect."""
-    try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:
-        return int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
-
 
 # --- planning (driver) ------------------------------------------------------------------------------
 
@@ -168,9 +147,7 @@ def plan_read(
     pinned = manifest_at(path, store, checkpoint_id, clock=clock)
     manifest = pinned.value
     blocks = sorted(manifest_blocks(path, store, manifest))
-    if partitions is None:
-        stored = sum(size for _, size in blocks)
-        partitions = max(min_partitions, math.ceil(stored / PARTITION_BYTES))
+    partitions = partition_count(sum(size for _, size in blocks), partitions, min_partitions)
     ranges = balanced_ranges(blocks, partitions, bounds=manifest.visible_range)
     keys = [key for key, _ in blocks]
     wal = wal_table(store, path, manifest)
@@ -210,27 +187,22 @@ def resolve_checkpoint(
     lifetime: timedelta,
     clock: Clock = SYSTEM_CLOCK,
 ) -> uuid.UUID:
-    """The checkpoint to read: ``checkpoint``, the tag's, or a new one named :data:`READ_CHECKPOINT_NAME`."""
-    if checkpoint is not None and tag is not None:
-        raise InvalidArgumentError(
-            f"reading {path!r} takes a checkpoint or a tag, not both (got checkpoint {checkpoint} "
-            f"and tag {tag!r})"
-        )
-    if checkpoint is not None:
-        return checkpoint
-    if tag is not None:
-        found = list_checkpoints(path, store, name=TAG_PREFIX + tag)
-        if not found:
-            raise TagNotFoundError(
-                f"no tag {tag!r} in the current manifest of {ManifestStore(store, path).location}; "
-                "list them with `slate-ops list-tags`"
-            )
-        return found[0].id
-    created = create_checkpoint(
-        path, store, CheckpointOptions(lifetime=lifetime, name=READ_CHECKPOINT_NAME), clock=clock
+    """The checkpoint to read: ``checkpoint``, the tag's, or a new one named :data:`READ_CHECKPOINT_NAME`
+    (:func:`~slate_ops.spark.read_base.resolve_read_checkpoint`)."""
+
+    def tagged(name: str) -> uuid.UUID | None:
+        found = list_checkpoints(path, store, name=name)
+        return found[0].id if found else None
+
+    return resolve_read_checkpoint(
+        path,
+        ManifestStore(store, path).location,
+        checkpoint=checkpoint,
+        tag=tag,
+        lifetime=lifetime,
+        tagged=tagged,
+        create=lambda options: create_checkpoint(path, store, options, clock=clock).id,
     )
-    log.info("read_db of %s reads the new checkpoint %s (lifetime %s)", path, created.id, lifetime)
-    return created.id
 
 
 # --- reading (tasks) --------------------------------------------------------------------------------
@@ -259,7 +231,7 @@ def newest_values(sources: Sequence[Source]) -> pa.Table:
     """
     table = pa.Table.from_batches([b for source in sources for b in source], schema=SCHEMA)
     if table.num_rows == 0:
-        return _ARROW_READ_SCHEMA.empty_table()
+        return READ_ARROW_SCHEMA.empty_table()
     table = table.combine_chunks()
     if sum(1 for source in sources if source) > 1:
         order = pc.sort_indices(table, sort_keys=[("key", "ascending")])
@@ -308,13 +280,28 @@ def read_partition(
         yield from table.to_batches(max_chunksize=BATCH_ROWS)
 
 
-def _read_batches(
-    plan: ReadPlan, credentials: S3Credentials, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: partition indexes in, that partition's rows out."""
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            yield from read_partition(plan, int(index), credentials)
+def _manifest_at(store: ObjectStore, path: str, checkpoint_id: uuid.UUID) -> object:
+    return manifest_at(path, store, checkpoint_id)
+
+
+def _partition_count(plan: ReadPlan) -> int:
+    return len(plan.chunks)
+
+
+SLATE_OPS_READ: EngineRead[ReadPlan] = EngineRead(
+    resolve=resolve_checkpoint,
+    require_live=_manifest_at,
+    plan=plan_read,
+    narrow=narrow_plan,
+    count=_partition_count,
+    read_partition=read_partition,
+)
+"""A slate_ops database's read, for :func:`read_db` and ``format("slate_ops")``."""
+
+
+def engine_read(engine: Engine) -> EngineRead[Any]:
+    """The read steps of ``engine``'s databases."""
+    return SLATEDB_READ if engine is Engine.SLATEDB else SLATE_OPS_READ
 
 
 # --- the API ----------------------------------------------------------------------------------------
@@ -363,31 +350,13 @@ def read_db(
     credentials = S3Credentials.of_session(spark)
     store = credentials.open_store(store_url)
     min_partitions = default_parallelism(spark)
-    if detect_engine(store, path, engine) is Engine.SLATEDB:
-        return read_slatedb_db(
-            spark,
-            store,
-            store_url,
-            normalize_db_path(path),
-            credentials,
-            checkpoint=checkpoint,
-            tag=tag,
-            partitions=partitions,
-            lifetime=lifetime,
-            min_partitions=min_partitions,
-            read_schema=READ_SCHEMA,
-            clock=clock,
-        )
-    checkpoint_id = resolve_checkpoint(
-        store, path, checkpoint=checkpoint, tag=tag, lifetime=lifetime, clock=clock
-    )
-    plan = plan_read(
+    path = normalize_db_path(path)
+    read = engine_read(detect_engine(store, path, engine))
+    checkpoint_id = read.resolve(store, path, checkpoint=checkpoint, tag=tag, lifetime=lifetime, clock=clock)
+    plan = read.plan(
         store, store_url, path, checkpoint_id, partitions, min_partitions=min_partitions, clock=clock
     )
-    count = len(plan.chunks)
-    return spark.range(0, count, 1, count).mapInArrow(
-        functools.partial(_read_batches, plan, credentials), READ_SCHEMA
-    )
+    return partitions_frame(spark, read, plan, credentials)
 
 
 def detect_engine(store: ObjectStore, path: str, engine: Engine | str | None = None) -> Engine:
@@ -424,14 +393,18 @@ __all__ = [
     "DEFAULT_READ_LIFETIME",
     "READ_CHECKPOINT_NAME",
     "READ_SCHEMA",
+    "SLATE_OPS_READ",
     "ReadPlan",
+    "default_parallelism",
     "detect_engine",
+    "engine_read",
     "narrow_plan",
     "newest_values",
     "plan_read",
     "read_chunk",
     "read_db",
     "read_partition",
+    "require_shareable",
     "resolve_checkpoint",
     "tags_table",
     "wal_table",

@@ -1,5 +1,6 @@
-"""A SlateDB database as a Spark DataFrame: what :func:`~slate_ops.spark.read_db` and
-``format("slate_ops")`` do when the database at ``path`` was written by SlateDB.
+"""A SlateDB database as a Spark DataFrame: the steps (:data:`SLATEDB_READ`) :func:`~slate_ops.spark.read_db`
+and ``format("slate_ops")`` take when the database at ``path`` was written by SlateDB
+(:mod:`slate_ops.spark.read_base` holds what both engines share).
 
 The driver fixes the checkpoint to read (given, a tag's -- a checkpoint named ``tag:<name>``, as
 ours -- or a new ``spark-read`` one that expires after the lifetime), reads that checkpoint's
@@ -19,36 +20,25 @@ used it hangs; :class:`~slate_ops.engines.slatedb.LoopOwner` raises
 from __future__ import annotations
 
 import dataclasses
-import functools
-import logging
-import math
 import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
 
-from slate_ops.admin.checkpoints import TAG_PREFIX
 from slate_ops.admin.handle import SlateDbHandle
 from slate_ops.clock import SYSTEM_CLOCK, Clock
-from slate_ops.config import CheckpointOptions
 from slate_ops.engines.slatedb import SlateDbAdmin
 from slate_ops.engines.slatedb.reader import CheckpointReader, key_ranges
-from slate_ops.errors import CheckpointExpiredError, InvalidArgumentError, TagNotFoundError
+from slate_ops.errors import CheckpointExpiredError
 from slate_ops.manifest.checkpoints import checkpoint_not_found
 from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import ObjectStore
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
+from slate_ops.spark.read_base import READ_ARROW_SCHEMA, EngineRead, partition_count, resolve_read_checkpoint
 from slate_ops.txn.paths import normalize_db_path
-
-log = logging.getLogger(__name__)
-
-READ_CHECKPOINT_NAME = "spark-read"  # as ours (slate_ops.spark.read)
-PARTITION_BYTES = 128 * 1024 * 1024
-_SCHEMA = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
 
 
 @dataclass(frozen=True)
@@ -94,28 +84,22 @@ def resolve_slatedb_checkpoint(
     clock: Clock = SYSTEM_CLOCK,
 ) -> uuid.UUID:
     """The checkpoint to read: ``checkpoint``, the tag's, or a new one named ``spark-read`` that
-    expires after ``lifetime`` (through the admin handle: slate_ops' rules on names and lifetimes)."""
-    if checkpoint is not None and tag is not None:
-        raise InvalidArgumentError(
-            f"reading {path!r} takes a checkpoint or a tag, not both (got checkpoint {checkpoint} "
-            f"and tag {tag!r})"
-        )
-    if checkpoint is not None:
-        return checkpoint
-    handle = SlateDbHandle(path, store, clock=clock)
-    if tag is not None:
-        found = handle.list_checkpoints(name=TAG_PREFIX + tag)
-        if not found:
-            raise TagNotFoundError(
-                f"no tag {tag!r} in the current manifest of {_location(store, path)}; "
-                "list them with `slate-ops list-tags`"
-            )
-        return found[0].id
-    created = handle.create_checkpoint(CheckpointOptions(lifetime=lifetime, name=READ_CHECKPOINT_NAME))
-    log.info(
-        "read_db of SlateDB database %s reads the new checkpoint %s (lifetime %s)", path, created.id, lifetime
+    expires after ``lifetime`` (through the admin handle: slate_ops' rules on names and lifetimes;
+    :func:`~slate_ops.spark.read_base.resolve_read_checkpoint`)."""
+
+    def tagged(name: str) -> uuid.UUID | None:
+        found = SlateDbHandle(path, store, clock=clock).list_checkpoints(name=name)
+        return found[0].id if found else None
+
+    return resolve_read_checkpoint(
+        path,
+        _location(store, path),
+        checkpoint=checkpoint,
+        tag=tag,
+        lifetime=lifetime,
+        tagged=tagged,
+        create=lambda options: SlateDbHandle(path, store, clock=clock).create_checkpoint(options).id,
     )
-    return created.id
 
 
 def plan_slatedb_read(
@@ -135,9 +119,8 @@ def plan_slatedb_read(
     manifest = SlateDbAdmin(path, store).read_manifest(manifest_id)
     if manifest is None:  # the checkpoint pins it; gone means the database is damaged
         raise checkpoint_not_found(checkpoint_id, _location(store, path))
-    if partitions is None:
-        sizes = {s.sst_id: s.size for s in (*manifest.l0, *(v for r in manifest.sorted_runs for v in r.ssts))}
-        partitions = max(min_partitions, math.ceil(sum(sizes.values()) / PARTITION_BYTES))
+    sizes = {s.sst_id: s.size for s in (*manifest.l0, *(v for r in manifest.sorted_runs for v in r.ssts))}
+    partitions = partition_count(sum(sizes.values()), partitions, min_partitions)
     ranges = tuple(KeyRange(s, e) for s, e in key_ranges(manifest, partitions))
     return SlateDbReadPlan(store_url, path, checkpoint_id, manifest_id, ranges)
 
@@ -166,52 +149,30 @@ def read_slatedb_partition(
     with CheckpointReader(plan.path, store, str(plan.checkpoint_id)) as reader:
         for keys, values in reader.scan(key_range.start, key_range.end):
             yield pa.RecordBatch.from_arrays(
-                [pa.array(keys, pa.binary()), pa.array(values, pa.binary())], schema=_SCHEMA
+                [pa.array(keys, pa.binary()), pa.array(values, pa.binary())], schema=READ_ARROW_SCHEMA
             )
 
 
-def _read_batches(
-    plan: SlateDbReadPlan, credentials: S3Credentials, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: partition indexes in, that partition's rows out."""
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            yield from read_slatedb_partition(plan, int(index), credentials)
+def _range_count(plan: SlateDbReadPlan) -> int:
+    return len(plan.ranges)
 
 
-def read_slatedb_db(
-    spark: SparkSession,
-    store: ObjectStore,
-    store_url: str,
-    path: str,
-    credentials: S3Credentials,
-    *,
-    checkpoint: uuid.UUID | None,
-    tag: str | None,
-    partitions: int | None,
-    lifetime: timedelta,
-    min_partitions: int,
-    read_schema: str,
-    clock: Clock = SYSTEM_CLOCK,
-) -> DataFrame:
-    """:func:`~slate_ops.spark.read_db` for a SlateDB database (module docstring)."""
-    checkpoint_id = resolve_slatedb_checkpoint(
-        store, path, checkpoint=checkpoint, tag=tag, lifetime=lifetime, clock=clock
-    )
-    plan = plan_slatedb_read(
-        store, store_url, path, checkpoint_id, partitions, min_partitions=min_partitions, clock=clock
-    )
-    count = len(plan.ranges)
-    return spark.range(0, count, 1, count).mapInArrow(
-        functools.partial(_read_batches, plan, credentials), read_schema
-    )
+SLATEDB_READ: EngineRead[SlateDbReadPlan] = EngineRead(
+    resolve=resolve_slatedb_checkpoint,
+    require_live=require_live,
+    plan=plan_slatedb_read,
+    narrow=narrow_slatedb_plan,
+    count=_range_count,
+    read_partition=read_slatedb_partition,
+)
+"""A SlateDB database's read, for :func:`~slate_ops.spark.read_db` and ``format("slate_ops")``."""
 
 
 __all__ = [
+    "SLATEDB_READ",
     "SlateDbReadPlan",
     "narrow_slatedb_plan",
     "plan_slatedb_read",
-    "read_slatedb_db",
     "read_slatedb_partition",
     "require_live",
     "resolve_slatedb_checkpoint",

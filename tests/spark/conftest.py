@@ -1,12 +1,15 @@
-"""One local Spark session for the tests in this folder; all of them carry the ``spark`` marker."""
+"""One local Spark session for the tests in this folder (all of them carry the ``spark`` marker),
+and the local store they read and write."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from slate_ops.objstore import LocalStore
 from slate_ops.spark import local_spark_session
 
 
@@ -29,3 +32,12 @@ def spark(_spark_jvm: None) -> SparkSession:
     if active is not None:
         active.stop()
     return local_spark_session("local[2]", "slate_ops-tests")
+
+
+@pytest.fixture
+def local_store(tmp_path: Path) -> LocalStore:
+    """A local store in the test's directory, its root created (SlateDB's local store needs it;
+    ours would create it on the first write)."""
+    root = tmp_path / "store"
+    root.mkdir()
+    return LocalStore(root)

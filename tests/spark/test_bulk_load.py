@@ -7,7 +7,6 @@ import contextlib
 import itertools
 import random
 from collections.abc import Callable
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -39,11 +38,6 @@ pytestmark = [
 
 PATH = "warehouse/items"
 SCHEMA = "key binary, value binary"
-
-
-@pytest.fixture
-def local_store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
 
 
 def frame(spark: SparkSession, rows: dict[bytes, bytes], partitions: int = 3) -> DataFrame:

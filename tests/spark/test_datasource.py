@@ -9,7 +9,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -40,11 +39,6 @@ pytestmark = [
 
 PATH = "shop/orders"
 SCHEMA = "key binary, value binary"
-
-
-@pytest.fixture
-def local_store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
 
 
 def load(spark: SparkSession, store: ObjectStore, path: str = PATH, **options: str) -> DataFrame:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pyarrow as pa
@@ -93,11 +92,6 @@ def l0_spec(store: ObjectStore, cuts: list[bytes]) -> CompactionSpec:
 def output_rows(store: ObjectStore, result: ExecutionResult) -> pa.Table:
     tables = [SstReader.open(store, sst_key(PATH, s.id)).read_table() for s in result.outputs]
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
-
-
-@pytest.fixture
-def local_store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
 
 
 def test_compactor_on_spark_keeps_the_content(spark: SparkSession, local_store: LocalStore) -> None:

@@ -6,7 +6,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -36,11 +35,6 @@ pytestmark = [
 
 PATH = "shop/orders"
 FULL = CompactorOptions(min_sources=2, target_sst_bytes=16 * 1024)
-
-
-@pytest.fixture
-def local_store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
 
 
 def rows(df: DataFrame) -> list[tuple[bytes, bytes]]:

@@ -11,7 +11,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,6 +18,8 @@ import pytest
 from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
+from pyspark.sql.types import StructType
 
 from slate_ops import admin as admin_handle
 from slate_ops.engines.slatedb import LOOP, SlateDbAdmin
@@ -34,16 +35,19 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import LocalStore, S3Store, open_store
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.spark import FORMAT, read_db
-from slate_ops.spark.datasource import KeyFilter
+from slate_ops.spark.datasource import KeyFilter, PlanReader, SlateOpsDataSource
+from slate_ops.spark.read import SLATE_OPS_READ
+from slate_ops.spark.read_base import READ_ARROW_SCHEMA, READ_CHECKPOINT_NAME
 from slate_ops.spark.read_slatedb import (
-    READ_CHECKPOINT_NAME,
+    SLATEDB_READ,
     SlateDbReadPlan,
     narrow_slatedb_plan,
     plan_slatedb_read,
     read_slatedb_partition,
 )
 from tests.conftest import snapshot
-from tests.engines.conftest import fast_settings, read_all
+from tests.slatedb_support import fast_settings, read_all
+from tests.spark.test_datasource import populate
 
 pytestmark = [
     pytest.mark.spark,
@@ -56,13 +60,6 @@ PATH = "shop/theirs"
 @pytest.fixture
 def sdb() -> Any:
     return pytest.importorskip("slatedb.uniffi")
-
-
-@pytest.fixture
-def local_store(tmp_path: Path) -> LocalStore:
-    root = tmp_path / "store"
-    root.mkdir()  # the binding's local store needs its root
-    return LocalStore(root)
 
 
 def write_theirs(sdb: Any, store: ObjectStore, path: str = PATH, rounds: int = 4) -> dict[bytes, bytes]:
@@ -170,8 +167,12 @@ def test_default_checkpoint_tag_and_typed_errors(
     assert started + 3500 < made[0].expire_time_s <= started + 3601  # one hour, as ours
     assert dict(rows(df)) == {**model, b"k00000": b"after-the-tag"}
 
-    with pytest.raises(TagNotFoundError, match="no tag 'nope'"):
+    with pytest.raises(
+        TagNotFoundError, match=f"no tag 'nope' in the current manifest of SlateDB database {PATH}"
+    ):
         read_db(spark, local_store.url, PATH, tag="nope")
+    with pytest.raises(InvalidArgumentError, match="a checkpoint or a tag, not both"):
+        read_db(spark, local_store.url, PATH, checkpoint=uuid.uuid4(), tag="v1")
     with pytest.raises(CheckpointNotFoundError):
         read_db(spark, local_store.url, PATH, checkpoint=uuid.uuid4())
     with pytest.raises(DbNotFoundError):
@@ -228,6 +229,42 @@ def test_format_slate_ops_reads_slatedb_and_pushes_key_filters_down(
         spark.read.format(FORMAT).option("store", local_store.url).option("path", PATH).option(
             "checkpoint", str(uuid.uuid4())
         ).load()
+
+
+def _reader_rows(store: LocalStore, path: str, filters: list[Any]) -> tuple[PlanReader[Any], list[Any], Any]:
+    """``format("slate_ops")``'s reader of ``path`` (on the driver, as Spark plans it), the filters
+    it left to Spark, and every row its partitions read."""
+    source = register_class(store, path)
+    reader = source.reader(StructType())
+    left = list(reader.pushFilters(filters))
+    batches = [b for p in reader.partitions() for b in reader.read(p)]
+    assert all(b.schema == READ_ARROW_SCHEMA for b in batches)  # nullable columns, either engine
+    return reader, left, [(k, v) for b in batches for k, v in zip(*b.to_pydict().values(), strict=True)]
+
+
+def register_class(store: LocalStore, path: str) -> SlateOpsDataSource:
+    source = SlateOpsDataSource({"store": store.url, "path": path, "partitions": "4"})
+    source.schema()  # resolves the checkpoint (a new spark-read one), as load() does
+    return source
+
+
+def test_one_reader_reads_both_engines_with_the_same_pushdown(sdb: Any, local_store: LocalStore) -> None:
+    """format("slate_ops") plans either engine's database with one PlanReader: the same filters on
+    ``key`` narrow both plans and leave the same filters to Spark; each reads exactly its rows."""
+    theirs = write_theirs(sdb, local_store)
+    ours = populate(local_store, 1000)  # shop/orders, next to shop/theirs
+    lo, hi = b"k00100", b"k00700"
+    wanted = (b"k00003", b"k00150", b"k00500", b"k00650", b"k00999")
+    on_value = EqualTo(("value",), b"x")
+    filters = [GreaterThanOrEqual(("key",), lo), LessThan(("key",), hi), In(("key",), wanted), on_value]
+    for path, model, steps in ((PATH, theirs, SLATEDB_READ), ("shop/orders", ours, SLATE_OPS_READ)):
+        reader, left, got = _reader_rows(local_store, path, filters)
+        assert type(reader) is PlanReader and reader.engine_read is steps
+        assert left == [on_value]
+        assert got == [(k, model[k]) for k in wanted if lo <= k < hi and k in model]
+        assert 0 < steps.count(reader.plan) < 4  # ranges without a wanted key are not read
+        _, left, everything = _reader_rows(local_store, path, [on_value])
+        assert left == [on_value] and everything == list(model.items())
 
 
 def _child_reads(plan: SlateDbReadPlan, out: Any) -> None:
