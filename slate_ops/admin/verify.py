@@ -28,9 +28,10 @@ from __future__ import annotations
 import enum
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slate_ops.clock import SYSTEM_CLOCK, UTC_SECONDS, Clock, render_utc
 from slate_ops.compaction.options import CompactorOptions
@@ -38,7 +39,7 @@ from slate_ops.compaction.state import CompactionsStore
 from slate_ops.engine.options import DbOptions
 from slate_ops.errors import CorruptObjectError, InvalidArgumentError, ObjectNotFoundError
 from slate_ops.layout import resolve_sst_path
-from slate_ops.manifest.model import Checkpoint, Manifest
+from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
 from slate_ops.manifest.projection import effective_range
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
@@ -124,12 +125,21 @@ def verify_db(
     now = clock.now()
     live = [c for c in latest.value.checkpoints if not c.is_expired(now)]
     read, missing = _checkpoint_manifests(manifests, latest, live)
+    labels = manifest_labels(latest.id, [(c.manifest_id, checkpoint_label(str(c.id), c.name)) for c in live])
+    expired = [c for c in latest.value.checkpoints if c.is_expired(now)]
     return [
-        _check_ssts(store, manifests.path, latest, read, live, max_workers),
-        _check_runs(read, _labels(latest.id, live)),
-        _check_checkpoint_manifests(live, missing),
-        _check_expired(latest, now),
-        _check_l0(latest, l0_threshold, l0_max_ssts),
+        _check_ssts(store, manifests.path, read, labels, max_workers),
+        _check_runs(read, labels),
+        check_checkpoint_manifests(
+            [(checkpoint_label(str(c.id), c.name), c.manifest_id) for c in live], missing
+        ),
+        check_expired(
+            latest.id,
+            len(latest.value.checkpoints),
+            [(checkpoint_label(str(c.id), c.name), c.manifest_id, c.expire_time_s or 0) for c in expired],
+            now,
+        ),
+        check_l0(latest.id, [str(v.sst_id) for v in latest.value.l0], l0_threshold, l0_max_ssts),
         _check_boundaries(store, manifests, latest.id),
     ]
 
@@ -159,27 +169,9 @@ def _checkpoint_manifests(
     return read, missing
 
 
-def _labels(latest_id: int, live: list[Checkpoint]) -> dict[int, str]:
-    """How problems name each manifest: ``latest manifest 12``, ``manifest 7 (checkpoint ...)``."""
-    pinned: dict[int, list[str]] = defaultdict(list)
-    for checkpoint in live:
-        pinned[checkpoint.manifest_id].append(_checkpoint_name(checkpoint))
-    labels = {m: f"manifest {m} (checkpoint {', '.join(names)})" for m, names in pinned.items()}
-    labels[latest_id] = f"latest manifest {latest_id}" + (
-        f" (also checkpoint {', '.join(pinned[latest_id])})" if latest_id in pinned else ""
-    )
-    return labels
-
-
 def _check_ssts(
-    store: ObjectStore,
-    db_path: str,
-    latest: VersionedManifest,
-    read: dict[int, Manifest],
-    live: list[Checkpoint],
-    max_workers: int,
+    store: ObjectStore, db_path: str, read: dict[int, Manifest], labels: dict[int, str], max_workers: int
 ) -> CheckResult:
-    labels = _labels(latest.id, live)
     needed_by: dict[str, list[str]] = defaultdict(list)
     what: dict[str, str] = {}
     problems: list[str] = []
@@ -197,97 +189,26 @@ def _check_ssts(
                     f"{labels[manifest_id]}: view {view.view_id} references SST {view.sst_id}, "
                     "which the manifest's SST list lacks"
                 )
-    keys = sorted(needed_by)
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(keys)))) as pool:
-        exists = list(pool.map(lambda key: _exists(store, key), keys))
-    for key, found in zip(keys, exists, strict=True):
-        if not found:
-            problems.append(f"{key} is missing ({what[key]}); needed by {'; '.join(needed_by[key])}")
-    return _result(
-        SSTS_EXIST,
-        problems,
-        f"{len(keys)} SST object(s) referenced by {len(read)} manifest(s) exist",
-        f"{len(problems)} problem(s) among {len(keys)} SST object(s) referenced by {len(read)} manifest(s)",
-    )
-
-
-def _exists(store: ObjectStore, key: str) -> bool:
-    try:
-        store.head(key)
-    except ObjectNotFoundError:
-        return False
-    return True
+    return check_ssts_exist(store, needed_by, what, len(read), max_workers, problems)
 
 
 def _check_runs(read: dict[int, Manifest], labels: dict[int, str]) -> CheckResult:
-    problems: list[str] = []
-    runs = 0
+    runs: list[tuple[str, int, list[RunView[KeyRange]]]] = []
     for manifest_id, manifest in sorted(read.items(), reverse=True):
         infos = {s.id: s.info for s in manifest.ssts}
         for run in manifest.compacted:
-            runs += 1
             ranged = [(v, effective_range(infos[v.sst_id], v)) for v in run.views if v.sst_id in infos]
-            ranged = [(v, r) for v, r in ranged if not r.is_empty()]
-            for (a, ra), (b, rb) in itertools.pairwise(ranged):
-                if ra.overlaps(rb):
-                    why = "overlap"
-                elif (rb.start or b"") < (ra.start or b""):
-                    why = "are out of key order"
-                else:
-                    continue
-                problems.append(
-                    f"{labels[manifest_id]}: sorted run {run.id}: views {a.view_id} (SST {a.sst_id}, {ra}) "
-                    f"and {b.view_id} (SST {b.sst_id}, {rb}) {why}"
-                )
-    return _result(
-        SORTED_RUNS_ORDERED,
-        problems,
-        f"{runs} sorted run(s) in {len(read)} manifest(s) are ordered without overlaps",
-        f"{len(problems)} overlapping or unordered view pair(s) in {runs} sorted run(s)",
-    )
+            views = [(str(v.view_id), str(v.sst_id), r) for v, r in ranged if not r.is_empty()]
+            runs.append((labels[manifest_id], run.id, views))
+    return check_sorted_runs(runs, len(read), _disorder, str)
 
 
-def _check_checkpoint_manifests(live: list[Checkpoint], missing: dict[int, str]) -> CheckResult:
-    problems = [
-        f"checkpoint {_checkpoint_name(c)} pins manifest {c.manifest_id}: {missing[c.manifest_id]}"
-        for c in live
-        if c.manifest_id in missing
-    ]
-    return _result(
-        CHECKPOINT_MANIFESTS_EXIST,
-        problems,
-        "every live checkpoint's manifest exists",
-        f"{len(problems)} live checkpoint(s) pin a missing or unreadable manifest",
-    )
-
-
-def _check_expired(latest: VersionedManifest, now: float) -> CheckResult:
-    expired = [(c, c.expire_time_s or 0) for c in latest.value.checkpoints if c.is_expired(now)]
-    problems = [
-        f"checkpoint {_checkpoint_name(c)} (manifest {c.manifest_id}) expired at {_utc(at)}, "
-        f"{now - at:.0f} s ago, and is still listed in manifest {latest.id}"
-        for c, at in expired
-    ]
-    return _result(
-        NO_EXPIRED_CHECKPOINTS,
-        problems,
-        f"none of {len(latest.value.checkpoints)} checkpoint(s) has expired",
-        f"{len(expired)} expired checkpoint(s) still listed; run checkpoint expiry (or GC)",
-    )
-
-
-def _check_l0(latest: VersionedManifest, threshold: int, max_ssts: int) -> CheckResult:
-    views = latest.value.l0
-    summary = f"L0 holds {len(views)} view(s); compaction threshold {threshold}, writer stalls at {max_ssts}"
-    if len(views) < min(threshold, max_ssts):
-        return CheckResult(L0_BELOW_THRESHOLD, True, Severity.WARN, summary)
-    severity = Severity.ERROR if len(views) >= max_ssts else Severity.WARN
-    why = "the writer stops flushing" if severity is Severity.ERROR else "compaction is behind"
-    problems = (
-        f"L0 of latest manifest {latest.id} holds {len(views)} view(s) (SSTs "
-        f"{', '.join(str(v.sst_id) for v in views)}): {why}",
-    )
-    return CheckResult(L0_BELOW_THRESHOLD, False, severity, summary, problems)
+def _disorder(a: KeyRange, b: KeyRange) -> str | None:
+    if a.overlaps(b):
+        return "overlap"
+    if (b.start or b"") < (a.start or b""):
+        return "are out of key order"
+    return None
 
 
 def _check_boundaries(store: ObjectStore, manifests: ManifestStore, latest_id: int) -> CheckResult:
@@ -312,6 +233,161 @@ def _check_boundaries(store: ObjectStore, manifests: ManifestStore, latest_id: i
                 f"{boundary.key} is {value}, not below the latest {what} id {latest}: GC may delete the "
                 f"current {what} and commits at ids up to {value} are refused"
             )
+    return boundaries_result(problems, values, latest_id, latest_compactions)
+
+
+def _read_boundary(boundary: BoundaryObject) -> int:
+    value, _ = boundary.read()  # a fresh object: a missing file reads as 0, never as an error
+    return value
+
+
+# --- the checks' bookkeeping, shared with SlateDB databases (admin.handle.slatedb_verify) -------
+
+R = TypeVar("R")
+RunView = tuple[str, str, R]
+"""A sorted run's view for :func:`check_sorted_runs`: view id, SST id, its key range (any type)."""
+
+
+def manifest_labels(latest_id: int, pins: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """How problems name each manifest: ``latest manifest 12``, ``manifest 7 (checkpoint ...)``;
+    ``pins`` are the live checkpoints' (manifest id, :func:`checkpoint_label`)."""
+    pinned: dict[int, list[str]] = defaultdict(list)
+    for manifest_id, name in pins:
+        pinned[manifest_id].append(name)
+    labels = {m: f"manifest {m} (checkpoint {', '.join(names)})" for m, names in pinned.items()}
+    labels[latest_id] = f"latest manifest {latest_id}" + (
+        f" (also checkpoint {', '.join(pinned[latest_id])})" if latest_id in pinned else ""
+    )
+    return labels
+
+
+def checkpoint_label(checkpoint_id: str, name: str | None) -> str:
+    return checkpoint_id + ("" if name is None else f" {name!r}")
+
+
+def object_exists(store: ObjectStore, key: str) -> bool:
+    """One HEAD."""
+    try:
+        store.head(key)
+    except ObjectNotFoundError:
+        return False
+    return True
+
+
+def check_ssts_exist(
+    store: ObjectStore,
+    needed_by: dict[str, list[str]],
+    what: dict[str, str],
+    manifests: int,
+    max_workers: int,
+    problems: Sequence[str] = (),
+) -> CheckResult:
+    """``ssts_exist``: one HEAD per SST object key of ``needed_by`` (the labels of the manifests
+    that need it; ``what`` names the SST), ``max_workers`` at a time, after ``problems`` found
+    while listing them."""
+    keys = sorted(needed_by)
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(keys)))) as pool:
+        found = list(pool.map(lambda key: object_exists(store, key), keys))
+    missing = [
+        f"{key} is missing ({what[key]}); needed by {'; '.join(needed_by[key])}"
+        for key, ok in zip(keys, found, strict=True)
+        if not ok
+    ]
+    return _result(
+        SSTS_EXIST,
+        [*problems, *missing],
+        f"{len(keys)} SST object(s) referenced by {manifests} manifest(s) exist",
+        f"{len(problems) + len(missing)} problem(s) among {len(keys)} SST object(s) referenced by "
+        f"{manifests} manifest(s)",
+    )
+
+
+def check_sorted_runs(
+    runs: Iterable[tuple[str, int, Sequence[RunView[R]]]],
+    manifests: int,
+    disorder: Callable[[R, R], str | None],
+    render: Callable[[R], str],
+) -> CheckResult:
+    """``sorted_runs_ordered``: ``runs`` are (manifest label, run id, its views in order); each
+    pair of neighbouring views is a problem when ``disorder`` says why ("overlap", ...)."""
+    problems: list[str] = []
+    count = 0
+    for label, run_id, views in runs:
+        count += 1
+        for (a_view, a_sst, ra), (b_view, b_sst, rb) in itertools.pairwise(views):
+            why = disorder(ra, rb)
+            if why is not None:
+                problems.append(
+                    f"{label}: sorted run {run_id}: views {a_view} (SST {a_sst}, {render(ra)}) "
+                    f"and {b_view} (SST {b_sst}, {render(rb)}) {why}"
+                )
+    return _result(
+        SORTED_RUNS_ORDERED,
+        problems,
+        f"{count} sorted run(s) in {manifests} manifest(s) are ordered without overlaps",
+        f"{len(problems)} overlapping or unordered view pair(s) in {count} sorted run(s)",
+    )
+
+
+def check_checkpoint_manifests(live: Iterable[tuple[str, int]], missing: dict[int, str]) -> CheckResult:
+    """``checkpoint_manifests_exist``: ``live`` are (checkpoint label, manifest id), ``missing`` the
+    manifest ids that could not be read, with why."""
+    problems = [
+        f"checkpoint {name} pins manifest {manifest_id}: {missing[manifest_id]}"
+        for name, manifest_id in live
+        if manifest_id in missing
+    ]
+    return _result(
+        CHECKPOINT_MANIFESTS_EXIST,
+        problems,
+        "every live checkpoint's manifest exists",
+        f"{len(problems)} live checkpoint(s) pin a missing or unreadable manifest",
+    )
+
+
+def check_expired(
+    latest_id: int, listed: int, expired: Sequence[tuple[str, int, float]], now: float
+) -> CheckResult:
+    """``no_expired_checkpoints``: ``expired`` are (checkpoint label, manifest id, expiry time) of
+    the ``listed`` checkpoints of the latest manifest."""
+    problems = [
+        f"checkpoint {name} (manifest {manifest_id}) expired at {_utc(at)}, "
+        f"{now - at:.0f} s ago, and is still listed in manifest {latest_id}"
+        for name, manifest_id, at in expired
+    ]
+    return _result(
+        NO_EXPIRED_CHECKPOINTS,
+        problems,
+        f"none of {listed} checkpoint(s) has expired",
+        f"{len(expired)} expired checkpoint(s) still listed; run checkpoint expiry (or GC)",
+    )
+
+
+def check_l0(
+    latest_id: int,
+    sst_ids: Sequence[str],
+    threshold: int,
+    max_ssts: int,
+    behind: str = "compaction is behind",
+) -> CheckResult:
+    """``l0_below_threshold`` of L0's views (their SST ids); ``behind`` says why a warning matters."""
+    summary = (
+        f"L0 holds {len(sst_ids)} view(s); compaction threshold {threshold}, writer stalls at {max_ssts}"
+    )
+    if len(sst_ids) < min(threshold, max_ssts):
+        return CheckResult(L0_BELOW_THRESHOLD, True, Severity.WARN, summary)
+    severity = Severity.ERROR if len(sst_ids) >= max_ssts else Severity.WARN
+    why = "the writer stops flushing" if severity is Severity.ERROR else behind
+    problems = (
+        f"L0 of latest manifest {latest_id} holds {len(sst_ids)} view(s) (SSTs {', '.join(sst_ids)}): {why}",
+    )
+    return CheckResult(L0_BELOW_THRESHOLD, False, severity, summary, problems)
+
+
+def boundaries_result(
+    problems: list[str], values: list[str], latest_id: int, latest_compactions: int
+) -> CheckResult:
+    """``boundaries_below_latest`` from its problems and the boundary values read (``key=value``)."""
     return _result(
         BOUNDARIES_BELOW_LATEST,
         problems,
@@ -321,21 +397,9 @@ def _check_boundaries(store: ObjectStore, manifests: ManifestStore, latest_id: i
     )
 
 
-def _read_boundary(boundary: BoundaryObject) -> int:
-    value, _ = boundary.read()  # a fresh object: a missing file reads as 0, never as an error
-    return value
-
-
-# --- helpers -------------------------------------------------------------------------------------
-
-
 def _result(name: str, problems: list[str], ok: str, bad: str) -> CheckResult:
     severity = CHECKS[name][0]
     return CheckResult(name, not problems, severity, bad if problems else ok, tuple(problems))
-
-
-def _checkpoint_name(checkpoint: Checkpoint) -> str:
-    return str(checkpoint.id) + ("" if checkpoint.name is None else f" {checkpoint.name!r}")
 
 
 def _utc(seconds: float) -> str:

@@ -27,20 +27,22 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 from slate_ops.admin.verify import (
     BOUNDARIES_BELOW_LATEST,
-    CHECKPOINT_MANIFESTS_EXIST,
     CHECKS,
-    L0_BELOW_THRESHOLD,
-    NO_EXPIRED_CHECKPOINTS,
-    SORTED_RUNS_ORDERED,
-    SSTS_EXIST,
     CheckResult,
-    Severity,
+    RunView,
+    boundaries_result,
+    check_checkpoint_manifests,
+    check_expired,
+    check_l0,
+    check_sorted_runs,
+    check_ssts_exist,
+    checkpoint_label,
+    manifest_labels,
+    object_exists,
 )
-from slate_ops.clock import UTC_SECONDS, render_utc
 from slate_ops.engines.slatedb import CheckpointView, ManifestView, SlateDbAdmin
 from slate_ops.engines.slatedb.store import store_prefix
 from slate_ops.engines.slatedb.views import SstView
@@ -88,7 +90,7 @@ def verify(
     missing = {
         c.manifest_id
         for c in live
-        if c.manifest_id != latest.id and not _exists(store, manifest_key(path, c.manifest_id))
+        if c.manifest_id != latest.id and not object_exists(store, manifest_key(path, c.manifest_id))
     }
     read: dict[int, ManifestView] = {latest.id: latest}
     for manifest_id in sorted({c.manifest_id for c in live} - {latest.id} - missing):
@@ -100,26 +102,30 @@ def verify(
             missing.add(manifest_id)
         else:
             read[manifest_id] = m
-    labels = _labels(latest.id, live)
+    labels = manifest_labels(latest.id, [(c.manifest_id, _name(c)) for c in live])
+    expired = [c for c in latest.checkpoints if c.expire_time_s is not None and c.expire_time_s <= now]
     return [
         _check_ssts(store, path, read, labels, max_workers),
         _check_runs(read, labels),
-        _check_checkpoint_manifests(path, live, missing),
-        _check_expired(latest, now),
-        _check_l0(latest, l0_threshold, l0_max_ssts),
+        check_checkpoint_manifests(
+            [(_name(c), c.manifest_id) for c in live],
+            {i: f"{manifest_key(path, i)} is missing or unreadable" for i in missing},
+        ),
+        check_expired(
+            latest.id,
+            len(latest.checkpoints),
+            [(_name(c), c.manifest_id, c.expire_time_s or 0) for c in expired],
+            now,
+        ),
+        check_l0(
+            latest.id,
+            [v.sst_id for v in latest.l0],
+            l0_threshold,
+            l0_max_ssts,
+            "compaction is behind (a SlateDB compactor must be running)",
+        ),
         boundaries,
     ]
-
-
-def _labels(latest_id: int, live: list[CheckpointView]) -> dict[int, str]:
-    pinned: dict[int, list[str]] = defaultdict(list)
-    for c in live:
-        pinned[c.manifest_id].append(_name(c))
-    labels = {m: f"manifest {m} (checkpoint {', '.join(names)})" for m, names in pinned.items()}
-    labels[latest_id] = f"latest manifest {latest_id}" + (
-        f" (also checkpoint {', '.join(pinned[latest_id])})" if latest_id in pinned else ""
-    )
-    return labels
 
 
 def _views(m: ManifestView) -> Iterable[SstView]:
@@ -144,99 +150,26 @@ def _check_ssts(
             what[key] = f"SST {view.sst_id}" + (
                 f" of external database {base!r}" if view.sst_id in owner else ""
             )
-    keys = sorted(needed_by)
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(keys)))) as pool:
-        found = list(pool.map(lambda key: _exists(store, key), keys))
-    problems = [
-        f"{key} is missing ({what[key]}); needed by {'; '.join(needed_by[key])}"
-        for key, ok in zip(keys, found, strict=True)
-        if not ok
-    ]
-    return _result(
-        SSTS_EXIST,
-        problems,
-        f"{len(keys)} SST object(s) referenced by {len(read)} manifest(s) exist",
-        f"{len(problems)} problem(s) among {len(keys)} SST object(s) referenced by {len(read)} manifest(s)",
-    )
+    return check_ssts_exist(store, needed_by, what, len(read), max_workers)
 
 
 def _check_runs(read: dict[int, ManifestView], labels: dict[int, str]) -> CheckResult:
-    problems: list[str] = []
-    runs = 0
-    for manifest_id, m in sorted(read.items(), reverse=True):
-        for run in m.sorted_runs:
-            runs += 1
-            for a, b in itertools.pairwise(run.ssts):
-                if a.first_key is None or b.first_key is None:
-                    continue  # an empty SST (no entries) has no range to order
-                if b.first_key < a.first_key:
-                    why = "are out of key order"
-                elif a.last_key is not None and a.last_key >= b.first_key:
-                    why = "overlap"
-                else:
-                    continue
-                problems.append(
-                    f"{labels[manifest_id]}: sorted run {run.id}: views {a.view_id} (SST {a.sst_id}, "
-                    f"{_range(a)}) and {b.view_id} (SST {b.sst_id}, {_range(b)}) {why}"
-                )
-    return _result(
-        SORTED_RUNS_ORDERED,
-        problems,
-        f"{runs} sorted run(s) in {len(read)} manifest(s) are ordered without overlaps",
-        f"{len(problems)} overlapping or unordered view pair(s) in {runs} sorted run(s)",
-    )
-
-
-def _check_checkpoint_manifests(path: str, live: list[CheckpointView], missing: set[int]) -> CheckResult:
-    problems = [
-        f"checkpoint {_name(c)} pins manifest {c.manifest_id}: "
-        f"{manifest_key(path, c.manifest_id)} is missing or unreadable"
-        for c in live
-        if c.manifest_id in missing
+    runs: list[tuple[str, int, list[RunView[SstView]]]] = [
+        (labels[manifest_id], run.id, [(v.view_id, v.sst_id, v) for v in run.ssts])
+        for manifest_id, m in sorted(read.items(), reverse=True)
+        for run in m.sorted_runs
     ]
-    return _result(
-        CHECKPOINT_MANIFESTS_EXIST,
-        problems,
-        "every live checkpoint's manifest exists",
-        f"{len(problems)} live checkpoint(s) pin a missing or unreadable manifest",
-    )
+    return check_sorted_runs(runs, len(read), _disorder, _range)
 
 
-def _check_expired(latest: ManifestView, now: float) -> CheckResult:
-    expired = [
-        (c, c.expire_time_s)
-        for c in latest.checkpoints
-        if c.expire_time_s is not None and c.expire_time_s <= now
-    ]
-    problems = [
-        f"checkpoint {_name(c)} (manifest {c.manifest_id}) expired at {render_utc(at, UTC_SECONDS)}, "
-        f"{now - at:.0f} s ago, and is still listed in manifest {latest.id}"
-        for c, at in expired
-    ]
-    return _result(
-        NO_EXPIRED_CHECKPOINTS,
-        problems,
-        f"none of {len(latest.checkpoints)} checkpoint(s) has expired",
-        f"{len(expired)} expired checkpoint(s) still listed; run checkpoint expiry (or GC)",
-    )
-
-
-def _check_l0(latest: ManifestView, threshold: int, max_ssts: int) -> CheckResult:
-    views = latest.l0
-    summary = f"L0 holds {len(views)} view(s); compaction threshold {threshold}, writer stalls at {max_ssts}"
-    if len(views) < min(threshold, max_ssts):
-        return CheckResult(L0_BELOW_THRESHOLD, True, Severity.WARN, summary)
-    severity = Severity.ERROR if len(views) >= max_ssts else Severity.WARN
-    why = (
-        "the writer stops flushing"
-        if severity is Severity.ERROR
-        else "compaction is behind (a SlateDB compactor must be running)"
-    )
-    problems = (
-        f"L0 of latest manifest {latest.id} holds {len(views)} view(s) (SSTs "
-        f"{', '.join(v.sst_id for v in views)}): {why}",
-    )
-    return CheckResult(L0_BELOW_THRESHOLD, False, severity, summary, problems)
+def _disorder(a: SstView, b: SstView) -> str | None:
+    if a.first_key is None or b.first_key is None:
+        return None  # an empty SST (no entries) has no range to order
+    if b.first_key < a.first_key:
+        return "are out of key order"
+    if a.last_key is not None and a.last_key >= b.first_key:
+        return "overlap"
+    return None
 
 
 def check_boundaries(store: ObjectStore, path: str) -> CheckResult:
@@ -270,29 +203,11 @@ def check_boundaries(store: ObjectStore, path: str) -> CheckResult:
                 f"{key} is {value}, not below the latest {what} id {latest}: GC may delete the current "
                 f"{what} ({current})"
             )
-    return _result(
-        BOUNDARIES_BELOW_LATEST,
-        problems,
-        f"boundaries below the latest ids (manifest {latest_id}, .compactions {latest_compactions}): "
-        + (", ".join(values) or "no boundary written yet"),
-        f"{len(problems)} boundary file(s) at or above the latest id, or unreadable",
-    )
-
-
-def _exists(store: ObjectStore, key: str) -> bool:
-    try:
-        store.head(key)
-    except ObjectNotFoundError:
-        return False
-    return True
-
-
-def _result(name: str, problems: list[str], ok: str, bad: str) -> CheckResult:
-    return CheckResult(name, not problems, CHECKS[name][0], bad if problems else ok, tuple(problems))
+    return boundaries_result(problems, values, latest_id, latest_compactions)
 
 
 def _name(c: CheckpointView) -> str:
-    return c.id + ("" if c.name is None else f" {c.name!r}")
+    return checkpoint_label(c.id, c.name)
 
 
 def _range(v: SstView) -> str:
