@@ -147,6 +147,32 @@ def make_s3_store(
     return make
 
 
+@pytest.fixture
+def sdb() -> Any:
+    """SlateDB's Python binding (``slatedb.uniffi``); the test is skipped without it. Databases
+    written and read by it: tests/slatedb_support.py."""
+    return pytest.importorskip("slatedb.uniffi")
+
+
+@pytest.fixture
+def local_dir_store(tmp_path: Path) -> LocalStore:
+    """A :class:`LocalStore` on ``tmp_path/store``, created (SlateDB's binding needs the root of a
+    local store to exist)."""
+    root = tmp_path / "store"
+    root.mkdir()
+    return LocalStore(root)
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def local_or_s3_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """Where SlateDB's binding can work: a local directory (created), or a bucket with a key
+    prefix on moto's S3 server on loopback."""
+    if request.param == "local":
+        return request.getfixturevalue("local_dir_store")  # type: ignore[no-any-return]
+    make: Callable[..., S3Store] = request.getfixturevalue("make_s3_store")
+    return make()
+
+
 @pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.s3)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "memory":

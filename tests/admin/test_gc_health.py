@@ -6,7 +6,6 @@ and cleared by a real GC run. SlateDB databases are written by SlateDB's own Db 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from tests.admin.conftest import contents
 from tests.engine.conftest import quiet
+from tests.slatedb_support import read_slatedb, write_slatedb
 
 DB = "dbs/health"
 INTERVAL = timedelta(minutes=10)
@@ -46,41 +46,14 @@ def write(engine: str, store: ObjectStore, round_: int = 0) -> dict[bytes, bytes
                     expected[k] = v
                 db.flush_memtable()
         return expected
-    sdb = pytest.importorskip("slatedb.uniffi")
-    from slate_ops.engines.slatedb import LOOP, SlateDbAdmin
-    from slate_ops.engines.slatedb.store import binding_path, binding_store
-    from tests.engines.conftest import write_db
-
-    rows: dict[bytes, bytes] = LOOP.run(
-        write_db(
-            sdb,
-            None,
-            binding_path(store, DB),
-            rounds=3,
-            keys=50,
-            compact=round_ == 0,
-            store=binding_store(store),
-        )
-    )
-    engine_admin = SlateDbAdmin(DB, store)
-    for c in engine_admin.list_checkpoints():
-        engine_admin.delete_checkpoint(c.id)
-    return rows
+    return write_slatedb(store, DB, rounds=3, keys=50, compact=round_ == 0, drop_checkpoints=True)
 
 
 def read_back(engine: str, store: ObjectStore) -> dict[bytes, bytes]:
     """Every row, read the way the engine's own users read it (SlateDB: its DbReader)."""
     if engine == "slate_ops":
         return contents(store, DB)
-    sdb = pytest.importorskip("slatedb.uniffi")
-    from slate_ops.engines.slatedb import LOOP
-    from slate_ops.engines.slatedb.store import binding_path, binding_store
-    from tests.engines.conftest import read_all
-
-    rows: dict[bytes, bytes] = LOOP.run(
-        read_all(sdb, None, binding_path(store, DB), store=binding_store(store))
-    )
-    return rows
+    return read_slatedb(store, DB)
 
 
 @pytest.fixture(params=["slate_ops", "slatedb"])
@@ -88,14 +61,9 @@ def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    """A local directory, or a prefixed bucket on moto's S3 server on loopback."""
-    if request.param == "local":
-        (tmp_path / "store").mkdir()
-        return LocalStore(tmp_path / "store")
-    make: Callable[..., ObjectStore] = request.getfixturevalue("make_s3_store")
-    return make()
+@pytest.fixture
+def store(local_or_s3_store: ObjectStore) -> ObjectStore:
+    return local_or_s3_store
 
 
 def test_dead_gc_is_detected_and_a_run_clears_it(engine: str, store: ObjectStore) -> None:

@@ -59,7 +59,7 @@ def write_slatedb(store: ObjectStore, path: str = DB) -> None:
     from slate_ops.engines.slatedb import LOOP
     from slate_ops.engines.slatedb import SlateDbAdmin as EngineHandle
     from slate_ops.engines.slatedb.store import binding_path, binding_store
-    from tests.engines.conftest import write_db
+    from tests.slatedb_support import write_db
 
     if isinstance(store, LocalStore):
         store.root.mkdir(parents=True, exist_ok=True)  # the binding's local store needs its root

@@ -49,7 +49,7 @@ def rows(h: DatabaseHandle, path: str) -> dict[bytes, bytes]:
     sdb = pytest.importorskip("slatedb.uniffi")
     from slate_ops.engines.slatedb import LOOP
     from slate_ops.engines.slatedb.store import binding_path, binding_store
-    from tests.engines.conftest import read_all
+    from tests.slatedb_support import read_all
 
     target = binding_store(h.store)
     return LOOP.run(read_all(sdb, None, binding_path(h.store, path), store=target))

@@ -41,7 +41,7 @@ sdb = pytest.importorskip("slatedb.uniffi")
 
 from slate_ops.engines.slatedb import LOOP  # noqa: E402
 from tests.admin.test_handle import write_slate_ops  # noqa: E402
-from tests.engines.conftest import local_store, read_all, write_db  # noqa: E402
+from tests.slatedb_support import local_store, read_all, write_db  # noqa: E402
 
 DB = "dbs/main"
 

@@ -21,6 +21,7 @@ from slate_ops.errors import NoCompactorError, SlateDbCompactionFailedError
 from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import LocalStore
 from tests.engine.conftest import quiet
+from tests.slatedb_support import fast_settings, local_store, read_slatedb
 
 DB = "dbs/compact"
 # Below SlateDB's own L0 trigger (4), so the writer's embedded scheduler does not race our request.
@@ -28,15 +29,8 @@ TWO = CompactorOptions(min_sources=2)
 
 
 @pytest.fixture
-def sdb() -> Any:
-    return pytest.importorskip("slatedb.uniffi")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
-    root = tmp_path / "store"
-    root.mkdir()
-    return LocalStore(root)
+def store(local_dir_store: LocalStore) -> LocalStore:
+    return local_dir_store
 
 
 class Writer:
@@ -44,7 +38,6 @@ class Writer:
 
     def __init__(self, sdb: Any, store: LocalStore) -> None:
         from slate_ops.engines.slatedb import LOOP
-        from tests.engines.conftest import fast_settings, local_store
 
         self.sdb, self.loop = sdb, LOOP
         builder = sdb.DbBuilder(DB, local_store(sdb, store.root))
@@ -73,17 +66,12 @@ def writer(sdb: Any, store: LocalStore) -> Iterator[Writer]:
 
 
 def read_back(sdb: Any, store: LocalStore) -> dict[bytes, bytes]:
-    from slate_ops.engines.slatedb import LOOP
-    from tests.engines.conftest import read_all
-
-    rows: dict[bytes, bytes] = LOOP.run(read_all(sdb, store.root, DB))
-    return rows
+    return read_slatedb(store, DB)
 
 
 def binding_manifest(sdb: Any, store: LocalStore) -> Any:
     """The latest manifest as SlateDB's own Admin reads it."""
     from slate_ops.engines.slatedb import LOOP
-    from tests.engines.conftest import local_store
 
     return LOOP.run(sdb.AdminBuilder(DB, local_store(sdb, store.root)).build().read_manifest(None))
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,27 +21,18 @@ from slate_ops.gc import GcOptions
 from slate_ops.layout import manifest_key
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from tests.slatedb_support import write_slatedb
 
 DB = "dbs/verify"
 
 
 @pytest.fixture
-def sdb() -> Any:
-    return pytest.importorskip("slatedb.uniffi")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
-    root = tmp_path / "store"
-    root.mkdir()
-    return LocalStore(root)
+def store(local_dir_store: LocalStore) -> LocalStore:
+    return local_dir_store
 
 
 def write(sdb: Any, store: LocalStore, *, compact: bool = True, rounds: int = 3) -> None:
-    from slate_ops.engines.slatedb import LOOP
-    from tests.engines.conftest import write_db
-
-    LOOP.run(write_db(sdb, store.root, DB, rounds=rounds, keys=50, compact=compact))
+    write_slatedb(store, DB, rounds=rounds, keys=50, compact=compact)
 
 
 def by_name(results: list[CheckResult]) -> dict[str, CheckResult]:
@@ -162,34 +151,11 @@ def test_a_boundary_at_the_latest_id_fails(sdb: Any, store: LocalStore) -> None:
     assert "not an ASCII unsigned integer" in by_name(h.verify())["boundaries_below_latest"].problems[0]
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    """A local directory, or a prefixed bucket on moto's S3 server on loopback."""
-    if request.param == "local":
-        (tmp_path / "store").mkdir()
-        return LocalStore(tmp_path / "store")
-    make: Callable[..., ObjectStore] = request.getfixturevalue("make_s3_store")
-    return make()
-
-
-def test_a_clone_checks_its_parents_ssts(sdb: Any, any_store: ObjectStore) -> None:
+def test_a_clone_checks_its_parents_ssts(sdb: Any, local_or_s3_store: ObjectStore) -> None:
     """A SlateDB clone reads its parent's SSTs (an ExternalDb): verify HEADs them at the parent's
     path (without the store's prefix on S3) and names the parent when one is gone."""
-    from slate_ops.engines.slatedb import LOOP
-    from slate_ops.engines.slatedb.store import binding_path, binding_store
-    from tests.engines.conftest import write_db
-
-    LOOP.run(
-        write_db(
-            sdb,
-            None,
-            binding_path(any_store, DB),
-            rounds=3,
-            keys=50,
-            compact=True,
-            store=binding_store(any_store),
-        )
-    )
+    any_store = local_or_s3_store
+    write_slatedb(any_store, DB, rounds=3, keys=50, compact=True)
     source = admin.open(DB, any_store)
     clone = "dbs/clone"
     source.clone_to(clone)

@@ -22,7 +22,7 @@ from slate_ops.cli import main
 from slate_ops.engines.slatedb import LOOP
 from slate_ops.objstore import ObjectStore, open_store
 from tests.engine.conftest import quiet
-from tests.engines.conftest import local_store, read_all, write_db
+from tests.slatedb_support import local_store, read_all, write_db
 
 DB = "dbs/sdb"
 
@@ -319,7 +319,7 @@ class Writer:
     """SlateDB's own Db, open (its embedded compactor polling every 100 ms) while the CLI runs."""
 
     def __init__(self, sdb: Any, root: Path, path: str = DB) -> None:
-        from tests.engines.conftest import fast_settings
+        from tests.slatedb_support import fast_settings
 
         self.sdb = sdb
         builder = sdb.DbBuilder(path, local_store(sdb, root))

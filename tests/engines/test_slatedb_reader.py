@@ -16,7 +16,7 @@ from slate_ops.engines.slatedb.views import ManifestView, SortedRunView, SstView
 from slate_ops.errors import SlateDbError
 from slate_ops.objstore import LocalStore
 from tests.conftest import snapshot
-from tests.engines.conftest import read_all, write_db
+from tests.slatedb_support import read_all, write_db
 
 
 def manifest(l0: list[SstView], runs: list[list[SstView]] = ()) -> ManifestView:  # type: ignore[assignment]

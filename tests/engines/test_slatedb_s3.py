@@ -20,7 +20,7 @@ from slate_ops.engines.slatedb.store import binding_path, binding_s3_config, bin
 from slate_ops.errors import SlateDbError, UnsupportedStoreError
 from slate_ops.objstore import MemoryStore, S3Store
 from tests.conftest import CREDENTIALS
-from tests.engines.conftest import read_all, write_db
+from tests.slatedb_support import read_all, write_db
 
 pytestmark = pytest.mark.s3
 

@@ -28,7 +28,7 @@ from slate_ops.orchestration.maintenance import maintenance_run_config
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY, local_pyspark_resource
 from slate_ops.orchestration.runs import PARTITIONS_NAME
 from tests.engine.conftest import quiet
-from tests.engines.conftest import read_all, write_db
+from tests.slatedb_support import read_all, write_db
 
 sdb: Any = pytest.importorskip("slatedb.uniffi")
 
@@ -217,7 +217,7 @@ def test_slatedb_compaction_in_dagster_needs_a_running_compactor(
     from slate_ops.admin.handle import SlateDbHandle
     from slate_ops.engines.slatedb import LOOP
     from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
-    from tests.engines.conftest import fast_settings, local_store
+    from tests.slatedb_support import fast_settings, local_store
 
     root = tmp_path / "store"
     root.mkdir()

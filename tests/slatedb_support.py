@@ -1,4 +1,11 @@
-"""SlateDB databases written by the binding's own Db, for the engine tests (skipped without it)."""
+"""SlateDB databases written and read by the binding's own ``Db`` / ``DbReader``, for every test
+folder that needs one (tests/engines, tests/admin, tests/cli, tests/spark, tests/orchestration):
+import from here. The fixtures ``sdb`` (the binding, or a skip without it), ``local_dir_store``
+and ``local_or_s3_store`` are in tests/conftest.py.
+
+The async helpers (:func:`write_db`, :func:`read_all`) run on slate_ops' loop owner
+(``LOOP.run(write_db(...))``) or inside another coroutine; :func:`write_slatedb` and
+:func:`read_slatedb` do that for a slate_ops store (a local directory or S3, prefix included)."""
 
 from __future__ import annotations
 
@@ -9,13 +16,27 @@ from typing import Any
 
 import pytest
 
+from slate_ops.objstore import LocalStore
+from slate_ops.objstore.base import ObjectStore
 
-@pytest.fixture
-def sdb() -> Any:
+__all__ = [
+    "binding",
+    "fast_settings",
+    "local_store",
+    "read_all",
+    "read_slatedb",
+    "write_db",
+    "write_slatedb",
+]
+
+
+def binding() -> Any:
+    """SlateDB's binding (``slatedb.uniffi``); the calling test is skipped without it."""
     return pytest.importorskip("slatedb.uniffi")
 
 
 def local_store(sdb: Any, root: Path) -> Any:
+    """The binding's LOCAL ObjectStore on ``root``."""
     b = sdb.ObjectStoreBuilder(sdb.ObjectStoreType.LOCAL)
     b.with_config("local_path", str(root))
     return b.build()
@@ -112,3 +133,37 @@ async def read_all(
         out[kv.key] = kv.value
     await reader.shutdown()
     return out
+
+
+def write_slatedb(
+    store: ObjectStore, path: str, *, drop_checkpoints: bool = False, **kwargs: Any
+) -> dict[bytes, bytes]:
+    """:func:`write_db` at ``path`` in the slate_ops store ``store`` (a local directory, created if
+    missing, or S3 with its prefix), run on the loop owner; ``kwargs`` as :func:`write_db`'s.
+    ``drop_checkpoints``: then delete every checkpoint (SlateDB's compactor leaves one for 15
+    minutes), so that what a compaction replaced is garbage."""
+    from slate_ops.engines.slatedb import LOOP, SlateDbAdmin
+    from slate_ops.engines.slatedb.store import binding_path, binding_store
+
+    sdb = binding()
+    if isinstance(store, LocalStore):
+        store.root.mkdir(parents=True, exist_ok=True)
+    rows: dict[bytes, bytes] = LOOP.run(
+        write_db(sdb, None, binding_path(store, path), store=binding_store(store), **kwargs)
+    )
+    if drop_checkpoints:
+        db = SlateDbAdmin(path, store)
+        for c in db.list_checkpoints():
+            db.delete_checkpoint(c.id)
+    return rows
+
+
+def read_slatedb(store: ObjectStore, path: str, checkpoint: str | None = None) -> dict[bytes, bytes]:
+    """:func:`read_all` of the database at ``path`` in the slate_ops store ``store``."""
+    from slate_ops.engines.slatedb import LOOP
+    from slate_ops.engines.slatedb.store import binding_path, binding_store
+
+    rows: dict[bytes, bytes] = LOOP.run(
+        read_all(binding(), None, binding_path(store, path), checkpoint, store=binding_store(store))
+    )
+    return rows

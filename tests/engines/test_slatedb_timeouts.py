@@ -1,0 +1,151 @@
+"""No binding call waits forever: the two measured hangs of SlateDB's binding reproduced for real
+and bounded by :class:`CallTimeouts` -- a ``gc/manifest.boundary`` written by hand at the latest
+manifest id of a database written by SlateDB's own Db, and a bucket that does not exist on moto's
+S3 server -- each ending in a typed error, in bounded time, with nothing written."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from slate_ops import admin
+from slate_ops.admin.handle import SlateDbHandle
+from slate_ops.engines.slatedb import LOOP, CallTimeouts, SlateDbAdmin
+from slate_ops.engines.slatedb.reader import CheckpointReader
+from slate_ops.engines.slatedb.store import check_bucket_exists
+from slate_ops.errors import ObjectStoreError, SlateDbError, SlateDbTimeoutError
+from slate_ops.objstore import LocalStore, S3Store
+from tests.conftest import snapshot
+from tests.slatedb_support import write_slatedb
+
+DB = "dbs/hang"
+SHORT = CallTimeouts(metadata=1.0, scan=1.0, gc=1.0, delete=1.0, clone=1.0, writer=1.0)
+
+
+def test_a_call_past_its_bound_is_cancelled_and_the_loop_serves_the_next() -> None:
+    seen: list[str] = []
+
+    async def forever() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    started = time.monotonic()
+    with pytest.raises(SlateDbTimeoutError) as e:
+        LOOP.call("dbs/x", "read_manifest", forever(), 0.2)
+    assert time.monotonic() - started < 5
+    assert (e.value.db_path, e.value.operation, e.value.timeout_s) == ("dbs/x", "read_manifest", 0.2)
+    assert isinstance(e.value, SlateDbError)  # caught with every other binding failure
+    msg = str(e.value)
+    assert "dbs/x" in msg and "read_manifest" in msg and "0.2 s" in msg
+    assert "bucket" in msg and "gc/manifest.boundary" in msg and "timeouts=" in msg
+
+    async def settled() -> list[str]:
+        for _ in range(100):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        return seen
+
+    assert LOOP.run(settled(), 5) == ["cancelled"]  # the coroutine was cancelled on the loop
+
+
+def test_the_default_bounds_are_finite_for_every_kind() -> None:
+    t = CallTimeouts()
+    assert t.of("metadata") == 60.0
+    for kind in ("scan", "gc", "delete", "clone", "writer"):
+        assert 60.0 < t.of(kind) < float("inf")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def at_boundary(sdb: Any, local_dir_store: LocalStore) -> tuple[LocalStore, int, dict[str, str]]:
+    """A database written by SlateDB's Db with gc/manifest.boundary written by hand at its latest
+    manifest id; the store's listing (key -> etag) after that."""
+    write_slatedb(local_dir_store, DB, rounds=2, keys=20)
+    m = SlateDbAdmin(DB, local_dir_store).read_manifest()
+    assert m is not None
+    local_dir_store.put(f"{DB}/gc/manifest.boundary", str(m.id).encode())
+    return local_dir_store, m.id, snapshot(local_dir_store)
+
+
+def test_a_boundary_at_the_latest_manifest_times_out_naming_it(
+    at_boundary: tuple[LocalStore, int, dict[str, str]],
+) -> None:
+    """Measured on 0.17.0: read_manifest and list_checkpoints never return in this state."""
+    store, latest, before = at_boundary
+    db = SlateDbAdmin(DB, store, timeouts=SHORT)
+    for operation, call in (("read_manifest", db.read_manifest), ("list_checkpoints", db.list_checkpoints)):
+        started = time.monotonic()
+        with pytest.raises(SlateDbTimeoutError) as e:
+            call()
+        assert time.monotonic() - started < 10
+        assert e.value.operation == operation and e.value.timeout_s == 1.0
+        msg = str(e.value)
+        assert f"{DB}/gc/manifest.boundary is {latest}" in msg and f"latest manifest id {latest}" in msg
+        assert "slate-ops verify" in msg
+    # the handle, built with the same bound, fails the same way instead of hanging
+    handle = SlateDbHandle(DB, store, timeouts=SHORT)
+    with pytest.raises(SlateDbTimeoutError, match=r"gc/manifest\.boundary is"):
+        handle.describe()
+    assert snapshot(store) == before  # nothing written
+    # below the latest id the same calls answer at once
+    store.put(f"{DB}/gc/manifest.boundary", str(latest - 1).encode())
+    m = SlateDbAdmin(DB, store, timeouts=SHORT).read_manifest()
+    assert m is not None and m.id == latest
+
+
+def test_a_detected_open_gets_the_bound_too(
+    at_boundary: tuple[LocalStore, int, dict[str, str]],
+) -> None:
+    """``admin.open`` detects the engine from the store; the handle it returns is bounded by the
+    defaults, and a reader by its scan bound."""
+    store, _, before = at_boundary
+    handle = admin.open(DB, store)
+    assert isinstance(handle, SlateDbHandle) and handle.db.timeouts == CallTimeouts()
+    started = time.monotonic()
+    with pytest.raises(SlateDbTimeoutError, match="open a reader"):
+        CheckpointReader(DB, store, "00000000-0000-0000-0000-000000000000", timeouts=SHORT)
+    assert time.monotonic() - started < 10
+    assert snapshot(store) == before
+
+
+@pytest.mark.s3
+def test_a_missing_bucket_fails_before_the_binding_is_called(
+    sdb: Any, make_s3_store: Callable[..., S3Store], s3_client: Any
+) -> None:
+    """Measured on moto: the binding retries against a missing bucket for more than 15 minutes."""
+    existing = make_s3_store()
+    missing = S3Store(f"missing-{time.monotonic_ns()}", "pfx", client=existing.client)
+    started = time.monotonic()
+    with pytest.raises(ObjectStoreError, match=rf"bucket '{missing.bucket}' .* does not exist"):
+        SlateDbAdmin(DB, missing)
+    with pytest.raises(ObjectStoreError, match="does not exist"):
+        SlateDbHandle(DB, missing)
+    assert time.monotonic() - started < 10
+    buckets = {b["Name"] for b in s3_client.list_buckets()["Buckets"]}
+    assert missing.bucket not in buckets  # nothing created
+
+
+@pytest.mark.s3
+def test_a_bucket_gone_after_the_check_times_out_in_the_binding(
+    sdb: Any, make_s3_store: Callable[..., S3Store], s3_client: Any
+) -> None:
+    """The bucket passes the one HeadBucket check, then is deleted: the binding's own call retries
+    against it, and the bound ends that with the typed error."""
+    store = make_s3_store()
+    db = SlateDbAdmin(DB, store, timeouts=SHORT)
+    s3_client.delete_bucket(Bucket=store.bucket)
+    check_bucket_exists(store)  # seen once in this process: not asked again
+    started = time.monotonic()
+    with pytest.raises(SlateDbTimeoutError) as e:
+        db.create_checkpoint()
+    assert time.monotonic() - started < 10
+    assert e.value.operation == "create_checkpoint" and "bucket does not exist" in str(e.value)
+    buckets = {b["Name"] for b in s3_client.list_buckets()["Buckets"]}
+    assert store.bucket not in buckets  # nothing written (no bucket to write in)
