@@ -596,7 +596,7 @@ class SlateDbTimeoutError(SlateDbError):
                 "GC may already have deleted the current manifest, so restore from a backup or "
                 "checkpoint). If the store is just slow, allow a longer bound (timeouts= on "
                 "SlateDbAdmin / SlateDbHandle)"
-            )
+            ),
         )
         self.db_path = db_path
         self.operation = operation
