@@ -22,6 +22,7 @@ from slate_ops.objstore.base import ObjectStore
 __all__ = [
     "binding",
     "fast_settings",
+    "in_child",
     "local_store",
     "read_all",
     "read_slatedb",
@@ -167,3 +168,31 @@ def read_slatedb(store: ObjectStore, path: str, checkpoint: str | None = None) -
         read_all(binding(), None, binding_path(store, path), checkpoint, store=binding_store(store))
     )
     return rows
+
+
+def _report(target: Callable[..., Any], args: tuple[Any, ...], out: Any) -> None:
+    try:
+        out.put(("ok", target(*args)))
+    except Exception as e:
+        out.put((type(e).__name__, str(e)))
+
+
+def in_child(method: str, target: Callable[..., Any], *args: Any, timeout: float = 60) -> tuple[str, Any]:
+    """``target(*args)`` in a child process started by ``method`` ("fork" or "spawn"; ``target``
+    module-level): ``("ok", its result)`` or ``(its error's class name, message)``. Fails the
+    test if the child is still running after ``timeout`` seconds (then kills it): how the fork
+    guard is tested (a child forked after its parent used the binding must fail, not hang)."""
+    import multiprocessing
+
+    ctx: Any = multiprocessing.get_context(method)
+    out = ctx.Queue()
+    p = ctx.Process(target=_report, args=(target, args, out))
+    p.start()
+    p.join(timeout)
+    alive = p.is_alive()
+    if alive:
+        p.kill()
+        p.join()
+    assert not alive, f"the {method}ed child still ran after {timeout} s"
+    result: tuple[str, Any] = out.get(timeout=5)
+    return result

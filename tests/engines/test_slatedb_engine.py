@@ -21,7 +21,7 @@ from slate_ops.engines.slatedb import loop as sdb_loop
 from slate_ops.errors import SlateDbBindingMissingError, SlateDbError
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.wrappers import CountingStore
-from tests.slatedb_support import local_store, read_all, write_db
+from tests.slatedb_support import in_child, local_store, read_all, write_db
 
 ALL_NOW = GcPolicy(manifest=0, wal=0, wal_fence=0, compacted=0, compactions=0)
 
@@ -279,33 +279,18 @@ def test_a_source_with_wal_data_is_refused_for_projection(sdb: Any, tmp_path: Pa
     assert len(LOOP.run(read_all(sdb, tmp_path, "copy"))) == 20
 
 
-def _child_reads(root: Path, out: Any) -> None:
-    try:
-        m = SlateDbAdmin("db", root).read_manifest()
-        out.put(("ok", m.id if m else None))
-    except Exception as e:
-        out.put((type(e).__name__, str(e)))
+def _manifest_id(root: Path) -> int | None:
+    m = SlateDbAdmin("db", root).read_manifest()
+    return m.id if m else None
 
 
 @pytest.mark.parametrize("method", ["spawn", "fork"])
 def test_worker_processes(sdb: Any, tmp_path: Path, method: str) -> None:
     """A spawned worker uses the binding; a worker forked after the binding ran in its parent gets
     SlateDbForkError at once (measured: unguarded, it hangs on its first binding call)."""
-    import multiprocessing
-
     LOOP.run(write_db(sdb, tmp_path, "db", rounds=1, keys=5))
     mid = SlateDbAdmin("db", tmp_path).read_manifest().id  # type: ignore[union-attr]
-    ctx: Any = multiprocessing.get_context(method)
-    out = ctx.Queue()
-    p = ctx.Process(target=_child_reads, args=(tmp_path, out))
-    p.start()
-    p.join(60)
-    alive = p.is_alive()
-    if alive:
-        p.kill()
-        p.join()
-    assert not alive
-    kind, value = out.get(timeout=5)
+    kind, value = in_child(method, _manifest_id, tmp_path)
     if method == "spawn":
         assert (kind, value) == ("ok", mid)
     else:

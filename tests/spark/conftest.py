@@ -4,7 +4,6 @@ and the local store they read and write."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -35,9 +34,7 @@ def spark(_spark_jvm: None) -> SparkSession:
 
 
 @pytest.fixture
-def local_store(tmp_path: Path) -> LocalStore:
-    """A local store in the test's directory, its root created (SlateDB's local store needs it;
-    ours would create it on the first write)."""
-    root = tmp_path / "store"
-    root.mkdir()
-    return LocalStore(root)
+def local_store(local_dir_store: LocalStore) -> LocalStore:
+    """tests/conftest.py's ``local_dir_store`` (``tmp_path/store``, created: SlateDB's binding needs
+    the root; ours would create it on the first write), under the name this folder uses."""
+    return local_dir_store

@@ -5,7 +5,6 @@ key filters are pushed down as for ours."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import time
@@ -46,7 +45,7 @@ from slate_ops.spark.read_slatedb import (
     read_slatedb_partition,
 )
 from tests.conftest import snapshot
-from tests.slatedb_support import fast_settings, read_all
+from tests.slatedb_support import fast_settings, in_child, read_slatedb
 from tests.spark.test_datasource import populate
 
 pytestmark = [
@@ -55,11 +54,6 @@ pytestmark = [
 ]
 
 PATH = "shop/theirs"
-
-
-@pytest.fixture
-def sdb() -> Any:
-    return pytest.importorskip("slatedb.uniffi")
 
 
 def write_theirs(sdb: Any, store: ObjectStore, path: str = PATH, rounds: int = 4) -> dict[bytes, bytes]:
@@ -96,15 +90,6 @@ def write_theirs(sdb: Any, store: ObjectStore, path: str = PATH, rounds: int = 4
     return LOOP.run(run())
 
 
-def binding_rows(
-    sdb: Any, store: ObjectStore, checkpoint: uuid.UUID | str, path: str = PATH
-) -> dict[bytes, bytes]:
-    """Every row the binding's DbReader reads at ``checkpoint`` (on the driver)."""
-    return LOOP.run(
-        read_all(sdb, None, binding_path(store, path), str(checkpoint), store=binding_store(store))
-    )
-
-
 def rows(df: DataFrame) -> list[tuple[bytes, bytes]]:
     return [(bytes(r["key"]), bytes(r["value"])) for r in df.collect()]
 
@@ -119,7 +104,7 @@ def test_read_db_equals_the_binding_reader_one_task_per_range(
 ) -> None:
     model = write_theirs(sdb, local_store)
     checkpoint = checkpoint_of(local_store)
-    expected = binding_rows(sdb, local_store, checkpoint)
+    expected = read_slatedb(local_store, PATH, str(checkpoint))
     assert expected == model  # the WAL-only write included
 
     before = snapshot(local_store)
@@ -267,11 +252,8 @@ def test_one_reader_reads_both_engines_with_the_same_pushdown(sdb: Any, local_st
         assert left == [on_value] and everything == list(model.items())
 
 
-def _child_reads(plan: SlateDbReadPlan, out: Any) -> None:
-    try:
-        out.put(("ok", sum(b.num_rows for b in read_slatedb_partition(plan, 0))))
-    except Exception as e:
-        out.put((type(e).__name__, str(e)))
+def _rows_read(plan: SlateDbReadPlan) -> int:
+    return sum(b.num_rows for b in read_slatedb_partition(plan, 0))
 
 
 def test_a_task_forked_from_a_process_that_used_the_binding_fails_typed(
@@ -281,22 +263,9 @@ def test_a_task_forked_from_a_process_that_used_the_binding_fails_typed(
     the binding raises SlateDbForkError at once (unguarded it would hang); spawned, it reads."""
     model = write_theirs(sdb, local_store, rounds=1)
     plan = plan_slatedb_read(local_store, local_store.url, PATH, checkpoint_of(local_store), 1)
-    for method in ("fork", "spawn"):
-        ctx: Any = multiprocessing.get_context(method)
-        out = ctx.Queue()
-        p = ctx.Process(target=_child_reads, args=(plan, out))
-        p.start()
-        p.join(60)
-        alive = p.is_alive()
-        if alive:
-            p.kill()
-            p.join()
-        assert not alive
-        kind, value = out.get(timeout=5)
-        if method == "fork":
-            assert kind == "SlateDbForkError", value
-        else:
-            assert (kind, value) == ("ok", len(model))
+    kind, value = in_child("fork", _rows_read, plan)
+    assert kind == "SlateDbForkError", value
+    assert in_child("spawn", _rows_read, plan) == ("ok", len(model))
 
 
 @pytest.mark.s3
@@ -309,7 +278,7 @@ def test_read_db_on_s3(sdb: Any, spark: SparkSession, make_s3_store: Callable[..
     url = f"{store.url}&{credentials}"
     assert isinstance(open_store(url), S3Store)
     df = read_db(spark, url, PATH, checkpoint=checkpoint, partitions=2)
-    assert dict(rows(df)) == model == binding_rows(sdb, store, checkpoint)
+    assert dict(rows(df)) == model == read_slatedb(store, PATH, str(checkpoint))
     assert df.rdd.getNumPartitions() == 2
 
 
