@@ -105,7 +105,7 @@ def split(
         )
     sources = ManifestStore(store, source_path)
     latest = _usable_source(sources)
-    ranges = _shard_ranges(database_range(latest.value), keys, sources.location)
+    ranges = shard_ranges(database_range(latest.value), keys, sources.location)
     name = SPLIT_CHECKPOINT_PREFIX + ",".join(targets)
     existing = [ManifestStore(store, t).read_latest() for t in targets]
     # Existing shards are compared with the state the split started from: the operation's
@@ -233,7 +233,9 @@ def _split_state(sources: ManifestStore, latest: Manifest, name: str, clock: Clo
     return latest if found is None else sources.read(found.manifest_id).value
 
 
-def _shard_ranges(whole: KeyRange, keys: list[bytes], location: str) -> list[KeyRange]:
+def check_split_keys(keys: Sequence[bytes], location: str) -> None:
+    """At least one split key, strictly increasing (both engines' splits, before anything is
+    written); else :class:`InvalidArgumentError`."""
     if not keys:
         raise InvalidArgumentError("a split needs at least one split key")
     for before, after in itertools.pairwise(keys):
@@ -242,11 +244,17 @@ def _shard_ranges(whole: KeyRange, keys: list[bytes], location: str) -> list[Key
                 f"split keys must be strictly increasing: {render_bytes(before)} >= {render_bytes(after)} "
                 f"in the split of {location}; nothing was written. Sort the keys and remove duplicates"
             )
+
+
+def shard_ranges(whole: KeyRange, keys: Sequence[bytes], location: str) -> list[KeyRange]:
+    """The shards' ranges of a split of ``whole`` at ``keys`` (:func:`check_split_keys`; every key
+    strictly inside ``whole``), the first and last extending to ``whole``'s bounds."""
+    check_split_keys(keys, location)
     for key in keys:
         if not whole.contains(key) or key == whole.start:
             raise InvalidArgumentError(
                 f"split key {render_bytes(key)} is not strictly inside {location}'s key range {whole}; "
-                "every shard must get a non-empty range"
+                "every shard must get a non-empty range. Nothing was written"
             )
     bounds: list[bytes | None] = [whole.start, *keys, whole.end]
     return [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
@@ -427,6 +435,8 @@ __all__ = [
     "SPLIT_CHECKPOINT_PREFIX",
     "NewDatabase",
     "RescaleReport",
+    "check_split_keys",
     "merge",
+    "shard_ranges",
     "split",
 ]

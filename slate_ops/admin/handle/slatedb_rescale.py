@@ -29,13 +29,14 @@ from slate_ops.admin.rescale import (
     SPLIT_CHECKPOINT_PREFIX,
     NewDatabase,
     RescaleReport,
+    check_split_keys,
+    shard_ranges,
 )
 from slate_ops.admin.split_keys import SplitSuggestion, check_count, split_points
 from slate_ops.engines.slatedb.admin import CloneSource, SlateDbAdmin
 from slate_ops.engines.slatedb.clones import flush_wal_to_l0, wal_data_ids
 from slate_ops.engines.slatedb.views import ManifestView
 from slate_ops.errors import (
-    CheckpointExpiredError,
     InvalidArgumentError,
     NonAdjacentSourcesError,
     OverlappingSourcesError,
@@ -101,15 +102,6 @@ def _require_empty(handle: SlateDbHandle, target: str) -> bool:
     raise TargetNotEmptyError(location, sorted(keys), has_manifest)
 
 
-def _require_live(handle: SlateDbHandle, checkpoint: uuid.UUID) -> None:
-    found = handle._find(checkpoint)
-    if found.is_expired(handle.clock.now()):
-        raise CheckpointExpiredError(
-            f"checkpoint {found.id} of {handle._location} expired at {found.expires_at} "
-            "(unix seconds); use a live checkpoint or create a new one"
-        )
-
-
 def _require_no_wal_data(source: SlateDbHandle, flush: bool) -> None:
     """SlateDB's own check for projections and unions, made first (a refusal writes nothing);
     with ``flush`` the WAL is flushed to L0 instead (fences a running writer)."""
@@ -158,7 +150,7 @@ def clone_to(handle: SlateDbHandle, target_path: str, checkpoint: uuid.UUID | No
     (target,) = _check_paths([handle.path], [target_path])
     handle._manifest()  # the source exists
     if checkpoint is not None:
-        _require_live(handle, checkpoint)
+        handle._live(checkpoint)
     _require_empty(handle, target)
     SlateDbAdmin(target, handle.store).clone_from(
         [CloneSource(handle.path, None if checkpoint is None else str(checkpoint))]
@@ -192,15 +184,7 @@ def split(
     last open-ended), all at one checkpoint of the source."""
     started = time.monotonic()
     keys = list(split_keys)
-    if not keys:
-        raise InvalidArgumentError("a split needs at least one split key")
-    for before, after in itertools.pairwise(keys):
-        if before >= after:
-            raise InvalidArgumentError(
-                f"split keys must be strictly increasing: {render_bytes(before)} >= {render_bytes(after)} "
-                f"in the split of {handle._location}; nothing was written. Sort the keys and remove "
-                "duplicates"
-            )
+    check_split_keys(keys, handle._location)
     if len(target_paths) != len(keys) + 1:
         raise InvalidArgumentError(
             f"{len(keys)} split key(s) make {len(keys) + 1} shards, but {len(target_paths)} target "
@@ -208,28 +192,21 @@ def split(
         )
     targets = _check_paths([handle.path], target_paths)
     source = handle._manifest()
-    whole = projected_range(source) or KeyRange()
-    for key in keys:
-        if not whole.contains(key) or key == whole.start:
-            raise InvalidArgumentError(
-                f"split key {render_bytes(key)} is not strictly inside {handle._location}'s key range "
-                f"{whole}; every shard must get a non-empty range. Nothing was written"
-            )
+    ranges = shard_ranges(projected_range(source) or KeyRange(), keys, handle._location)
     fresh = [_require_empty(handle, t) for t in targets]
     _require_no_wal_data(handle, flush_wal)
     cp, _ = handle.db.create_checkpoint(
         lifetime_s=SOURCE_LIFETIME.total_seconds(), name=SPLIT_CHECKPOINT_PREFIX + ",".join(targets)
     )
-    bounds: list[bytes | None] = [whole.start, *keys, whole.end]
-    for i, target in enumerate(targets):
-        shard = CloneSource(handle.path, cp, bounds[i], bounds[i + 1])
+    for target, key_range in zip(targets, ranges, strict=True):
+        shard = CloneSource(handle.path, cp, key_range.start, key_range.end)
         SlateDbAdmin(target, handle.store).clone_from([shard])
     notes = ["SlateDB projection clones; the source checkpoint expires in 15 minutes"]
     return RescaleReport(
         "split",
         [handle.path],
         {handle.path: cp},
-        [_new_database(handle, t, KeyRange(bounds[i], bounds[i + 1])) for i, t in enumerate(targets)],
+        [_new_database(handle, t, r) for t, r in zip(targets, ranges, strict=True)],
         any(fresh),
         time.monotonic() - started,
         notes=notes,
@@ -317,8 +294,7 @@ def merge_with(
 def _manifest_at(handle: SlateDbHandle, checkpoint: uuid.UUID | None) -> ManifestView:
     if checkpoint is None:
         return handle._manifest()
-    _require_live(handle, checkpoint)
-    m = handle.db.read_manifest(handle._find(checkpoint).manifest_id)
+    m = handle.db.read_manifest(handle._live(checkpoint).manifest_id)
     assert m is not None
     return m
 
