@@ -236,6 +236,31 @@ def plan_tag_policy(manifest: Manifest, policy: TagPolicy, now: float) -> _Plan:
     return _plan(manifest, policy, now)
 
 
+def policy_report(
+    path: str,
+    policy: TagPolicy,
+    now: float,
+    plan: _Plan,
+    *,
+    dry_run: bool,
+    created: Tag | None,
+    manifest_id: int,
+) -> TagPolicyReport:
+    """The report of ``plan`` made at ``now`` (both engines)."""
+    due = policy.due_period(now)
+    return TagPolicyReport(
+        path=path,
+        dry_run=dry_run,
+        now_s=int(now),
+        due_period_start_s=policy.period_start(due),
+        due_tag=policy.tag_name(due),
+        created=created,
+        deleted=tuple(TagDeletion(t, policy.period_start(p), r) for t, p, r in plan.deleted),
+        retained=plan.retained,
+        manifest_id=manifest_id,
+    )
+
+
 def apply_tag_policy(
     path: str,
     store: ObjectStore,
@@ -259,16 +284,8 @@ def apply_tag_policy(
     options = CheckpointOptions(name=TAG_PREFIX + policy.tag_name(due), lifetime=None)
 
     def report(dry: bool, manifest_id: int, plan: _Plan, created: Tag | None) -> TagPolicyReport:
-        return TagPolicyReport(
-            path=manifests.path,
-            dry_run=dry,
-            now_s=int(now),
-            due_period_start_s=policy.period_start(due),
-            due_tag=policy.tag_name(due),
-            created=created,
-            deleted=tuple(TagDeletion(t, policy.period_start(p), r) for t, p, r in plan.deleted),
-            retained=plan.retained,
-            manifest_id=manifest_id,
+        return policy_report(
+            manifests.path, policy, now, plan, dry_run=dry, created=created, manifest_id=manifest_id
         )
 
     current = manifests.read_latest_required()
@@ -317,4 +334,5 @@ __all__ = [
     "apply_tag_policy",
     "checked_tag_policy",
     "plan_tag_policy",
+    "policy_report",
 ]

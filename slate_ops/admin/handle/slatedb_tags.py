@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from slate_ops.admin.checkpoints import TAG_PREFIX
-from slate_ops.admin.tag_policy import TagDeletion, TagPolicy, TagPolicyReport, plan_tag_policy
+from slate_ops.admin.tag_policy import TagPolicy, TagPolicyReport, plan_tag_policy, policy_report
 from slate_ops.admin.tags import TAGS_SCHEMA, Tag, validate_tag_name
 from slate_ops.engines.slatedb.views import CheckpointView
-from slate_ops.errors import CheckpointExpiredError, SlateDbError, TagExistsError, TagNotFoundError
+from slate_ops.errors import SlateDbError, TagExistsError, TagNotFoundError
 from slate_ops.gc.checkpoints import CheckpointExpiryReport
 from slate_ops.manifest.model import Checkpoint, Manifest
 
@@ -124,13 +124,7 @@ def create_tag(
         )
     source = None
     if checkpoint is not None:
-        src = handle._find(checkpoint)
-        if src.is_expired(handle.clock.now()):
-            raise CheckpointExpiredError(
-                f"checkpoint {src.id} of {handle._location} expired at {src.expires_at} "
-                "(unix seconds); use a live checkpoint or create a new one"
-            )
-        source = str(checkpoint)
+        source = str(handle._live(checkpoint).id)
     own_id, _ = handle.db.create_checkpoint(lifetime_s=None, source=source, name=TAG_PREFIX + name)
     for old in seen:  # replace: the checkpoints of the name seen before ours was created
         _delete(handle, old.id)
@@ -176,8 +170,6 @@ def apply_tag_policy(handle: SlateDbHandle, policy: TagPolicy, *, dry_run: bool 
     m = handle._manifest()
     tags = canonical(m.checkpoints)
     plan = plan_tag_policy(Manifest(checkpoints=tuple(_as_checkpoint(c) for c in tags.values())), policy, now)
-    due = policy.due_period(now)
-    deleted = tuple(TagDeletion(t, policy.period_start(p), r) for t, p, r in plan.deleted)
     created: Tag | None = None
     manifest_id = m.id
     if dry_run:
@@ -191,16 +183,8 @@ def apply_tag_policy(handle: SlateDbHandle, policy: TagPolicy, *, dry_run: bool 
             for c in _named(handle, t.name):
                 _delete(handle, c.id)
         manifest_id = handle._manifest().id
-    return TagPolicyReport(
-        path=handle.path,
-        dry_run=dry_run,
-        now_s=int(now),
-        due_period_start_s=policy.period_start(due),
-        due_tag=policy.tag_name(due),
-        created=created,
-        deleted=deleted,
-        retained=plan.retained,
-        manifest_id=manifest_id,
+    return policy_report(
+        handle.path, policy, now, plan, dry_run=dry_run, created=created, manifest_id=manifest_id
     )
 
 
