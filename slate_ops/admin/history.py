@@ -10,7 +10,7 @@ versions (keeping the latest), so the history starts at the oldest version still
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -203,31 +203,47 @@ def _lsm_changes(before: Manifest, current: Manifest) -> list[tuple[str, str]]:
     added = [v for v in current.l0 if v.view_id not in before_l0]
     removed = [v for v in before.l0 if v.view_id not in current_l0]
     found: list[tuple[str, str]] = []
-    runs_changed = before.compacted != current.compacted
-    if removed or runs_changed:
-        before_runs = {r.id: r for r in before.compacted}
-        current_runs = {r.id: r for r in current.compacted}
-        inputs = [f"{len(removed)} L0 view(s)"] if removed else []
-        gone = sorted(set(before_runs) - set(current_runs))
-        if gone:
-            inputs.append(f"sorted run(s) {', '.join(map(str, gone))}")
-        written = [
-            r for r in current.compacted if r.id not in before_runs or before_runs[r.id] != r
-        ]  # new or rewritten runs
-        outputs = [f"run {r.id} ({len(r.views)} SST(s))" for r in written] or ["nothing (all dropped)"]
-        found.append((COMPACTION, f"{' and '.join(inputs) or 'sorted runs'} -> {', '.join(outputs)}"))
+    if removed or before.compacted != current.compacted:
+        found.append(
+            compaction_change(
+                len(removed),
+                {r.id: r for r in before.compacted},
+                [(r.id, r, len(r.views)) for r in current.compacted],
+            )
+        )
     if added:
         sizes = {s.id: s.info for s in current.ssts}
         size = sum(sizes[v.sst_id].size_bytes for v in added if v.sst_id in sizes)
         entries = sum(sizes[v.sst_id].num_entries for v in added if v.sst_id in sizes)
-        found.append(
-            (
-                L0_FLUSH,
-                f"+{len(added)} L0 SST(s), {entries} entries, {size} bytes; WAL replayed after "
-                f"{current.replay_after_wal_id}",
-            )
-        )
+        found.append(l0_flush_change(len(added), size, current.replay_after_wal_id, entries))
     return found
+
+
+def compaction_change(
+    removed_l0: int, before_runs: Mapping[int, object], current_runs: Sequence[tuple[int, object, int]]
+) -> tuple[str, str]:
+    """The ``compaction`` row of a version that removed ``removed_l0`` L0 views or changed sorted
+    runs: ``before_runs`` by id (any comparable content), ``current_runs`` as (id, content, SST
+    count), newest first (both engines' history)."""
+    inputs = [f"{removed_l0} L0 view(s)"] if removed_l0 else []
+    gone = sorted(set(before_runs) - {run_id for run_id, _, _ in current_runs})
+    if gone:
+        inputs.append(f"sorted run(s) {', '.join(map(str, gone))}")
+    written = [  # new or rewritten runs
+        (run_id, ssts)
+        for run_id, content, ssts in current_runs
+        if run_id not in before_runs or before_runs[run_id] != content
+    ]
+    outputs = [f"run {run_id} ({ssts} SST(s))" for run_id, ssts in written] or ["nothing (all dropped)"]
+    return COMPACTION, f"{' and '.join(inputs) or 'sorted runs'} -> {', '.join(outputs)}"
+
+
+def l0_flush_change(
+    added: int, size: int, replay_after_wal_id: int, entries: int | None = None
+) -> tuple[str, str]:
+    """The ``l0 flush`` row of a version that added ``added`` L0 SSTs (``entries`` None: unknown)."""
+    counted = "" if entries is None else f"{entries} entries, "
+    return L0_FLUSH, f"+{added} L0 SST(s), {counted}{size} bytes; WAL replayed after {replay_after_wal_id}"
 
 
 def _rollback_detail(before: Manifest, current: Manifest, known: Mapping[int, Manifest]) -> str:
@@ -312,4 +328,4 @@ def _iso(unix_s: float) -> str:
     return render_utc(unix_s)
 
 
-__all__ = ["ManifestChange", "changes", "manifest_history"]
+__all__ = ["ManifestChange", "changes", "compaction_change", "l0_flush_change", "manifest_history"]

@@ -198,21 +198,10 @@ def _lsm_changes(before: ManifestView, m: ManifestView) -> list[tuple[str, str]]
     before_runs = {r.id: tuple(v.view_id for v in r.ssts) for r in before.sorted_runs}
     now_runs = {r.id: tuple(v.view_id for v in r.ssts) for r in m.sorted_runs}
     if removed or before_runs != now_runs:
-        inputs = [f"{len(removed)} L0 view(s)"] if removed else []
-        gone = sorted(set(before_runs) - set(now_runs))
-        if gone:
-            inputs.append(f"sorted run(s) {', '.join(map(str, gone))}")
-        written = [r for r in m.sorted_runs if before_runs.get(r.id) != now_runs[r.id]]
-        outputs = [f"run {r.id} ({len(r.ssts)} SST(s))" for r in written] or ["nothing (all dropped)"]
-        found.append((kinds.COMPACTION, f"{' and '.join(inputs) or 'sorted runs'} -> {', '.join(outputs)}"))
+        current = [(r.id, now_runs[r.id], len(r.ssts)) for r in m.sorted_runs]
+        found.append(kinds.compaction_change(len(removed), before_runs, current))
     if added:
-        size = sum(v.size for v in added)
-        found.append(
-            (
-                kinds.L0_FLUSH,
-                f"+{len(added)} L0 SST(s), {size} bytes; WAL replayed after {m.replay_after_wal_id}",
-            )
-        )
+        found.append(kinds.l0_flush_change(len(added), sum(v.size for v in added), m.replay_after_wal_id))
     return found
 
 
