@@ -59,7 +59,6 @@ from slate_ops.engines.slatedb import (
     SlateDbAdmin,
 )
 from slate_ops.errors import (
-    CheckpointExpiredError,
     DbNotFoundError,
     GcFailedError,
     InvalidDeletionError,
@@ -69,8 +68,8 @@ from slate_ops.gc import GcOptions, GcReport
 from slate_ops.gc.checkpoints import CheckpointExpiryReport
 from slate_ops.gc.report import DeletedObject, ResourceReport
 from slate_ops.layout import normalize_db_path
-from slate_ops.manifest.checkpoints import checkpoint_not_found, expiry_time
-from slate_ops.manifest.model import Checkpoint
+from slate_ops.manifest.checkpoints import checkpoint_not_found, expiry_time, live_checkpoint
+from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 
@@ -185,6 +184,13 @@ class SlateDbHandle:
             raise checkpoint_not_found(checkpoint_id, self._location)
         return found
 
+    def _live(self, checkpoint_id: uuid.UUID, now: float | None = None) -> Checkpoint:
+        """The checkpoint, refusing a missing or an expired one as ours are (``live_checkpoint``)."""
+        listed = Manifest(checkpoints=tuple(self.list_checkpoints()))
+        return live_checkpoint(
+            listed, checkpoint_id, self.clock.now() if now is None else now, self._location
+        )
+
     def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult:
         options = options or CheckpointOptions()
         require_creatable_name(options.name)
@@ -194,25 +200,14 @@ class SlateDbHandle:
             lifetime_s = options.lifetime.total_seconds()
         source = None
         if options.source is not None:
-            src = self._find(options.source)
-            if src.is_expired(self.clock.now()):
-                raise CheckpointExpiredError(
-                    f"checkpoint {src.id} of {self._location} expired at {src.expires_at} "
-                    "(unix seconds); use a live checkpoint or create a new one"
-                )
-            source = str(options.source)
+            source = str(self._live(options.source).id)
         cid, manifest_id = self.db.create_checkpoint(lifetime_s=lifetime_s, source=source, name=options.name)
         return CheckpointCreateResult(id=uuid.UUID(cid), manifest_id=manifest_id)
 
     def refresh_checkpoint(self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None) -> Checkpoint:
         now = self.clock.now()
         expire_time_s = expiry_time(now, lifetime)
-        checkpoint = self._find(checkpoint_id)
-        if checkpoint.is_expired(now):
-            raise CheckpointExpiredError(
-                f"checkpoint {checkpoint_id} of {self._location} expired at {checkpoint.expires_at} "
-                "(unix seconds); use a live checkpoint or create a new one"
-            )
+        checkpoint = self._live(checkpoint_id, now)
         require_refreshable(checkpoint, expire_time_s, self._location)
         self.db.refresh_checkpoint(str(checkpoint_id), None if lifetime is None else lifetime.total_seconds())
         return self._find(checkpoint_id)
