@@ -14,7 +14,7 @@ import pytest
 
 from slate_ops import admin
 from slate_ops.admin.handle import SlateDbHandle
-from slate_ops.engines.slatedb import LOOP, CallTimeouts, SlateDbAdmin
+from slate_ops.engines.slatedb import LOOP, CallTimeouts, CloneSource, SlateDbAdmin
 from slate_ops.engines.slatedb.reader import CheckpointReader
 from slate_ops.engines.slatedb.store import check_bucket_exists
 from slate_ops.errors import ObjectStoreError, SlateDbError, SlateDbTimeoutError
@@ -113,6 +113,21 @@ def test_a_detected_open_gets_the_bound_too(
         CheckpointReader(DB, store, "00000000-0000-0000-0000-000000000000", timeouts=SHORT)
     assert time.monotonic() - started < 10
     assert snapshot(store) == before
+
+
+def test_a_long_call_is_bounded_by_its_own_kind(
+    at_boundary: tuple[LocalStore, int, dict[str, str]],
+) -> None:
+    """Measured: a clone of a source in that state hangs too; its bound is the clone one (1 s
+    here), not the metadata one (60 s), and the error names the clone, not the source."""
+    store, _, before = at_boundary
+    target = SlateDbAdmin("dbs/copy", store, timeouts=CallTimeouts(clone=1.0))
+    started = time.monotonic()
+    with pytest.raises(SlateDbTimeoutError) as e:
+        target.clone_from([CloneSource(DB)])
+    assert time.monotonic() - started < 10
+    assert (e.value.db_path, e.value.operation, e.value.timeout_s) == ("dbs/copy", "clone", 1.0)
+    assert snapshot(store) == before  # no clone written
 
 
 @pytest.mark.s3
