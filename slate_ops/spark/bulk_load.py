@@ -65,7 +65,7 @@ from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import ObjectStore
 from slate_ops.spark.credentials import S3Credentials
 from slate_ops.spark.executor import _remote_error, _worker_store
-from slate_ops.spark.read import default_parallelism, require_shareable
+from slate_ops.spark.read_base import default_parallelism, require_shareable
 from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, SstReader, encode_sst
 from slate_ops.txn.paths import normalize_db_path
 

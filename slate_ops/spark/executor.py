@@ -29,7 +29,6 @@ import pickle
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
@@ -40,8 +39,9 @@ from slate_ops.compaction import CompactionSpec, ExecutionResult, SubcompactionR
 from slate_ops.compaction import run_subcompaction as _run_subcompaction
 from slate_ops.errors import InvalidArgumentError, SlateOpsError
 from slate_ops.manifest.model import KeyRange
-from slate_ops.objstore import ObjectStore, redact_url
+from slate_ops.objstore import ObjectStore
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
+from slate_ops.spark.read_base import require_shareable
 
 Mode = Literal["auto", "rdd", "dataframe"]
 Task = tuple[int, str, CompactionSpec, KeyRange]
@@ -152,12 +152,7 @@ class SparkExecutor:
 
 
 def _check_shareable(url: str) -> None:
-    if urlsplit(url).scheme.lower() == "memory":
-        raise InvalidArgumentError(
-            f"SparkExecutor cannot use the in-process store {redact_url(url)}: Spark tasks run in other "
-            "processes and would see an empty store. Use a file:// store (on a filesystem all "
-            "workers share) or an s3:// store, or LocalExecutor for memory:// stores."
-        )
+    require_shareable(url, "SparkExecutor", otherwise="LocalExecutor for memory:// stores")
 
 
 def _job_description(spec: CompactionSpec) -> str:

@@ -45,13 +45,15 @@ PARTITION_BYTES = 128 * 1024 * 1024
 P = TypeVar("P")
 
 
-def require_shareable(url: str, what: str) -> None:
-    """Refuse ``memory://`` URLs: Spark tasks run in other processes and would see an empty store."""
+def require_shareable(url: str, what: str, otherwise: str | None = None) -> None:
+    """Refuse ``memory://`` URLs: Spark tasks run in other processes and would see an empty store.
+    ``otherwise``: what else the caller can use (added to the advice)."""
     if urlsplit(url).scheme.lower() == "memory":
+        also = f", or {otherwise}" if otherwise else ""
         raise InvalidArgumentError(
             f"{what} cannot use the in-process store {redact_url(url)}: Spark tasks run in other "
             "processes and would see an empty store. Use a file:// store (on a filesystem all workers "
-            "share) or s3://."
+            f"share) or s3://{also}."
         )
 
 
