@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.latency_proxy import LatencyProxy
 from slate_ops import admin
 from slate_ops.admin.handle import SlateDbHandle
 from slate_ops.engines.slatedb import LOOP, CallTimeouts, CloneSource, SlateDbAdmin
@@ -19,7 +20,7 @@ from slate_ops.engines.slatedb.reader import CheckpointReader
 from slate_ops.engines.slatedb.store import check_bucket_exists
 from slate_ops.errors import ObjectStoreError, SlateDbError, SlateDbTimeoutError
 from slate_ops.objstore import LocalStore, S3Store
-from tests.conftest import snapshot
+from tests.conftest import CREDENTIALS, snapshot
 from tests.slatedb_support import write_slatedb
 
 DB = "dbs/hang"
@@ -149,18 +150,26 @@ def test_a_missing_bucket_fails_before_the_binding_is_called(
 
 @pytest.mark.s3
 def test_a_bucket_gone_after_the_check_times_out_in_the_binding(
-    sdb: Any, make_s3_store: Callable[..., S3Store], s3_client: Any
+    sdb: Any, moto_endpoint: str, make_bucket: Callable[[], str], s3_client: Any
 ) -> None:
     """The bucket passes the one HeadBucket check, then is deleted: the binding's own call retries
-    against it, and the bound ends that with the typed error."""
-    store = make_s3_store()
-    db = SlateDbAdmin(DB, store, timeouts=SHORT)
-    s3_client.delete_bucket(Bucket=store.bucket)
-    check_bucket_exists(store)  # seen once in this process: not asked again
-    started = time.monotonic()
-    with pytest.raises(SlateDbTimeoutError) as e:
-        db.create_checkpoint()
-    assert time.monotonic() - started < 10
+    against it, the bound ends that with the typed error, and the cancel stops the retries (every
+    request counted at the endpoint, the binding's included)."""
+    bucket = make_bucket()
+    with LatencyProxy(moto_endpoint, 0.0) as proxy:
+        store = S3Store(bucket, "pfx", endpoint_url=proxy.endpoint, **CREDENTIALS)
+        db = SlateDbAdmin(DB, store, timeouts=SHORT)
+        s3_client.delete_bucket(Bucket=bucket)
+        check_bucket_exists(store)  # seen once in this process: not asked again
+        proxy.reset()
+        started = time.monotonic()
+        with pytest.raises(SlateDbTimeoutError) as e:
+            db.create_checkpoint()
+        assert time.monotonic() - started < 10
+        assert proxy.kinds.get("LIST", 0) >= 1  # the binding was retrying
+        proxy.reset()
+        time.sleep(2)
+        assert proxy.kinds == {}  # cancelled: no request after the bound
     assert e.value.operation == "create_checkpoint" and "bucket does not exist" in str(e.value)
     buckets = {b["Name"] for b in s3_client.list_buckets()["Buckets"]}
-    assert store.bucket not in buckets  # nothing written (no bucket to write in)
+    assert bucket not in buckets  # nothing written (no bucket to write in)
