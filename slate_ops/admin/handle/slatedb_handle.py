@@ -140,9 +140,7 @@ class SlateDbHandle:
     def status_of(self, m: ManifestView) -> DbStatus:
         """:meth:`describe` of the manifest ``m`` (read already)."""
         now = self.clock.now()
-        sizes: dict[str, int] = {}
-        for v in (*m.l0, *(s for r in m.sorted_runs for s in r.ssts)):
-            sizes.setdefault(v.sst_id, v.size)
+        sizes = m.sst_sizes()
         return DbStatus(
             path=self.path,
             manifest_id=m.id,

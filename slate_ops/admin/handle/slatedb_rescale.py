@@ -126,9 +126,7 @@ def _new_database(handle: SlateDbHandle, path: str, key_range: KeyRange | None =
     bounding range of its views (:func:`projected_range`, a merge)."""
     m = SlateDbAdmin(path, handle.store).read_manifest()
     assert m is not None
-    sizes: dict[str, int] = {}
-    for v in (*m.l0, *(s for r in m.sorted_runs for s in r.ssts)):
-        sizes.setdefault(v.sst_id, v.size)
+    sizes = m.sst_sizes()
     return NewDatabase(
         path,
         key_range or projected_range(m),
@@ -217,7 +215,7 @@ def _bounds(m: ManifestView) -> tuple[bytes | None, tuple[bytes, bool] | None]:
     """The bounding range of ``m``'s SST views as SlateDB's union compares them: the smallest
     first key, and the largest upper bound with whether it is inclusive (a last entry) or
     exclusive (a projection's end). None, None for a database without SSTs."""
-    views = [*m.l0, *(v for r in m.sorted_runs for v in r.ssts)]
+    views = m.views()
     if not views:
         return None, None
     firsts = [v.visible_start if v.visible_start is not None else v.first_key for v in views]
@@ -305,7 +303,7 @@ def explain_split_keys(handle: SlateDbHandle, n: int, checkpoint: uuid.UUID | No
     block index is not read, so the granularity is one SST). A short answer says why."""
     n = check_count(n)
     m = _manifest_at(handle, checkpoint)
-    views = [*m.l0, *(v for r in m.sorted_runs for v in r.ssts)]
+    views = m.views()
     blocks = [(v.first_key, v.size) for v in views if v.first_key is not None]
     keys = split_points(blocks, n)
     whole = projected_range(m)

@@ -29,17 +29,13 @@ if TYPE_CHECKING:
 __all__ = ["detail", "history", "projected_range", "shape"]
 
 
-def _views(m: ManifestView) -> list[SstView]:
-    return [*m.l0, *(v for r in m.sorted_runs for v in r.ssts)]
-
-
 def projected_range(m: ManifestView) -> KeyRange | None:
     """The bounding range of the views' projections when every view is projected (a shard of a
     split, a merge of shards), else None (every key), in slate_ops' convention: start inclusive,
     end exclusive, None open. SlateDB records a projection intersected with each SST's own range,
     an open side as the SST's first or last entry: a bound set by such a view is reported open, so
     a split's first shard has an open start and its last shard an open end, as ours do."""
-    views = _views(m)
+    views = m.views()
     if not views or any(v.visible_start is None and v.visible_end is None for v in views):
         return None
     start = end = None
@@ -60,9 +56,7 @@ def detail(handle: SlateDbHandle) -> DbDetail:
     m = handle._manifest()
     status = handle.status_of(m)
     external_ids = {s for e in m.external_dbs for s in e.sst_ids}
-    sizes: dict[str, int] = {}
-    for v in _views(m):
-        sizes.setdefault(v.sst_id, v.size)
+    sizes = m.sst_sizes()
     external = {k: n for k, n in sizes.items() if k in external_ids}
     counts = SstCounts(
         l0_views=len(m.l0),

@@ -92,7 +92,7 @@ def list_tags(handle: SlateDbHandle) -> pa.Table:
     for c in tags.values():
         if c.manifest_id not in totals:
             m = handle.db.read_manifest(c.manifest_id)
-            views = () if m is None else (*m.l0, *(s for r in m.sorted_runs for s in r.ssts))
+            views = () if m is None else m.views()
             sizes = {v.sst_id: v.size for v in views}
             totals[c.manifest_id] = sum(sizes.values())
     names = list(tags)

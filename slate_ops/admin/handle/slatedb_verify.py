@@ -24,9 +24,8 @@ Nothing is written. SlateDB has no soft destroy, so no check is skipped for one.
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from slate_ops.admin.verify import (
     BOUNDARIES_BELOW_LATEST,
@@ -128,10 +127,6 @@ def verify(
     ]
 
 
-def _views(m: ManifestView) -> Iterable[SstView]:
-    return itertools.chain(m.l0, (v for r in m.sorted_runs for v in r.ssts))
-
-
 def _check_ssts(
     store: ObjectStore, path: str, read: dict[int, ManifestView], labels: dict[int, str], max_workers: int
 ) -> CheckResult:
@@ -140,7 +135,7 @@ def _check_ssts(
     prefix = store_prefix(store)  # SlateDB records an external database by the binding's path
     for manifest_id, m in sorted(read.items(), reverse=True):
         owner = {sst: e.path.strip("/") for e in m.external_dbs for sst in e.sst_ids}
-        for view in _views(m):
+        for view in m.views():
             base = owner.get(view.sst_id, path)
             if prefix and base.startswith(prefix + "/"):
                 base = base[len(prefix) + 1 :]

@@ -87,6 +87,17 @@ class ManifestView:
         """Every physical SST this manifest references (L0 and sorted runs)."""
         return {s.sst_id for s in self.l0} | {s.sst_id for r in self.sorted_runs for s in r.ssts}
 
+    def views(self) -> tuple[SstView, ...]:
+        """Every SST view: L0's, then the sorted runs' (newest first)."""
+        return (*self.l0, *(v for r in self.sorted_runs for v in r.ssts))
+
+    def sst_sizes(self) -> dict[str, int]:
+        """SlateDB's estimated size of each physical SST (an SST seen through several views once)."""
+        sizes: dict[str, int] = {}
+        for v in self.views():
+            sizes.setdefault(v.sst_id, v.size)
+        return sizes
+
 
 def _sst_view(v: Any) -> SstView:
     info = v.sst.info
