@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,21 +23,11 @@ from slate_ops.admin.tags import TAGS_SCHEMA, Tag
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import TagExistsError, TagNotFoundError, UnsupportedOnEngineError
 from slate_ops.jsonable import to_jsonable
-from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from tests.admin.conftest import contents
-from tests.admin.test_handle import DB, engine, handle
+from tests.admin.test_handle import DB, engine, handle, store
 
-__all__ = ["engine", "handle"]
-
-
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    """A local directory, or a bucket (with a key prefix) on moto's S3 server on loopback."""
-    if request.param == "local":
-        return LocalStore(tmp_path / "store")
-    make: Callable[..., ObjectStore] = request.getfixturevalue("make_s3_store")
-    return make()
+__all__ = ["engine", "handle", "store"]  # fixtures
 
 
 def rows(h: DatabaseHandle, path: str) -> dict[bytes, bytes]:
