@@ -1,5 +1,5 @@
 """One admin handle over both engines: :func:`open` a database and call the same operations on it,
-whichever engine wrote it (docs/design/slatedb-engine.md, "The admin handle").
+whichever engine wrote it (docs/design/slatedb-engine.md, §6 capability table and §7 decisions).
 
 * :class:`~.protocol.DatabaseHandle` -- the operations (the CLI and Dagster call only these);
 * :class:`~.slate_ops_handle.SlateOpsHandle` -- a slate_ops database: today's admin functions;

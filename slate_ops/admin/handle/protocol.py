@@ -1,7 +1,8 @@
 """The operations of one database, whichever engine wrote it: what the CLI and the Dagster ops call
-(docs/design/slatedb-engine.md, "The admin handle"). Report types are slate_ops' own, so a JSON
-report or a launchpad config written for one engine works on the other. What an engine cannot do
-raises :class:`~slate_ops.errors.UnsupportedOnEngineError` naming the operation and what to do.
+(docs/design/slatedb-engine.md, §6 capability table and §7 decisions). Report types are slate_ops'
+own, so a JSON report or a launchpad config written for one engine works on the other. What an
+engine cannot do raises :class:`~slate_ops.errors.UnsupportedOnEngineError` naming the operation
+and what to do.
 """
 
 from __future__ import annotations
