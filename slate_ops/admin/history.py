@@ -10,9 +10,10 @@ versions (keeping the latest), so the history starts at the oldest version still
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from slate_ops.admin.checkpoints import TAG_PREFIX
 from slate_ops.clock import render_utc
@@ -198,10 +199,7 @@ def _wal_fields(manifest: Manifest) -> tuple[int, int, int, int]:
 
 def _lsm_changes(before: Manifest, current: Manifest) -> list[tuple[str, str]]:
     """An L0 flush adds L0 views; a compaction removes L0 views or sorted runs and writes a run."""
-    before_l0 = {v.view_id for v in before.l0}
-    current_l0 = {v.view_id for v in current.l0}
-    added = [v for v in current.l0 if v.view_id not in before_l0]
-    removed = [v for v in before.l0 if v.view_id not in current_l0]
+    added, removed = l0_delta(before.l0, current.l0)
     found: list[tuple[str, str]] = []
     if removed or before.compacted != current.compacted:
         found.append(
@@ -217,6 +215,23 @@ def _lsm_changes(before: Manifest, current: Manifest) -> list[tuple[str, str]]:
         entries = sum(sizes[v.sst_id].num_entries for v in added if v.sst_id in sizes)
         found.append(l0_flush_change(len(added), size, current.replay_after_wal_id, entries))
     return found
+
+
+class _View(Protocol):
+    @property
+    def view_id(self) -> Hashable: ...
+
+
+V = TypeVar("V", bound=_View)
+
+
+def l0_delta(before: Sequence[V], current: Sequence[V]) -> tuple[list[V], list[V]]:
+    """The L0 views ``current`` added and the ones it removed since ``before``, by view id."""
+    before_ids = {v.view_id for v in before}
+    current_ids = {v.view_id for v in current}
+    return [v for v in current if v.view_id not in before_ids], [
+        v for v in before if v.view_id not in current_ids
+    ]
 
 
 def compaction_change(
@@ -328,4 +343,11 @@ def _iso(unix_s: float) -> str:
     return render_utc(unix_s)
 
 
-__all__ = ["ManifestChange", "changes", "compaction_change", "l0_flush_change", "manifest_history"]
+__all__ = [
+    "ManifestChange",
+    "changes",
+    "compaction_change",
+    "l0_delta",
+    "l0_flush_change",
+    "manifest_history",
+]

@@ -184,10 +184,7 @@ def _changes(before: ManifestView | None, m: ManifestView) -> list[tuple[str, st
 
 def _lsm_changes(before: ManifestView, m: ManifestView) -> list[tuple[str, str]]:
     """A compaction removes L0 views or rewrites sorted runs; an L0 flush adds L0 views."""
-    before_l0 = {v.view_id for v in before.l0}
-    now_l0 = {v.view_id for v in m.l0}
-    added = [v for v in m.l0 if v.view_id not in before_l0]
-    removed = [v for v in before.l0 if v.view_id not in now_l0]
+    added, removed = kinds.l0_delta(before.l0, m.l0)
     found: list[tuple[str, str]] = []
     before_runs = {r.id: tuple(v.view_id for v in r.ssts) for r in before.sorted_runs}
     now_runs = {r.id: tuple(v.view_id for v in r.ssts) for r in m.sorted_runs}
