@@ -42,7 +42,8 @@ from slate_ops.sst import SCHEMA, BlockCache, BloomFilter, SstOptions, SstReader
 from slate_ops.sst.block import Block, block_from_batch
 
 RESULTS = Path(__file__).parent / "results" / "sst_formats.md"
-SLATEDB_GETS_PER_S = 23_000  # the SlateDB Python binding on this machine kind (ANCHORS.md)
+# The SlateDB Python binding on this machine kind (measured outside this repository, not re-run here).
+SLATEDB_GETS_PER_S = 23_000
 Entry = tuple[bytes, int, int, bytes]
 
 

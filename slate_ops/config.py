@@ -124,7 +124,7 @@ number of seconds."""
 
 
 class CheckpointOptions(BaseModel):
-    """Options of a new checkpoint (docs/design/engine.md, "Public API").
+    """Options of a new checkpoint (docs/design/engine.md, "Creating a checkpoint").
 
     ``lifetime`` None means the checkpoint never expires; ``source`` takes the new checkpoint from an
     existing one instead of from the current manifest; ``name`` labels it for listing.

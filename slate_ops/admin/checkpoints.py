@@ -1,4 +1,4 @@
-"""Checkpoints through the admin API (docs/design/engine.md, "Creating a Checkpoint" and "Public API").
+"""Checkpoints through the admin API (docs/design/engine.md, "Creating a checkpoint").
 
 Each call reads the current manifest, applies one change and commits the next version with the
 sequenced-commit primitive, re-applying the change on a lost race. A refused call commits nothing.
@@ -178,10 +178,10 @@ def require_deletable(checkpoint: Checkpoint, location: str) -> None:
 def checkpoint_adder(
     manifests: ManifestStore, options: CheckpointOptions, checkpoint_id: uuid.UUID, clock: Clock
 ) -> Callable[[VersionedManifest], Manifest]:
-    """The manifest change that adds a checkpoint (docs/design/engine.md, "Creating a Checkpoint").
+    """The manifest change that adds a checkpoint (docs/design/engine.md, "Creating a checkpoint").
 
     From the current manifest, the checkpoint also covers writes durable only in the WAL so far:
-    readers of it replay the WAL up to ``wal_id_last_seen`` (docs/design/engine.md, "Readers"), so that is
+    readers of it replay the WAL up to ``wal_id_last_seen`` (docs/design/engine.md, "DbReader"), so that is
     raised to the newest WAL id (one LIST, before the commit loop).
     """
     wal_ids = WalStore(manifests.store, manifests.path).list_ids() if options.source is None else []

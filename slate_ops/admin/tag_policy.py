@@ -1,5 +1,5 @@
-"""Tag policies: periodic tag creation and retention (docs/design/tags.md, "Periodically Creation &
-Expiration").
+"""Tag policies: periodic tag creation and retention (docs/design/tags.md, "Tag policies",
+after Paimon's "Periodically Creation & Expiration").
 
 A :class:`TagPolicy` mirrors Paimon's table options: ``tag.create-time`` (``create_time``, 'hh:mm'
 UTC), ``tag.create-interval`` (``create_interval_days``, whole days), ``tag.num-retained-max``

@@ -1,4 +1,4 @@
-"""Options of the compactor (defaults from SlateDB's size-tiered compactor, ANCHORS.md)."""
+"""Options of the compactor (defaults from SlateDB's size-tiered compactor)."""
 
 from __future__ import annotations
 

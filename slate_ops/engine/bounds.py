@@ -1,7 +1,7 @@
 """The key range a database may hold (``Manifest.visible_range``, set on the shards of a split).
 
-Spec 000 "Projection": writes fully or partially outside the visible range fail, and so do reads
-completely outside it; a scan that overlaps the range is narrowed to it.
+docs/design/rescaling.md, "The database's key range": writes fully or partially outside the visible
+range fail, and so do reads completely outside it; a scan that overlaps the range is narrowed to it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The writer: WAL, memtables, L0 flushes, fencing and the writer checkpoint (docs/design/engine.md,
-"Writers").
+"Write path" to "Writer checkpoint").
 
 Write path: a write takes the next sequence number, goes into the mutable memtable and the current
 WAL segment. The flusher (a background thread, and any explicit ``flush``) writes sealed WAL
@@ -214,8 +214,8 @@ class Db:
         self._thread.start()
 
     def _establish_writer_checkpoint(self, current: VersionedManifest, epoch: int) -> Manifest:
-        """docs/design/engine.md, "Establishing Initial Checkpoint": drop older writers' checkpoints, add
-        ours."""
+        """docs/design/engine.md, "Opening, fencing, recovery" (SlateDB's "Establishing Initial
+        Checkpoint"): drop older writers' checkpoints, add ours."""
         require_usable(current.value, self._manifests.location)
         kept = tuple(c for c in current.value.checkpoints if not isinstance(c.metadata, WriterCheckpoint))
         ours = self._writer_checkpoint(self._checkpoint_id, current, epoch)
@@ -224,7 +224,8 @@ class Db:
     def _writer_checkpoint(
         self, checkpoint_id: uuid.UUID, current: VersionedManifest, epoch: int
     ) -> Checkpoint:
-        """The writer's checkpoint, pinning the version being written (docs/design/engine.md, "Writers")."""
+        """The writer's checkpoint, pinning the version being written (docs/design/engine.md, "Writer
+        checkpoint")."""
         return Checkpoint(
             id=checkpoint_id,
             manifest_id=current.id + 1,
@@ -729,7 +730,7 @@ class Db:
     def create_checkpoint(
         self, scope: CheckpointScope = CheckpointScope.ALL, options: CheckpointOptions | None = None
     ) -> CheckpointCreateResult:
-        """A checkpoint of this database (docs/design/engine.md, "Public API", ``CheckpointScope``)."""
+        """A checkpoint of this database (docs/design/engine.md, "Creating a checkpoint")."""
         options = options or CheckpointOptions()
         self._check_usable()
         with self._flush_lock:

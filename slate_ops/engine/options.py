@@ -1,6 +1,6 @@
 """Options of the writer (:class:`DbOptions`) and reader (:class:`ReaderOptions`).
 
-Defaults follow SlateDB's where SlateDB has the option (docs/design/engine.md lists them).
+Defaults follow SlateDB's where SlateDB has the option (docs/design/engine.md, "Options" lists them).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ MiB = 1024 * 1024
 
 
 class CheckpointScope(enum.Enum):
-    """What a checkpoint taken by :meth:`Db.create_checkpoint` includes (docs/design/engine.md, "Public API").
+    """What a checkpoint taken by :meth:`Db.create_checkpoint` includes (docs/design/engine.md,
+    "Creating a checkpoint").
 
     ``ALL``: every write issued before the call (the WAL is flushed and memtables are flushed to L0
     on a best-effort basis, without waiting on backpressure). ``DURABLE``: only writes already
@@ -58,7 +59,7 @@ class DbOptions(BaseModel):
 
 
 class ReaderOptions(BaseModel):
-    """Options of :class:`DbReader` (docs/design/engine.md, "DbReaderOptions")."""
+    """Options of :class:`DbReader` (docs/design/engine.md, "Options")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

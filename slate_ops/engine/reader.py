@@ -1,4 +1,4 @@
-"""DbReader: a read-only client that never fences the writer (docs/design/engine.md, "Readers").
+"""DbReader: a read-only client that never fences the writer (docs/design/engine.md, "DbReader").
 
 With a checkpoint it reads that fixed state: the checkpoint's manifest plus the WAL SSTs up to
 that manifest's ``wal_id_last_seen``. Without one it manages its own checkpoint: created at open
@@ -137,7 +137,8 @@ class DbReader:
     # --- the managed checkpoint -------------------------------------------------------------------
 
     def _establish(self, new_id: uuid.UUID, replacing: uuid.UUID | None = None) -> VersionedManifest:
-        """docs/design/engine.md, "Establishing the Checkpoint", also removing our idle replaced checkpoints.
+        """Re-establish the reader's checkpoint (docs/design/engine.md, "DbReader"), also removing our
+        idle replaced checkpoints.
 
         Called with the reader lock held (or before any scan exists), so no scan can pin
         ``replacing`` meanwhile.

@@ -1,5 +1,5 @@
-"""The garbage collector (docs/design/gc.md, "Garbage Collector", SlateDB's GC boundary-file design
-(docs/design/gc.md) boundary files; docs/design/gc.md).
+"""The garbage collector (docs/design/gc.md, "One run"; it follows SlateDB's *Checkpoints and Clones*,
+"Garbage Collector", and its GC boundary-file design).
 
 ``GarbageCollector(path, store, GcOptions(...)).run_once(dry_run=False) -> GcReport`` runs every
 task once; ``run(stop_event)`` repeats it every ``interval`` until the database is gone.

@@ -1,4 +1,4 @@
-"""Removing expired checkpoints (docs/design/gc.md, "Garbage Collector"): a GC task, also an admin call."""
+"""Removing expired checkpoints (docs/design/gc.md, "The tasks"): a GC task, also an admin call."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class CheckpointExpiryReport:
 def expire_checkpoints(
     path: str, store: ObjectStore, *, dry_run: bool = True, clock: Clock = SYSTEM_CLOCK
 ) -> CheckpointExpiryReport:
-    """Remove every checkpoint whose expiry time has passed (docs/design/gc.md, "Garbage Collector").
+    """Remove every checkpoint whose expiry time has passed (docs/design/gc.md, "The tasks").
 
     Defaults to a dry run. A dry run and a real run of the same state report the same set; a
     checkpoint refreshed concurrently is re-evaluated on the retry and kept.

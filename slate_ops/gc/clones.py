@@ -1,4 +1,4 @@
-"""Detaching a clone from an external database it no longer reads (docs/design/gc.md, "Garbage Collector").
+"""Detaching a clone from an external database it no longer reads (docs/design/gc.md, "The tasks").
 
 An external database whose ``sst_ids`` is empty in the latest manifest and in every live
 checkpoint's manifest is no longer read by anything of this database: GC removes the clone's final

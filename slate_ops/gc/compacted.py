@@ -1,4 +1,4 @@
-"""GC of compacted SSTs (docs/design/gc.md, "Garbage Collector", "Clean up SSTs").
+"""GC of compacted SSTs (docs/design/gc.md, "The tasks"; SlateDB's "Clean up SSTs").
 
 Kept: every SST of this database that the latest manifest, a live checkpoint's manifest or the
 issue-204 history references (:mod:`slate_ops.gc.snapshot`); anything written after the cutoff; and

@@ -1,5 +1,5 @@
 """Deleting a database: the one code path of a hard destroy and of GC of a soft-destroyed database
-(docs/design/clones-and-destroy.md, "Deleting a Database"; docs/design/gc.md, "Garbage Collector" step 2).
+(docs/design/clones-and-destroy.md, "Deleting a Database"; docs/design/gc.md, "One run" step 2).
 
 :func:`delete_database` runs these steps; a crash at any point is finished by running it again:
 

@@ -1,5 +1,5 @@
-"""Options of the garbage collector (docs/design/gc.md, "Garbage Collector", SlateDB's GC boundary-file design
-(docs/design/gc.md), ANCHORS.md defaults).
+"""Options of the garbage collector (docs/design/gc.md, "Options"; defaults from SlateDB's garbage
+collector).
 
 Every ``*_min_age`` defaults to SlateDB's 300 s and may not be set below :data:`MIN_AGE_FLOOR`
 (120 s) unless ``allow_unsafe_min_age=True``.

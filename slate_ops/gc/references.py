@@ -1,6 +1,6 @@
 """What the manifests that still matter reference: the sets GC must never delete from.
 
-A manifest protects, for the database at ``db_path`` (docs/design/gc.md, "Garbage Collector"):
+A manifest protects, for the database at ``db_path`` (docs/design/gc.md, "What is never deleted"):
 
 * its own compacted SSTs (external ones live in other databases and are never ours to delete);
 * as the **latest** manifest, every WAL SST above ``replay_after_wal_id`` (not yet in L0);
@@ -53,7 +53,7 @@ class Protection:
 
 def own_sst_keys(manifest: Manifest, db_path: str) -> set[str]:
     """The keys of the SSTs of ``manifest`` that live in this database (docs/design/clones-and-destroy.md,
-    "SST Path Resolution").
+    "What a clone is").
 
     Linear in the manifest's size. A view whose SST entry is missing from ``ssts`` (a corrupt
     manifest) still protects its id.

@@ -1,4 +1,4 @@
-"""Checkpoint changes to a manifest (docs/design/engine.md, "Creating a Checkpoint"), as pure functions.
+"""Checkpoint changes to a manifest (docs/design/engine.md, "Creating a checkpoint"), as pure functions.
 
 Shared by the admin API, the writer and the reader, each of which commits them with its own
 changes through the sequenced-commit primitive.
@@ -28,7 +28,7 @@ def with_new_checkpoint(
     on_destroyed: bool = False,
 ) -> Manifest:
     """``current`` plus a new checkpoint, by the two procedures of docs/design/engine.md, "Creating a
-    Checkpoint".
+    checkpoint".
 
     Shared by the admin API and the writer, which commits it with its own changes. A destroyed
     database refuses new checkpoints, except, with ``on_destroyed``, one made from a live source

@@ -1,4 +1,4 @@
-"""Manifest projection and union (docs/design/rescaling.md, "Manifest Projection and Union"), as pure
+"""Manifest projection and union (docs/design/rescaling.md, "Projection" and "Union"), as pure
 functions.
 
 :func:`project` restricts a manifest to a key range by narrowing SST views (``visible_range``);
@@ -263,8 +263,8 @@ def union(
 
 def _join_adjacent(views: list[SstView]) -> tuple[SstView, ...]:
     """A run's views with neighbouring views of one SST over adjacent ranges joined into one view
-    (docs/design/rescaling.md, "Merging SST": allowed within a sorted run), so split-then-merge restores the
-    run."""
+    (docs/design/rescaling.md, "Union": SlateDB's "Merging SST", allowed within a sorted run), so
+    split-then-merge restores the run."""
     out: list[SstView] = []
     for view in views:
         last = out[-1] if out else None

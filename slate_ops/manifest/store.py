@@ -175,7 +175,7 @@ def require_not_destroyed(manifest: Manifest, location: str) -> None:
 
 
 def require_usable(manifest: Manifest, location: str) -> None:
-    """Refuse a destroyed or not yet initialised database (docs/design/engine.md, "Creating a Checkpoint")."""
+    """Refuse a destroyed or not yet initialised database (docs/design/engine.md, "Creating a checkpoint")."""
     require_not_destroyed(manifest, location)
     if not manifest.initialized:
         raise DbNotInitializedError(

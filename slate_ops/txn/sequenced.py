@@ -1,7 +1,7 @@
 """Sequenced objects: the one commit primitive for ``.manifest`` and ``.compactions`` files.
 
 Versions are objects ``<dir>/<20-digit id>.<suffix>``; the highest id is current (docs/design/coordination.md,
-"Manifest Files"). An update applies a change to the latest version and creates ``id + 1`` with
+"Sequenced store"). An update applies a change to the latest version and creates ``id + 1`` with
 create-if-absent: the file name is the commit point. A lost race re-reads and re-applies. After a create
 succeeds, the namespace's GC boundary is checked (SlateDB's GC boundary-file design (docs/design/gc.md)): an
 id at or behind it is a failed write, never a silent success.
@@ -301,7 +301,7 @@ class SequencedStore(Generic[T]):
         )
 
     def advance_boundary(self, boundary: int) -> int:
-        """GC's step before deleting versions ``<= boundary`` (docs/design/gc.md, "Advancing Boundaries")."""
+        """GC's step before deleting versions ``<= boundary`` (docs/design/gc.md, "The tasks")."""
         return self.boundary.advance(boundary)
 
 

@@ -5,7 +5,7 @@ one run per partition, each submitted to the instance's run launcher).
 
 The instance launches runs synchronously in the backfill command's process (Dagster's
 ``SyncInMemoryRunLauncher``), so the test needs no daemon; with ``dg dev`` running, the same
-command queues the runs for the daemon (docs/orchestration.md, "Partitions and backfills").
+command queues the runs for the daemon (docs/orchestration.md, "Discovery and partitions").
 """
 
 from __future__ import annotations

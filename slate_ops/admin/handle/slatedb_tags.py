@@ -1,4 +1,4 @@
-"""Tags and checkpoint expiry on a SlateDB database (docs/design/slatedb-engine.md, "Tags on SlateDB").
+"""Tags and checkpoint expiry on a SlateDB database (docs/design/slatedb-engine.md §4).
 
 A tag is what it is on ours: a checkpoint named ``tag:<name>`` (:data:`TAG_PREFIX`) with no
 expiry, which the handle's checkpoint calls refuse to refresh or delete. SlateDB itself keeps
