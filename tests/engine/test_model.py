@@ -13,7 +13,7 @@ import tempfile
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from slate_ops import Db, WriteBatch
 from slate_ops.objstore import LocalStore, MemoryStore
@@ -99,14 +99,16 @@ class WriterModel(RuleBasedStateMachine):
         self.model = recovered
         self.since_durable = [dict(self.model)]
 
-    @precondition(lambda self: bool(self.model))
     @rule(data=st.data())
     def get_existing(self, data: st.DataObject) -> None:
         # After a crash the model is whichever prefix the writer had flushed (timing-dependent), so
-        # draw with fixed constraints: hypothesis refuses a strategy whose shape differs on replay.
+        # neither a precondition nor the draw may depend on it: hypothesis refuses a rule choice or a
+        # strategy whose shape differs on replay (FlakyStrategyDefinition, seen under load in CI).
+        index = data.draw(st.integers(min_value=0, max_value=1 << 16))
         keys = sorted(self.model)
-        key = keys[data.draw(st.integers(min_value=0, max_value=1 << 16)) % len(keys)]
-        assert self.db.get(key) == self.model[key]
+        if keys:
+            key = keys[index % len(keys)]
+            assert self.db.get(key) == self.model[key]
 
     @invariant()
     def scan_matches_model(self) -> None:
