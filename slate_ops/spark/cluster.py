@@ -88,12 +88,6 @@ class StandaloneCluster:
             state: dict[str, Any] = json.load(response)
         return state
 
-    def worker_state(self, index: int) -> dict[str, Any]:
-        """Worker ``index``'s JSON state: its executors, running and finished."""
-        with urllib.request.urlopen(f"{self.worker_uis[index]}/json/", timeout=5) as response:
-            state: dict[str, Any] = json.load(response)
-        return state
-
     def stop(self) -> None:
         """TERM every process group, KILL what is left after 10 s; safe to call twice."""
         for daemon in reversed(self._daemons):
