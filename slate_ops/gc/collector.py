@@ -1,5 +1,5 @@
-"""The garbage collector of one database (docs/design/gc.md, "One run"; SlateDB's *Checkpoints and
-Clones*, "Garbage Collector", and its GC boundary-file design).
+"""The garbage collector of one database (docs/design/gc.md, "Garbage Collector", SlateDB's GC boundary-file
+design (docs/design/gc.md)).
 
 One run (:meth:`GarbageCollector.run_once`):
 
@@ -9,11 +9,13 @@ One run (:meth:`GarbageCollector.run_once`):
 2. **Destroyed database**: if it is due (:mod:`slate_ops.gc.destroyed`), delete it and stop: its
    tombstone manifest stays, fencing stale processes. A path whose latest manifest is a tombstone
    (deleted already) only has an interrupted deletion's leftovers deleted.
-3. **Plan** every task from the snapshot alone: this is the dry-run answer.
-4. Real run only: expire checkpoints, then re-read the newest manifests and drop from the plan
-   anything they (or a checkpoint that became live meanwhile) reference — the plan only ever shrinks.
-5. **Execute**: manifests and ``.compactions`` (boundary first), WAL SSTs, compacted SSTs, clone
-   detaching. A dry run takes the same path with every deletion and commit skipped, so on an
+3. **Plan** every task (:class:`~slate_ops.gc.task.GcTask`, docs/design/gc.md, "One task interface")
+   from the snapshot alone, writing nothing: a dry run reports these plans and stops.
+4. Real run: execute the tasks that change references (checkpoint expiry), then re-read the newest
+   manifests and narrow every other plan by what they (or a checkpoint that became live meanwhile)
+   reference — a plan only ever shrinks.
+5. **Execute** the narrowed plans in task order: manifests and ``.compactions`` (boundary first), WAL
+   SSTs, compacted SSTs, clone detaching; each deletes exactly its plan's objects, so on an
    unchanged state a dry run and a real run report the same objects.
 
 Errors: each task's failure is recorded in the report (and logged) and the other tasks still run
@@ -26,9 +28,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction.state import CompactionsState, CompactionsStore
@@ -39,15 +42,15 @@ from slate_ops.gc.compacted import plan_compacted, running_since
 from slate_ops.gc.deletion import delete_objects
 from slate_ops.gc.destroyed import delete_destroyed, due_for_deletion
 from slate_ops.gc.listing import list_compacted, list_wal
-from slate_ops.gc.options import GcOptions
+from slate_ops.gc.options import GcOptions, Resource
 from slate_ops.gc.references import Protection
-from slate_ops.gc.report import DeletedObject, GcReport, ResourceReport
-from slate_ops.gc.sequenced import BoundedNamespace, SequencedPlan, execute_sequenced, plan_sequenced
+from slate_ops.gc.report import GcReport, ResourceReport
+from slate_ops.gc.sequenced import execute_sequenced, plan_sequenced
 from slate_ops.gc.snapshot import Snapshot, pinned_since, read_snapshot
-from slate_ops.gc.wal import plan_wal, still_deletable_wal
-from slate_ops.manifest.model import Checkpoint, ExternalDb
+from slate_ops.gc.task import GcPlan, GcTask, PlannedDeletion, TaskOutcome
+from slate_ops.gc.wal import plan_wal
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore.base import ObjectMeta, ObjectStore
+from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.local import db_not_found
 from slate_ops.txn import SequencedFile
 from slate_ops.txn.boundary import METRICS
@@ -152,6 +155,9 @@ class _Run:
         self.errors: list[str] = []
         self.notes: list[str] = []
 
+    def history(self) -> list[float]:
+        return [self.cutoff("wal"), self.cutoff("compacted")]
+
     def cutoff(self, resource: str) -> float:
         age: timedelta = getattr(self.options, f"{resource}_min_age")
         return self.now - age.total_seconds()
@@ -163,7 +169,15 @@ class _Run:
             self.errors.append(f"{what}: {type(error).__name__}: {error}")
             return None
 
-    def report(self, snapshot: Snapshot | None, **fields: Any) -> GcReport:
+    def report(
+        self, snapshot: Snapshot | None, outcomes: Sequence[TaskOutcome] = (), **fields: Any
+    ) -> GcReport:
+        if outcomes:
+            fields.update(
+                resources=tuple(o.report for o in outcomes if o.report is not None),
+                checkpoints_expired=tuple(c for o in outcomes for c in o.expired),
+                clones_detached=tuple(p for o in outcomes for p in o.detached),
+            )
         return GcReport(
             path=self.gc.path,
             dry_run=self.dry_run,
@@ -178,7 +192,7 @@ class _Run:
 
     def execute(self) -> GcReport:
         runs = self.options.runs
-        history = [self.cutoff("wal"), self.cutoff("compacted")]
+        history = self.history()
         try:
             snapshot = read_snapshot(self.gc._manifests, self.now, history_cutoffs=history)
         except DbNotFoundError:
@@ -207,94 +221,59 @@ class _Run:
                 "checkpoint is live"
             )
 
-        # 3. plan, from the snapshot alone
-        manifest_plan = compactions_plan = None
-        wal_files = sst_files = None
-        wal_plan = sst_plan = None
-        detach_plan: list[ExternalDb] | None = None
-        if runs("manifest"):
-            keep = snapshot.kept_manifests(history)
-            manifest_plan = plan_sequenced("manifest", list(snapshot.files), self.cutoff("manifest"), keep)
-        state: CompactionsState | None = None
-        if runs("compactions") or runs("compacted"):
-            listed = self.attempt("compactions: reading the state", self.read_compactions)
-            if listed is not None:
-                files, state = listed
-                if runs("compactions"):
-                    compactions_plan = plan_sequenced("compactions", files, self.cutoff("compactions"), set())
-        if runs("wal"):
-            wal_files = self.attempt("wal: listing", lambda: list_wal(self.store, self.gc.path))
-            if wal_files is not None:
-                wal_plan = plan_wal(
-                    wal_files,
-                    snapshot.protection(self.cutoff("wal")),
-                    self.cutoff("wal"),
-                    delete_fences=self.options.delete_wal_fences,
-                )
-        if runs("compacted") and state is not None:
-            sst_files = self.attempt("compacted: listing", lambda: list_compacted(self.store, self.gc.path))
-            if sst_files is not None:
-                running = running_since(state, latest.compactor_epoch)
-                protection = snapshot.protection(self.cutoff("compacted"))
-                sst_plan = plan_compacted(
-                    sst_files,
-                    protection,
-                    self.cutoff("compacted"),
-                    running,
-                    self.options.compacted_min_age.total_seconds(),
-                )
-        if runs("clones") and not snapshot.problems:
-            in_use = {e.path for m in (latest, *snapshot.checkpointed()) for e in m.external_dbs if e.sst_ids}
-            detach_plan = detachable(latest, in_use)
-
-        # 4. expire checkpoints; a real run then re-checks what appeared meanwhile
-        expired: tuple[Checkpoint, ...] = ()
-        if runs("checkpoints") and any(c.is_expired(self.now) for c in latest.checkpoints):
-            result = self.attempt(
-                "checkpoints",
-                lambda: expire_checkpoints(
-                    self.gc.path,
-                    self.store,
-                    dry_run=self.dry_run,
-                    clock=ManualClock(self.now),  # the run's one now: expiry agrees with the plan
-                ),
-            )
-            expired = result.expired if result is not None else ()
-        if not self.dry_run:
-            recheck = self.attempt("re-reading the manifests before deleting", lambda: self.recheck(snapshot))
-            if recheck is None:  # cannot prove the plan is still safe: delete nothing
-                return self.report(snapshot, checkpoints_expired=expired)
-            extra, extra_ids = recheck
-            manifest_plan = manifest_plan.without(extra_ids) if manifest_plan is not None else None
-            if wal_plan is not None and wal_files is not None:
-                wal_plan = still_deletable_wal(wal_files, wal_plan, extra)
-            if sst_plan is not None:
-                sst_plan = [m for m in sst_plan if not extra.keeps_sst(m.key)]
-            if detach_plan is not None:
-                detach_plan = [e for e in detach_plan if e.path not in extra.external_paths]
-
-        # 5. execute
-        resources: list[ResourceReport] = []
-        for plan, namespace in (
-            (manifest_plan, self.gc._manifests.sequence),
-            (compactions_plan, self.gc._compactions.sequence),
-        ):
+        # 3. plan every task, from the snapshot alone
+        tasks = self.tasks(snapshot)
+        plans: list[tuple[GcTask, GcPlan]] = []
+        for task in tasks:
+            plan = self.attempt(f"{task.resource}: listing", task.plan)
             if plan is not None:
-                resources.append(self.sequenced(plan, namespace))
-        if wal_plan is not None and wal_files is not None:
-            resources.append(self.delete("wal", wal_plan, len(wal_files)))
-        if sst_plan is not None and sst_files is not None:
-            resources.append(self.delete("compacted", sst_plan, len(sst_files)))
-        detached: tuple[str, ...] = ()
-        if detach_plan:
-            if self.dry_run:
-                detached = tuple(e.path for e in detach_plan)
-            else:
-                done = self.attempt("clones", lambda: detach(self.gc._manifests, self.store, detach_plan))
-                detached = tuple(done or ())
-        return self.report(
-            snapshot, resources=tuple(resources), checkpoints_expired=expired, clones_detached=detached
-        )
+                plans.append((task, plan))
+        if self.dry_run:  # the dry run is the plans
+            return self.report(snapshot, [plan.preview() for _, plan in plans])
+
+        # 4. tasks that change what is referenced (checkpoint expiry) run first; then the re-check
+        outcomes: list[TaskOutcome] = []
+        for task, plan in plans:
+            if task.changes_references:
+                outcomes.append(self.run_task(task, plan))
+        recheck = self.attempt("re-reading the manifests before deleting", lambda: self.recheck(snapshot))
+        if recheck is None:  # cannot prove the plans are still safe: delete nothing
+            return self.report(snapshot, outcomes)
+        newer, newer_ids = recheck
+
+        # 5. execute the narrowed plans, in task order
+        for task, plan in plans:
+            if not task.changes_references:
+                outcomes.append(self.run_task(task, task.narrow(plan, newer, newer_ids)))
+        return self.report(snapshot, outcomes)
+
+    def tasks(self, snapshot: Snapshot) -> list[GcTask]:
+        """The run's tasks, in execution order, for the resources the options run."""
+        runs = self.options.runs
+        compactions: tuple[list[SequencedFile], CompactionsState] | None = None
+        if runs("compactions") or runs("compacted"):  # read once, before the compacted SSTs are listed
+            compactions = self.attempt("compactions: reading the state", self.read_compactions)
+        tasks: list[GcTask] = []
+        if runs("manifest"):
+            tasks.append(_ManifestTask(self, snapshot))
+        if runs("compactions") and compactions is not None:
+            tasks.append(_CompactionsTask(self, compactions[0]))
+        if runs("wal"):
+            tasks.append(_WalTask(self, snapshot))
+        if runs("compacted") and compactions is not None:
+            tasks.append(_CompactedTask(self, snapshot, compactions[1]))
+        if runs("clones") and not snapshot.problems:
+            tasks.append(_ClonesTask(self, snapshot))
+        if runs("checkpoints"):
+            tasks.append(_CheckpointsTask(self, snapshot))
+        return tasks
+
+    def run_task(self, task: GcTask, plan: GcPlan) -> TaskOutcome:
+        outcome = self.attempt(task.resource, lambda: task.execute(plan))
+        if outcome is None:
+            return TaskOutcome()
+        self.errors += outcome.errors
+        return outcome
 
     def read_compactions(self) -> tuple[list[SequencedFile], CompactionsState]:
         sequence = self.gc._compactions.sequence
@@ -325,18 +304,6 @@ class _Run:
                 extra.add(pinned or manifests.read(manifest_id).value, as_latest=False)
         return extra, extra_ids
 
-    def sequenced(self, plan: SequencedPlan, namespace: BoundedNamespace) -> ResourceReport:
-        report = execute_sequenced(plan, namespace, self.store, dry_run=self.dry_run)
-        self.errors += report.errors
-        return report
-
-    def delete(self, resource: str, planned: list[ObjectMeta], listed: int) -> ResourceReport:
-        if self.dry_run:
-            return ResourceReport.build(resource, [DeletedObject.of(m) for m in planned], listed=listed)
-        deleted, errors = delete_objects(self.store, planned, resource)
-        self.errors += errors
-        return ResourceReport.build(resource, deleted, listed=listed, errors=errors)
-
     def destroy(self, snapshot: Snapshot | None) -> GcReport:
         """Step 2: the database's deletion (:func:`~slate_ops.gc.destroyed.delete_database`, the code
         path a hard destroy runs too); ``snapshot`` is None when it was deleted already (a tombstone)."""
@@ -352,3 +319,160 @@ class _Run:
         self.notes += [f"released final checkpoint on {r}" for r in outcome.released]
         self.notes.append(f"tombstone {outcome.tombstone} {'to be written' if self.dry_run else 'kept'}")
         return self.report(snapshot, destroyed=True, destroyed_objects=outcome.deleted)
+
+
+# --- the tasks (docs/design/gc.md, "One task interface"; slate_ops.gc.task) ---------------------
+
+
+class _ManifestTask:
+    """``.manifest`` files behind the boundary, except the latest and what checkpoints and the history pin."""
+
+    resource: ClassVar[Resource] = "manifest"
+    changes_references: ClassVar[bool] = False
+
+    def __init__(self, run: _Run, snapshot: Snapshot) -> None:
+        self.run, self.snapshot = run, snapshot
+
+    def plan(self) -> GcPlan:
+        keep = self.snapshot.kept_manifests(self.run.history())
+        return plan_sequenced("manifest", list(self.snapshot.files), self.run.cutoff("manifest"), keep)
+
+    def narrow(self, plan: GcPlan, newer: Protection, newer_ids: set[int]) -> GcPlan:
+        return plan.keeping(lambda d: d.id in newer_ids)
+
+    def execute(self, plan: GcPlan) -> TaskOutcome:
+        report = execute_sequenced(plan, self.run.gc._manifests.sequence, self.run.store)
+        return TaskOutcome(report, errors=report.errors)
+
+
+class _CompactionsTask:
+    """``.compactions`` files behind the boundary, except the latest."""
+
+    resource: ClassVar[Resource] = "compactions"
+    changes_references: ClassVar[bool] = False
+
+    def __init__(self, run: _Run, files: list[SequencedFile]) -> None:
+        self.run, self.files = run, files
+
+    def plan(self) -> GcPlan:
+        return plan_sequenced("compactions", self.files, self.run.cutoff("compactions"), set())
+
+    def narrow(self, plan: GcPlan, newer: Protection, newer_ids: set[int]) -> GcPlan:
+        return plan  # no manifest references a .compactions file
+
+    def execute(self, plan: GcPlan) -> TaskOutcome:
+        report = execute_sequenced(plan, self.run.gc._compactions.sequence, self.run.store)
+        return TaskOutcome(report, errors=report.errors)
+
+
+class _Deleting:
+    """Execution of the WAL and compacted tasks: delete the plan's objects, each failure recorded."""
+
+    resource: ClassVar[Resource]
+    run: _Run
+
+    def execute(self, plan: GcPlan) -> TaskOutcome:
+        deleted, errors = delete_objects(self.run.store, [d.meta for d in plan.deletions], self.resource)
+        report = ResourceReport.build(self.resource, deleted, listed=plan.listed, errors=errors)
+        return TaskOutcome(report, errors=tuple(errors))
+
+
+class _WalTask(_Deleting):
+    """WAL SSTs no manifest that matters replays (and, with ``delete_wal_fences``, empty fences)."""
+
+    resource: ClassVar[Resource] = "wal"
+    changes_references: ClassVar[bool] = False
+
+    def __init__(self, run: _Run, snapshot: Snapshot) -> None:
+        self.run, self.snapshot = run, snapshot
+
+    def plan(self) -> GcPlan:
+        files = list_wal(self.run.store, self.run.gc.path)
+        cutoff = self.run.cutoff("wal")
+        delete_fences = self.run.options.delete_wal_fences
+        planned = plan_wal(files, self.snapshot.protection(cutoff), cutoff, delete_fences=delete_fences)
+        return GcPlan("wal", listed=len(files), deletions=tuple(planned))
+
+    def narrow(self, plan: GcPlan, newer: Protection, newer_ids: set[int]) -> GcPlan:
+        return plan.keeping(lambda d: d.id is None or newer.keeps_wal(d.id))
+
+
+COMPACTED_REASON = (
+    "an own SST that no manifest that matters references, written before the cutoff and before any "
+    "running compaction started"
+)
+
+
+class _CompactedTask(_Deleting):
+    """This database's SSTs no manifest that matters references, older than any running compaction."""
+
+    resource: ClassVar[Resource] = "compacted"
+    changes_references: ClassVar[bool] = False
+
+    def __init__(self, run: _Run, snapshot: Snapshot, state: CompactionsState) -> None:
+        self.run, self.snapshot, self.state = run, snapshot, state
+
+    def plan(self) -> GcPlan:
+        files = list_compacted(self.run.store, self.run.gc.path)
+        running = running_since(self.state, self.snapshot.latest.value.compactor_epoch)
+        cutoff = self.run.cutoff("compacted")
+        min_age = self.run.options.compacted_min_age.total_seconds()
+        planned = plan_compacted(files, self.snapshot.protection(cutoff), cutoff, running, min_age)
+        deletions = tuple(PlannedDeletion(meta, COMPACTED_REASON) for meta in planned)
+        return GcPlan("compacted", listed=len(files), deletions=deletions)
+
+    def narrow(self, plan: GcPlan, newer: Protection, newer_ids: set[int]) -> GcPlan:
+        return plan.keeping(lambda d: newer.keeps_sst(d.meta.key))
+
+
+class _ClonesTask:
+    """External databases that no protected manifest reads any more: release, then drop the entry."""
+
+    resource: ClassVar[Resource] = "clones"
+    changes_references: ClassVar[bool] = False
+
+    def __init__(self, run: _Run, snapshot: Snapshot) -> None:
+        self.run, self.snapshot = run, snapshot
+
+    def plan(self) -> GcPlan:
+        latest = self.snapshot.latest.value
+        manifests = (latest, *self.snapshot.checkpointed())
+        in_use = {e.path for m in manifests for e in m.external_dbs if e.sst_ids}
+        return GcPlan("clones", detach=tuple(detachable(latest, in_use)))
+
+    def narrow(self, plan: GcPlan, newer: Protection, newer_ids: set[int]) -> GcPlan:
+        return replace(plan, detach=tuple(e for e in plan.detach if e.path not in newer.external_paths))
+
+    def execute(self, plan: GcPlan) -> TaskOutcome:
+        if not plan.detach:
+            return TaskOutcome()
+        return TaskOutcome(detached=tuple(detach(self.run.gc._manifests, self.run.store, list(plan.detach))))
+
+
+class _CheckpointsTask:
+    """Checkpoints whose expiry time has passed at the run's ``now``; runs before the re-check."""
+
+    resource: ClassVar[Resource] = "checkpoints"
+    changes_references: ClassVar[bool] = True
+
+    def __init__(self, run: _Run, snapshot: Snapshot) -> None:
+        self.run, self.snapshot = run, snapshot
+
+    def plan(self) -> GcPlan:
+        expired = tuple(c for c in self.snapshot.latest.value.checkpoints if c.is_expired(self.run.now))
+        return GcPlan("checkpoints", checkpoints=expired)
+
+    def narrow(self, plan: GcPlan, newer: Protection, newer_ids: set[int]) -> GcPlan:
+        return plan
+
+    def execute(self, plan: GcPlan) -> TaskOutcome:
+        if not plan.checkpoints:
+            return TaskOutcome()
+        # re-evaluated inside the manifest CAS: a checkpoint refreshed since the plan is kept
+        result = expire_checkpoints(
+            self.run.gc.path,
+            self.run.store,
+            dry_run=False,
+            clock=ManualClock(self.run.now),  # the run's one now: expiry agrees with the plan
+        )
+        return TaskOutcome(expired=result.expired)

@@ -1,4 +1,4 @@
-"""GC of WAL SSTs (docs/design/gc.md, "The tasks"; SlateDB's "Clean up WAL SSTs").
+"""GC of WAL SSTs (docs/design/gc.md, "Garbage Collector", "Clean up WAL SSTs").
 
 Kept: every WAL SST above the latest manifest's ``replay_after_wal_id`` (not yet in L0); the ranges
 ``(replay_after_wal_id, wal_id_last_seen]`` of every live checkpoint's manifest (what a reader of it
@@ -11,24 +11,19 @@ from __future__ import annotations
 
 from slate_ops.gc.listing import WalFile
 from slate_ops.gc.references import Protection
-from slate_ops.objstore.base import ObjectMeta
+from slate_ops.gc.task import PlannedDeletion
+
+REASON = "a WAL SST that no manifest that matters replays, written before the cutoff"
+FENCE_REASON = "an empty WAL fence that no manifest that matters replays past, written before the cutoff"
 
 
 def plan_wal(
     files: list[WalFile], protection: Protection, cutoff: float, *, delete_fences: bool
-) -> list[ObjectMeta]:
+) -> list[PlannedDeletion]:
     return [
-        f.meta
+        PlannedDeletion(f.meta, FENCE_REASON if f.is_fence else REASON, f.id)
         for f in files
         if not protection.keeps_wal(f.id)
         and f.meta.last_modified.timestamp() <= cutoff
         and (delete_fences or not f.is_fence)
     ]
-
-
-def still_deletable_wal(
-    files: list[WalFile], planned: list[ObjectMeta], extra: Protection
-) -> list[ObjectMeta]:
-    """``planned`` minus what ``extra`` (references found after planning) protects."""
-    ids = {f.meta.key: f.id for f in files}
-    return [m for m in planned if not extra.keeps_wal(ids[m.key])]
