@@ -1,5 +1,5 @@
-"""The garbage collector of one database (docs/design/gc.md, "Garbage Collector", SlateDB's GC boundary-file
-design (docs/design/gc.md)).
+"""The garbage collector of one database (docs/design/gc.md, "One run"; SlateDB's *Checkpoints and
+Clones*, "Garbage Collector", and its GC boundary-file design).
 
 One run (:meth:`GarbageCollector.run_once`):
 

@@ -1,11 +1,11 @@
 """GC of the two sequenced namespaces, ``.manifest`` and ``.compactions``, with boundary files.
 
-docs/design/gc.md, "Advancing Boundaries": the desired boundary is the highest id among the namespace's files
-other than the latest whose ``last_modified`` is older than ``min_age``; GC advances the durable
-boundary to it *before* deleting anything, then deletes only files at or behind the durable
-boundary that are older than ``min_age``, are not the latest, and (manifests) are not kept by a
-live checkpoint or the issue-204 history (:mod:`slate_ops.gc.snapshot`). Boundary files live under
-``<db>/gc/``, which GC never lists, so they are never deleted.
+docs/design/gc.md, "The tasks" (SlateDB's "Advancing Boundaries"): the desired boundary is the
+highest id among the namespace's files other than the latest whose ``last_modified`` is older than
+``min_age``; GC advances the durable boundary to it *before* deleting anything, then deletes only
+files at or behind the durable boundary that are older than ``min_age``, are not the latest, and
+(manifests) are not kept by a live checkpoint or the issue-204 history (:mod:`slate_ops.gc.snapshot`).
+Boundary files live under ``<db>/gc/``, which GC never lists, so they are never deleted.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GC of WAL SSTs (docs/design/gc.md, "Garbage Collector", "Clean up WAL SSTs").
+"""GC of WAL SSTs (docs/design/gc.md, "The tasks"; SlateDB's "Clean up WAL SSTs").
 
 Kept: every WAL SST above the latest manifest's ``replay_after_wal_id`` (not yet in L0); the ranges
 ``(replay_after_wal_id, wal_id_last_seen]`` of every live checkpoint's manifest (what a reader of it
