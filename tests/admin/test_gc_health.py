@@ -17,11 +17,11 @@ from slate_ops.admin.handle import DatabaseHandle
 from slate_ops.clock import ManualClock
 from slate_ops.errors import GcFailedError, InvalidArgumentError
 from slate_ops.gc import GcOptions
-from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from tests.admin.conftest import contents
 from tests.engine.conftest import quiet
+from tests.jsonable import to_jsonable
 from tests.slatedb_support import read_slatedb, write_slatedb
 
 DB = "dbs/health"

@@ -30,11 +30,11 @@ from slate_ops.errors import (
     UnsupportedOnEngineError,
 )
 from slate_ops.gc import GcOptions, GcReport
-from slate_ops.jsonable import to_jsonable
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from tests.engine.conftest import quiet
+from tests.jsonable import to_jsonable
 
 DB = "dbs/main"
 ENGINES = ("slate_ops", "slatedb")

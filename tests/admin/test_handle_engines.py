@@ -22,10 +22,10 @@ from slate_ops.admin.split_keys import SplitSuggestion
 from slate_ops.admin.tags import TAGS_SCHEMA, Tag
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import TagExistsError, TagNotFoundError, UnsupportedOnEngineError
-from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore.base import ObjectStore
 from tests.admin.conftest import contents
 from tests.admin.test_handle import DB, engine, handle, store
+from tests.jsonable import to_jsonable
 
 __all__ = ["engine", "handle", "store"]  # fixtures
 

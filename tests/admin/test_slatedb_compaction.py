@@ -18,9 +18,9 @@ from slate_ops import Db, admin
 from slate_ops.admin.handle import SlateDbHandle
 from slate_ops.compaction import CompactionReport, CompactorOptions, LocalExecutor
 from slate_ops.errors import NoCompactorError, SlateDbCompactionFailedError
-from slate_ops.jsonable import to_jsonable
 from slate_ops.objstore import LocalStore
 from tests.engine.conftest import quiet
+from tests.jsonable import to_jsonable
 from tests.slatedb_support import fast_settings, local_store, read_slatedb
 
 DB = "dbs/compact"

@@ -17,12 +17,12 @@ from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import DbNotFoundError, GcFailedError
 from slate_ops.gc import GarbageCollector, GcOptions, GcReport
-from slate_ops.jsonable import to_jsonable
 from slate_ops.manifest.checkpoints import with_expiry
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from tests.conftest import snapshot
 from tests.gc.conftest import MIN_AGE, gc, keys, quiet, write_rounds
+from tests.jsonable import to_jsonable
 
 
 def busy_database(store: MemoryStore, clock: ManualClock) -> None:

@@ -1,4 +1,6 @@
-"""Plain-JSON views of slate_ops values, for the CLI and run metadata.
+"""Plain-JSON views of slate_ops values, for tests that compare reports field by field (across engines,
+or against a dataclass's fields). The CLI has its own conventions (``slate_ops.cli.output.jsonable``:
+keys as keytext, Unix times with ISO twins); this view only makes values JSON-able.
 
 Bytes (keys) are rendered as lowercase hex, ULIDs and UUIDs as their canonical strings,
 datetimes in ISO 8601.
