@@ -5,11 +5,14 @@ Citations are read from the comments and strings (docstrings, messages) of ``sla
 ``benchmarks/`` and ``tests/``, in the forms this repository uses:
 
 * ``docs/x.md#anchor``: a heading whose GitHub anchor is ``anchor``;
-* ``docs/design/x.md, "Section name"`` (also without the comma, or in parentheses): a heading that
-  contains the name (case-insensitive); several names in a row (``"A", "B"``) are each checked;
+* ``docs/design/x.md, "Section name"`` (also without the comma, or in parentheses): a section
+  heading (not the document's title) that contains the name (case-insensitive); several names in a
+  row (``"A", "B"``) are each checked;
 * ``docs/design/x.md §N``: a heading that starts with ``N.``;
 * a bare ``engine.md "Section"``: the document of that name at the root, else the only one under
   ``docs/`` (else the only one in the repository).
+
+The documents cite each other the same way, also as a link: ``[gc.md](gc.md), "Section"``.
 
 A cited document path (``docs/...``, ``benchmarks/...``, a bare name with a section, or a bare
 upper-case name such as ``README.md``) must exist. Headings inside fenced code blocks do not count.
@@ -34,10 +37,11 @@ SOURCES = ("slate_ops", "benchmarks", "tests")
 DOCUMENTS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 
 _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)(?:#([\w-]+))?")
-_REF = re.compile(r'\s*(?:``|`)?\s*(?:,|\band\b|\()?\s*(?:"([^"]+)"|“([^”]+)”|§(\d+))')
+_REF = re.compile(r'\s*(?:``|`)?\s*(?:,|\band\b|\()?\s*(?:"([^"\n]{1,80})"|“([^”\n]{1,80})”|§(\d+))')
 _STRING = re.compile(r"^[rbfuRBFU]*('''|\"\"\"|'|\")(.*)\1$", re.DOTALL)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_LINK_CITATION = re.compile(r'\[[^\]]*\]\(([^)#\s]+\.md)(?:#([\w-]+))?\)\)?,?\s*\(?"([^"\n]{1,80})"')
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
@@ -107,6 +111,30 @@ def citations() -> list[Citation]:
     return found
 
 
+def doc_citations() -> list[Citation]:
+    """Citations in README.md and docs/: links followed by a section name, and the code's forms."""
+    found: list[Citation] = []
+    for document in DOCUMENTS:
+        text = " ".join(document.read_text().split())
+        source = str(document.relative_to(ROOT))
+        for match in _LINK_CITATION.finditer(text):
+            target = (document.parent / match.group(1)).resolve()
+            cited = str(target.relative_to(ROOT)) if target.is_relative_to(ROOT) else match.group(1)
+            found.append(Citation(source, cited, match.group(2), (match.group(3),)))
+        for match in _PATH.finditer(text):
+            refs: list[str] = []
+            position = match.end()
+            while ref := _REF.match(text, position):
+                refs.append(ref.group(1) or ref.group(2) or f"§{ref.group(3)}")
+                position = ref.end()
+            if refs:
+                cited = match.group(1)
+                if (document.parent / cited).is_file():  # relative to the document, like its links
+                    cited = str((document.parent / cited).resolve().relative_to(ROOT))
+                found.append(Citation(source, cited, match.group(2), tuple(refs)))
+    return found
+
+
 def _resolve(document: str) -> Path | None:
     if "/" in document or (ROOT / document).is_file():
         path = ROOT / document
@@ -118,14 +146,25 @@ def _resolve(document: str) -> Path | None:
 
 @cache
 def headings(path: Path) -> tuple[str, ...]:
-    found: list[str] = []
+    return tuple(text for _, text in _levelled_headings(path))
+
+
+@cache
+def sections(path: Path) -> tuple[str, ...]:
+    """The headings below the document's title (a name that matches only the title cites no section)."""
+    return tuple(text for level, text in _levelled_headings(path) if level > 1)
+
+
+@cache
+def _levelled_headings(path: Path) -> tuple[tuple[int, str], ...]:
+    found: list[tuple[int, str]] = []
     fenced = False
     for line in path.read_text().splitlines():
         if _FENCE.match(line):
             fenced = not fenced
             continue
         if not fenced and (match := _HEADING.match(line)):
-            found.append(match.group(2))
+            found.append((len(match.group(1)), match.group(2)))
     return tuple(found)
 
 
@@ -156,7 +195,7 @@ def problems(citation: Citation) -> list[str]:
         if ref.startswith("§"):
             ok = any(re.match(rf"{ref[1:]}\.\s", t) for t in titles)
         else:
-            ok = any(_plain(ref) in _plain(t) for t in titles)
+            ok = any(_plain(ref) in _plain(t) for t in sections(path))
         if not ok:
             where = path.relative_to(ROOT)
             found.append(f"{citation.source}: {citation.document}, {ref!r}: no such section in {where}")
@@ -177,11 +216,19 @@ def test_a_stale_citation_is_caught(tmp_path: Path) -> None:
     assert problems(Citation("x.py:1", "docs/design/nothing.md", None, ()))
     assert not problems(Citation("x.py:1", "docs/design/slatedb-engine.md", "6-capability-table", ("§6",)))
     assert not problems(Citation("x.py:1", "engine.md", None, ("Memory",)))
+    assert problems(Citation("x.py:1", "docs/design/engine.md", None, ("The engine",)))  # the title only
 
 
 def test_every_cited_section_exists() -> None:
     stale = [problem for citation in citations() for problem in problems(citation)]
     assert not stale, "stale citations of docs:\n" + "\n".join(stale)
+
+
+def test_every_section_the_docs_cite_exists() -> None:
+    found = doc_citations()
+    assert any(c.source.startswith("docs/") for c in found)
+    stale = [problem for citation in found for problem in problems(citation)]
+    assert not stale, "stale citations between docs:\n" + "\n".join(stale)
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))

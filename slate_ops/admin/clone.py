@@ -1,4 +1,4 @@
-"""Clones (docs/design/clones-and-destroy.md, "Clones"): a new database that starts from a parent's
+"""Clones (docs/design/clones-and-destroy.md, "What a clone is"): a new database that starts from a parent's
 checkpoint.
 
 A clone's manifest references the parent's SSTs in place (``external_dbs``, resolved by
@@ -85,7 +85,8 @@ def create_clone(
     parents = ManifestStore(store, parent_path)
     check_paths(clones.path, parents.path)
     for _ in range(_MAX_ATTEMPTS):
-        # docs/design/clones-and-destroy.md, "Clones": read M_c (optional) and M_p, which must be initialised.
+        # docs/design/clones-and-destroy.md, "The procedure": read M_c (optional) and M_p, which must be
+        # initialised.
         existing = clones.read_latest()
         parent = parents.read_latest_required()
         if not parent.value.initialized:
@@ -160,8 +161,9 @@ def clone_manifest(
 ) -> Manifest:
     """The uninitialised clone manifest built from the parent's manifest at the source checkpoint.
 
-    docs/design/clones-and-destroy.md, "Clones": the parent's external databases, plus an entry for the parent
-    listing its own SSTs; writer epoch + 1; everything else of the LSM and WAL state copied; no checkpoints.
+    docs/design/clones-and-destroy.md, "The procedure": the parent's external databases, plus an entry
+    for the parent listing its own SSTs; writer epoch + 1; everything else of the LSM and WAL state
+    copied; no checkpoints.
     The parent's entry is last: it is the clone's direct parent. Every entry gets its own, newly generated
     final checkpoint id (``new_final_id``): each database owns the checkpoints that protect what it reads, so
     releasing one (a destroyed sibling shard, a detached entry) never unpins another database or another entry

@@ -3,9 +3,9 @@
 :func:`split` creates one projected clone per key range and :func:`merge` one union of several
 databases (:mod:`slate_ops.manifest.projection`). Both are metadata-only: the new manifests
 reference the sources' SSTs in place, pinned by final checkpoints on the sources, exactly like a
-clone (docs/design/clones-and-destroy.md, "Clones"): each new manifest is written uninitialised, then the
-final checkpoints are created, then it is marked initialised. Every step first checks whether it already
-happened, so re-running the same call after a crash finishes it.
+clone (docs/design/clones-and-destroy.md, "The procedure"): each new manifest is written
+uninitialised, then the final checkpoints are created, then it is marked initialised. Every step first
+checks whether it already happened, so re-running the same call after a crash finishes it.
 
 The sources are read at an ephemeral checkpoint named after the operation (``slate_ops/split:`` or
 ``slate_ops/merge:`` plus the new paths) that a re-run finds and reuses, so all shards of one split
