@@ -299,3 +299,18 @@ def test_the_gc_example_runs() -> None:
     namespace: dict[str, object] = {"store": store, "stop_event": stop_event}
     exec(compile(example, "docs/design/gc.md", "exec"), namespace)
     assert namespace["report"] is not None
+
+
+def test_no_design_is_cited_by_a_number_the_reader_cannot_look_up() -> None:
+    """ "spec 000", "spec 002", ... were numbers of documents that are not in the repository; the
+    published designs are named by title (docs/design/README.md lists them)."""
+    numbered = re.compile(r"\bspec \d{3}\b", re.IGNORECASE)
+    texts = [*DOCUMENTS, *(ROOT / "benchmarks" / "notes").glob("*.md")]
+    texts += [p for folder in SOURCES for p in (ROOT / folder).rglob("*.py") if p != Path(__file__).resolve()]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in texts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if numbered.search(line)
+    ]
+    assert not found, "designs cited by number:\n" + "\n".join(found)

@@ -1,4 +1,4 @@
-"""The in-memory manifest (spec 000 "Manifest Schema", ManifestV2).
+"""The in-memory manifest (SlateDB's Checkpoints and Clones design "Manifest Schema", ManifestV2).
 
 Plain frozen dataclasses: the rest of slate_ops never touches FlatBuffers objects; only
 :mod:`slate_ops.manifest.codec` translates between the two. SST and view ids are ULIDs, checkpoint
@@ -68,7 +68,7 @@ class SstInfo:
 @dataclass(frozen=True)
 class CompactedSst:
     """An L0 or sorted-run SST. ``original_id`` is set when union renamed a colliding id: the file
-    still lives under its original id (spec 000 "Union")."""
+    still lives under its original id (SlateDB's Checkpoints and Clones design "Union")."""
 
     id: ULID
     info: SstInfo
@@ -119,8 +119,9 @@ class Checkpoint:
     id: uuid.UUID
     manifest_id: int
     create_time_s: int
-    # As stored: None (absent) or 0 never expires (spec 000: "If checkpoint_expire_time_s is 0,
-    # the checkpoint will never expire"). Read it through ``expires_at``, which folds the two.
+    # As stored: None (absent) or 0 never expires (SlateDB's Checkpoints and Clones design: "If
+    # checkpoint_expire_time_s is 0, the checkpoint will never expire"). Read it through
+    # ``expires_at``, which folds the two.
     expire_time_s: int | None = None
     metadata: WriterCheckpoint | None = None
     name: str | None = None
@@ -146,11 +147,12 @@ class Manifest:
     compactor_epoch: int = 0
     # WAL SSTs with id <= replay_after_wal_id are fully in L0; replay starts after it.
     replay_after_wal_id: int = 0
-    # The highest WAL id a reader or writer has observed (spec 000 "Readers").
+    # The highest WAL id a reader or writer has observed (SlateDB's Checkpoints and Clones design "Readers").
     wal_id_last_seen: int = 0
     next_wal_sst_id: int = 1
     last_l0_seq: int = 0
-    # The newest L0 view the compactor has consumed (spec 000 "l0_last_compacted").
+    # The newest L0 view the compactor has consumed (SlateDB's Checkpoints and Clones design,
+    # "l0_last_compacted").
     l0_last_compacted: ULID | None = None
     external_dbs: tuple[ExternalDb, ...] = ()
     ssts: tuple[CompactedSst, ...] = ()

@@ -1,4 +1,5 @@
-"""Clones (spec 000 "Clones"): what a clone reads, isolation, nesting, refusals and resumability."""
+"""Clones (SlateDB's Checkpoints and Clones design, "Clones"): what a clone reads, isolation, nesting,
+refusals and resumability."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Destroying databases (spec 000 "Deleting a Database"): soft, hard, dry runs and clones."""
+"""Destroying databases (SlateDB's Checkpoints and Clones design, "Deleting a Database"): soft, hard,
+dry runs and clones."""
 
 from __future__ import annotations
 

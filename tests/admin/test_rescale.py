@@ -1,4 +1,5 @@
-"""Split and merge (spec 000 "Manifest Projection and Union"): content, ranges, refusals, resumability."""
+"""Split and merge (SlateDB's Checkpoints and Clones design, "Manifest Projection and Union"): content,
+ranges, refusals, resumability."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tags (spec 004): never-expiring, uniquely named checkpoints, and the ``$tags`` table."""
+"""Tags (Paimon's tag design): never-expiring, uniquely named checkpoints, and the ``$tags`` table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""GC with clones and destroyed databases (spec 000 "Garbage Collector", "Deleting a Database")."""
+"""GC with clones and destroyed databases (SlateDB's Checkpoints and Clones design, "Garbage
+Collector", "Deleting a Database")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Boundary metrics and warnings (spec 002 "Observability"), and SlateDB issue 2089 on a local store."""
+"""Boundary metrics and warnings (SlateDB's GC boundary-file design, "Observability"), and SlateDB
+issue 2089 on a local store."""
 
 from __future__ import annotations
 

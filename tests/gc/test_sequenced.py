@@ -1,4 +1,5 @@
-"""GC of the .manifest and .compactions namespaces: spec 002's boundary protocol and retention rules."""
+"""GC of the .manifest and .compactions namespaces: the boundary protocol and retention rules of
+SlateDB's GC boundary-file design."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec 002 "Motivation", replayed against the real GC for both sequenced namespaces.
+"""SlateDB's GC boundary-file design "Motivation", replayed against the real GC for both sequenced namespaces.
 
 A writer prepares id N+1 and stalls on its create (a gate); other writers commit N+1..N+3; the GC
 advances the boundary and deletes the old files; the stalled create then succeeds at the object

@@ -1,4 +1,5 @@
-"""Checkpoint expiry per spec 000: an ``expire_time_s`` of 0 means no expiry, exactly like None.
+"""Checkpoint expiry per SlateDB's Checkpoints and Clones design: an ``expire_time_s`` of 0 means no
+expiry, exactly like None.
 
 Regressions: ``Checkpoint.is_expired`` took a stored 0 (what SlateDB writes for "never") for a
 checkpoint that expired in 1970, so expiry and GC removed it; and ``ReaderOptions`` refused

@@ -66,7 +66,7 @@ def test_create_at_or_behind_boundary_is_not_a_commit(memory: MemoryStore) -> No
 
 
 def test_stalled_writer_cannot_resurrect_a_deleted_id(memory: MemoryStore) -> None:
-    """The data-loss sequence of spec 002 "Motivation", replayed step by step."""
+    """The data-loss sequence of SlateDB's GC boundary-file design "Motivation", replayed step by step."""
     faulty = FaultInjectingStore(memory)
     stalled, other = counter_store(faulty), counter_store(memory)
     other.update(increment)  # N = 1

@@ -15,8 +15,8 @@ clones, shards, the root database, hostile names), next to objects that belong t
   a split, a rollback to a tag, or a takeover by another writer; then it resumes and writes, flushes
   and closes;
 * **paused processes**: a compactor, a second compactor, GC and a writer on one database,
-  interleaved with clock jumps up to twice GC's ``min_age`` at the hand-overs (spec 002's stalled
-  process, in the manifest and ``.compactions`` namespaces);
+  interleaved with clock jumps up to twice GC's ``min_age`` at the hand-overs (the stalled process
+  of SlateDB's GC boundary-file design, in the manifest and ``.compactions`` namespaces);
 * **admin**: ``refresh_checkpoint`` (lifetimes from negative to a million years) and
   ``delete_checkpoint`` on random checkpoint ids of random databases — final checkpoints of clones and
   shards, tags, the user's own checkpoints, ids that do not exist — then the clock past every expiry
