@@ -1,10 +1,11 @@
 """One subcompaction: merge every source's rows in one key range into new SSTs, vectorized.
 
 The same function runs on the local executor's threads and as a Spark task. It reads the inputs
-as Arrow record batches, sorts them by (key asc, seq desc) with ``pyarrow.compute``, keeps the
-newest version of each key (older versions are shadowed: readers that still need them read the
-old SSTs, which their checkpoints pin), drops tombstones when the output is the oldest sorted run,
-and writes outputs of about ``target_sst_bytes``. There is no per-row Python loop.
+as Arrow record batches, sources newest first, keeps the newest version of each key with the
+shared vectorized merge (:func:`slate_ops.sst.merge.newest_per_key`; older versions are shadowed:
+readers that still need them read the old SSTs, which their checkpoints pin), drops tombstones
+when the output is the oldest sorted run, and writes outputs of about ``target_sst_bytes`` (cut by
+:class:`slate_ops.sst.cut.SstCutter`). There is no per-row Python loop.
 
 I/O goes through a :class:`CompactionIo`: its bounded pools fetch the inputs as parallel ranged
 GETs of at most ``FETCH_RUN_BYTES`` (decoded where they land, in order of need) and upload each
@@ -22,16 +23,16 @@ from dataclasses import dataclass
 from types import TracebackType
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from ulid import ULID
 
 from slate_ops.compaction.spec import CompactionSpec, SubcompactionResult, intersect
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.objstore.base import ObjectStore, PutResult, put_large
-from slate_ops.sst import KIND_VALUE, SCHEMA, SstReader, encode_sst
+from slate_ops.sst import SCHEMA, SstReader, encode_sst
+from slate_ops.sst.cut import SstCutter
+from slate_ops.sst.merge import newest_per_key
 
-ROW_OVERHEAD = 13  # seq + kind + offsets, for sizing outputs
 MiB = 1024 * 1024
 # Ranged GETs in flight per CompactionIo, and the most stored bytes one of them asks for. Measured
 # on moto behind a +50 ms proxy and on a local directory (benchmarks/notes/s3_compaction.md).
@@ -171,74 +172,28 @@ def fetch_inputs(io: CompactionIo, spec: CompactionSpec, key_range: KeyRange) ->
     return PendingInputs(views)
 
 
-def read_inputs(store: ObjectStore, spec: CompactionSpec, key_range: KeyRange) -> tuple[pa.Table, int]:
-    """Every source row within ``key_range`` (and its view's visible range), and the stored bytes read."""
-    with CompactionIo(store) as io:
-        return fetch_inputs(io, spec, key_range).table()
-
-
-def merge(table: pa.Table, drop_tombstones: bool) -> pa.Table:
-    """The newest version of every key, in key order; tombstones dropped if asked.
-
-    ``table`` holds the sources newest first, each in (key asc, seq desc) order, so a *stable*
-    sort on the key alone (Arrow's ``sort_indices`` is stable) puts the newest version of each key
-    first; one ``take`` of the first row per key then builds the output. This is ~40% faster than
-    sorting on (key, seq) and taking the whole table before filtering. The chunks (one per fetched
-    run) are not combined first: ``take`` gathers from them directly, which saves a copy of the
-    whole input (measured 2-4x faster merges, most at 100+ MB, where fresh pages cost the most).
-    """
-    if table.num_rows == 0:
-        return table
-    order = pc.sort_indices(table, sort_keys=[("key", "ascending")])
-    if table.num_rows > 1:
-        keys = table.column("key").take(order)
-        changed = pc.not_equal(keys.slice(1), keys.slice(0, table.num_rows - 1))
-        order = order.filter(pa.concat_arrays([pa.array([True]), changed.combine_chunks()]))
-    merged = table.take(order)
-    if drop_tombstones:
-        merged = merged.filter(pc.equal(merged.column("kind"), KIND_VALUE))
-    return merged
-
-
-def split_points(table: pa.Table, target_bytes: int) -> list[int]:
-    """Row offsets where outputs start, cutting at about ``target_bytes`` of row data each."""
-    if table.num_rows == 0:
-        return []
-    sizes = pc.add(
-        pc.add(pc.binary_length(table.column("key")), pc.binary_length(table.column("value"))), ROW_OVERHEAD
-    )
-    cumulative = pc.cumulative_sum(sizes).to_numpy()
-    total = int(cumulative[-1])
-    cuts = [0]
-    boundary = target_bytes
-    while boundary < total:
-        row = int(cumulative.searchsorted(boundary, side="left")) + 1
-        if row >= table.num_rows:
-            break
-        if row > cuts[-1]:
-            cuts.append(row)
-        boundary = int(cumulative[row - 1]) + target_bytes
-    return cuts
-
-
 def write_outputs(
     io: CompactionIo, db_path: str, table: pa.Table, target_bytes: int
 ) -> tuple[list[CompactedSst], int, list[Future[PutResult]]]:
-    """Encode the outputs in order, each uploading while the next is encoded; the uploads are
-    returned running (the caller waits for them: :func:`wait_uploads`)."""
-    cuts = split_points(table, target_bytes)
-    outputs = []
+    """Encode the outputs in order (cut by :class:`~slate_ops.sst.cut.SstCutter`), each uploading
+    while the next is encoded; the uploads are returned running (the caller waits for them:
+    :func:`wait_uploads`)."""
+    outputs: list[CompactedSst] = []
     written = 0
     uploads: list[Future[PutResult]] = []
+
+    def write(rows: pa.Table) -> None:
+        nonlocal written
+        data, info = encode_sst(rows)
+        sst_id = ULID()
+        uploads.append(io.upload(sst_key(db_path, sst_id), data))
+        outputs.append(CompactedSst(sst_id, info))
+        written += len(data)
+
     try:
-        for index, start in enumerate(cuts):
-            end = cuts[index + 1] if index + 1 < len(cuts) else table.num_rows
-            data, info = encode_sst(table.slice(start, end - start))
-            sst_id = ULID()
-            uploads.append(io.upload(sst_key(db_path, sst_id), data))
-            outputs.append(CompactedSst(sst_id, info))
-            written += len(data)
-            del data
+        cutter = SstCutter(target_bytes, write)
+        cutter.add(table)
+        cutter.finish()
     except BaseException:
         drop_uploads(uploads)
         raise
@@ -294,7 +249,7 @@ def run_subcompaction(
         table, bytes_read = pending.table()
         del pending, inputs
         rows_in = table.num_rows
-        merged = merge(table, spec.drop_tombstones)
+        merged = newest_per_key(table, drop_tombstones=spec.drop_tombstones)
         del table  # the inputs are no longer needed while the outputs are encoded and written
     finally:
         if inputs_done is not None:

@@ -1,35 +1,17 @@
-"""Merging sorted sources into one scan: the newest version of each key, tombstones hidden."""
+"""Merging sorted sources into one scan: the newest version of each key, tombstones hidden.
+
+The merge itself is :func:`slate_ops.sst.merge.merge_newest`, shared with every other merge.
+"""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Iterator
-from operator import itemgetter
 
 from slate_ops.engine.batch import KIND_VALUE
 from slate_ops.engine.lsm import LsmState
 from slate_ops.engine.memtable import Memtable
-
-Entry = tuple[bytes, int, int, bytes]
-
-_KEY = itemgetter(0)
-
-
-def merge_newest(sources: list[Iterator[Entry]]) -> Iterator[tuple[bytes, bytes]]:
-    """Yield ``(key, value)`` in key order from ``sources`` given newest first.
-
-    Each source is in (key asc, seq desc) order. ``heapq.merge`` breaks ties by source position, so
-    the first entry seen for a key comes from the newest source and, within a source, has the
-    highest seq: that one wins, the rest are shadowed.
-    """
-    merged = sources[0] if len(sources) == 1 else heapq.merge(*sources, key=_KEY)
-    last: bytes | None = None
-    for key, _seq, kind, value in merged:
-        if key == last:
-            continue
-        last = key
-        if kind == KIND_VALUE:
-            yield key, value
+from slate_ops.sst.merge import merge_newest
+from slate_ops.sst.writer import Entry
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

@@ -67,6 +67,7 @@ from slate_ops.spark.credentials import S3Credentials
 from slate_ops.spark.executor import _remote_error, _worker_store
 from slate_ops.spark.read_base import default_parallelism, require_shareable
 from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, SstReader, encode_sst
+from slate_ops.sst.cut import ROW_OVERHEAD, SstCutter
 from slate_ops.txn.paths import normalize_db_path
 
 MiB = 1024 * 1024
@@ -74,7 +75,6 @@ DEFAULT_TARGET_SST_BYTES = 64 * MiB
 """Row bytes (key + value + 13 per row, as the compactor counts them) per loaded SST."""
 PARTITION_BYTES = 256 * MiB
 """Default partitions: at least one per core, and one per this many row bytes."""
-ROW_OVERHEAD = 13
 
 _RESULT_SCHEMA = "result binary"
 _ROWS = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
@@ -126,44 +126,27 @@ class LoadTarget:
     options: SstOptions
 
 
-class _SstCutter:
-    """Buffers key-ordered rows and writes an SST each time ``target`` row bytes accumulate."""
+class _LoadWriter:
+    """Writes a task's key-ordered rows as SSTs of ``target_sst_bytes`` row bytes
+    (:class:`~slate_ops.sst.cut.SstCutter`), every row at the load's seq."""
 
     def __init__(self, load: LoadTarget) -> None:
         self.store = _worker_store(load.url, load.credentials)
         self.path = load.path
         self.seq = load.seq
-        self.target = load.target_sst_bytes
         self.options = load.options
-        self.pending: list[pa.RecordBatch] = []
-        self.pending_bytes = 0
         self.written: list[CompactedSst] = []
         self.rows = 0
+        self._cutter = SstCutter(load.target_sst_bytes, self._write)
 
     def add(self, batch: pa.RecordBatch) -> None:
-        n = batch.num_rows
-        sizes = pc.add(
-            pc.add(pc.binary_length(batch.column(0)), pc.binary_length(batch.column(1))), ROW_OVERHEAD
-        )
-        cumulative = np.cumsum(sizes.to_numpy(zero_copy_only=False), dtype=np.int64)
-        offset = 0
-        while offset < n:
-            base = int(cumulative[offset - 1]) if offset else 0
-            # the first row at which the pending SST reaches its target
-            at = int(np.searchsorted(cumulative, base + self.target - self.pending_bytes, side="left"))
-            if at >= n:
-                break
-            self.pending.append(batch.slice(offset, at + 1 - offset))
-            self.flush()
-            offset = at + 1
-        if offset < n:
-            self.pending.append(batch.slice(offset))
-            self.pending_bytes += int(cumulative[-1]) - (int(cumulative[offset - 1]) if offset else 0)
+        self._cutter.add(batch)
 
     def flush(self) -> None:
-        if not self.pending:
-            return
-        rows = pa.Table.from_batches(self.pending).combine_chunks()
+        self._cutter.finish()
+
+    def _write(self, rows: pa.Table) -> None:
+        rows = rows.combine_chunks()
         n = rows.num_rows
         table = pa.Table.from_arrays(
             [
@@ -179,8 +162,6 @@ class _SstCutter:
         self.store.put(sst_key(self.path, sst.id), data)
         self.written.append(sst)
         self.rows += n
-        self.pending = []
-        self.pending_bytes = 0
 
 
 def _first_duplicate(keys: pa.Array, previous: bytes | None) -> bytes | None:
@@ -227,7 +208,7 @@ def task_result(load: LoadTarget, batches: Iterator[pa.RecordBatch], *, sort: bo
     sorted in memory first). The first duplicate key found stops the task (the result names it;
     the driver refuses the load). Should the task fail, it deletes the SSTs it wrote first.
     """
-    cutter = _SstCutter(load)
+    cutter = _LoadWriter(load)
     path = load.path
     previous: bytes | None = None
     duplicate: bytes | None = None

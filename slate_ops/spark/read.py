@@ -53,7 +53,8 @@ from slate_ops.spark.read_base import (
     resolve_read_checkpoint,
 )
 from slate_ops.spark.read_slatedb import SLATEDB_READ
-from slate_ops.sst import KIND_VALUE, SCHEMA
+from slate_ops.sst import SCHEMA
+from slate_ops.sst.merge import live_rows, newest_per_key
 from slate_ops.txn.paths import normalize_db_path
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -226,21 +227,17 @@ def newest_values(sources: Sequence[Source]) -> pa.Table:
     """``(key, value)`` of the newest version of each key, tombstones dropped, in key order.
 
     ``sources`` are given newest first, each in (key asc, seq desc) order with one version per key,
-    as ``merge_newest`` takes them: Arrow's stable sort on the key keeps the sources' order among
-    equal keys, so the first row per key wins. A single source needs no sort.
+    as ``merge_newest`` takes them; merged by the shared :func:`~slate_ops.sst.merge.newest_per_key`.
+    A single source needs no sort.
     """
     table = pa.Table.from_batches([b for source in sources for b in source], schema=SCHEMA)
     if table.num_rows == 0:
         return READ_ARROW_SCHEMA.empty_table()
     table = table.combine_chunks()
     if sum(1 for source in sources if source) > 1:
-        order = pc.sort_indices(table, sort_keys=[("key", "ascending")])
-        if table.num_rows > 1:
-            keys = table.column("key").take(order)
-            changed = pc.not_equal(keys.slice(1), keys.slice(0, table.num_rows - 1))
-            order = order.filter(pa.concat_arrays([pa.array([True]), changed.combine_chunks()]))
-        table = table.take(order)
-    table = table.filter(pc.equal(table.column("kind"), KIND_VALUE))
+        table = newest_per_key(table, drop_tombstones=True)
+    else:
+        table = live_rows(table)
     return table.select(["key", "value"])
 
 

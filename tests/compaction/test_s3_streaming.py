@@ -277,15 +277,15 @@ def test_inputs_are_held_by_at_most_one_subcompaction_more_than_the_threads(
             held[1] = max(held)
         return fetch_inputs(*args)
 
-    def merge_spy(table: pa.Table, drop_tombstones: bool) -> pa.Table:
-        merged = merge(table, drop_tombstones)
+    def merge_spy(table: pa.Table, *, drop_tombstones: bool = False) -> pa.Table:
+        merged = merge(table, drop_tombstones=drop_tombstones)
         with lock:
             held[0] -= 1
         return merged
 
-    fetch_inputs, merge = subcompaction.fetch_inputs, subcompaction.merge
+    fetch_inputs, merge = subcompaction.fetch_inputs, subcompaction.newest_per_key
     monkeypatch.setattr(executor_module, "fetch_inputs", fetch_spy)
-    monkeypatch.setattr(subcompaction, "merge", merge_spy)
+    monkeypatch.setattr(subcompaction, "newest_per_key", merge_spy)
     gate = faults.gate("put", key_contains="/compacted/")
     threads = 2
     compactor = Compactor(DB, faults, WINDOWED, LocalExecutor(threads))
