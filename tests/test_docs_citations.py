@@ -314,3 +314,27 @@ def test_no_design_is_cited_by_a_number_the_reader_cannot_look_up() -> None:
         if numbered.search(line)
     ]
     assert not found, "designs cited by number:\n" + "\n".join(found)
+
+
+# The documents whose module table (or text) covers a whole package: every module is named there.
+MODULE_TABLES = {
+    "docs/design/engine.md": "slate_ops/engine",
+    "docs/design/gc.md": "slate_ops/gc",
+    "docs/design/compaction.md": "slate_ops/compaction",
+    "docs/design/spark.md": "slate_ops/spark",
+    "docs/orchestration.md": "slate_ops/orchestration",
+}
+
+
+@pytest.mark.parametrize("document", sorted(MODULE_TABLES))
+def test_a_module_table_names_every_module_of_its_package(document: str) -> None:
+    package = ROOT / MODULE_TABLES[document]
+    text = (ROOT / document).read_text()
+    short = package.relative_to(ROOT / "slate_ops")
+    unnamed = [
+        module.name
+        for module in sorted(package.glob("*.py"))
+        if module.name not in ("__init__.py", "__main__.py")
+        and not re.search(rf"(?<![\w./-])(?:slate_ops/)?(?:{short}/)?{re.escape(module.name)}\b", text)
+    ]
+    assert not unnamed, f"{document} does not name these modules of {MODULE_TABLES[document]}: {unnamed}"
