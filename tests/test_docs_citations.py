@@ -338,3 +338,30 @@ def test_a_module_table_names_every_module_of_its_package(document: str) -> None
         and not re.search(rf"(?<![\w./-])(?:slate_ops/)?(?:{short}/)?{re.escape(module.name)}\b", text)
     ]
     assert not unnamed, f"{document} does not name these modules of {MODULE_TABLES[document]}: {unnamed}"
+
+
+def test_every_dotted_name_a_document_uses_exists() -> None:
+    """``slate_ops.layout.resolve_sst_path``, ``slate_ops.gc.task.GcTask``, ...: the module imports and
+    has the attribute (Spark settings such as ``spark.slate_ops.s3.*`` are not names)."""
+    import importlib
+
+    names: dict[str, str] = {}
+    for document in DOCUMENTS:
+        for number, line in enumerate(document.read_text().splitlines(), 1):
+            for match in re.finditer(r"(?<![\w.])slate_ops(?:\.[A-Za-z_]\w*)+", line):
+                names.setdefault(match.group(0), f"{document.relative_to(ROOT)}:{number}")
+    missing: list[str] = []
+    for name, where in sorted(names.items()):
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            try:
+                value: object = importlib.import_module(".".join(parts[:end]))
+                break
+            except ModuleNotFoundError:
+                continue
+        for attribute in parts[end:]:
+            if not hasattr(value, attribute):
+                missing.append(f"{where}: {name}")
+                break
+            value = getattr(value, attribute)
+    assert not missing, "documents name what does not exist:\n" + "\n".join(missing)
