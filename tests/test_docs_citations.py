@@ -365,3 +365,45 @@ def test_every_dotted_name_a_document_uses_exists() -> None:
                 break
             value = getattr(value, attribute)
     assert not missing, "documents name what does not exist:\n" + "\n".join(missing)
+
+
+def test_every_python_example_parses_and_names_what_exists() -> None:
+    """The ```python blocks of README.md and docs/: each parses, each ``from slate_ops... import X``
+    resolves, and ``module.name`` on an imported slate_ops module (``admin.create_db``) exists."""
+    import ast
+    import importlib
+    import types
+
+    problems_found: list[str] = []
+    for document in DOCUMENTS:
+        for index, block in enumerate(_python_blocks(document)):
+            where = f"{document.relative_to(ROOT)} (python block {index + 1})"
+            try:
+                tree = ast.parse(block)
+            except SyntaxError as error:
+                problems_found.append(f"{where}: {error}")
+                continue
+            modules: dict[str, types.ModuleType] = {}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("slate_ops"):
+                    module = importlib.import_module(node.module)
+                    for alias in node.names:
+                        if hasattr(module, alias.name):
+                            value = getattr(module, alias.name)
+                        else:
+                            try:
+                                value = importlib.import_module(f"{node.module}.{alias.name}")
+                            except ModuleNotFoundError:
+                                problems_found.append(f"{where}: from {node.module} import {alias.name}")
+                                continue
+                        if isinstance(value, types.ModuleType):
+                            modules[alias.asname or alias.name] = value
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in modules
+                    and not hasattr(modules[node.value.id], node.attr)
+                ):
+                    problems_found.append(f"{where}: {node.value.id}.{node.attr}")
+    assert not problems_found, "examples that do not match the code:\n" + "\n".join(problems_found)
