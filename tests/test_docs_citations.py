@@ -1,5 +1,6 @@
-"""The docs match the code (issue 22): every section of a document cited from code exists, and every
-relative link in the documents points at a file of the repository.
+"""The docs match the code (issue 22): every section of a document cited from code or from another
+document exists, and what the documents name (links, module paths, module tables, dotted names,
+python examples) exists in the repository.
 
 Citations are read from the comments and strings (docstrings, messages) of ``slate_ops/``,
 ``benchmarks/`` and ``tests/``, in the forms this repository uses:
@@ -16,8 +17,11 @@ The documents cite each other the same way, also as a link: ``[gc.md](gc.md), "S
 
 A cited document path (``docs/...``, ``benchmarks/...``, a bare name with a section, or a bare
 upper-case name such as ``README.md``) must exist. Headings inside fenced code blocks do not count.
-The documents' own relative links must point at files (and headings) that exist, and every module
-path (``engine/db.py``, ``slate_ops/layout.py``) a document names must be a file of the repository.
+The documents' own relative links must point at files (and headings) that exist; every module path
+(``engine/db.py``, ``slate_ops/layout.py``) a document names is a file of the repository, and the
+module tables of :data:`MODULE_TABLES` name every module of their package; every dotted
+``slate_ops.x.y`` a document names imports; every python example parses and imports what exists
+(docs/design/gc.md's is run); no design is cited as "spec 000" (a number the reader cannot look up).
 """
 
 from __future__ import annotations
