@@ -11,7 +11,9 @@ import pytest
 from benchmarks import bench_maintenance_engines as bench
 from benchmarks.latency_proxy import _is_list
 
-pytestmark = pytest.mark.s3
+# The whole benchmark end to end on moto behind the latency proxy (~25 s): in CI's second step
+# (`pytest -m "cluster or e2e"`), keeping the default run well under 10 minutes.
+pytestmark = [pytest.mark.s3, pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -48,8 +48,12 @@ from tests.conftest import snapshot
 from tests.slatedb_support import fast_settings, in_child, read_slatedb
 from tests.spark.test_datasource import populate
 
+# End to end (a real SparkSession over databases written by SlateDB's binding, ~30 s): in CI's second
+# step (`pytest -m "cluster or e2e"`), keeping the default run well under 10 minutes.
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.e2e,
+    pytest.mark.slow,
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
 
