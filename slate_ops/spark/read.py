@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from slate_ops.admin.checkpoints import create_checkpoint, list_checkpoints
+from slate_ops.admin.handle import SlateOpsHandle
 from slate_ops.admin.split_keys import BlockWeight, balanced_ranges, check_count, manifest_at, manifest_blocks
 from slate_ops.admin.tags import list_tags
 from slate_ops.clock import SYSTEM_CLOCK, Clock
@@ -191,18 +191,12 @@ def resolve_checkpoint(
     """The checkpoint to read: ``checkpoint``, the tag's, or a new one named :data:`READ_CHECKPOINT_NAME`
     (:func:`~slate_ops.spark.read_base.resolve_read_checkpoint`)."""
 
-    def tagged(name: str) -> uuid.UUID | None:
-        found = list_checkpoints(path, store, name=name)
-        return found[0].id if found else None
-
     return resolve_read_checkpoint(
-        path,
+        SlateOpsHandle(path, store, clock=clock),
         ManifestStore(store, path).location,
         checkpoint=checkpoint,
         tag=tag,
         lifetime=lifetime,
-        tagged=tagged,
-        create=lambda options: create_checkpoint(path, store, options, clock=clock).id,
     )
 
 

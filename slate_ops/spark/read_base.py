@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from slate_ops.admin.checkpoints import TAG_PREFIX
+from slate_ops.admin.handle import DatabaseHandle
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import InvalidArgumentError, TagNotFoundError
 from slate_ops.manifest.model import KeyRange
@@ -74,22 +75,21 @@ def partition_count(stored_bytes: int, partitions: int | None, min_partitions: i
 
 
 def resolve_read_checkpoint(
-    path: str,
+    handle: DatabaseHandle,
     location: str,
     *,
     checkpoint: uuid.UUID | None,
     tag: str | None,
     lifetime: timedelta,
-    tagged: Callable[[str], uuid.UUID | None],
-    create: Callable[[CheckpointOptions], uuid.UUID],
 ) -> uuid.UUID:
     """The checkpoint to read: ``checkpoint``, the tag's, or a new one named :data:`READ_CHECKPOINT_NAME`
-    that expires after ``lifetime``.
+    that expires after ``lifetime``, through the database's admin handle (either engine: slate_ops'
+    rules on names and lifetimes).
 
-    The engine supplies ``tagged`` (the id of the checkpoint of that name, or None) and ``create``;
     ``location`` names the database in errors and the log. Both ``checkpoint`` and ``tag``:
     :class:`InvalidArgumentError`; an unknown tag: :class:`TagNotFoundError`.
     """
+    path = handle.path
     if checkpoint is not None and tag is not None:
         raise InvalidArgumentError(
             f"reading {path!r} takes a checkpoint or a tag, not both (got checkpoint {checkpoint} "
@@ -98,13 +98,13 @@ def resolve_read_checkpoint(
     if checkpoint is not None:
         return checkpoint
     if tag is not None:
-        found = tagged(TAG_PREFIX + tag)
-        if found is None:
+        tagged = handle.list_checkpoints(name=TAG_PREFIX + tag)
+        if not tagged:
             raise TagNotFoundError(
                 f"no tag {tag!r} in the current manifest of {location}; list them with `slate-ops list-tags`"
             )
-        return found
-    created = create(CheckpointOptions(lifetime=lifetime, name=READ_CHECKPOINT_NAME))
+        return tagged[0].id
+    created = handle.create_checkpoint(CheckpointOptions(lifetime=lifetime, name=READ_CHECKPOINT_NAME)).id
     log.info("read_db of %s reads the new checkpoint %s (lifetime %s)", location, created, lifetime)
     return created
 

@@ -87,18 +87,12 @@ def resolve_slatedb_checkpoint(
     expires after ``lifetime`` (through the admin handle: slate_ops' rules on names and lifetimes;
     :func:`~slate_ops.spark.read_base.resolve_read_checkpoint`)."""
 
-    def tagged(name: str) -> uuid.UUID | None:
-        found = SlateDbHandle(path, store, clock=clock).list_checkpoints(name=name)
-        return found[0].id if found else None
-
     return resolve_read_checkpoint(
-        path,
+        SlateDbHandle(path, store, clock=clock),
         _location(store, path),
         checkpoint=checkpoint,
         tag=tag,
         lifetime=lifetime,
-        tagged=tagged,
-        create=lambda options: SlateDbHandle(path, store, clock=clock).create_checkpoint(options).id,
     )
 
 
