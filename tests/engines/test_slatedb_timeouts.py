@@ -23,6 +23,9 @@ from slate_ops.objstore import LocalStore, S3Store
 from tests.conftest import CREDENTIALS, snapshot
 from tests.slatedb_support import write_slatedb
 
+# End to end (real binding calls run into their time limits, ~10 s): in CI's second step.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 DB = "dbs/hang"
 SHORT = CallTimeouts(metadata=1.0, scan=1.0, gc=1.0, delete=1.0, clone=1.0, writer=1.0)
 

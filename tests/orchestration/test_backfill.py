@@ -16,10 +16,14 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from slate_ops import admin
 from slate_ops.objstore import open_store
 from slate_ops.orchestration.runs import PARTITIONS_NAME
+
+# End to end (the `dagster` CLI backfills 20 runs in a subprocess, ~30 s): in CI's second step.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).with_name("dagster"))

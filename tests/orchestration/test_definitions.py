@@ -138,6 +138,8 @@ def test_dg_check_defs_loads_the_repositorys_code_location(tmp_path: Path) -> No
     assert "All definitions loaded successfully." in ok.stdout
 
 
+@pytest.mark.e2e  # the demo's commands in subprocesses (~20 s): CI's second step
+@pytest.mark.slow
 def test_demo_commands_on_the_embedded_default(tmp_path: Path) -> None:
     """The commands of docs/orchestration.md, with the default config (demo, its clone and shards)."""
     store = tmp_path / "store"

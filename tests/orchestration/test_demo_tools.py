@@ -22,6 +22,9 @@ from slate_ops.orchestration.runs import PARTITIONS_NAME
 from slate_ops.orchestration.summary import main as summary_main
 from slate_ops.orchestration.summary import maintained_databases
 
+# End to end (each test runs the demo's commands in a subprocess, ~5 s each): in CI's second step.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO_FLEET = ["demo", "demo_clone", "demo_low", "demo_high"]  # the embedded default config
 

@@ -335,6 +335,8 @@ def test_bad_resource_keys_are_config_errors() -> None:
         ResourceKeys(slate="slate-ops")
 
 
+@pytest.mark.e2e  # builds and installs the wheel (~8 s): CI's second step
+@pytest.mark.slow
 def test_the_wheel_installs_nothing_at_the_top_level_but_slate_ops(tmp_path: Path) -> None:
     """``pip wheel`` of a copy of the tree (so the build leaves nothing in the checkout): its top-level
     entries are ``slate_ops`` and its dist-info, not the repository's ``definitions`` or ``jobs``."""

@@ -32,7 +32,8 @@ from tests.slatedb_support import read_all, write_db
 
 sdb: Any = pytest.importorskip("slatedb.uniffi")
 
-pytestmark = pytest.mark.timeout(600)
+# End to end (SlateDB databases written by its binding, maintained by Dagster): in CI's second step.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.e2e, pytest.mark.slow]
 
 OURS, THEIRS, OTHER = "fleet/ours", "fleet/theirs", "fleet/other"
 
