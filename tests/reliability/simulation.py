@@ -457,7 +457,7 @@ class Simulation:
                 )
             return "ok"
         if action == "scan_open":
-            self.writer_scan = self._open_scan(db.scan(), model.issued, db._checkpoint_id)
+            self.writer_scan = self._open_scan(db.scan(), model.issued, db.writer_checkpoint_id)
             return f"ok pins its checkpoint, {len(self.writer_scan.seen)} keys read"
         if action == "scan_finish":
             assert self.writer_scan is not None
@@ -478,13 +478,13 @@ class Simulation:
             model.acknowledge()
             return "ok"
         if action == "flush_memtable":
-            before = db._checkpoint_id
+            before = db.writer_checkpoint_id
             db.flush_memtable()
             model.acknowledge()
             self._check_writer_checkpoints(db, before)
             return f"ok l0={len(db.manifest.l0)}"
         if action == "poll":
-            before = db._checkpoint_id
+            before = db.writer_checkpoint_id
             with db._flush_lock:  # what the flusher thread does every manifest_poll_interval
                 db._guard(db._poll_manifest)
             self._check_writer_checkpoints(db, before)
@@ -578,14 +578,14 @@ class Simulation:
     def _check_writer_checkpoints(self, db: Db, before: uuid.UUID) -> None:
         """After a commit that re-established the writer's checkpoint (with no scan open), the
         manifest holds exactly one writer checkpoint: the writer's own."""
-        if db._checkpoint_id == before or self.writer_scan is not None:
+        if db.writer_checkpoint_id == before or self.writer_scan is not None:
             return  # nothing committed, or a scan still pins the replaced checkpoint
         latest = ManifestStore(self.inner, MAIN).read_latest_required().value
         ours = [c.id for c in latest.checkpoints if isinstance(c.metadata, WriterCheckpoint)]
         self.checks["one_writer_checkpoint"] += 1
-        if ours != [db._checkpoint_id]:
+        if ours != [db.writer_checkpoint_id]:
             raise self.violation(
-                f"the manifest holds writer checkpoints {ours}, the writer's own is {db._checkpoint_id}: "
+                f"the manifest holds writer checkpoints {ours}, the writer's own is {db.writer_checkpoint_id}: "
                 "a replaced writer checkpoint was left behind and pins its manifest forever"
             )
 
@@ -876,7 +876,7 @@ class Simulation:
                 add(pinned, pinned.wal_id_last_seen)
         if path == MAIN:
             checkpoints = {c.id for c in latest.value.checkpoints if not c.is_expired(now)}
-            if self.db is not None and self.db._checkpoint_id in checkpoints:
+            if self.db is not None and self.db.writer_checkpoint_id in checkpoints:
                 keys |= self.db._lsm.object_keys()
             if self.reader is not None and self.reader.checkpoint_id in checkpoints:
                 keys |= self.reader._lsm.object_keys()

@@ -185,7 +185,7 @@ def test_a_failed_commit_leaves_no_writer_checkpoint_behind() -> None:
         db.flush_memtable()
         latest = ManifestStore(store.inner, "db").read_latest_required().value
         writers = [c.id for c in latest.checkpoints if isinstance(c.metadata, WriterCheckpoint)]
-        assert writers == [db._checkpoint_id]
+        assert writers == [db.writer_checkpoint_id]
         assert db.get(b"a") == b"1" and db.get(b"b") == b"2"
     finally:
         db.close()

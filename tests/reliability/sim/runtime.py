@@ -464,7 +464,7 @@ def write_ops(db: Db, model: Model, ops: tuple[Op, ...], await_durable: bool) ->
 
     It is issued before the call: once applied, its durability round makes store requests, and a
     stall there lets other actors read the database, which may already hold it."""
-    before = db._last_seq
+    before = db.last_seq
     model.issue(ops)
     try:
         if len(ops) == 1:
@@ -482,7 +482,7 @@ def write_ops(db: Db, model: Model, ops: tuple[Op, ...], await_durable: bool) ->
                     batch.put(key, value)
             db.write(batch, await_durable=await_durable)
     except BaseException:
-        if db._last_seq == before:
+        if db.last_seq == before:
             model.retract()  # refused before it was applied
         raise
     if await_durable:
