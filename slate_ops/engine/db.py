@@ -435,8 +435,8 @@ class Db:
 
     def poll_manifest(self) -> None:
         """Poll the manifest now (what the flusher does every ``manifest_poll_interval``): see the
-        compactor's changes and re-establish the writer checkpoint if L0 or the runs changed."""
-        self._status.check_usable()
+        compactor's changes and re-establish the writer checkpoint if L0 or the runs changed. A
+        fence found fails the writer."""
         with self._flush_lock:
             self._manifest.poll()
 

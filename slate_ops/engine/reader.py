@@ -138,6 +138,11 @@ class DbReader:
     def manifest(self) -> Manifest:
         return self._lsm.manifest
 
+    @property
+    def sst_object_keys(self) -> set[str]:
+        """The keys of every SST object the reader's current state reads."""
+        return self._lsm.object_keys()
+
     # --- the managed checkpoint -------------------------------------------------------------------
 
     def _establish(self, new_id: uuid.UUID, replacing: uuid.UUID | None = None) -> VersionedManifest:
