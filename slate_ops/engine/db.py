@@ -406,7 +406,7 @@ class Db:
             if self._stopping.is_set():
                 return
             try:
-                self._round(poll=self._manifest.poll_due(poll))
+                self._round(poll_after_s=poll)
             except FencedError as error:
                 log.error("%s", error)
                 self._status.fail(error)
@@ -414,12 +414,12 @@ class Db:
             except Exception as error:  # transient store errors: keep the data, retry next tick
                 log.warning("background flush of %s failed, will retry: %s", self._location, error)
 
-    def _round(self, *, poll: bool) -> None:
+    def _round(self, *, poll_after_s: float) -> None:
         """One round of the flusher: the WAL, frozen memtables to L0 (not waiting for L0 room), a
-        manifest poll if ``poll``, and merging memtable runs."""
+        manifest poll if the last one is ``poll_after_s`` old, and merging memtable runs."""
         with self._flush_lock:
             self._flusher.flush(blocking=False)
-            if poll:
+            if self._manifest.poll_due(poll_after_s):
                 self._manifest.poll()
             self._flusher.merge_runs(self._memtable)
 
@@ -431,7 +431,7 @@ class Db:
         memtable runs. A fence observed fails the writer, as in the flusher thread; other errors
         (a store fault) propagate and lose nothing (the next round retries)."""
         self._status.check_usable()
-        self._guard(lambda: self._round(poll=True))
+        self._guard(lambda: self._round(poll_after_s=0.0))
 
     def poll_manifest(self) -> None:
         """Poll the manifest now (what the flusher does every ``manifest_poll_interval``): see the

@@ -44,11 +44,11 @@ class WriterManifest:
         self._status = status
         self._pins = CheckpointPins()
         self._lock = threading.Lock()
-        self._checkpoint_id = new_uuid(clock)
-        self._last_poll = time.monotonic()
         if manifests.read_latest() is None:
             with contextlib.suppress(DbAlreadyExistsError):  # another process created it meanwhile
                 manifests.create_initial(Manifest(initialized=True))
+        self._checkpoint_id = new_uuid(clock)
+        self._last_poll = time.monotonic()
         self._fenced, claimed = manifests.claim(WRITER_EPOCH, self._establish_writer_checkpoint)
         self.claimed = claimed.value
         self._lsm = LsmState(claimed.value, manifests.path, readers)

@@ -207,7 +207,7 @@ MUTATIONS += (
             Edit(
                 "slate_ops/engine/db.py",
                 "        self._manifest.confirm()\n        self._last_seq = manifest.last_l0_seq\n",
-                "        self._last_seq = manifest.last_l0_seq  # MUTATION: no epoch check after the WAL fence\n",
+                "        self._last_seq = manifest.last_l0_seq  # MUTATION: no epoch check after the fence\n",
             ),
         ),
     ),
