@@ -103,7 +103,7 @@ class CaseResult:
 
 
 class _StallLog:
-    """Records the writer's stall warnings (logger ``slate_ops.engine.db``) and when the first came."""
+    """Records the writer's stall warnings (logger ``slate_ops.engine.flusher``) and when the first came."""
 
     def __init__(self) -> None:
         import logging
@@ -113,7 +113,7 @@ class _StallLog:
         handler = logging.Handler()
         handler.emit = self._emit  # type: ignore[method-assign]
         handler.setLevel(logging.WARNING)
-        logging.getLogger("slate_ops.engine.db").addHandler(handler)
+        logging.getLogger("slate_ops.engine.flusher").addHandler(handler)
 
     def _emit(self, record: Any) -> None:
         if " stall: L0 holds " in record.getMessage():
@@ -122,8 +122,8 @@ class _StallLog:
 
 
 def _accounted(db: Any) -> int:
-    """The writer's accounted memtable bytes (private fields: a measurement, not an API)."""
-    return int(db._unflushed_bytes + db._memtable.size_bytes)
+    """The writer's accounted memtable bytes."""
+    return int(db.unflushed_bytes)
 
 
 def child(case: str, mb: int, root: Path, code: str) -> CaseResult:
@@ -172,7 +172,7 @@ def child(case: str, mb: int, root: Path, code: str) -> CaseResult:
     def sample() -> None:
         while not done.wait(0.2):
             accounted[0] = max(accounted[0], _accounted(db))
-            if not l0_full and db._immutables and len(db.manifest.l0) >= options.l0_max_ssts:
+            if not l0_full and db.frozen_memtables and len(db.manifest.l0) >= options.l0_max_ssts:
                 l0_full.append(time.monotonic())  # a frozen memtable waits for L0 room
 
     sampler = threading.Thread(target=sample, daemon=True)

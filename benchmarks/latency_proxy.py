@@ -82,7 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _proxy(self) -> None:
         proxy = self.server.proxy
         body = read_request_body(self)
-        proxy._count(self.command, self.path)
+        proxy.tally(self.command, self.path)
         if proxy.delay:
             time.sleep(proxy.delay)
         status, reason, headers, data = self._forward(body)
@@ -198,7 +198,7 @@ class LatencyProxy:
             self._kinds.clear()
             self._wal_gets = 0
 
-    def _count(self, method: str, path: str) -> None:
+    def tally(self, method: str, path: str) -> None:
         with self._lock:
             self._counts[method] += 1
             self._kinds["LIST" if method == "GET" and _is_list(path) else method] += 1

@@ -95,6 +95,11 @@ class Compactor:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def compactions(self) -> CompactionsStore:
+        """The database's ``.compactions`` namespace, held at this compactor's epoch."""
+        return self._state
+
     # --- one compaction ---------------------------------------------------------------------------
 
     def run_once(self, *, full: bool = False) -> CompactionReport | None:

@@ -48,6 +48,7 @@ class DbReader:
         options: ReaderOptions | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        background: bool = True,
     ) -> None:
         options = options or ReaderOptions()
         self.options = options
@@ -78,19 +79,20 @@ class DbReader:
             manifest = self._manifests.read(checkpoint.manifest_id).value
             self.checkpoint_id = checkpoint_id
             self._set_state(manifest)
-            self._tail_wal(upto=manifest.wal_id_last_seen)
+            self.tail_wal(upto=manifest.wal_id_last_seen)
         else:
             self.checkpoint_id = uuid.uuid4()
             self._set_state(self._establish(self.checkpoint_id).value)
             try:
-                self._tail_wal()
+                self.tail_wal()
             except BaseException:
                 self._drop_own_checkpoint()  # a failed open leaves no checkpoint behind
                 raise
-            self._thread = threading.Thread(
-                target=self._poll_loop, name=f"slate-ops-reader:{self.path}", daemon=True
-            )
-            self._thread.start()
+            if background:
+                self._thread = threading.Thread(
+                    target=self._poll_loop, name=f"slate-ops-reader:{self.path}", daemon=True
+                )
+                self._thread.start()
 
     @classmethod
     def open(
@@ -101,10 +103,12 @@ class DbReader:
         options: ReaderOptions | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        background: bool = True,
     ) -> Self:
         """Open a reader of ``path``: at ``checkpoint_id``, else at a checkpoint of its own that it
-        keeps current (the same as ``DbReader(...)``)."""
-        return cls(path, store, checkpoint_id, options, clock=clock)
+        keeps current (the same as ``DbReader(...)``). ``background=False`` starts no poll thread:
+        the reader then changes only when :meth:`poll` is called (the test seam)."""
+        return cls(path, store, checkpoint_id, options, clock=clock, background=background)
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -133,6 +137,11 @@ class DbReader:
     @property
     def manifest(self) -> Manifest:
         return self._lsm.manifest
+
+    @property
+    def sst_object_keys(self) -> set[str]:
+        """The keys of every SST object the reader's current state reads."""
+        return self._lsm.object_keys()
 
     # --- the managed checkpoint -------------------------------------------------------------------
 
@@ -188,7 +197,7 @@ class DbReader:
             self._manifests.update(
                 lambda current: with_expiry(current.value, self.checkpoint_id, expiry_time(now, lifetime))
             )
-        self._tail_wal()
+        self.tail_wal()
 
     def _needs_refresh(self, ours: Checkpoint, now: float) -> bool:
         """Less than half the lifetime is left. Never with no lifetime: the checkpoint then never
@@ -208,8 +217,11 @@ class DbReader:
         self._memtables = [m for m in self._memtables if m.max_wal_id > covered]
         self._last_wal_id = max(self._last_wal_id, covered)
 
-    def _tail_wal(self, upto: int | None = None) -> None:
-        """Replay WAL SSTs after the last one seen (up to ``upto``) into bounded memtables."""
+    def tail_wal(self, upto: int | None = None) -> None:
+        """Replay WAL SSTs after the last one seen (up to ``upto``) into bounded memtables.
+
+        :meth:`poll` calls it; a reader at a checkpoint reads up to the checkpoint's
+        ``wal_id_last_seen`` once, at open, and is never tailed further."""
         for wal_id in self._wal.list_ids(self._last_wal_id):
             if upto is not None and wal_id > upto:
                 break
@@ -247,11 +259,26 @@ class DbReader:
         """Stop polling and delete the reader's own checkpoint (a given checkpoint is left alone)."""
         if self._closed:
             return
+        self._stop()
+        if self.manages_checkpoint:
+            self._drop_own_checkpoint()
+
+    def crash(self) -> None:
+        """Stop like a killed process: polling stops, nothing is written; the reader's own
+        checkpoint stays in the manifest until it expires. Every later call raises
+        :class:`DbClosedError`."""
+        if not self._closed:
+            self._stop()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def _stop(self) -> None:
         self._closed = True
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
-            self._drop_own_checkpoint()
 
     def _drop_own_checkpoint(self) -> None:
         ours = {self.checkpoint_id} | self._pins.removable()

@@ -88,9 +88,9 @@ class S3CredentialFields(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def s3_credentials(self) -> S3Credentials:
         """The credentials (resolved) as Spark jobs take them."""
-        return S3Credentials(**self._credentials())
+        return S3Credentials(**self._store_credentials())
 
-    def _credentials(self) -> dict[str, str | None]:
+    def _store_credentials(self) -> dict[str, str | None]:
         values = {
             "access_key_id": self.s3_access_key_id,
             "secret_access_key": self.s3_secret_access_key,
@@ -132,7 +132,7 @@ class SlateDatabasesResource(S3CredentialFields):
         discover = self.config.discover
         if discover is None:
             return []
-        store = open_store(discover.store_url, **self._credentials())
+        store = open_store(discover.store_url, **self._store_credentials())
         listed = {(db.store_url, db.path.strip("/")) for db in self.config.databases}
         names = {db.name for db in self.config.databases}
         found: list[DatabaseConfig] = []
@@ -168,7 +168,7 @@ class SlateDatabasesResource(S3CredentialFields):
     def store_for(self, db: DatabaseConfig) -> ObjectStore:
         """The store of ``db``, opened from its own config with the resource's credentials (no
         lookup by name: for a discovered database, that would list the discovery prefix again)."""
-        return open_store(db.store_url, **self._credentials())
+        return open_store(db.store_url, **self._store_credentials())
 
     def handle(self, name: str) -> DatabaseHandle:
         """The admin handle of database ``name`` (:meth:`handle_for`)."""

@@ -6,6 +6,7 @@ import itertools
 import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +44,19 @@ SCAN_BATCHES_FIRST_BYTES = 1024 * 1024
 # (pyarrow reports a malformed IPC message as a plain OSError; decoding only reads memory, so an
 # OSError here is never an I/O failure.)
 _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError, struct.error)
+
+
+@dataclass(frozen=True)
+class BlockIndex:
+    """An SST's index, one entry per data block: its key and sequence-number bounds and where its
+    bytes are (``offsets[i]`` to ``ends[i]``, its trailer included)."""
+
+    first_keys: tuple[bytes, ...]
+    last_keys: tuple[bytes, ...]
+    first_seqs: tuple[int, ...]
+    last_seqs: tuple[int, ...]
+    offsets: tuple[int, ...]
+    ends: tuple[int, ...]
 
 
 class SstReader:
@@ -293,6 +307,20 @@ class SstReader:
         if not batches:
             return None
         return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+    @property
+    def has_bloom(self) -> bool:
+        return self._bloom is not None
+
+    def block_index(self) -> BlockIndex:
+        return BlockIndex(
+            tuple(self._first_keys),
+            tuple(self._last_keys),
+            tuple(self._first_seqs),
+            tuple(self._last_seqs),
+            tuple(self._offsets),
+            tuple(self._ends),
+        )
 
     def block_sizes(self) -> list[tuple[bytes, int]]:
         """``(first key, stored bytes)`` of every block, from the index: for planning splits."""

@@ -414,7 +414,7 @@ def test_a_paused_compactor_cannot_commit_after_a_deletion(
         # Its .compactions commits are fenced by the file the deletion kept (and its boundary).
         record = CompactionRecord(str(ULID()), compactor.epoch, "l0", "running", ())
         with pytest.raises(FencedError):
-            compactor._state.record(record)
+            compactor.compactions.record(record)
         added = set(snapshot(store)) - set(before)
         assert not [k for k in added if k.endswith((".manifest", ".compactions"))]
     finally:

@@ -88,7 +88,7 @@ def tagged(store: MemoryStore, clock: ManualClock) -> Iterator[tuple[Db, dict[by
     db.flush()  # everything durable: the writer's background flusher has nothing left to race with
     assert content(store, clock)[b"k006"] == b"after-wal"
     yield db, expected
-    if not db._closed:
+    if not db.is_closed:
         simulate_crash(db)
 
 

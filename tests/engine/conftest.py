@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -46,30 +45,15 @@ def stop_leftover_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         original = cls.__init__
 
         def recording(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
+            _original(self, *args, **kwargs)  # a failed open starts no thread
             opened.append(self)
-            _original(self, *args, **kwargs)
 
         monkeypatch.setattr(cls, "__init__", recording)
     yield
     for instance in opened:
-        stopping = getattr(instance, "_stopping", None)
-        thread = getattr(instance, "_thread", None)
-        if stopping is not None:
-            stopping.set()
-        if isinstance(thread, threading.Thread) and thread.is_alive():
-            getattr(instance, "_wake", stopping).set()
-            thread.join(5)
+        instance.crash()
 
 
 def simulate_crash(db: Db) -> None:
-    """Stop ``db`` like a killed process: no WAL flush, no manifest update, buffered state dropped.
-
-    Test-only: it stops the writer's threads through its private fields (the engine has no crash
-    hook of its own).
-    """
-    if db._compactor is not None:
-        db._compactor.close()
-    db._stopping.set()
-    db._wake.set()
-    db._thread.join()
-    db._closed = True
+    """Stop ``db`` like a killed process: no WAL flush, no manifest update, buffered state dropped."""
+    db.crash()

@@ -69,7 +69,7 @@ def test_a_fenced_writer_cannot_create_a_checkpoint(memory: MemoryStore, scope: 
         a.create_checkpoint(scope)
     assert latest_id(memory) == committed
     manifest = ManifestStore(memory, "db").read_latest_required().value
-    assert [c.id for c in manifest.checkpoints if c.id == a._checkpoint_id] == []
+    assert [c.id for c in manifest.checkpoints if c.id == a.writer_checkpoint_id] == []
     b.close()
 
 

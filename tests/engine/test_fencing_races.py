@@ -63,13 +63,13 @@ def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory: MemoryS
     held.release()  # A now fences above B's fence: at B's next WAL id
     assert finished(opening)
     assert opened == [] and len(open_errors) == 1 and isinstance(open_errors[0], FencedError)
-    a_fence = b._next_wal_id
+    a_fence = b.next_wal_id
     assert WalStore(memory, "db").size(a_fence) == 0  # A's fence is there, empty
 
     putting, put_errors, _ = in_thread(lambda: b.put(b"k", b"from-b", await_durable=True))
     assert finished(putting), "B's durable put never returned"
     assert put_errors == []
-    assert b._next_wal_id == a_fence + 2  # A's fence skipped, B's WAL SST right after it
+    assert b.next_wal_id == a_fence + 2  # A's fence skipped, B's WAL SST right after it
     b.close()
     with Db.open("db", memory, QUIET) as reopened:
         assert reopened.get(b"k") == b"from-b"
@@ -94,7 +94,7 @@ def test_data_at_the_next_wal_id_at_our_epoch_fails_the_writer(memory: MemorySto
     db = Db.open("db", memory, QUIET)
     db.put(b"a", b"1", await_durable=True)
     intruder = entries_to_table([(b"x", 999, 0, b"intruder")])
-    assert WalStore(memory, "db").write(db._next_wal_id, intruder)  # same epoch: no manifest change
+    assert WalStore(memory, "db").write(db.next_wal_id, intruder)  # same epoch: no manifest change
 
     putting, errors, _ = in_thread(lambda: db.put(b"b", b"2", await_durable=True))
     assert finished(putting), "the durable put was retried for ever"
@@ -108,7 +108,7 @@ def test_data_at_the_next_wal_id_at_our_epoch_fails_the_writer(memory: MemorySto
 def test_many_lower_epoch_fences_are_skipped_up_to_the_bound(memory: MemoryStore) -> None:
     db = Db.open("db", memory, QUIET)
     wal = WalStore(memory, "db")
-    first = db._next_wal_id
+    first = db.next_wal_id
     for offset in range(3):  # three failed openers' fences in a row
         assert wal.create(first + offset, b"")
     db.put(b"k", b"v", await_durable=True)

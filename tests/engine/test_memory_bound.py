@@ -199,7 +199,7 @@ def test_a_scan_is_a_snapshot_across_seals_and_merges() -> None:
 
 # --- the writer ----------------------------------------------------------------------------------
 
-DB_LOGGER = "slate_ops.engine.db"
+DB_LOGGER = "slate_ops.engine.flusher"  # the stall warning
 
 
 def _stalls(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -223,10 +223,10 @@ def test_writes_wait_once_mutable_and_frozen_memtables_exceed_max_unflushed_byte
         with pytest.raises(BackpressureTimeoutError, match="max_unflushed_bytes=200000"):
             for i in range(100_000):
                 db.put(b"key%08d" % i, b"v" * 100)
-                held = db._unflushed_bytes + db._memtable.size_bytes
+                held = db.unflushed_bytes
                 # a write waits once the limit is exceeded: at most one memtable's growth beyond it
                 assert held <= limit + options.l0_sst_size_bytes
-        assert db._immutables  # frozen memtables wait for L0, which holds l0_max_ssts SSTs
+        assert db.frozen_memtables  # frozen memtables wait for L0, which holds l0_max_ssts SSTs
         assert len(_stalls(caplog)) == 1  # said once, although every further write waited
     finally:
         db.close()

@@ -14,6 +14,7 @@ from collections.abc import Generator
 import pytest
 
 from slate_ops import Db
+from slate_ops.engine.flusher import MemtableFlusher
 from slate_ops.engine.memtable import Memtable
 from slate_ops.layout import WalStore
 from slate_ops.manifest.store import ManifestStore
@@ -83,29 +84,31 @@ def test_replay_gives_the_same_state_with_one_get_per_wal_sst(
     latest = ManifestStore(engine_store, DB).read_latest()
     assert latest is not None
     after = latest.value.replay_after_wal_id
-    frozen: Memtables = []  # recorded as replay freezes them (the flusher may write them to L0 at once)
-    freeze = Db._freeze_locked
+    frozen: Memtables = []  # recorded as replay (and the final flush_memtable) freezes them
+    add = MemtableFlusher.add
 
-    def recording(db: Db) -> None:
-        frozen.append((db._memtable.max_wal_id, list(db._memtable.scan())))
-        freeze(db)
+    def recording(flusher: MemtableFlusher, memtable: Memtable) -> None:
+        frozen.append((memtable.max_wal_id, list(memtable.scan())))
+        add(flusher, memtable)
 
-    monkeypatch.setattr(Db, "_freeze_locked", recording)
+    monkeypatch.setattr(MemtableFlusher, "add", recording)
     store = FaultInjectingStore(engine_store)
-    with Db.open(DB, store, quiet(l0_sst_size_bytes=limit)) as db:
-        fence_id = db._next_wal_id - 1
+    with Db.open(DB, store, quiet(l0_sst_size_bytes=limit), background=False) as db:
+        fence_id = db.next_wal_id - 1
         expected = one_by_one(engine_store, after, fence_id, limit)
-        assert [*frozen, (db._memtable.max_wal_id, list(db._memtable.scan()))] == expected
-        assert db._memtable.max_wal_id == fence_id - 1
         assert dict(db.scan()) == model
+        wal_gets, wal_lists = wal_calls(store, "get"), wal_calls(store, "list")
+        db.flush_memtable()  # freezes the memtable replay left mutable
+        assert frozen == expected
+        assert frozen[-1][0] == fence_id - 1
         if limit == 2500:
             assert len(expected) > 1  # the small limit does freeze during replay
 
         replayed = [wal_id for wal_id, _ in sizes if after < wal_id < fence_id]
         data = [wal_id for wal_id, size in sizes if size and wal_id in replayed]
         assert wal_calls(store, "head") == []  # no HEAD per segment
-        assert sorted(wal_calls(store, "get")) == [wal.key(i) for i in data]  # one GET each, none for fences
-        assert len(wal_calls(store, "list")) == 2  # the fence's LIST and the replay's LIST
+        assert sorted(wal_gets) == [wal.key(i) for i in data]  # one GET each, none for fences
+        assert len(wal_lists) == 2  # the fence's LIST and the replay's LIST
 
 
 def test_replay_fetches_overlap(memory: MemoryStore) -> None:

@@ -147,7 +147,7 @@ def test_gc_plan_is_what_run_gc_once_deletes(sdb: Any, tmp_path: Path) -> None:
         return sdb.GarbageCollectorDirectoryOptions(min_age_ms=0, dry_run=True)
 
     LOOP.run(
-        h._admin.run_gc_once(
+        h.binding_admin.run_gc_once(
             sdb.GarbageCollectorOptions(
                 manifest_options=d(),
                 wal_options=d(),
@@ -321,7 +321,7 @@ def test_compaction_request_with_and_without_a_compactor(sdb: Any, tmp_path: Pat
         assert m is not None and not m.l0 and len(m.sorted_runs) == 1
         assert h.request_compaction().status == "NOTHING_TO_DO"
         # measured: the request left SUBMITTED is what the writer's compactor then ran
-        left = LOOP.run(h._admin.read_compaction(out.compaction_id, None))
+        left = LOOP.run(h.binding_admin.read_compaction(out.compaction_id, None))
         assert left is not None and left.status == sdb.CompactionStatus.COMPLETED
     finally:
         LOOP.run(db.shutdown())

@@ -13,7 +13,9 @@ from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.gc import ALL_RESOURCES, GarbageCollector, GcOptions
 from slate_ops.gc.snapshot import read_snapshot
 from slate_ops.gc.task import NAMESPACES, GcPlan, GcTask
+from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
+from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import CountingStore
 from tests.gc.conftest import keys, latest, quiet, write_rounds
 
@@ -38,9 +40,9 @@ def garbage_of_every_kind(store: MemoryStore, clock: ManualClock) -> None:
     clock.advance(10_000)
 
 
-def planned(collector: GarbageCollector) -> list[tuple[GcTask, GcPlan]]:
+def planned(collector: GarbageCollector, store: ObjectStore) -> list[tuple[GcTask, GcPlan]]:
     run = collector_module._Run(collector, dry_run=False)
-    snapshot = read_snapshot(collector._manifests, run.now, history_cutoffs=run.history())
+    snapshot = read_snapshot(ManifestStore(store, collector.path), run.now, history_cutoffs=run.history())
     assert snapshot is not None
     plans = []
     for task in run.tasks(snapshot):
@@ -55,7 +57,7 @@ def test_every_task_plans_without_writing_and_executes_exactly_its_plan(
 ) -> None:
     garbage_of_every_kind(store, clock)
     counting = CountingStore(store)
-    plans = planned(GarbageCollector("clone", counting, GcOptions(), clock=clock))
+    plans = planned(GarbageCollector("clone", counting, GcOptions(), clock=clock), counting)
     assert {task.resource for task, _ in plans} == ALL_RESOURCES - {"database"}
     assert counting.counts.get("put", 0) == counting.counts.get("delete", 0) == 0  # planning wrote nothing
     for _, plan in plans:  # something to do for every task, each deletion with its reason

@@ -110,7 +110,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "durable sequence number and wakes the waiters before the WAL write, not after it",
         (
             Edit(
-                "slate_ops/engine/db.py",
+                "slate_ops/engine/wal_buffer.py",
                 "        table = entries_to_table(segment.entries)\n"
                 "        for _ in range(MAX_FENCE_SKIPS + 1):\n",
                 "        with self._durable:  # MUTATION: durable before the WAL SST exists\n"
@@ -127,19 +127,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         "flush) acknowledges writes that are in no WAL SST",
         (
             Edit(
-                "slate_ops/engine/db.py",
+                "slate_ops/engine/wal_buffer.py",
                 "                if segment.entries:\n"
-                "                    self._write_wal_segment(segment)\n"
-                "                with self._write_lock:\n"
+                "                    self._write_segment(segment)\n"
+                "                with self._queue_lock:\n"
                 "                    self._segments.pop(0)\n"
-                "                    self._wal_queued_bytes -= segment.size\n",
+                "                    self._queued_bytes -= segment.size\n",
                 "                try:\n"
                 "                    if segment.entries:\n"
-                "                        self._write_wal_segment(segment)\n"
+                "                        self._write_segment(segment)\n"
                 "                finally:  # MUTATION: dropped from the queue even if the write raised\n"
-                "                    with self._write_lock:\n"
+                "                    with self._queue_lock:\n"
                 "                        self._segments.pop(0)\n"
-                "                        self._wal_queued_bytes -= segment.size\n",
+                "                        self._queued_bytes -= segment.size\n",
             ),
         ),
     ),
@@ -206,8 +206,8 @@ MUTATIONS += (
         (
             Edit(
                 "slate_ops/engine/db.py",
-                "        self._fenced.confirm()\n        self._next_wal_id = fence_id + 1\n",
-                "        self._next_wal_id = fence_id + 1  # MUTATION: no epoch check after the WAL fence\n",
+                "        self._manifest.confirm()\n        self._last_seq = manifest.last_l0_seq\n",
+                "        self._last_seq = manifest.last_l0_seq  # MUTATION: no epoch check after the fence\n",
             ),
         ),
     ),
@@ -232,28 +232,28 @@ MUTATIONS += (
         "bug): a fenced writer whose WAL write went through commits its L0 SST over the new writer's",
         (
             Edit(
-                "slate_ops/engine/db.py",
-                "            self._commit(self._l0_flushed(memtable, CompactedSst(sst_id, info)), "
+                "slate_ops/engine/flusher.py",
+                "            self._manifest.commit(self._l0_flushed(memtable, CompactedSst(sst_id, info)), "
                 "reestablish=True)\n",
-                "            self._commit(  # MUTATION: no epoch check\n"
+                "            self._manifest.commit(  # MUTATION: no epoch check\n"
                 "                self._l0_flushed(memtable, CompactedSst(sst_id, info)), reestablish=True, "
                 "unchecked=True\n"
                 "            )\n",
             ),
             Edit(
-                "slate_ops/engine/db.py",
-                "    def _commit(self, change: Callable[[Manifest], Manifest], *, reestablish: bool) -> "
+                "slate_ops/engine/writer_manifest.py",
+                "    def commit(self, change: Callable[[Manifest], Manifest], *, reestablish: bool) -> "
                 "VersionedManifest:\n",
-                "    def _commit(\n"
+                "    def commit(\n"
                 "        self,\n"
                 "        change: Callable[[Manifest], Manifest],\n"
                 "        *,\n"
                 "        reestablish: bool,\n"
-                "        unchecked: bool = False,\n"
+                "        unchecked: bool = False,  # MUTATION: a commit without the epoch check\n"
                 "    ) -> VersionedManifest:\n",
             ),
             Edit(
-                "slate_ops/engine/db.py",
+                "slate_ops/engine/writer_manifest.py",
                 "                    committed = self._fenced.update(apply)\n",
                 "                    store = self._manifests if unchecked else self._fenced\n"
                 "                    committed = store.update(apply)\n",

@@ -112,8 +112,6 @@ from tests.reliability.sim.runtime import (
     START_TIME,
     WRITER_OPTIONS,
     InvariantViolation,
-    ManualDb,
-    ManualReader,
     Model,
     SimConfig,
     SimResult,
@@ -457,7 +455,7 @@ class Simulation:
                 )
             return "ok"
         if action == "scan_open":
-            self.writer_scan = self._open_scan(db.scan(), model.issued, db._checkpoint_id)
+            self.writer_scan = self._open_scan(db.scan(), model.issued, db.writer_checkpoint_id)
             return f"ok pins its checkpoint, {len(self.writer_scan.seen)} keys read"
         if action == "scan_finish":
             assert self.writer_scan is not None
@@ -478,15 +476,14 @@ class Simulation:
             model.acknowledge()
             return "ok"
         if action == "flush_memtable":
-            before = db._checkpoint_id
+            before = db.writer_checkpoint_id
             db.flush_memtable()
             model.acknowledge()
             self._check_writer_checkpoints(db, before)
             return f"ok l0={len(db.manifest.l0)}"
         if action == "poll":
-            before = db._checkpoint_id
-            with db._flush_lock:  # what the flusher thread does every manifest_poll_interval
-                db._guard(db._poll_manifest)
+            before = db.writer_checkpoint_id
+            db.poll_manifest()  # what the flusher thread does every manifest_poll_interval
             self._check_writer_checkpoints(db, before)
             return "ok"
         if action == "checkpoint":
@@ -504,7 +501,7 @@ class Simulation:
     def _open_writer(self) -> str:
         store = self._store_for("writer")
         try:
-            db = ManualDb.open(MAIN, store, WRITER_OPTIONS, clock=self.clock)
+            db = Db.open(MAIN, store, WRITER_OPTIONS, clock=self.clock, background=False)
         except Exception as error:
             return self._outcome(error)
         self.db, self.writer_store = db, store
@@ -578,15 +575,16 @@ class Simulation:
     def _check_writer_checkpoints(self, db: Db, before: uuid.UUID) -> None:
         """After a commit that re-established the writer's checkpoint (with no scan open), the
         manifest holds exactly one writer checkpoint: the writer's own."""
-        if db._checkpoint_id == before or self.writer_scan is not None:
+        if db.writer_checkpoint_id == before or self.writer_scan is not None:
             return  # nothing committed, or a scan still pins the replaced checkpoint
         latest = ManifestStore(self.inner, MAIN).read_latest_required().value
         ours = [c.id for c in latest.checkpoints if isinstance(c.metadata, WriterCheckpoint)]
         self.checks["one_writer_checkpoint"] += 1
-        if ours != [db._checkpoint_id]:
+        if ours != [db.writer_checkpoint_id]:
             raise self.violation(
-                f"the manifest holds writer checkpoints {ours}, the writer's own is {db._checkpoint_id}: "
-                "a replaced writer checkpoint was left behind and pins its manifest forever"
+                f"the manifest holds writer checkpoints {ours}, the writer's own is "
+                f"{db.writer_checkpoint_id}: a replaced writer checkpoint was left behind and pins its "
+                "manifest forever"
             )
 
     def _key(self) -> bytes:
@@ -604,7 +602,9 @@ class Simulation:
         if self.reader is None:
             store = self._store_for("reader")
             try:
-                self.reader = ManualReader.open(MAIN, store, options=READER_OPTIONS, clock=self.clock)
+                self.reader = DbReader.open(
+                    MAIN, store, options=READER_OPTIONS, clock=self.clock, background=False
+                )
             except Exception as error:
                 return "open", self._outcome(error)
             self.reader_store = store
@@ -772,7 +772,7 @@ class Simulation:
     def _gc_step(self, forced: str | None) -> tuple[str, str]:
         if self.gc is None:
             self.gc_store = self._store_for("gc")
-            self.gc = GarbageCollector(MAIN, self.gc_store, self._gc_options(), clock=self.clock)
+            self.gc = GarbageCollector(MAIN, self.gc_store, self.gc_options(), clock=self.clock)
         live_clones = [c.path for c in self.clones.values() if c.state == "live"]
         action = self.rng.choices(
             ("run", "dry_run", "clone", "crash_mid"), weights=(70, 15, 8 if live_clones else 0, 5)
@@ -781,7 +781,7 @@ class Simulation:
         gc = self.gc
         if path != MAIN:
             assert self.gc_store is not None
-            gc = GarbageCollector(path, self.gc_store, self._gc_options(), clock=self.clock)
+            gc = GarbageCollector(path, self.gc_store, self.gc_options(), clock=self.clock)
         if action == "crash_mid":
             assert self.gc_store is not None
             self.gc_store.faulty.crash_after(self.rng.randrange(0, 15))
@@ -792,7 +792,7 @@ class Simulation:
             outcome += "; gc process died"
         return action, outcome
 
-    def _gc_options(self) -> GcOptions:
+    def gc_options(self) -> GcOptions:
         return GcOptions.with_min_age(
             timedelta(seconds=self.config.min_age_s), db_delete_grace=DB_DELETE_GRACE
         )
@@ -876,10 +876,10 @@ class Simulation:
                 add(pinned, pinned.wal_id_last_seen)
         if path == MAIN:
             checkpoints = {c.id for c in latest.value.checkpoints if not c.is_expired(now)}
-            if self.db is not None and self.db._checkpoint_id in checkpoints:
-                keys |= self.db._lsm.object_keys()
+            if self.db is not None and self.db.writer_checkpoint_id in checkpoints:
+                keys |= self.db.sst_object_keys
             if self.reader is not None and self.reader.checkpoint_id in checkpoints:
-                keys |= self.reader._lsm.object_keys()
+                keys |= self.reader.sst_object_keys
         return keys
 
     # --- the admin actor --------------------------------------------------------------------------
@@ -1098,7 +1098,9 @@ class Simulation:
 
     def _oracle_read(self, path: str, checkpoint_id: uuid.UUID | None = None) -> dict[bytes, bytes]:
         """A fresh reader on the fault-free store (it runs no step and injects nothing)."""
-        reader = ManualReader.open(path, self.inner, checkpoint_id, READER_OPTIONS, clock=self.clock)
+        reader = DbReader.open(
+            path, self.inner, checkpoint_id, READER_OPTIONS, clock=self.clock, background=False
+        )
         try:
             return dict(reader.scan())
         finally:
@@ -1183,7 +1185,7 @@ class Simulation:
         self._drop_everything()
         self.config = without_faults(self.config)
         store = self._store_for("final")
-        self.db = ManualDb.open(MAIN, store, WRITER_OPTIONS, clock=self.clock)
+        self.db = Db.open(MAIN, store, WRITER_OPTIONS, clock=self.clock, background=False)
         self.writer_store = store
         self._check_recovery()
         self._finish_interrupted_admin(store)
@@ -1191,11 +1193,10 @@ class Simulation:
         self.model.acknowledge()
         compactor = Compactor(MAIN, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock)
         compactor.run_once(full=True)
-        gc = GarbageCollector(MAIN, store, self._gc_options(), clock=self.clock)
+        gc = GarbageCollector(MAIN, store, self.gc_options(), clock=self.clock)
         for advance in (3600.0, self.config.min_age_s + 1, self.config.min_age_s + 1):
             self.clock.advance(advance)
-            with self.db._flush_lock:
-                self.db._poll_manifest()  # drops the writer's hold on the pre-compaction state
+            self.db.poll_manifest()  # drops the writer's hold on the pre-compaction state
             self._collect(gc, MAIN, dry_run=False)
         self.trace.append(TraceEntry(self.step, "final", "recover, compact, collect", "ok"))
         self.lifecycle.finish(self._store_for("lifecycle"))

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from slate_ops import admin
+from slate_ops.engine import Db
 from slate_ops.errors import FencedError
 from slate_ops.objstore import MemoryStore
 from tests.engine.conftest import simulate_crash
@@ -32,7 +33,6 @@ from tests.reliability.sim.adversary import AdvConfig, AdvResult, run_adversary
 from tests.reliability.sim.runtime import (
     WRITER_OPTIONS,
     InvariantViolation,
-    ManualDb,
     digest_in_another_process,
 )
 
@@ -98,7 +98,7 @@ def test_a_path_removed_by_hand_and_created_again_holds_nothing_old() -> None:
     "Fencing under races".)"""
     store = MemoryStore()
     admin.create_db("db", store)
-    stale = ManualDb.open("db", store, WRITER_OPTIONS)
+    stale = Db.open("db", store, WRITER_OPTIONS, background=False)
     try:
         stale.put(b"a", b"before")
         stale.flush()
@@ -109,7 +109,7 @@ def test_a_path_removed_by_hand_and_created_again_holds_nothing_old() -> None:
     finally:
         simulate_crash(stale)
     admin.create_db("db", store)
-    with ManualDb.open("db", store, WRITER_OPTIONS) as fresh:
+    with Db.open("db", store, WRITER_OPTIONS, background=False) as fresh:
         assert dict(fresh.scan()) == {}
 
 

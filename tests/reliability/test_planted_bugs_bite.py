@@ -90,7 +90,7 @@ def test_a_durable_write_is_not_acknowledged_while_its_wal_write_is_in_flight(
         assert gate.wait_until_reached(30), "the flusher never wrote the WAL SST"
         # The verdict does not depend on timing: the mutation counts the write durable before the
         # WAL put starts, so it is counted by the time the put reaches the gate.
-        assert db._durable_seq < db._last_seq, (
+        assert db.durable_seq < db.last_seq, (
             "the write was counted durable while its WAL SST write had not reached the store"
         )
         caller.join(1.0)  # a caller woken too early returns within this second
@@ -129,7 +129,7 @@ def test_a_durable_write_whose_wal_write_fails_does_not_return(store: FaultInjec
     caller.join(30)
     assert not caller.is_alive()
     assert isinstance(outcome.get("raised"), SlateOpsError), outcome
-    assert db._durable_seq < db._last_seq
+    assert db.durable_seq < db.last_seq
 
 
 # --- drop-segment-on-failed-write ---------------------------------------------------------------

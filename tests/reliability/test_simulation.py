@@ -35,7 +35,7 @@ from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from tests.reliability import report
-from tests.reliability.sim.runtime import ManualDb, digest_in_another_process
+from tests.reliability.sim.runtime import digest_in_another_process
 from tests.reliability.simulation import (
     WRITER_OPTIONS,
     InvariantViolation,
@@ -140,15 +140,23 @@ def test_acknowledged_writes_lost_are_caught(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_checkpoint_that_moves_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Readers of a checkpoint that replay the WAL past the checkpoint see later writes."""
-    tail_wal = DbReader._tail_wal
-    monkeypatch.setattr(DbReader, "_tail_wal", lambda self, upto=None: tail_wal(self))
+    tail_wal = DbReader.tail_wal
+    monkeypatch.setattr(DbReader, "tail_wal", lambda self, upto=None: tail_wal(self))
     with pytest.raises(InvariantViolation, match="reads differently than when created"):
         run_simulation(SimConfig(seed=3, steps=CI_STEPS))
 
 
 def test_durable_writes_lost_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A write with await_durable that returns before its WAL SST exists: a crash loses it."""
-    monkeypatch.setattr(ManualDb, "_await_durable", lambda self, seq: None)
+    for name in ("put", "delete", "write"):  # await_durable ignored: the write returns at once
+        call = getattr(Db, name)
+        monkeypatch.setattr(
+            Db,
+            name,
+            lambda self, *args, _call=call, **kwargs: _call(
+                self, *args, **{**kwargs, "await_durable": False}
+            ),
+        )
     with pytest.raises(InvariantViolation, match="acknowledged") as caught:
         run_simulation(SimConfig(seed=DURABLE_SEED, steps=CI_STEPS))
     assert "await_durable" in str(caught.value) or "durable writes acknowledged up to" in str(caught.value)
@@ -185,7 +193,7 @@ def test_a_failed_commit_leaves_no_writer_checkpoint_behind() -> None:
         db.flush_memtable()
         latest = ManifestStore(store.inner, "db").read_latest_required().value
         writers = [c.id for c in latest.checkpoints if isinstance(c.metadata, WriterCheckpoint)]
-        assert writers == [db._checkpoint_id]
+        assert writers == [db.writer_checkpoint_id]
         assert db.get(b"a") == b"1" and db.get(b"b") == b"2"
     finally:
         db.close()

@@ -331,7 +331,7 @@ class Context:
     def fail_writers(self, crash: SimulatedCrash) -> None:
         """Make every open writer raise ``crash`` (a waiter for durability included)."""
         for db in list(self.writers):
-            db._fail(crash)
+            db.fail(crash)
 
     def crash(self) -> None:
         """Drop every component's in-memory state, as a killed process would."""
@@ -339,10 +339,7 @@ class Context:
             simulate_crash(db)
         self.writers.clear()
         for reader in self.readers:  # stop polling; its checkpoint stays until it expires
-            reader._stopping.set()
-            if reader._thread is not None:
-                reader._thread.join()
-            reader._closed = True
+            reader.crash()
         self.readers.clear()
 
 

@@ -37,7 +37,8 @@ def test_every_block_boundary_key_and_its_neighbours(numbers: list[int], block_s
     store.put("t.sst", data)
     reader = SstReader.open(store, "t.sst", size=len(data))
     assert (info.first_key, info.last_key) == (keys[0], keys[-1])
-    boundaries = set(reader._first_keys) | set(reader._last_keys)
+    index = reader.block_index()
+    boundaries = set(index.first_keys) | set(index.last_keys)
     assert boundaries <= set(keys)
     present = set(keys)
     for k in sorted(boundaries):

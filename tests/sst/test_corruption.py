@@ -135,7 +135,8 @@ def test_checksum_valid_garbage_in_a_block_is_still_corrupt(data: st.DataObject)
     store.put(KEY, blob)
     reader = SstReader.open(store, KEY, size=len(blob))
     i = data.draw(st.integers(0, reader.num_blocks - 1))
-    start, end = reader._offsets[i], reader._ends[i]
+    index = reader.block_index()
+    start, end = index.offsets[i], index.ends[i]
     payload = bytearray(blob[start : end - BLOCK_TRAILER_LEN])  # uncompressed: the IPC message
     for _ in range(data.draw(st.integers(1, 4))):
         payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
@@ -161,11 +162,12 @@ def test_missing_object_is_not_corrupt() -> None:
 
 def _index_block(reader: SstReader, d_offset: int = 0, d_size: int = 0) -> bytes:
     """``reader``'s index block re-encoded (uncompressed), the last block's offset/size shifted."""
-    offsets = list(reader._offsets)
-    sizes = [end - offset for offset, end in zip(reader._offsets, reader._ends, strict=True)]
+    index = reader.block_index()
+    offsets = list(index.offsets)
+    sizes = [end - offset for offset, end in zip(index.offsets, index.ends, strict=True)]
     offsets[-1] += d_offset
     sizes[-1] += d_size
-    columns = [reader._first_keys, reader._last_keys, reader._first_seqs, reader._last_seqs, offsets, sizes]
+    columns = [index.first_keys, index.last_keys, index.first_seqs, index.last_seqs, offsets, sizes]
     batch = pa.RecordBatch.from_arrays(
         [pa.array(c, f.type) for c, f in zip(columns, INDEX_SCHEMA, strict=True)], schema=INDEX_SCHEMA
     )
@@ -179,7 +181,7 @@ def test_forged_index_with_inconsistent_offsets_is_corrupt(d_offset: int, d_size
     store = MemoryStore()
     store.put(KEY, data)
     reader = SstReader.open(store, KEY, size=len(data))
-    index_start = reader._ends[-1]
+    index_start = reader.block_index().ends[-1]
     original = _index_block(reader)
     assert data[index_start : index_start + len(original)] == original
     forged = _index_block(reader, d_offset, d_size)

@@ -79,8 +79,8 @@ def test_range_bounds_between_blocks_and_empty_ranges() -> None:
     entries = [(b"%04d" % i, 1, 0, b"x" * 30) for i in range(0, 400, 2)]
     reader, _ = write_sst(entries, SstOptions(block_size=256))
     assert reader.num_blocks > 20
-    first_keys = reader._first_keys
-    last_keys = reader._last_keys
+    first_keys = list(reader.block_index().first_keys)
+    last_keys = list(reader.block_index().last_keys)
     edges = [*first_keys, *last_keys, b"", b"0", b"0001", b"0399", b"9", b"\xff"]
     edges += [k + b"\x00" for k in last_keys]  # strictly between a block's last key and the next first
     for start in [None, *edges]:

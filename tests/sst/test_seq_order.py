@@ -55,7 +55,7 @@ def test_wal_sst_has_no_bloom_and_prunes_blocks_by_key_range() -> None:
     rng = random.Random(5)
     wal = [(b"key%03d" % rng.randrange(200), seq, 0, b"v" * 20) for seq in range(1, 2001)]
     reader, _ = write_sst(wal, SstOptions(block_size=512), order="seq")
-    assert reader._bloom is None and reader.may_contain(b"key000x")
+    assert not reader.has_bloom and reader.may_contain(b"key000x")
     assert not reader.may_contain(b"zzz")
     for key in (b"key000", b"key100", b"key199", b"key500"):
         assert reader.get(key) == model_get(wal, key, None)

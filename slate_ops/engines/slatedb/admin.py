@@ -200,6 +200,11 @@ class SlateDbAdmin:
         self._admin = binding().AdminBuilder(self.binding_path, self._store).build()
 
     @property
+    def binding_admin(self) -> Any:
+        """The binding's ``Admin`` of this database, for calls this class does not wrap."""
+        return self._admin
+
+    @property
     def object_store(self) -> Any:
         """The binding's ObjectStore for :attr:`root` (to open a ``Db`` or ``DbReader`` on it)."""
         return self._store

@@ -417,7 +417,7 @@ class Explorer:
         self.stop_on_violation = stop_on_violation
         self.keep_violations = keep_violations
         self.classify = classify
-        self._run: _Run | None = None
+        self._current_run: _Run | None = None
 
     def explore(self) -> Report:
         report = Report(self.scenario.name, preemption_bound=self.preemption_bound)
@@ -493,7 +493,7 @@ class Explorer:
         actors = self.scenario.actors
         run = _Run(actors, self.max_calls)
         run.known = {t.ident for t in threading.enumerate() if t.ident is not None}
-        self._run = run
+        self._current_run = run
         threads = [
             threading.Thread(
                 target=self._body, args=(run, actor, store, setup), name=f"actor:{actor}", daemon=True
@@ -588,7 +588,7 @@ class Explorer:
         def tracked(
             pool: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
         ) -> Future[Any]:
-            run = explorer._run
+            run = explorer._current_run
             if run is None:
                 return submit(pool, fn, *args, **kwargs)
             started: list[int] = []

@@ -70,7 +70,7 @@ from slate_ops import admin
 from slate_ops.admin.reachability import check_references
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, LocalExecutor
-from slate_ops.engine import Db
+from slate_ops.engine import Db, DbReader
 from slate_ops.errors import (
     DbNotFoundError,
     EpochCollisionError,
@@ -99,8 +99,6 @@ from tests.reliability.sim.runtime import (
     START_TIME,
     WRITER_OPTIONS,
     InvariantViolation,
-    ManualDb,
-    ManualReader,
     TraceEntry,
     derive,
     deterministic_runtime,
@@ -389,7 +387,7 @@ class Adversary:
     def _open(self, writer: Writer, store: ObjectStore) -> bool:
         """Open ``writer``'s database; False when refused (a typed refusal the situation explains)."""
         try:
-            db = ManualDb.open(writer.member.path, store, WRITER_OPTIONS, clock=self.clock)
+            db = Db.open(writer.member.path, store, WRITER_OPTIONS, clock=self.clock, background=False)
         except Exception as error:
             outcome = self._refused(f"{writer.name} opening {writer.member.path}", error, _WRITER_REFUSALS)
             self._tick(writer.name, "open", outcome)
@@ -802,7 +800,7 @@ class Adversary:
                 admin.create_db(name, self.inner)
                 self.members[name] = Member(name, kind, incarnation=self._incarnation(name))
             elif how == "open":
-                ManualDb.open(name, self.inner, WRITER_OPTIONS, clock=self.clock).close()
+                Db.open(name, self.inner, WRITER_OPTIONS, clock=self.clock, background=False).close()
                 self.members[name] = Member(name, kind, incarnation=self._incarnation(name))
             else:
                 admin.create_clone(name, parent.path, self.inner, clock=self.clock)
@@ -1039,7 +1037,9 @@ class Adversary:
     def _check_member(self, member: Member) -> dict[bytes, bytes]:
         """Invariant 4 on one live database; the model then settles on what was read."""
         try:
-            reader = ManualReader.open(member.path, self.inner, None, READER_OPTIONS, clock=self.clock)
+            reader = DbReader.open(
+                member.path, self.inner, None, READER_OPTIONS, clock=self.clock, background=False
+            )
             try:
                 observed = dict(reader.scan())
             finally:
@@ -1100,7 +1100,9 @@ class Adversary:
         if tag is None:
             raise self.violation(f"the tag {name} of {member.path or '<root>'} is gone (nobody deleted it)")
         try:
-            reader = ManualReader.open(member.path, self.inner, tag.id, READER_OPTIONS, clock=self.clock)
+            reader = DbReader.open(
+                member.path, self.inner, tag.id, READER_OPTIONS, clock=self.clock, background=False
+            )
             try:
                 observed = dict(reader.scan())
             finally:
@@ -1132,7 +1134,9 @@ class Adversary:
                     "(a stale process brought the database back)"
                 )
         try:
-            reader = ManualReader.open(member.path, self.inner, None, READER_OPTIONS, clock=self.clock)
+            reader = DbReader.open(
+                member.path, self.inner, None, READER_OPTIONS, clock=self.clock, background=False
+            )
         except SlateOpsError as error:
             if isinstance(error, DbNotFoundError) or type(error).__name__ in _GONE_ERRORS:
                 return

@@ -104,7 +104,7 @@ def check_destroyed_reclaimed(sim: Simulation, member: Member) -> None:
     if manifest.destroyed_at_s is None:
         raise sim.violation(f"{member.path} was destroyed, but its manifest has no destroyed_at_s")
     live = [c for c in manifest.checkpoints if not c.is_expired(now)]
-    due = now >= manifest.destroyed_at_s + sim._gc_options().db_delete_grace.total_seconds()
+    due = now >= manifest.destroyed_at_s + sim.gc_options().db_delete_grace.total_seconds()
     if due and not live:
         raise sim.violation(
             f"{member.path} was destroyed at {manifest.destroyed_at_s}, its grace period is over and no "

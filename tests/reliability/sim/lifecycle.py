@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Literal
 
 from slate_ops import admin
 from slate_ops.compaction import Compactor, LocalExecutor
+from slate_ops.engine import Db
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -64,7 +65,6 @@ from tests.reliability.sim.runtime import (
     MAIN,
     WRITER_OPTIONS,
     InvariantViolation,
-    ManualDb,
     Model,
     Op,
     SimStore,
@@ -704,7 +704,7 @@ class Lifecycle:
 
     def _collect(self, store: SimStore, member: Member, *, dry_run: bool) -> str:
         sim = self.sim
-        gc = GarbageCollector(member.path, store, sim._gc_options(), clock=sim.clock)
+        gc = GarbageCollector(member.path, store, sim.gc_options(), clock=sim.clock)
         outcome = sim._collect(gc, member.path, dry_run=dry_run, store=store)
         if not dry_run and not self._exists(member.path):
             if member.state != "destroyed":
@@ -724,7 +724,7 @@ class Lifecycle:
             sim.trace.append(TraceEntry(sim.step, "lifecycle", f"  compact {member.path}", outcome))
             self._touched.append(member)
             compacted += outcome.startswith("ok ") and "nothing" not in outcome
-        options = sim._gc_options()
+        options = sim.gc_options()
         sim.clock.advance(
             max(options.db_delete_grace, options.compacted_min_age, options.wal_min_age).total_seconds() + 1
         )
@@ -747,7 +747,7 @@ class Lifecycle:
             if outcome.startswith("crashed"):
                 raise SimulatedCrash("the lifecycle process died during GC of every database")
         for path in [MAIN, *(c.path for c in sim.clones.values() if c.state == "live")][::-1]:
-            gc = GarbageCollector(path, store, sim._gc_options(), clock=sim.clock)
+            gc = GarbageCollector(path, store, sim.gc_options(), clock=sim.clock)
             outcome = sim._collect(gc, path, dry_run=False, store=store)
             sim.trace.append(TraceEntry(sim.step, "lifecycle", f"  gc {path}", outcome))
             collected += 1
@@ -771,7 +771,7 @@ class Lifecycle:
         keys = member.writable_keys(self.universe)
         home = [k for k in keys if k[0] == LANES[member.lane]] or keys
         try:
-            db = ManualDb.open(member.path, store, WRITER_OPTIONS, clock=sim.clock)
+            db = Db.open(member.path, store, WRITER_OPTIONS, clock=sim.clock, background=False)
         except Exception as error:
             return sim._outcome(error) + " (opening the writer)"
         ending = sim.rng.choices(("close", "flush_memtable", "crash", "crash_mid"), weights=(45, 30, 12, 13))[
@@ -852,7 +852,7 @@ class Lifecycle:
         None when it worked, else its outcome."""
         sim = self.sim
         try:
-            db = ManualDb.open(member.path, store, WRITER_OPTIONS, clock=sim.clock)
+            db = Db.open(member.path, store, WRITER_OPTIONS, clock=sim.clock, background=False)
         except Exception as error:
             return sim._outcome(error) + " (opening the writer)"
         try:

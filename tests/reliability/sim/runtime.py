@@ -25,7 +25,7 @@ import ulid
 
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactorOptions
-from slate_ops.engine import Db, DbOptions, DbReader, ReaderOptions, WriteBatch
+from slate_ops.engine import Db, DbOptions, ReaderOptions, WriteBatch
 from slate_ops.errors import GcFailedError
 from slate_ops.manifest import store as manifest_store
 from slate_ops.manifest.codec import decode_manifest
@@ -77,7 +77,7 @@ class SimConfig:
         return REPLAY.format(seed=self.seed, steps=self.steps, store=store)
 
 
-# The writer's and reader's timers are steps of the simulation (see ManualDb / ManualReader); the
+# The writer's and reader's timers are steps of the simulation (both open with background=False); the
 # limits that would make a call wait on a background thread are out of reach.
 WRITER_OPTIONS = DbOptions(
     wal_flush_interval=timedelta(hours=1),
@@ -340,32 +340,6 @@ class SimStore:
         self._call("delete", key, lambda: self.faulty.delete(key))
 
 
-class ManualDb(Db):
-    """The writer without its flusher thread: WAL flushes, memtable flushes and manifest polls are
-    steps of the simulation. A write with ``await_durable`` does, synchronously, what it would wait
-    for the flusher thread to do (one round: the WAL, then frozen memtables to L0); an error of that
-    round (an injected fault, a crash) reaches the caller, whose write is then applied but not
-    acknowledged."""
-
-    def _background(self) -> None:
-        return
-
-    def _await_durable(self, seq: int) -> None:
-        with self._flush_lock:
-            self._guard(lambda: self._flush_memtables(blocking=False))
-        self._check_usable()
-        if self._durable_seq < seq:
-            raise AssertionError(f"the flush round left write {seq} not durable ({self._durable_seq})")
-
-
-class ManualReader(DbReader):
-    """The reader without its poll thread: the scheduler polls it every ``manifest_poll_interval`` of
-    simulated time."""
-
-    def _poll_loop(self) -> None:
-        return
-
-
 # --- the model of the writer's history ------------------------------------------------------------
 
 Op = tuple[bytes, bytes | None]  # (key, value); None deletes
@@ -464,7 +438,7 @@ def write_ops(db: Db, model: Model, ops: tuple[Op, ...], await_durable: bool) ->
 
     It is issued before the call: once applied, its durability round makes store requests, and a
     stall there lets other actors read the database, which may already hold it."""
-    before = db._last_seq
+    before = db.last_seq
     model.issue(ops)
     try:
         if len(ops) == 1:
@@ -482,7 +456,7 @@ def write_ops(db: Db, model: Model, ops: tuple[Op, ...], await_durable: bool) ->
                     batch.put(key, value)
             db.write(batch, await_durable=await_durable)
     except BaseException:
-        if db._last_seq == before:
+        if db.last_seq == before:
             model.retract()  # refused before it was applied
         raise
     if await_durable:

@@ -1,0 +1,254 @@
+"""The writer's WAL queue: segments of writes not yet in a WAL SST, their writing, and acknowledgement.
+
+A write appends its entries to the last segment (under the writer's write lock, which orders sequence
+numbers); :meth:`WalBuffer.write_queued` writes the sealed segments as WAL SSTs in order, one WAL writer
+at a time, and :meth:`WalBuffer.acknowledge` raises the durable sequence number once the epoch is
+confirmed ours after them (docs/design/engine.md, "The writer's parts").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+
+from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.writer_status import WriterStatus
+from slate_ops.errors import EpochCollisionError, FencedError, SlateOpsError
+from slate_ops.layout import WalStore
+from slate_ops.manifest.model import Manifest
+from slate_ops.objstore.base import ObjectStore, new_put_id
+from slate_ops.sst import entries_to_table
+from slate_ops.txn.fencing import FenceableStore
+
+log = logging.getLogger(__name__)
+
+Entry = tuple[bytes, int, int, bytes]
+WAL_ENTRY_OVERHEAD = 16
+MAX_FENCE_SKIPS = 16
+"""Empty WAL objects (fences of lower-epoch openers that then fail their post-fence check) a writer skips
+in a row at its next WAL id before it gives up with :class:`EpochCollisionError`."""
+
+
+class Segment:
+    """WAL entries not yet written, all belonging to one memtable.
+
+    ``put_id`` is used by every attempt to write the segment, so a retry after an attempt whose
+    outcome stayed unknown recognises that attempt's object as its own (not a newer writer's).
+    """
+
+    __slots__ = ("entries", "memtable", "put_id", "size")
+
+    def __init__(self, memtable: Memtable) -> None:
+        self.memtable = memtable
+        self.entries: list[Entry] = []
+        self.size = 0
+        self.put_id = new_put_id()
+
+
+class WalBuffer:
+    """The WAL queue of one writer, from its fence on.
+
+    Locks, in this order: ``_writing`` (one WAL writer at a time; held across the WAL PUTs),
+    ``_queue_lock`` (the segments and their byte count; never held across I/O), ``_durable`` (the
+    acknowledged sequence number and the WAL SSTs not yet acknowledged; waiters wait on it).
+    """
+
+    def __init__(
+        self,
+        wal: WalStore,
+        store: ObjectStore,
+        fenced: FenceableStore[Manifest],
+        status: WriterStatus,
+        *,
+        next_wal_id: int,
+        memtable: Memtable,
+    ) -> None:
+        self._wal = wal
+        self._store = store
+        self._fenced = fenced
+        self._status = status
+        self._next_wal_id = next_wal_id
+        self._queue_lock = threading.Lock()
+        self._segments: list[Segment] = [Segment(memtable)]
+        self._queued_bytes = 0  # of the segments not yet written
+        self._writing = threading.Lock()
+        self._written_seq = 0  # in WAL SSTs that exist, confirmed or not
+        self._durable = threading.Condition()
+        self._durable_seq = 0  # acknowledged: WAL written and the epoch confirmed after
+        self._unacknowledged: list[tuple[int, int]] = []  # (WAL id, its last seq) not yet acknowledged
+
+    def start_at(self, seq: int) -> None:
+        """Everything up to ``seq`` (replayed at open) is durable already."""
+        self._written_seq = self._durable_seq = seq
+
+    # --- the queue (called under the writer's write lock) -----------------------------------------
+
+    def append(self, entries: list[Entry], size: int) -> int:
+        """Queue ``entries`` (``size`` bytes) in the current segment; the bytes now queued."""
+        with self._queue_lock:
+            segment = self._segments[-1]
+            segment.entries += entries
+            segment.size += size
+            self._queued_bytes += size
+            return self._queued_bytes
+
+    def current_segment_bytes(self) -> int:
+        return self._segments[-1].size
+
+    def start_segment(self, memtable: Memtable) -> None:
+        """The memtable was replaced by ``memtable``: later writes go to a segment of their own."""
+        with self._queue_lock:
+            self._segments.append(Segment(memtable))
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def has_queued(self, memtable: Memtable) -> bool:
+        """Whether writes of ``memtable`` are still queued for the WAL."""
+        with self._queue_lock:
+            return any(segment.memtable is memtable and segment.entries for segment in self._segments)
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    @property
+    def next_wal_id(self) -> int:
+        return self._next_wal_id
+
+    def write_queued(self, *, confirm: bool = True) -> None:
+        """Write every WAL segment that holds entries as a WAL SST, oldest first; then acknowledge.
+
+        Writers only append to the last segment, so the current one is sealed first; a segment
+        leaves the queue only once its WAL SST exists, so a failed flush loses nothing. A write may
+        call it while the flusher encodes an L0 SST, whose memtable's segments are all written
+        already. With ``confirm`` the writes now in WAL SSTs are then acknowledged
+        (:meth:`acknowledge`), outside the WAL writer's lock, so a write that writes the WAL itself
+        does not wait for the confirmation.
+        """
+        with self._writing:
+            with self._queue_lock:
+                if self._segments[-1].entries:
+                    self._segments.append(Segment(self._segments[-1].memtable))
+                sealed = len(self._segments) - 1
+            for _ in range(sealed):
+                segment = self._segments[0]
+                if segment.entries:
+                    self._write_segment(segment)
+                with self._queue_lock:
+                    self._segments.pop(0)
+                    self._queued_bytes -= segment.size
+        if confirm:
+            self.acknowledge()
+
+    def _write_segment(self, segment: Segment) -> None:
+        """Create the segment's WAL SST at the next WAL id.
+
+        The id taken: a higher epoch (or a deleted database) in the manifest raises FencedError; at
+        our own epoch an empty object is the fence of a lower-epoch opener that fails its post-fence
+        check, so the id is skipped; data at our epoch is another process with the same epoch
+        (:class:`EpochCollisionError`) — never retried (docs/design/coordination.md, "Fencing under
+        races").
+        """
+        table = entries_to_table(segment.entries)
+        for _ in range(MAX_FENCE_SKIPS + 1):
+            wal_id = self._next_wal_id
+            if self._wal.write(wal_id, table, segment.put_id):
+                break
+            with self._status.failing_when_fenced():
+                self._fenced.confirm()  # FencedError: a newer writer bumps the epoch before fencing
+                size = self._wal.size(wal_id)
+                if size is None:
+                    continue  # vanished meanwhile: try the id again
+                if size:
+                    raise EpochCollisionError(
+                        self._status.location, "writer", self._fenced.epoch, self._wal.key(wal_id)
+                    )
+            log.info(
+                "%s is a lower-epoch opener's fence at writer epoch %d; the WAL continues after it",
+                self._wal.key(wal_id),
+                self._fenced.epoch,
+            )
+            self._next_wal_id = wal_id + 1
+        else:
+            with self._status.failing_when_fenced():
+                raise EpochCollisionError(
+                    self._status.location, "writer", self._fenced.epoch, self._wal.key(self._next_wal_id)
+                )
+        self._next_wal_id = wal_id + 1
+        segment.memtable.max_wal_id = wal_id
+        with self._durable:
+            self._unacknowledged.append((wal_id, segment.entries[-1][1]))
+        self._written_seq = max(self._written_seq, segment.entries[-1][1])
+
+    def write_inline(self) -> None:
+        """Write the queued segments in this (writing) thread; the flusher retries store errors and
+        its next pass acknowledges them (:meth:`acknowledge`)."""
+        try:
+            with self._status.failing_when_fenced():
+                self.write_queued(confirm=False)
+        except FencedError:
+            raise
+        except SlateOpsError as error:
+            log.debug("inline WAL write of %s failed, the flusher retries: %s", self._status.location, error)
+
+    # --- acknowledging ----------------------------------------------------------------------------
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable_seq
+
+    def acknowledge(self, *, always: bool = False) -> None:
+        """Raise ``durable_seq`` to the writes in WAL SSTs, once the epoch is confirmed ours.
+
+        The confirmation (:meth:`FenceableStore.confirm`, one round trip) starts after those WAL SSTs
+        were created, so a newer writer (or a deletion) that could have missed them shows in it:
+        :class:`FencedError` then, and nothing is acknowledged. One confirmation covers every WAL SST
+        written before it started. ``always`` confirms even with nothing to acknowledge (close).
+        """
+        written = self._written_seq
+        if written <= self._durable_seq and not always:
+            return
+        with self._status.failing_when_fenced():
+            self._fenced.confirm()
+        with self._durable:
+            self._durable_seq = max(self._durable_seq, written)
+            self._unacknowledged = [w for w in self._unacknowledged if w[1] > self._durable_seq]
+            self._durable.notify_all()
+
+    def await_durable(self, seq: int) -> None:
+        """Wait until write ``seq`` is acknowledged (or the writer failed)."""
+        with self._durable:
+            while self._durable_seq < seq:
+                self._status.check_usable()
+                self._durable.wait(0.05)
+
+    def notify(self) -> None:
+        """Wake every waiter (durability, room for writes): something they wait on changed."""
+        with self._durable:
+            self._durable.notify_all()
+
+    def wait(self, timeout: float, until: Callable[[], bool]) -> None:
+        """Wait at most ``timeout`` for a :meth:`notify`, unless ``until()`` holds already."""
+        with self._durable:
+            if not until():
+                self._durable.wait(timeout)
+
+    def withdraw_unacknowledged(self) -> None:
+        """The database was destroyed or deleted under this writer: delete the WAL SSTs it wrote since
+        its last acknowledgement (none of their writes was acknowledged), so nothing of them is left
+        after a hard destroy and a database created at the path afterwards does not replay them. Best
+        effort: a new database that already replayed one (it was created while this writer still
+        wrote) is beyond what a removal by hand can promise."""
+        with self._durable:
+            withdrawn, self._unacknowledged = self._unacknowledged, []
+        for wal_id, _ in withdrawn:
+            with contextlib.suppress(SlateOpsError):
+                self._store.delete(self._wal.key(wal_id))
+        if withdrawn:
+            log.warning(
+                "the database at %s was deleted under its writer: deleted its %d unacknowledged WAL SST(s)",
+                self._status.location,
+                len(withdrawn),
+            )
