@@ -31,6 +31,7 @@ from datetime import timedelta
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import Db, DbOptions
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -41,7 +42,6 @@ from slate_ops.errors import (
     DbNotInitializedError,
     InvalidArgumentError,
 )
-from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import live_checkpoint, with_new_checkpoint
 from slate_ops.manifest.model import ExternalDb, Manifest
 from slate_ops.manifest.store import (

@@ -31,8 +31,9 @@ from ulid import ULID
 from slate_ops.admin.tags import Tag, find_tags
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import TagNotFoundError
-from slate_ops.layout import WalStore, sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, ExternalDb, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore

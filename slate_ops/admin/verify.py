@@ -38,8 +38,7 @@ from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.state import CompactionsStore
 from slate_ops.engine.options import DbOptions
 from slate_ops.errors import CorruptObjectError, InvalidArgumentError, ObjectNotFoundError
-from slate_ops.layout import resolve_sst_path
-from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
+from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, resolve_sst_path
 from slate_ops.manifest.projection import effective_range
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore

@@ -45,6 +45,7 @@ from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import CheckpointScope, DbOptions, seconds
 from slate_ops.engine.pins import CheckpointPins
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     BackpressureTimeoutError,
     DbAlreadyExistsError,
@@ -56,7 +57,7 @@ from slate_ops.errors import (
     ObjectNotFoundError,
     SlateOpsError,
 )
-from slate_ops.layout import WalStore, sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.checkpoints import with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, CompactedSst, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
-from slate_ops.layout import resolve_sst_path
-from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView
+from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView, resolve_sst_path
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import BlockCache, SstReader
 

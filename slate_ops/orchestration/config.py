@@ -66,9 +66,9 @@ from slate_ops.config import parse_duration
 from slate_ops.engine.options import ReaderOptions
 from slate_ops.errors import ConfigError, InvalidStoreUrlError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
+from slate_ops.layout import normalize_db_path
 from slate_ops.objstore import HARMLESS_OPTIONS, S3_CREDENTIAL_VARIABLES, open_store, redact_url
 from slate_ops.objstore.url import check_store_url
-from slate_ops.txn.paths import normalize_db_path
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
 """Names the databases config file; unset means the embedded default."""
@@ -383,7 +383,7 @@ def _netloc(value: str) -> str:
 
 class DiscoverConfig(dg.Config):
     """Where more databases are found by listing: every path under ``prefix`` in ``store_url`` that
-    holds a ``manifest/`` (:func:`slate_ops.admin.reachability.discover_databases`)."""
+    holds a ``manifest/`` (:func:`slate_ops.admin.fleet.discover_databases`)."""
 
     # A refused store_url is shown redacted by its validator; pydantic would echo it whole.
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)

@@ -59,7 +59,7 @@ from slate_ops.errors import (
     ObjectNotFoundError,
     OutOfRangeError,
 )
-from slate_ops.layout import sst_key
+from slate_ops.layout import normalize_db_path, sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import ObjectStore
@@ -68,7 +68,6 @@ from slate_ops.spark.executor import _remote_error, _worker_store
 from slate_ops.spark.read_base import default_parallelism, require_shareable
 from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, SstReader, encode_sst
 from slate_ops.sst.cut import ROW_OVERHEAD, SstCutter
-from slate_ops.txn.paths import normalize_db_path
 
 MiB = 1024 * 1024
 DEFAULT_TARGET_SST_BYTES = 64 * MiB
