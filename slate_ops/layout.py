@@ -47,6 +47,8 @@ MANIFEST_SUFFIX = "manifest"
 COMPACTIONS_SUFFIX = "compactions"
 SST_SUFFIX = "sst"
 BOUNDARY_SUFFIX = "boundary"
+BOUNDARY_NAMESPACES = (MANIFEST_SUFFIX, COMPACTIONS_SUFFIX)
+"""The sequenced namespaces with a GC boundary (:func:`boundary_key`), in both engines."""
 DELETED_MARKER = "deleted"
 ID_DIGITS = 20
 """Sequenced ids (manifests, compactions, WAL, deletion markers) are zero-padded to 20 digits (a u64)."""
@@ -226,8 +228,9 @@ def parse_wal_key(db_path: str, key: str) -> int | None:
 # --- compacted SSTs -------------------------------------------------------------------------------
 
 
-def sst_key(db_path: str, sst_id: ULID) -> str:
-    """``<db>/compacted/<ULID>.sst``: SST ``sst_id`` of the database at ``db_path``."""
+def sst_key(db_path: str, sst_id: ULID | str) -> str:
+    """``<db>/compacted/<ULID>.sst``: SST ``sst_id`` of the database at ``db_path`` (a ULID, or its
+    text as SlateDB's binding reports it)."""
     return join(normalize_db_path(db_path), COMPACTED_DIR, f"{sst_id}.{SST_SUFFIX}")
 
 

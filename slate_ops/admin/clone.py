@@ -2,7 +2,7 @@
 checkpoint.
 
 A clone's manifest references the parent's SSTs in place (``external_dbs``, resolved by
-:func:`slate_ops.layout.resolve_sst_path`); only the WAL SSTs not yet in L0 are copied. New
+:func:`slate_ops.manifest.model.resolve_sst_path`); only the WAL SSTs not yet in L0 are copied. New
 writes go to the clone only. :func:`create_clone` follows the spec's procedure step by step and is
 idempotent: every step first checks whether it already happened, so a crash at any point leaves a
 state that re-running the same call completes (docs/design/clones-and-destroy.md lists what each

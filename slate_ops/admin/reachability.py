@@ -8,7 +8,7 @@ live until GC deletes it):
 
 ``missing_sst``
     an SST that the latest manifest or the manifest of a live checkpoint reads (own or external,
-    resolved with :func:`~slate_ops.engine.lsm.resolve_sst_path`) does not exist;
+    resolved with :func:`~slate_ops.manifest.model.resolve_sst_path`) does not exist;
 ``missing_pinned_manifest``
     a live checkpoint (the database's own, or its final checkpoint on an external database) pins a
     manifest that does not exist;
