@@ -20,7 +20,7 @@ an ``ObjectStoreBuilder(S3)`` store) with its defaults. Figures (one function ea
   (SlateDB also with read-ahead, not its default, at the largest delay).
 * **reopen after N WAL SSTs** — a writer leaves ``N`` WAL SSTs (one put and one WAL flush each; it
   never flushes to L0), and ``Db.open`` replays them: wall time with the WAL fetched one segment at
-  a time and 16 at a time (``slate_ops.layout.WAL_FETCH_PARALLELISM``), requests by method.
+  a time and 16 at a time (``slate_ops.engine.wal_store.WAL_FETCH_PARALLELISM``), requests by method.
 
 The S3 clients are built before anything is timed (slate_ops shares one boto3 client per endpoint:
 slate_ops.objstore.s3.shared_s3_client; its ~0.2 s build is reported apart).
@@ -55,8 +55,7 @@ from benchmarks.s3_fixtures import (
     start_moto_process,
 )
 from benchmarks.suite import Options, Outcome, Row, Target, command, package_version, row
-from slate_ops import layout
-from slate_ops.engine import Db, DbOptions
+from slate_ops.engine import Db, DbOptions, wal_store
 from slate_ops.objstore.s3 import make_s3_client
 
 __all__ = [
@@ -268,8 +267,8 @@ def write_ours(endpoint: str, bucket: str, n: int) -> None:
 
 def reopen_ours(proxy: LatencyProxy, bucket: str, n: int, parallelism: int) -> Reopen:
     store = ours_store(proxy.endpoint, bucket, "ours")
-    saved = layout.WAL_FETCH_PARALLELISM
-    layout.WAL_FETCH_PARALLELISM = parallelism
+    saved = wal_store.WAL_FETCH_PARALLELISM
+    wal_store.WAL_FETCH_PARALLELISM = parallelism
     try:
         proxy.reset()
         started = time.perf_counter()
@@ -279,7 +278,7 @@ def reopen_ours(proxy: LatencyProxy, bucket: str, n: int, parallelism: int) -> R
         assert db.get(f"key{n - 1:06d}".encode()) == b"v" * 100
         db.close()
     finally:
-        layout.WAL_FETCH_PARALLELISM = saved
+        wal_store.WAL_FETCH_PARALLELISM = saved
     name = f"slate_ops, {parallelism} at a time" if parallelism > 1 else "slate_ops, one at a time"
     return Reopen(name, _ms(proxy), n, seconds, counts, wal_gets)
 
@@ -514,7 +513,7 @@ def run(
             progress(f"+{delay * 1000:.0f} ms: reopens")
             with LatencyProxy(endpoint, delay) as proxy:
                 ours_store(proxy.endpoint, bucket, "ours")  # build the client
-                for parallelism in (1, layout.WAL_FETCH_PARALLELISM):
+                for parallelism in (1, wal_store.WAL_FETCH_PARALLELISM):
                     reopens.append(reopen_ours(proxy, bucket, sizes.wal_ssts, parallelism))
                 if sdb is not None:
                     reopens.append(asyncio.run(_reopen_slatedb(sdb, proxy, bucket, sizes.wal_ssts, handles)))
@@ -750,7 +749,7 @@ def figure_rows(results: S3Results, sizes: Sizes, delays_ms: list[int], label: s
 def reopen_rows(results: S3Results, wal_ssts: int, delays_ms: list[int], label: str) -> list[Row]:
     """Reopen time per delay (16 at a time: target within 3x SlateDB at the largest delay) and the
     requests of one reopen at the largest delay."""
-    parallel = f"slate_ops, {layout.WAL_FETCH_PARALLELISM} at a time"
+    parallel = f"slate_ops, {wal_store.WAL_FETCH_PARALLELISM} at a time"
     goal_ms = max(delays_ms)
 
     def find(engine: str, delay_ms: int) -> Reopen | None:

@@ -1,109 +1,266 @@
-"""Where every object of a database lives in the store: one module, as SlateDB's ``paths.rs``.
+"""Where every object of a database lives in the store: pure key builders and parsers, as SlateDB's
+``paths.rs``, and the rule that decides which paths can be databases. No I/O.
 
-A database at path ``<db>`` (``""`` is the store's root) owns these keys::
+A database at path ``<db>`` (``""`` is the store's root) owns these keys, and only these::
 
-    <db>/manifest/<20-digit id>.manifest        ManifestStore (slate_ops.manifest.store)
-    <db>/compactions/<20-digit id>.compactions  the compactor's state (slate_ops.compaction.state)
-    <db>/gc/<namespace>.boundary                GC boundary objects (slate_ops.txn.boundary)
-    <db>/wal/<20-digit id>.sst                  WAL SSTs and fence objects (WalStore, below)
-    <db>/compacted/<ULID>.sst                   L0 and sorted-run SSTs (sst_key)
-
-The key builders and parsers below are the one place these names are spelled out: every listing
-matches a key by comparing it in full with the key built for the parsed id (:func:`parse_wal_key`,
-:func:`parse_sst_key`, :func:`parse_manifest_key`, ...), never by its last component alone, so the
-objects of a database nested under this one (``<db>/wal/wal/...`` of a database named ``<db>/wal``)
-are never taken for this database's own.
+    <db>/manifest/<20-digit id>.manifest        manifests: ManifestStore (slate_ops.manifest.store)
+    <db>/compactions/<20-digit id>.compactions  the compactor's state: CompactionsStore (compaction.state)
+    <db>/wal/<20-digit id>.sst                  WAL SSTs, and empty fence objects: WalStore (engine.wal_store)
+    <db>/compacted/<ULID>.sst                   L0 and sorted-run SSTs: Db's flush, the compactor, bulk load
+    <db>/gc/<namespace>.boundary                GC boundaries (manifest, compactions): BoundaryObject (txn)
+    <db>/gc/deleted.<20-digit id>               the marker of a deletion: delete_database (gc.destroyed)
 
 An SST listed by one of the manifest's ``external_dbs`` lives under that database's path instead
-(clones, shards, merges: :func:`resolve_sst_path`). The WAL is here too, as :class:`WalStore`:
-contiguous ids, entries in sequence order, and an empty object at an id is a fence, never data.
-A writer fences older writers by creating an empty object at the next WAL id: the fenced writer's
-create-if-absent of that id then fails, and it finds the newer epoch in the manifest
-(docs/design/coordination.md, "Fencing").
+(clones, shards, merges: :func:`slate_ops.manifest.model.resolve_sst_path`).
+
+Every parser matches a key by comparing it in full with the key built for the parsed id, never by
+its last component alone, so the objects of a database nested under this one are never taken for
+its own. The directory names are reserved: no component of a database path may be one of them
+(:func:`normalize_db_path`), so ``<db>/wal/wal/...`` can never be the WAL of a database ``<db>/wal``
+(docs/design/names.md). Databases are found from a listing by :func:`live_databases`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+import functools
+from collections.abc import Iterable
 
-import pyarrow as pa
 from ulid import ULID
 
-from slate_ops.errors import ObjectNotFoundError, PreconditionFailedError, PutOutcomeUnknownError
-from slate_ops.manifest.model import CompactedSst, Manifest
-from slate_ops.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX
-from slate_ops.objstore.base import (
-    GetResult,
-    ObjectMeta,
-    ObjectStore,
-    PutMode,
-    PutResult,
-    new_put_id,
-    resolve_put_outcome,
-)
-from slate_ops.sst import SstReader, encode_sst
-from slate_ops.txn.paths import (
-    COMPACTED_DIR,
-    COMPACTIONS_DIR,
-    GC_DIR,
-    WAL_DIR,
-    is_valid_db_path,
-    join,
-    normalize_db_path,
-)
-from slate_ops.txn.sequenced import ID_DIGITS
+from slate_ops.errors import InvalidArgumentError, InvalidDatabaseNameError
 
-COMPACTIONS_SUFFIX = "compactions"
+# --- names --------------------------------------------------------------------------------------
+
+MANIFEST_DIR = "manifest"
+WAL_DIR = "wal"
+COMPACTED_DIR = "compacted"
+COMPACTIONS_DIR = "compactions"
+GC_DIR = "gc"
 OWN_DIRECTORIES = (MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR)
-"""Every directory a database owns under its path: the names the layout reserves (defined in
-:mod:`slate_ops.txn.paths`, whose ``normalize_db_path`` refuses them as components of a database path)."""
+"""Every directory a database owns under its path."""
+RESERVED_DIRECTORIES: frozenset[str] = frozenset(OWN_DIRECTORIES)
+"""The names no component of a database path may have (compared case-insensitively: on a
+case-insensitive file system ``WAL`` is ``wal``): a database there would mix its objects with
+another's."""
 
-_ID = re.compile(rf"^\d{{{ID_DIGITS}}}$")
-_MANIFEST_TAIL = f"/{MANIFEST_DIR}/"
+MANIFEST_SUFFIX = "manifest"
+COMPACTIONS_SUFFIX = "compactions"
+SST_SUFFIX = "sst"
+BOUNDARY_SUFFIX = "boundary"
+BOUNDARY_NAMESPACES = (MANIFEST_SUFFIX, COMPACTIONS_SUFFIX)
+"""The sequenced namespaces with a GC boundary (:func:`boundary_key`), in both engines."""
+DELETED_MARKER = "deleted"
+ID_DIGITS = 20
+"""Sequenced ids (manifests, compactions, WAL, deletion markers) are zero-padded to 20 digits (a u64)."""
+
+MAX_PATH_BYTES = 512
+"""The longest database path, in UTF-8 bytes: its keys (``<path>/manifest/<20 digits>.manifest``)
+stay well inside S3's 1024-byte key limit."""
+
+MAX_COMPONENT_BYTES = 255
+"""The longest component of a database path, in UTF-8 bytes: a directory name of the local store."""
+
+_RESERVED_LIST = ", ".join(sorted(RESERVED_DIRECTORIES))
+
+# --- database paths (docs/design/names.md) --------------------------------------------------------
+
+
+def normalize_db_path(path: str) -> str:
+    """The normal form of a database path: ``"/a//b/"`` → ``"a/b"``; ``""`` (or ``"/"``) is the root.
+
+    Normalised: leading, trailing and repeated ``/``. Refused with
+    :class:`~slate_ops.errors.InvalidDatabaseNameError`, naming the rule and the component: a
+    component that is a reserved directory name (:data:`RESERVED_DIRECTORIES`, any case), ``.`` or
+    ``..``; a backslash or a control character anywhere; text that is not valid Unicode (a lone
+    surrogate); a component longer than :data:`MAX_COMPONENT_BYTES` or a path longer than
+    :data:`MAX_PATH_BYTES` (UTF-8 bytes). Nothing else is changed: the result round-trips.
+    """
+    if not isinstance(path, str):
+        raise InvalidArgumentError(f"database path must be a string, got {type(path).__name__}")
+    return _normalize(path)
+
+
+def is_valid_db_path(path: str) -> bool:
+    """Whether ``path`` can be a database path (:func:`normalize_db_path` accepts it); a key whose
+    path it refuses belongs to no database."""
+    try:
+        normalize_db_path(path)
+    except InvalidArgumentError:
+        return False
+    return True
+
+
+def join(path: str, *parts: str) -> str:
+    """``path`` and ``parts`` joined by ``/``, empty parts (the root) left out."""
+    return "/".join(p for p in (path, *parts) if p)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalize(path: str) -> str:
+    # Called for every key built: cached, it is a dictionary lookup. Refusals are not cached.
+    parts = [p for p in path.split("/") if p]
+    normal = "/".join(parts)
+    _check_text(path)
+    for part in parts:
+        _check_component(path, part)
+    size = len(normal.encode("utf-8"))
+    if size > MAX_PATH_BYTES:
+        raise InvalidDatabaseNameError(
+            f"database path {_shown(path)} is {size} bytes long (UTF-8); the limit is {MAX_PATH_BYTES}: "
+            "pick a shorter name"
+        )
+    return normal
+
+
+def _check_text(path: str) -> None:
+    if "\\" in path:
+        raise InvalidDatabaseNameError(
+            f"database path {_shown(path)} contains a backslash; components are separated by '/' only "
+            "(a backslash is a separator on some file systems): use '/'"
+        )
+    bad = next((c for c in path if not c.isprintable()), None)  # " " is printable; tabs, newlines are not
+    if bad is not None:
+        raise InvalidDatabaseNameError(
+            f"database path {_shown(path)} contains the control character {bad!r}; names are printable "
+            "text (spaces allowed)"
+        )
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidDatabaseNameError(
+            f"database path {_shown(path)} is not valid Unicode text (a lone surrogate); names are UTF-8"
+        ) from None
+
+
+def _check_component(path: str, part: str) -> None:
+    if part in (".", ".."):
+        raise InvalidDatabaseNameError(
+            f"database path {_shown(path)} must not contain '.' or '..' (the component {part!r}): a path "
+            "names a database from the store's root, never relative to another"
+        )
+    if part.lower() in RESERVED_DIRECTORIES:
+        raise InvalidDatabaseNameError(
+            f"database path {_shown(path)} has the component {part!r}, a reserved name: every database "
+            f"keeps its own objects in directories of these names ({_RESERVED_LIST}, in any case), so a "
+            f"database there would mix its objects with another's. Rename that component (e.g. "
+            f"{part + '_db'!r})"
+        )
+    size = len(part.encode("utf-8"))
+    if size > MAX_COMPONENT_BYTES:
+        raise InvalidDatabaseNameError(
+            f"database path {_shown(path)} has a component of {size} bytes (UTF-8); the limit is "
+            f"{MAX_COMPONENT_BYTES}: pick a shorter name"
+        )
+
+
+def _shown(path: str) -> str:
+    """``path`` as quoted in an error: repr (so control characters show), at most 120 characters."""
+    return repr(path) if len(path) <= 120 else repr(path[:100]) + f"... ({len(path)} characters)"
+
+
+# --- sequenced objects: manifests, compactions, WAL ------------------------------------------------
 
 
 def _id_of(name: str, suffix: str) -> int | None:
-    stem = name[: -len(suffix) - 1] if name.endswith("." + suffix) else ""
-    return int(stem) if _ID.match(stem) else None
+    """The id of a file name ``<20 digits>.<suffix>``, else None."""
+    stem, dot, rest = name.partition(".")
+    if not dot or rest != suffix or len(stem) != ID_DIGITS or not (stem.isascii() and stem.isdigit()):
+        return None
+    return int(stem)
 
 
-def _sequenced_key(db_path: str, directory: str, object_id: int, suffix: str) -> str:
-    return join(db_path, directory, f"{object_id:0{ID_DIGITS}d}.{suffix}")
+def sequenced_key(db_path: str, directory: str, object_id: int, suffix: str) -> str:
+    """``<db>/<directory>/<20-digit id>.<suffix>``: a version of a sequenced namespace."""
+    return join(normalize_db_path(db_path), directory, f"{object_id:0{ID_DIGITS}d}.{suffix}")
 
 
-def _parse_sequenced(db_path: str, directory: str, suffix: str, key: str) -> int | None:
-    object_id = _id_of(key.rsplit("/", 1)[-1], suffix)
-    if object_id is None or key != _sequenced_key(db_path, directory, object_id, suffix):
+def parse_sequenced_key(db_path: str, directory: str, suffix: str, key: str) -> int | None:
+    """The id if ``key`` is :func:`sequenced_key` of the database at ``db_path`` (full key), else None."""
+    object_id = _id_of(key.rpartition("/")[2], suffix)
+    if object_id is None or key != sequenced_key(db_path, directory, object_id, suffix):
         return None
     return object_id
 
 
 def manifest_key(db_path: str, manifest_id: int) -> str:
     """``<db>/manifest/<20-digit id>.manifest``."""
-    return _sequenced_key(normalize_db_path(db_path), MANIFEST_DIR, manifest_id, MANIFEST_SUFFIX)
+    return sequenced_key(db_path, MANIFEST_DIR, manifest_id, MANIFEST_SUFFIX)
+
+
+def parse_own_manifest_key(db_path: str, key: str) -> int | None:
+    """The id if ``key`` is a manifest of the database at ``db_path`` itself (full key), else None."""
+    return parse_sequenced_key(db_path, MANIFEST_DIR, MANIFEST_SUFFIX, key)
 
 
 def parse_manifest_key(key: str) -> tuple[str, int] | None:
-    """``(database path, manifest id)`` if ``key`` is the key of a manifest of some database (the
-    database is everything before its last ``/manifest/``), else None."""
-    object_id = _id_of(key.rsplit("/", 1)[-1], MANIFEST_SUFFIX)
-    if object_id is None:
+    """``(database path, manifest id)`` if ``key`` is the manifest of some database (the database is
+    everything before its last ``/manifest/``, and must be a valid path), else None."""
+    found = _owner_of(key, MANIFEST_DIR)
+    if found is None:
         return None
-    head = key[: key.rindex("/")]  # "<db>/manifest" or "manifest"
-    if head == MANIFEST_DIR:
-        db_path = ""
-    elif head.endswith(_MANIFEST_TAIL[:-1]) and head != _MANIFEST_TAIL[:-1]:
-        db_path = head[: -len(_MANIFEST_TAIL) + 1]
-    else:
+    db_path, name = found
+    object_id = _id_of(name, MANIFEST_SUFFIX)
+    if object_id is None or key != manifest_key(db_path, object_id):
         return None
-    if not is_valid_db_path(db_path):
-        return None  # e.g. a/wal/manifest/…: no database may have that path (docs/design/names.md)
-    return (db_path, object_id) if key == manifest_key(db_path, object_id) else None
+    return db_path, object_id
 
 
-DELETED_MARKER = "deleted"
+def compactions_key(db_path: str, compactions_id: int) -> str:
+    """``<db>/compactions/<20-digit id>.compactions``."""
+    return sequenced_key(db_path, COMPACTIONS_DIR, compactions_id, COMPACTIONS_SUFFIX)
+
+
+def parse_compactions_key(db_path: str, key: str) -> int | None:
+    """The id if ``key`` is a ``.compactions`` file of the database at ``db_path`` (full key)."""
+    return parse_sequenced_key(db_path, COMPACTIONS_DIR, COMPACTIONS_SUFFIX, key)
+
+
+def wal_key(db_path: str, wal_id: int) -> str:
+    """``<db>/wal/<20-digit id>.sst``: a WAL SST, or (empty) a fence."""
+    return sequenced_key(db_path, WAL_DIR, wal_id, SST_SUFFIX)
+
+
+def parse_wal_key(db_path: str, key: str) -> int | None:
+    """The id if ``key`` is a WAL SST (or fence) of the database at ``db_path`` (full key), else None."""
+    return parse_sequenced_key(db_path, WAL_DIR, SST_SUFFIX, key)
+
+
+# --- compacted SSTs -------------------------------------------------------------------------------
+
+
+def sst_key(db_path: str, sst_id: ULID | str) -> str:
+    """``<db>/compacted/<ULID>.sst``: SST ``sst_id`` of the database at ``db_path`` (a ULID, or its
+    text as SlateDB's binding reports it)."""
+    return join(normalize_db_path(db_path), COMPACTED_DIR, f"{sst_id}.{SST_SUFFIX}")
+
+
+def parse_sst_key(db_path: str, key: str) -> ULID | None:
+    """The SST id if ``key`` is an SST under the database's own ``compacted/`` (full key), else None."""
+    stem, dot, suffix = key.rpartition("/")[2].partition(".")
+    if not dot or suffix != SST_SUFFIX:
+        return None
+    try:
+        sst_id = ULID.from_str(stem)
+    except ValueError:
+        return None
+    return sst_id if key == sst_key(db_path, sst_id) else None
+
+
+# --- gc/: boundaries and deletion markers ---------------------------------------------------------
+
+
+def boundary_key(db_path: str, namespace: str) -> str:
+    """``<db>/gc/<namespace>.boundary``: the GC boundary of a sequenced namespace (``manifest``,
+    ``compactions``)."""
+    return join(normalize_db_path(db_path), GC_DIR, f"{namespace}.{BOUNDARY_SUFFIX}")
+
+
+def parse_boundary_key(db_path: str, key: str) -> str | None:
+    """The namespace if ``key`` is a GC boundary of the database at ``db_path`` (full key), else None."""
+    namespace, dot, suffix = key.rpartition("/")[2].rpartition(".")
+    if not dot or suffix != BOUNDARY_SUFFIX or not namespace or key != boundary_key(db_path, namespace):
+        return None
+    return namespace
 
 
 def deleted_marker_key(db_path: str, tombstone_id: int) -> str:
@@ -114,62 +271,17 @@ def deleted_marker_key(db_path: str, tombstone_id: int) -> str:
 
 def parse_deleted_marker_key(key: str) -> tuple[str, int] | None:
     """``(database path, tombstone id)`` if ``key`` is a deletion marker of some database, else None."""
-    head, _, name = key.rpartition("/")
-    stem, _, digits = name.partition(".")
-    if stem != DELETED_MARKER or not _ID.match(digits):
+    found = _owner_of(key, GC_DIR)
+    if found is None:
         return None
-    if head == GC_DIR:
-        db_path = ""
-    elif head.endswith("/" + GC_DIR):
-        db_path = head[: -len(GC_DIR) - 1]
-    else:
-        return None
-    if not is_valid_db_path(db_path):
+    db_path, name = found
+    stem, dot, digits = name.partition(".")
+    if stem != DELETED_MARKER or not dot or len(digits) != ID_DIGITS or not digits.isdigit():
         return None
     return (db_path, int(digits)) if key == deleted_marker_key(db_path, int(digits)) else None
 
 
-def compactions_key(db_path: str, compactions_id: int) -> str:
-    """``<db>/compactions/<20-digit id>.compactions``."""
-    return _sequenced_key(normalize_db_path(db_path), COMPACTIONS_DIR, compactions_id, COMPACTIONS_SUFFIX)
-
-
-def parse_own_manifest_key(db_path: str, key: str) -> int | None:
-    """The id if ``key`` is a manifest of the database at ``db_path`` itself (full key), else None."""
-    return _parse_sequenced(normalize_db_path(db_path), MANIFEST_DIR, MANIFEST_SUFFIX, key)
-
-
-def parse_compactions_key(db_path: str, key: str) -> int | None:
-    """The id if ``key`` is a ``.compactions`` file of the database at ``db_path`` (full key)."""
-    return _parse_sequenced(normalize_db_path(db_path), COMPACTIONS_DIR, COMPACTIONS_SUFFIX, key)
-
-
-def wal_key(db_path: str, wal_id: int) -> str:
-    """``<db>/wal/<20-digit id>.sst``."""
-    return join(normalize_db_path(db_path), WAL_DIR, f"{wal_id:0{ID_DIGITS}d}.sst")
-
-
-def parse_wal_key(db_path: str, key: str) -> int | None:
-    """The id if ``key`` is a WAL SST (or fence) of the database at ``db_path`` (full key), else None."""
-    object_id = _id_of(key.rsplit("/", 1)[-1], "sst")
-    return object_id if object_id is not None and key == wal_key(db_path, object_id) else None
-
-
-def sst_key(db_path: str, sst_id: ULID) -> str:
-    """The key of SST ``sst_id`` of the database at ``db_path``."""
-    return join(db_path, COMPACTED_DIR, f"{sst_id}.sst")
-
-
-def parse_sst_key(db_path: str, key: str) -> ULID | None:
-    """The SST id if ``key`` is an SST under the database's own ``compacted/`` (full key), else None."""
-    name = key.rsplit("/", 1)[-1]
-    if not name.endswith(".sst"):
-        return None
-    try:
-        sst_id = ULID.from_str(name[: -len(".sst")])
-    except ValueError:
-        return None
-    return sst_id if key == sst_key(normalize_db_path(db_path), sst_id) else None
+# --- listings ---------------------------------------------------------------------------------------
 
 
 def own_directory(db_path: str, directory: str) -> str:
@@ -177,206 +289,43 @@ def own_directory(db_path: str, directory: str) -> str:
     return join(normalize_db_path(db_path), directory) + "/"
 
 
-def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str:
-    """Where ``sst`` of ``manifest`` (the database at ``db_path``) is stored: under the external
-    database that lists it, else under ``db_path`` (docs/design/clones-and-destroy.md)."""
-    owner = manifest.owner_of(sst)
-    return sst_key(db_path if owner is None else owner.path, sst.physical_id)
+def _owner_of(key: str, directory: str) -> tuple[str, str] | None:
+    """``(database path, file name)`` if ``key`` is ``<db>/<directory>/<name>`` for a valid database
+    path ``<db>`` (``a/wal/manifest/…`` is no database's: docs/design/names.md), else None."""
+    head, _, name = key.rpartition("/")
+    if head == directory:
+        db_path = ""
+    elif head.endswith("/" + directory):
+        db_path = head[: -len(directory) - 1]
+    else:
+        return None
+    return (db_path, name) if is_valid_db_path(db_path) else None
 
 
-# WAL SSTs fetched at once by read_many (replay): on S3 each GET waits ~20-50 ms, so fetching one
-# after another makes a reopen after a few hundred WAL SSTs take many seconds. Bounded so that at
-# most this many segments are held in memory ahead of the one being applied.
-WAL_FETCH_PARALLELISM = 16
-
-Entry = tuple[bytes, int, int, bytes]
-
-
-class WalStore:
-    def __init__(self, store: ObjectStore, db_path: str) -> None:
-        self.store = store
-        self.db_path = normalize_db_path(db_path)
-        self.directory = join(self.db_path, WAL_DIR)
-
-    def key(self, wal_id: int) -> str:
-        return wal_key(self.db_path, wal_id)
-
-    def list_ids(self, after: int = 0) -> list[int]:
-        """WAL ids greater than ``after``, ascending."""
-        return [wal_id for wal_id, _ in self.list_sizes(after)]
-
-    def list_sizes(self, after: int = 0) -> list[tuple[int, int]]:
-        """``(id, object size)`` of the WAL SSTs with ids greater than ``after``, ascending; one LIST.
-
-        Keys are compared in full: the objects of a database nested in this one's ``wal/`` directory
-        (a database named ``<db>/wal``) are not this database's WAL."""
-        found = []
-        for meta in self.store.list(self.directory + "/", start_after=self.key(after) if after else None):
-            wal_id = parse_wal_key(self.db_path, meta.key)
-            if wal_id is not None and wal_id > after:
-                found.append((wal_id, meta.size))
-        return found
-
-    def max_seq(self, wal_id: int, size: int) -> int | None:
-        """The highest sequence number in WAL ``wal_id`` of ``size`` bytes; None for a fence."""
-        if size == 0:
-            return None
-        return SstReader.open(self.store, self.key(wal_id), size=size).info.max_seq
-
-    def create(self, wal_id: int, data: bytes, put_id: str | None = None) -> bool:
-        """Create WAL ``wal_id``; False if the id exists (someone fenced us, or wrote it first).
-
-        A retry of a create whose outcome stayed unknown (it raised) passes the same ``put_id``:
-        finding the object stored with that put id means the earlier attempt landed — success.
-        """
-        key = self.key(wal_id)
-        put_id = put_id or new_put_id()
-        try:
-            try:
-                self.store.put(key, data, PutMode.create(), put_id=put_id)
-            except PutOutcomeUnknownError:
-                resolve_put_outcome(self.store, key, data, PutMode.create(), put_id)
-        except PreconditionFailedError:
-            return self._holds(key, put_id)
-        return True
-
-    def _holds(self, key: str, put_id: str) -> bool:
-        try:
-            return self.store.head(key).put_id == put_id
-        except ObjectNotFoundError:
-            return False
-
-    def write(self, wal_id: int, table: pa.Table, put_id: str | None = None) -> bool:
-        data, _ = encode_sst(table, order="seq")
-        return self.create(wal_id, data, put_id)
-
-    def fence(self, after: int) -> int:
-        """Create an empty fence object at the first free id above every existing WAL; return it."""
-        candidate = max([after, *self.list_ids(after)]) + 1
-        while not self.create(candidate, b""):
-            candidate += 1
-        return candidate
-
-    def read(self, wal_id: int) -> Iterator[Entry]:
-        """The entries of WAL ``wal_id`` in seq order; nothing for a fence. One GET."""
-        return self._fetch(wal_id).scan()
-
-    def read_many(
-        self, segments: Iterable[tuple[int, int]], parallelism: int | None = None
-    ) -> Iterator[tuple[int, Iterator[Entry]]]:
-        """``(id, entries)`` of each ``(id, size)`` of ``segments`` (from :meth:`list_sizes`), in order.
-
-        Up to ``parallelism`` (default :data:`WAL_FETCH_PARALLELISM`) WAL SSTs are fetched at once,
-        each with one GET and in order of need (the next ones while the caller applies this one); a
-        fence (size 0) costs no request. Stopping early (or an error) cancels the fetches not yet
-        started.
-        """
-        window = max(1, WAL_FETCH_PARALLELISM if parallelism is None else parallelism)
-        pending: list[tuple[int, Future[_WalSegment] | None]] = []
-        todo = iter(segments)
-        with ThreadPoolExecutor(window, thread_name_prefix="slate-ops-wal-fetch") as pool:
-            try:
-                while True:
-                    while len(pending) < window:
-                        step = next(todo, None)
-                        if step is None:
-                            break
-                        wal_id, size = step
-                        pending.append((wal_id, None if size == 0 else pool.submit(self._fetch, wal_id)))
-                    if not pending:
-                        return
-                    wal_id, future = pending.pop(0)
-                    yield wal_id, iter(()) if future is None else future.result().scan()
-            finally:
-                for _, future in pending:
-                    if future is not None:
-                        future.cancel()
-
-    def _fetch(self, wal_id: int) -> _WalSegment:
-        """WAL ``wal_id`` read whole with one GET (a WAL SST is read whole anyway): no HEAD, no
-        ranged GETs for footer, index and blocks."""
-        key = self.key(wal_id)
-        return _WalSegment(self.store.url, key, self.store.get(key))
-
-    def size(self, wal_id: int) -> int | None:
-        """The size of WAL ``wal_id`` by one HEAD (0: a fence), or None if it does not exist."""
-        try:
-            return self.store.head(self.key(wal_id)).size
-        except ObjectNotFoundError:
-            return None
+def discovery_prefix(prefix: str) -> str:
+    """The listing prefix that finds the databases under ``prefix``: the database at ``prefix`` and
+    every one below it (``"team"`` and ``"team/"`` find ``team`` and ``team/a``, never ``team2``;
+    ``""`` the whole store). ``prefix`` is a database path: refused as :func:`normalize_db_path` does."""
+    root = normalize_db_path(prefix)
+    return f"{root}/" if root else ""
 
 
-class _WalSegment:
-    """One fetched WAL SST; :meth:`scan` decodes it from memory (nothing for a fence)."""
+def live_databases(keys: Iterable[str]) -> dict[str, int]:
+    """The databases in a listing (from :func:`discovery_prefix`): ``{path: latest manifest id}`` in
+    path order.
 
-    __slots__ = ("_got", "_key", "_url")
-
-    def __init__(self, url: str, key: str, got: GetResult) -> None:
-        self._url = url
-        self._key = key
-        self._got = got
-
-    def scan(self) -> Iterator[Entry]:
-        if not self._got.data:
-            return iter(())
-        view = _FetchedObject(self._url, self._key, self._got)
-        return SstReader.open(view, self._key, size=len(self._got.data)).scan()
-
-
-class _FetchedObject:
-    """A read-only store view serving one already fetched object from memory, for SstReader."""
-
-    def __init__(self, url: str, key: str, got: GetResult) -> None:
-        self.url = url
-        self._key = key
-        self._got = got
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        self._check(key)
-        data = self._got.data
-        return GetResult(data if byte_range is None else data[byte_range[0] : byte_range[1]], self._got.meta)
-
-    def head(self, key: str) -> ObjectMeta:
-        self._check(key)
-        return self._got.meta
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        raise NotImplementedError("a fetched WAL SST is read only")
-
-    def put(self, key: str, data: bytes, mode: PutMode | None = None, put_id: str | None = None) -> PutResult:
-        raise NotImplementedError("a fetched WAL SST is read only")
-
-    def delete(self, key: str) -> None:
-        raise NotImplementedError("a fetched WAL SST is read only")
-
-    def _check(self, key: str) -> None:
-        if key != self._key:
-            raise ObjectNotFoundError(f"{key} is not the fetched WAL SST {self._key}", key)
-
-
-__all__ = [
-    "COMPACTED_DIR",
-    "COMPACTIONS_DIR",
-    "COMPACTIONS_SUFFIX",
-    "GC_DIR",
-    "MANIFEST_DIR",
-    "MANIFEST_SUFFIX",
-    "OWN_DIRECTORIES",
-    "WAL_DIR",
-    "WalStore",
-    "compactions_key",
-    "deleted_marker_key",
-    "join",
-    "manifest_key",
-    "normalize_db_path",
-    "own_directory",
-    "parse_compactions_key",
-    "parse_deleted_marker_key",
-    "parse_manifest_key",
-    "parse_own_manifest_key",
-    "parse_sst_key",
-    "parse_wal_key",
-    "resolve_sst_path",
-    "sst_key",
-    "wal_key",
-]
+    A path holds a database when it holds manifests (:func:`parse_manifest_key`, so a manifest
+    under a path no database may have is none) and was not deleted: a deletion leaves a tombstone
+    manifest ``T`` and the marker ``<path>/gc/deleted.<T>``, so a path whose highest manifest is
+    such a tombstone is left out (a database created there later has higher ids).
+    """
+    highest: dict[str, int] = {}
+    deleted: dict[str, int] = {}
+    for key in keys:
+        if (manifest := parse_manifest_key(key)) is not None:
+            path, manifest_id = manifest
+            highest[path] = max(highest.get(path, 0), manifest_id)
+        elif (marker := parse_deleted_marker_key(key)) is not None:
+            path, tombstone_id = marker
+            deleted[path] = max(deleted.get(path, 0), tombstone_id)
+    return {path: highest[path] for path in sorted(highest) if highest[path] > deleted.get(path, 0)}

@@ -345,7 +345,7 @@ def test_a_module_table_names_every_module_of_its_package(document: str) -> None
 
 
 def test_every_dotted_name_a_document_uses_exists() -> None:
-    """``slate_ops.layout.resolve_sst_path``, ``slate_ops.gc.task.GcTask``, ...: the module imports and
+    """``slate_ops.layout.sst_key``, ``slate_ops.gc.task.GcTask``, ...: the module imports and
     has the attribute (Spark settings such as ``spark.slate_ops.s3.*`` are not names)."""
     import importlib
 

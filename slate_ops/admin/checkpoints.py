@@ -15,9 +15,9 @@ from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX, SOURCE_CHECKPOINT_PRE
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
 from slate_ops.clock import SYSTEM_CLOCK, Clock, render_utc
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions, check_duration
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import CheckpointProtectedError, InvalidArgumentError
 from slate_ops.gc.checkpoints import CheckpointExpiryReport, expire_checkpoints
-from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import (
     checkpoint_not_found,
     expiry_time,

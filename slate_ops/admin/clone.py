@@ -2,7 +2,7 @@
 checkpoint.
 
 A clone's manifest references the parent's SSTs in place (``external_dbs``, resolved by
-:func:`slate_ops.layout.resolve_sst_path`); only the WAL SSTs not yet in L0 are copied. New
+:func:`slate_ops.manifest.model.resolve_sst_path`); only the WAL SSTs not yet in L0 are copied. New
 writes go to the clone only. :func:`create_clone` follows the spec's procedure step by step and is
 idempotent: every step first checks whether it already happened, so a crash at any point leaves a
 state that re-running the same call completes (docs/design/clones-and-destroy.md lists what each
@@ -31,6 +31,7 @@ from datetime import timedelta
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import Db, DbOptions
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -41,7 +42,6 @@ from slate_ops.errors import (
     DbNotInitializedError,
     InvalidArgumentError,
 )
-from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import live_checkpoint, with_new_checkpoint
 from slate_ops.manifest.model import ExternalDb, Manifest
 from slate_ops.manifest.store import (

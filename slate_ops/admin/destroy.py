@@ -17,9 +17,9 @@ import uuid
 from dataclasses import dataclass
 
 from slate_ops.clock import SYSTEM_CLOCK, Clock
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import InvalidDeletionError
 from slate_ops.gc.destroyed import delete_database, marked_destroyed
-from slate_ops.layout import WalStore
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore

@@ -1,17 +1,18 @@
-"""The databases in a store: which exist under a prefix, and their state (``slate-ops list-dbs``); and
+"""The databases in a store: which exist under a prefix (:func:`discover_databases`, the one
+discovery: Dagster's ``discover:``, reference checks), their state (``slate-ops list-dbs``); and
 whether a database moved on from a manifest a caller already knows (the fleet sensors' ticks)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from slate_ops.admin.db import sst_counts
 from slate_ops.errors import CorruptObjectError, ObjectNotFoundError, SlateDbManifestError
-from slate_ops.layout import parse_manifest_key
+from slate_ops.layout import discovery_prefix, live_databases, manifest_key, parse_manifest_key
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.txn.paths import is_valid_db_path, normalize_db_path
 
 LIVE = "live"
 UNINITIALIZED = "uninitialized"
@@ -46,33 +47,47 @@ class DbListing:
     error: str | None = None
 
 
-def list_dbs(prefix: str, store: ObjectStore) -> list[DbListing]:
-    """Every database whose path starts with ``prefix`` (a store prefix: ``""`` is the whole store,
-    ``"team/"`` the databases under ``team``, ``"demo"`` also ``demo_clone``), in path order.
+def discover_databases(store: ObjectStore, prefix: str = "") -> list[str]:
+    """The paths of the databases at and under ``prefix`` (a database path: ``""`` is the whole
+    store, ``"team"`` finds ``team`` and ``team/a``, never ``team2``), sorted; one LIST.
 
-    One LIST of every object under the prefix (a database is a path holding ``manifest/<id>.manifest``
-    objects) and one GET of each database's latest manifest. A deleted database (hard-destroyed, or
-    deleted by GC: its latest manifest is a tombstone) is not listed.
+    A path holds a database when it holds manifests and was not deleted
+    (:func:`slate_ops.layout.live_databases`: a manifest under a path no database may have is none).
     """
-    normalized = normalize_db_path(prefix)  # refuses '.' and '..'
-    listed = normalized + "/" if normalized and prefix.endswith("/") else normalized
-    latest: dict[str, tuple[int, datetime]] = {}
-    for meta in store.list(listed):
-        parsed = parse_manifest_key(meta.key)
-        if parsed is None:
-            continue
-        path, manifest_id = parsed
-        if not is_valid_db_path(path):
-            continue  # e.g. a/wal/manifest/…: a path no database may have (docs/design/names.md)
-        if path not in latest or manifest_id > latest[path][0]:
-            latest[path] = (manifest_id, meta.last_modified)
+    return list(_latest_manifests(store, prefix))
+
+
+def list_dbs(prefix: str, store: ObjectStore) -> list[DbListing]:
+    """Every database at and under ``prefix`` (as :func:`discover_databases` finds them) with its
+    state, in path order.
+
+    One LIST of every object under the prefix and one GET of each database's latest manifest. A
+    deleted database (hard-destroyed, or deleted by GC: its latest manifest is a tombstone) is not
+    listed.
+    """
     listings = []
-    for path in sorted(latest):
-        manifest_id, written = latest[path]
+    for path, (manifest_id, written) in _latest_manifests(store, prefix).items():
         listing = _listing(store, path, manifest_id, written)
         if listing is not None:
             listings.append(listing)
     return listings
+
+
+def _latest_manifests(store: ObjectStore, prefix: str) -> dict[str, tuple[int, datetime]]:
+    """``{path: (latest manifest id, when it was written)}`` of the live databases under ``prefix``,
+    in path order, from one LIST (refuses a ``prefix`` no database path may have, e.g. ``..``)."""
+    written: dict[str, datetime] = {}
+
+    def keys() -> Iterator[str]:
+        for meta in store.list(discovery_prefix(prefix)):
+            if parse_manifest_key(meta.key) is not None:  # only the manifests' times are kept
+                written[meta.key] = meta.last_modified
+            yield meta.key
+
+    return {
+        path: (manifest_id, written[manifest_key(path, manifest_id)])
+        for path, manifest_id in live_databases(keys()).items()
+    }
 
 
 def _listing(store: ObjectStore, path: str, manifest_id: int, written: datetime) -> DbListing | None:
@@ -144,6 +159,7 @@ __all__ = [
     "UNINITIALIZED",
     "UNREADABLE",
     "DbListing",
+    "discover_databases",
     "latest_manifest_since",
     "list_dbs",
 ]

@@ -33,13 +33,13 @@ from slate_ops.admin.collect import run_gc
 from slate_ops.clock import UTC_SECONDS, ManualClock, render_utc
 from slate_ops.errors import InvalidArgumentError, ObjectNotFoundError
 from slate_ops.gc import GcOptions
+from slate_ops.layout import BOUNDARY_NAMESPACES, boundary_key
 from slate_ops.objstore.base import ObjectStore
 
 if TYPE_CHECKING:
     from slate_ops.engines.slatedb import GcPolicy, SlateDbAdmin
 
 __all__ = [
-    "BOUNDARY_FILES",
     "DEFAULT_INTERVALS",
     "HEALTH_RESOURCES",
     "Garbage",
@@ -53,9 +53,6 @@ __all__ = [
 
 DEFAULT_INTERVALS = 3
 """N: how many GC intervals garbage may wait beyond its min age before the check fails."""
-
-BOUNDARY_FILES = ("gc/manifest.boundary", "gc/compactions.boundary")
-"""The boundary files GC advances, relative to the database path (both engines)."""
 
 HEALTH_RESOURCES = frozenset({"manifest", "wal", "compacted", "compactions"})
 """The GC resources whose garbage the check counts (not checkpoints, clones or a destroyed database)."""
@@ -105,9 +102,9 @@ class GcHealth:
 def last_boundary_advance(store: ObjectStore, path: str) -> float | None:
     """When GC last advanced a boundary file of ``path`` (Unix s; two HEADs), None if none exists."""
     times: list[float] = []
-    for name in BOUNDARY_FILES:
+    for namespace in BOUNDARY_NAMESPACES:
         try:
-            times.append(store.head(f"{path}/{name}").last_modified.timestamp())
+            times.append(store.head(boundary_key(path, namespace)).last_modified.timestamp())
         except ObjectNotFoundError:
             continue
     return max(times, default=None)

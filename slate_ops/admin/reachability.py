@@ -8,7 +8,7 @@ live until GC deletes it):
 
 ``missing_sst``
     an SST that the latest manifest or the manifest of a live checkpoint reads (own or external,
-    resolved with :func:`~slate_ops.engine.lsm.resolve_sst_path`) does not exist;
+    resolved with :func:`~slate_ops.manifest.model.resolve_sst_path`) does not exist;
 ``missing_pinned_manifest``
     a live checkpoint (the database's own, or its final checkpoint on an external database) pins a
     manifest that does not exist;
@@ -56,13 +56,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
+from slate_ops.admin.fleet import discover_databases
 from slate_ops.errors import CorruptObjectError, ObjectNotFoundError
 from slate_ops.gc.references import own_sst_keys
-from slate_ops.layout import parse_deleted_marker_key, parse_manifest_key, resolve_sst_path
-from slate_ops.manifest.model import Checkpoint, ExternalDb, Manifest
+from slate_ops.layout import normalize_db_path
+from slate_ops.manifest.model import Checkpoint, ExternalDb, Manifest, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.txn.paths import is_valid_db_path, normalize_db_path
 
 MISSING_SST = "missing_sst"
 MISSING_PINNED_MANIFEST = "missing_pinned_manifest"
@@ -116,28 +116,6 @@ def check_references(
         discover_databases(store) if paths is None else list(dict.fromkeys(map(normalize_db_path, paths)))
     )
     return _Check(store, now).run(chosen)
-
-
-def discover_databases(store: ObjectStore, prefix: str = "") -> list[str]:
-    """The paths under ``prefix`` that hold a database, sorted; one LIST of the prefix.
-
-    A path holds a database when it holds manifests (``<path>/manifest/<id>.manifest``, keys parsed
-    in full by :func:`~slate_ops.layout.parse_manifest_key`) and was not deleted: a deletion leaves a
-    tombstone manifest ``T`` and the marker ``<path>/gc/deleted.<T>``, and a path whose highest
-    manifest is such a tombstone is left out (a new database created there later has higher ids).
-    """
-    root = normalize_db_path(prefix)
-    highest: dict[str, int] = {}
-    deleted: dict[str, int] = {}
-    for meta in store.list(f"{root}/" if root else ""):
-        parsed = parse_manifest_key(meta.key)
-        if parsed is not None and is_valid_db_path(parsed[0]):  # else a path no database may have
-            path, manifest_id = parsed
-            highest[path] = max(highest.get(path, 0), manifest_id)
-        elif (marker := parse_deleted_marker_key(meta.key)) is not None:
-            path, tombstone_id = marker
-            deleted[path] = max(deleted.get(path, 0), tombstone_id)
-    return sorted(path for path, manifest_id in highest.items() if manifest_id > deleted.get(path, 0))
 
 
 # --- the check -------------------------------------------------------------------------------------
@@ -422,5 +400,4 @@ __all__ = [
     "KINDS",
     "ReferenceProblem",
     "check_references",
-    "discover_databases",
 ]

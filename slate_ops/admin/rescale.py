@@ -27,6 +27,7 @@ from slate_ops.admin.clone import clone_manifest, ensure_final_checkpoints
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.batch import check_key
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -37,13 +38,12 @@ from slate_ops.errors import (
     WalNotFlushedError,
 )
 from slate_ops.keytext import render_bytes
-from slate_ops.layout import WalStore
+from slate_ops.layout import normalize_db_path as normalize
 from slate_ops.manifest.checkpoints import live_checkpoint, with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
 from slate_ops.manifest.projection import UnionSource, database_range, project, union
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.txn.paths import normalize_db_path as normalize
 
 SOURCE_LIFETIME = timedelta(minutes=15)
 """Lifetime of the ephemeral source checkpoints: the window in which a crashed split or merge can be

@@ -21,7 +21,6 @@ GC removes); running the rollback again completes it.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -31,14 +30,13 @@ from ulid import ULID
 from slate_ops.admin.tags import Tag, find_tags
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import TagNotFoundError
-from slate_ops.layout import WalStore, sst_key
+from slate_ops.layout import WAL_DIR, own_directory, parse_wal_key, sst_key
 from slate_ops.manifest.model import CompactedSst, ExternalDb, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import SstReader, encode_sst
-
-_WAL_NAME = re.compile(r"^(\d{20})\.sst$")
 
 
 @dataclass(frozen=True)
@@ -260,10 +258,10 @@ def _discarded_ssts(current: Manifest, tagged: Manifest) -> tuple[tuple[Discarde
 
 def _list_wal(store: ObjectStore, wal: WalStore) -> list[_WalFile]:
     files = []
-    for meta in store.list(wal.directory + "/"):
-        match = _WAL_NAME.match(meta.key.rsplit("/", 1)[-1])
-        if match and meta.key == wal.key(int(match.group(1))):
-            files.append(_WalFile(int(match.group(1)), meta.size))
+    for meta in store.list(own_directory(wal.db_path, WAL_DIR)):
+        wal_id = parse_wal_key(wal.db_path, meta.key)
+        if wal_id is not None:
+            files.append(_WalFile(wal_id, meta.size))
     return sorted(files, key=lambda f: f.wal_id)
 
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.keytext import render_bytes
-from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.checkpoints import live_checkpoint
-from slate_ops.manifest.model import KeyRange, Manifest, SstView
+from slate_ops.manifest.model import KeyRange, Manifest, SstView, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import SstReader

@@ -38,8 +38,8 @@ from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.state import CompactionsStore
 from slate_ops.engine.options import DbOptions
 from slate_ops.errors import CorruptObjectError, InvalidArgumentError, ObjectNotFoundError
-from slate_ops.layout import resolve_sst_path
-from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
+from slate_ops.layout import COMPACTIONS_SUFFIX
+from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, resolve_sst_path
 from slate_ops.manifest.projection import effective_range
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
@@ -216,7 +216,7 @@ def _check_boundaries(store: ObjectStore, manifests: ManifestStore, latest_id: i
     latest_compactions = max((f.id for f in compactions.list()), default=0)
     checked = [
         (manifests.sequence.boundary, latest_id, "manifest"),
-        (compactions.boundary, latest_compactions, ".compactions"),
+        (compactions.boundary, latest_compactions, f".{COMPACTIONS_SUFFIX}"),
     ]
     problems: list[str] = []
     values: list[str] = []

@@ -166,7 +166,7 @@ COMMANDS = (
     Command(
         "list-dbs",
         _list_dbs,
-        "List the databases whose path starts with --path (a store prefix; default: the whole store) "
+        "List the database at --path and the ones below it (default: the whole store) "
         "with their engine, state, owned SST bytes, latest manifest and last write.",
         needs_path=False,
         read_only=True,

@@ -30,9 +30,8 @@ from slate_ops.compaction.scheduler import Proposal, propose
 from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, SourceRun, SourceView
 from slate_ops.compaction.state import CompactionRecord, CompactionsStore
 from slate_ops.errors import CompactionConflictError, FencedError, SlateOpsError
-from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.checkpoints import expiry_time
-from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, SortedRun, SstView
+from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, SortedRun, SstView, resolve_sst_path
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import SstReader

@@ -13,11 +13,10 @@ import json
 from dataclasses import asdict, dataclass, replace
 
 from slate_ops.errors import CorruptObjectError, FencedError, UnsupportedFormatVersionError
-from slate_ops.layout import COMPACTIONS_DIR
+from slate_ops.layout import COMPACTIONS_DIR, COMPACTIONS_SUFFIX
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.txn import EpochField, FenceableStore, SequencedStore, Versioned
 
-COMPACTIONS_SUFFIX = "compactions"
 FORMAT_VERSION = 1
 KEEP_FINISHED = 32
 

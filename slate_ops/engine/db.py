@@ -44,6 +44,7 @@ from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import CheckpointScope, DbOptions, seconds
 from slate_ops.engine.wal_buffer import WAL_ENTRY_OVERHEAD, Entry, WalBuffer
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.engine.writer_manifest import WriterManifest
 from slate_ops.engine.writer_status import WriterStatus
 from slate_ops.errors import (
@@ -53,7 +54,6 @@ from slate_ops.errors import (
     ObjectNotFoundError,
     SlateOpsError,
 )
-from slate_ops.layout import WalStore
 from slate_ops.manifest.model import CompactedSst, Manifest, SstView
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore

@@ -2,7 +2,7 @@
 
 An SST belongs to this database (``<db>/compacted/<id>.sst``) unless its physical id is listed in
 one of the manifest's ``external_dbs`` (clones, unions): then it lives under that database's path
-(:func:`slate_ops.layout.resolve_sst_path`). Views narrow an SST to their ``visible_range``.
+(:func:`slate_ops.manifest.model.resolve_sst_path`). Views narrow an SST to their ``visible_range``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
-from slate_ops.layout import resolve_sst_path
-from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView
+from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView, resolve_sst_path
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import BlockCache, SstReader
 

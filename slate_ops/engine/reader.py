@@ -26,8 +26,8 @@ from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import ReaderOptions, seconds
 from slate_ops.engine.pins import CheckpointPins
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbClosedError, InvalidArgumentError, SlateOpsError
-from slate_ops.layout import WalStore
 from slate_ops.manifest.checkpoints import expiry_time, live_checkpoint, with_expiry
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable
 
 from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.engine.writer_status import WriterStatus
 from slate_ops.errors import EpochCollisionError, FencedError, SlateOpsError
-from slate_ops.layout import WalStore
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectStore, new_put_id
 from slate_ops.sst import entries_to_table

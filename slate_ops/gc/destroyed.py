@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from slate_ops.compaction.state import CompactionsStore
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbNotFoundError, FencedError, InvalidDeletionError
 from slate_ops.gc.report import DeletedObject
 from slate_ops.layout import (
@@ -48,7 +49,6 @@ from slate_ops.layout import (
     COMPACTIONS_DIR,
     MANIFEST_DIR,
     WAL_DIR,
-    WalStore,
     deleted_marker_key,
     own_directory,
     parse_compactions_key,

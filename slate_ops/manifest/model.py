@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from ulid import ULID
 
 from slate_ops.keytext import render_bytes
+from slate_ops.layout import sst_key
 
 
 @dataclass(frozen=True)
@@ -185,3 +186,10 @@ class Manifest:
         """The external database holding ``sst``'s file (listed by ``sst.id``, which differs from the
         file's id only after a union rename), or None when the file is under this database's path."""
         return next((e for e in self.external_dbs if sst.id in e.sst_ids), None)
+
+
+def resolve_sst_path(manifest: Manifest, db_path: str, sst: CompactedSst) -> str:
+    """Where ``sst`` of ``manifest`` (the database at ``db_path``) is stored: under the external
+    database that lists it, else under ``db_path`` (docs/design/clones-and-destroy.md)."""
+    owner = manifest.owner_of(sst)
+    return sst_key(db_path if owner is None else owner.path, sst.physical_id)

@@ -25,15 +25,12 @@ from slate_ops.errors import (
     InvalidArgumentError,
     SequenceConflictError,
 )
+from slate_ops.layout import MANIFEST_DIR, MANIFEST_SUFFIX, normalize_db_path
 from slate_ops.manifest.codec import decode_manifest, encode_manifest
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.local import db_not_found
 from slate_ops.txn import EpochField, FenceableStore, SequencedFile, SequencedStore, Versioned
-from slate_ops.txn.paths import MANIFEST_DIR as MANIFEST_DIR  # re-exported: layout imports it from here
-from slate_ops.txn.paths import normalize_db_path
-
-MANIFEST_SUFFIX = "manifest"
 
 VersionedManifest = Versioned[Manifest]
 

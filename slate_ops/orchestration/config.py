@@ -66,9 +66,9 @@ from slate_ops.config import parse_duration
 from slate_ops.engine.options import ReaderOptions
 from slate_ops.errors import ConfigError, InvalidStoreUrlError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
+from slate_ops.layout import MANIFEST_DIR, normalize_db_path, own_directory
 from slate_ops.objstore import HARMLESS_OPTIONS, S3_CREDENTIAL_VARIABLES, open_store, redact_url
 from slate_ops.objstore.url import check_store_url
-from slate_ops.txn.paths import normalize_db_path
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
 """Names the databases config file; unset means the embedded default."""
@@ -308,7 +308,7 @@ class DatabaseConfig(dg.Config):
     @field_validator("path")
     @classmethod
     def _valid_path(cls, path: str) -> str:
-        """A database path that :func:`~slate_ops.txn.paths.normalize_db_path` accepts (no reserved
+        """A database path that :func:`~slate_ops.layout.normalize_db_path` accepts (no reserved
         directory name as a component, docs/design/names.md); its InvalidDatabaseNameError names why."""
         normalize_db_path(path)
         return path
@@ -383,7 +383,7 @@ def _netloc(value: str) -> str:
 
 class DiscoverConfig(dg.Config):
     """Where more databases are found by listing: every path under ``prefix`` in ``store_url`` that
-    holds a ``manifest/`` (:func:`slate_ops.admin.reachability.discover_databases`)."""
+    holds a ``manifest/`` (:func:`slate_ops.admin.fleet.discover_databases`)."""
 
     # A refused store_url is shown redacted by its validator; pydantic would echo it whole.
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
@@ -558,10 +558,10 @@ def _slatedb_demo_written(db: DatabaseConfig) -> bool:
         return False
     if db.store_url.startswith("file://"):
         root = Path(unquote(urlsplit(db.store_url).path))
-        return root.joinpath(normalize_db_path(db.path), "manifest").is_dir()
+        return root.joinpath(normalize_db_path(db.path), MANIFEST_DIR).is_dir()
     try:  # S3: one LIST of the database's manifests
         store = open_store(db.store_url)
-        return next(iter(store.list(f"{normalize_db_path(db.path)}/manifest/")), None) is not None
+        return next(iter(store.list(own_directory(db.path, MANIFEST_DIR))), None) is not None
     except Exception:  # no credentials, no bucket: the demo never wrote it there
         return False
 

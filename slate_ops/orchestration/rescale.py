@@ -31,6 +31,7 @@ from slate_ops.admin import NewDatabase, RescaleReport
 from slate_ops.admin.handle import merge
 from slate_ops.errors import ConfigError
 from slate_ops.keytext import parse_bytes, render_bytes
+from slate_ops.layout import normalize_db_path
 from slate_ops.orchestration import runs
 from slate_ops.orchestration.checks import record_state
 from slate_ops.orchestration.config import SlateOpsConfig
@@ -38,7 +39,6 @@ from slate_ops.orchestration.metadata import metadata_of
 from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import DB_TAG
-from slate_ops.txn.paths import normalize_db_path
 
 RESCALE_JOB = "rescale_job"
 """Name of the job that runs :func:`rescale_op`."""

@@ -29,8 +29,8 @@ from dagster_pyspark.resources import spark_session_from_config
 from pydantic import ConfigDict, Field
 
 from slate_ops import admin
+from slate_ops.admin.fleet import discover_databases
 from slate_ops.admin.handle import DatabaseHandle
-from slate_ops.admin.reachability import discover_databases
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine import DbReader
 from slate_ops.errors import ConfigError

@@ -59,7 +59,7 @@ from slate_ops.errors import (
     ObjectNotFoundError,
     OutOfRangeError,
 )
-from slate_ops.layout import sst_key
+from slate_ops.layout import COMPACTED_DIR, normalize_db_path, own_directory, parse_sst_key, sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import ObjectStore
@@ -68,7 +68,6 @@ from slate_ops.spark.executor import _remote_error, _worker_store
 from slate_ops.spark.read_base import default_parallelism, require_shareable
 from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, SstReader, encode_sst
 from slate_ops.sst.cut import ROW_OVERHEAD, SstCutter
-from slate_ops.txn.paths import normalize_db_path
 
 MiB = 1024 * 1024
 DEFAULT_TARGET_SST_BYTES = 64 * MiB
@@ -277,16 +276,18 @@ def delete_load_orphans(store: ObjectStore, path: str, seq: int, epoch: int, sin
     Returns the number of files deleted.
     """
     manifests = ManifestStore(store, path)
-    listed = [m.key for m in store.list(f"{path}/compacted/")]
+    listed = [m.key for m in store.list(own_directory(path, COMPACTED_DIR))]
     latest = manifests.read_latest()
     if latest is None or latest.value.writer_epoch != epoch:
         return 0
     known = {sst_key(path, s.id) for s in latest.value.ssts}
     deleted = 0
     for key in listed:
-        name = key.rsplit("/", 1)[-1].removesuffix(".sst")
+        sst_id = parse_sst_key(path, key)
+        if sst_id is None:
+            continue
         try:
-            if key in known or ULID.from_str(name).timestamp < since - CLOCK_SKEW:
+            if key in known or sst_id.timestamp < since - CLOCK_SKEW:
                 continue
             info = SstReader.open(store, key).info
         except (ValueError, ObjectNotFoundError):

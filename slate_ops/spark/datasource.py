@@ -77,6 +77,7 @@ from slate_ops.errors import (
     SlateOpsError,
     UnsupportedSaveModeError,
 )
+from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.spark.bulk_load import (
@@ -101,7 +102,6 @@ from slate_ops.spark.read_base import (
     require_shareable,
 )
 from slate_ops.sst import DEFAULT_OPTIONS
-from slate_ops.txn.paths import normalize_db_path
 
 log = logging.getLogger(__name__)
 

@@ -31,10 +31,11 @@ from slate_ops.admin.tags import list_tags
 from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.lsm import LsmState, SstReaders
 from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.engines.detect import Engine
 from slate_ops.engines.probe import probe_db
 from slate_ops.errors import InvalidArgumentError
-from slate_ops.layout import WalStore
+from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore
@@ -55,7 +56,6 @@ from slate_ops.spark.read_base import (
 from slate_ops.spark.read_slatedb import SLATEDB_READ
 from slate_ops.sst import SCHEMA
 from slate_ops.sst.merge import live_rows, newest_per_key
-from slate_ops.txn.paths import normalize_db_path
 
 CHUNK_BYTES = 8 * 1024 * 1024
 """A task merges its range in chunks of about this many stored bytes (bounds a worker's memory)."""

@@ -32,13 +32,13 @@ from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engines.slatedb import SlateDbAdmin
 from slate_ops.engines.slatedb.reader import CheckpointReader, key_ranges
 from slate_ops.errors import CheckpointExpiredError
+from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.checkpoints import checkpoint_not_found
 from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import ObjectStore
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
 from slate_ops.spark.read_base import READ_ARROW_SCHEMA, EngineRead, partition_count, resolve_read_checkpoint
-from slate_ops.txn.paths import normalize_db_path
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ checks). The manifest and compactions stores are thin wrappers over these.
 
 from slate_ops.txn.boundary import BoundaryObject
 from slate_ops.txn.fencing import EpochField, FenceableStore
-from slate_ops.txn.paths import join, normalize_db_path
 from slate_ops.txn.sequenced import Codec, SequencedFile, SequencedStore, Versioned
 
 __all__ = [
@@ -17,6 +16,4 @@ __all__ = [
     "SequencedFile",
     "SequencedStore",
     "Versioned",
-    "join",
-    "normalize_db_path",
 ]

@@ -27,8 +27,8 @@ from slate_ops.errors import (
     PreconditionFailedError,
     PutOutcomeUnknownError,
 )
+from slate_ops.layout import boundary_key, join, sequenced_key
 from slate_ops.objstore.base import ObjectStore, PutMode, new_put_id, resolve_put_outcome
-from slate_ops.txn.paths import GC_DIR, join
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,9 @@ METRICS = BoundaryMetrics()
 class BoundaryObject:
     def __init__(self, store: ObjectStore, db_path: str, namespace: str) -> None:
         self._store = store
-        self.key = join(db_path, GC_DIR, f"{namespace}.boundary")
+        self.key = boundary_key(db_path, namespace)
         self._namespace = namespace
+        self._db_path = db_path
         self._directory = join(db_path, namespace)
         self._seen = False
         self._lock = threading.Lock()
@@ -176,6 +177,6 @@ class BoundaryObject:
                 # least the lost boundary, and every new version gets a higher id.
                 f"Stop every writer, compactor and GC of the database, then overwrite {self.key} "
                 f"with the id of the newest {self._directory}/*.{self._namespace} file as ASCII "
-                f"digits (e.g. 12 for {self._directory}/{12:020d}.{self._namespace})",
+                f"digits (e.g. 12 for {sequenced_key(self._db_path, self._namespace, 12, self._namespace)})",
             )
         return int(text)

@@ -10,7 +10,6 @@ id at or behind it is a failed write, never a silent success.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -28,14 +27,13 @@ from slate_ops.errors import (
     SequenceConflictError,
     SlateOpsError,
 )
+from slate_ops.layout import join, normalize_db_path, parse_sequenced_key, sequenced_key
 from slate_ops.objstore.base import ObjectMeta, ObjectStore, PutMode, new_put_id, resolve_put_outcome
 from slate_ops.txn.boundary import BoundaryObject
-from slate_ops.txn.paths import join
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-ID_DIGITS = 20
 
 
 class Codec(Protocol[T]):
@@ -92,13 +90,14 @@ class SequencedStore(Generic[T]):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
-        self.directory = join(db_path, directory)
+        self.db_path = normalize_db_path(db_path)
+        self.directory = join(self.db_path, directory)
         self.suffix = suffix
+        self._dir_name = directory
         self._codec = codec
         self.boundary = boundary or BoundaryObject(store, db_path, suffix)
         self._probe_limit = probe_limit
         self._max_attempts = max_attempts
-        self._name = re.compile(rf"^(\d{{{ID_DIGITS}}})\.{re.escape(suffix)}$")
         self._cache_ttl_s = cache_ttl_s
         self._monotonic = monotonic
         self._cached: Versioned[T] | None = None
@@ -109,12 +108,10 @@ class SequencedStore(Generic[T]):
     # --- naming ---------------------------------------------------------------------------------
 
     def key(self, object_id: int) -> str:
-        return join(self.directory, f"{object_id:0{ID_DIGITS}d}.{self.suffix}")
+        return sequenced_key(self.db_path, self._dir_name, object_id, self.suffix)
 
     def parse_id(self, key: str) -> int | None:
-        name = key.rsplit("/", 1)[-1]
-        match = self._name.match(name)
-        return int(match.group(1)) if match and key == self.key(int(match.group(1))) else None
+        return parse_sequenced_key(self.db_path, self._dir_name, self.suffix, key)
 
     # --- reading --------------------------------------------------------------------------------
 

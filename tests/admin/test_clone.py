@@ -15,6 +15,7 @@ from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.lsm import LsmState, SstReaders
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -25,7 +26,7 @@ from slate_ops.errors import (
     DbNotInitializedError,
     InvalidArgumentError,
 )
-from slate_ops.layout import WalStore, sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore

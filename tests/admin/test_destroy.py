@@ -13,8 +13,7 @@ from ulid import ULID
 
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
-from slate_ops.admin.fleet import latest_manifest_since
-from slate_ops.admin.reachability import discover_databases
+from slate_ops.admin.fleet import discover_databases, latest_manifest_since
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
 from slate_ops.compaction.state import CompactionRecord

@@ -18,9 +18,9 @@ from slate_ops.admin.reachability import check_references
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
 from slate_ops.engine.batch import KIND_VALUE
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import CloneMismatchError
 from slate_ops.gc import GarbageCollector, GcOptions
-from slate_ops.layout import WalStore
 from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from slate_ops import Db, admin
+from slate_ops.admin.fleet import discover_databases
 from slate_ops.admin.reachability import (
     FOREIGN_FINAL_CHECKPOINT,
     KINDS,
@@ -24,15 +25,13 @@ from slate_ops.admin.reachability import (
     UNREADABLE_MANIFEST,
     ReferenceProblem,
     check_references,
-    discover_databases,
 )
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.config import CheckpointOptions
 from slate_ops.gc import GarbageCollector, GcOptions
-from slate_ops.layout import resolve_sst_path
 from slate_ops.manifest.checkpoints import with_expiry
-from slate_ops.manifest.model import Manifest
+from slate_ops.manifest.model import Manifest, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import CountingStore, FaultInjectingStore, MemoryStore
 from slate_ops.objstore.wrappers import SimulatedCrash

@@ -13,9 +13,10 @@ from ulid import ULID
 from slate_ops import Db, DbReader, admin
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbDestroyedError, FencedError, TagNotFoundError
 from slate_ops.gc import GarbageCollector, GcOptions
-from slate_ops.layout import WalStore, sst_key
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore, MemoryStore

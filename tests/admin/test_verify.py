@@ -27,8 +27,8 @@ from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import DbNotFoundError, InvalidArgumentError
-from slate_ops.layout import resolve_sst_path, sst_key
-from slate_ops.manifest.model import KeyRange, Manifest, SortedRun
+from slate_ops.layout import sst_key
+from slate_ops.manifest.model import KeyRange, Manifest, SortedRun, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import CountingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore

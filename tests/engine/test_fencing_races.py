@@ -22,8 +22,8 @@ import pytest
 
 from slate_ops import Db
 from slate_ops.engine import CheckpointScope, DbReader
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbDeletedError, EpochCollisionError, FencedError, SlateOpsError
-from slate_ops.layout import WalStore
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore

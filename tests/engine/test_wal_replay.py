@@ -16,7 +16,7 @@ import pytest
 from slate_ops import Db
 from slate_ops.engine.flusher import MemtableFlusher
 from slate_ops.engine.memtable import Memtable
-from slate_ops.layout import WalStore
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from slate_ops import Db, DbReader
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import FencedError, ObjectStoreError
-from slate_ops.layout import WalStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from tests.engine.conftest import QUIET_READER, quiet, simulate_crash
 

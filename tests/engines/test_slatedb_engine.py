@@ -19,6 +19,7 @@ from slate_ops.engines.slatedb import LOOP, CloneSource, GcPolicy, LoopOwner, Sl
 from slate_ops.engines.slatedb import admin as sdb_admin
 from slate_ops.engines.slatedb import loop as sdb_loop
 from slate_ops.errors import SlateDbBindingMissingError, SlateDbError
+from slate_ops.layout import own_directory
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.wrappers import CountingStore
 from tests.slatedb_support import in_child, local_store, read_all, write_db
@@ -326,3 +327,24 @@ def test_compaction_request_with_and_without_a_compactor(sdb: Any, tmp_path: Pat
     finally:
         LOOP.run(db.shutdown())
     assert len(LOOP.run(read_all(sdb, tmp_path, "db"))) == 50
+
+
+def test_gc_plan_takes_only_the_layouts_keys(sdb: Any, tmp_path: Path) -> None:
+    """Objects in a database's directories that are not its own (stray files, names of the wrong
+    shape) are never planned for deletion, and a stray name after the latest ``.compactions`` file
+    does not make that file look older than the latest (keys parsed by slate_ops.layout)."""
+    LOOP.run(write_db(sdb, tmp_path, "db", rounds=3, keys=100, compact=True))
+    h = SlateDbAdmin("db", tmp_path)
+    for c in h.list_checkpoints():
+        h.delete_checkpoint(c.id)
+    store = LocalStore(tmp_path)
+    latest_compactions = sorted(m.key for m in store.list(own_directory("db", "compactions")))[-1]
+    strays = ["db/wal/1.sst", "db/compacted/not-a-ulid.sst", "db/compactions/zz-notes"]
+    for key in strays:
+        store.put(key, b"")
+    time.sleep(0.01)
+    plan = h.gc_plan(ALL_NOW)
+    planned = plan.keys()
+    assert plan.deletions and not set(strays) & planned
+    assert latest_compactions not in planned
+    assert {d.directory for d in plan.deletions} >= {"manifest", "wal", "compacted", "compactions"}

@@ -13,9 +13,9 @@ from slate_ops import Db, DbReader
 from slate_ops.admin import create_clone, destroy, list_checkpoints
 from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbNotFoundError, GcFailedError, SlateOpsError
 from slate_ops.gc import GarbageCollector, GcOptions
-from slate_ops.layout import WalStore
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.wrappers import SimulatedCrash

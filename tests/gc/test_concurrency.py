@@ -21,9 +21,10 @@ from typing import Any
 
 from slate_ops import Db, DbOptions, DbReader
 from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import GcFailedError
 from slate_ops.gc import GarbageCollector, GcReport
-from slate_ops.layout import WalStore, resolve_sst_path
+from slate_ops.manifest.model import resolve_sst_path
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore, S3Store
 from slate_ops.objstore.base import ObjectStore

@@ -81,6 +81,7 @@ from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, LocalExecutor
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import CheckpointScope, Db, DbReader
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -94,8 +95,7 @@ from slate_ops.errors import (
     TagNotFoundError,
 )
 from slate_ops.gc import GarbageCollector, GcOptions, GcReport
-from slate_ops.layout import WalStore, resolve_sst_path
-from slate_ops.manifest.model import Manifest, WriterCheckpoint
+from slate_ops.manifest.model import Manifest, WriterCheckpoint, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from slate_ops.admin import clone, rescale
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.gc import collector as gc_collector
 from slate_ops.gc import snapshot as gc_snapshot
-from slate_ops.layout import WalStore
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectMeta
 from tests.reliability import workload

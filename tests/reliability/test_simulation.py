@@ -29,8 +29,8 @@ import pytest
 from slate_ops.admin import rescale
 from slate_ops.admin.clone import clone_manifest
 from slate_ops.engine import Db, DbReader
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.gc.references import Protection
-from slate_ops.layout import WalStore
 from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore

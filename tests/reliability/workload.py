@@ -63,8 +63,7 @@ from slate_ops.errors import DbNotFoundError, TagExistsError
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.gc.listing import list_compacted, list_wal
 from slate_ops.gc.references import Protection, own_sst_keys
-from slate_ops.layout import resolve_sst_path
-from slate_ops.manifest.model import KeyRange, Manifest
+from slate_ops.manifest.model import KeyRange, Manifest, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, FaultInjectingStore, LocalStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult

@@ -21,8 +21,8 @@ from slate_ops.compaction import (
     SourceView,
 )
 from slate_ops.errors import InvalidArgumentError, SlateOpsError
-from slate_ops.layout import resolve_sst_path, sst_key
-from slate_ops.manifest.model import KeyRange
+from slate_ops.layout import sst_key
+from slate_ops.manifest.model import KeyRange, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, S3Store
 from slate_ops.objstore.base import ObjectStore

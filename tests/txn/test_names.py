@@ -16,21 +16,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slate_ops import Db, DbReader, admin
-from slate_ops.admin.reachability import discover_databases
+from slate_ops.admin.fleet import discover_databases
 from slate_ops.cli import main
 from slate_ops.errors import ConfigError, InvalidArgumentError, InvalidDatabaseNameError
-from slate_ops.layout import OWN_DIRECTORIES, manifest_key, parse_manifest_key, parse_wal_key, wal_key
-from slate_ops.manifest.store import MANIFEST_DIR
+from slate_ops.layout import (
+    MANIFEST_DIR,
+    MAX_COMPONENT_BYTES,
+    MAX_PATH_BYTES,
+    OWN_DIRECTORIES,
+    RESERVED_DIRECTORIES,
+    is_valid_db_path,
+    manifest_key,
+    normalize_db_path,
+    parse_manifest_key,
+    parse_wal_key,
+    wal_key,
+)
 from slate_ops.objstore import MemoryStore, open_store
 from slate_ops.orchestration.config import parse_config
 from slate_ops.orchestration.rescale import NewDatabaseConfig
-from slate_ops.txn.paths import (
-    MAX_COMPONENT_BYTES,
-    MAX_PATH_BYTES,
-    RESERVED_DIRECTORIES,
-    is_valid_db_path,
-    normalize_db_path,
-)
 from tests.conftest import snapshot
 
 # Every reserved name at every depth: alone, as the first, a middle and the last component.

@@ -45,7 +45,7 @@ from slate_ops.errors import (
     TargetNotEmptyError,
 )
 from slate_ops.keytext import render_bytes
-from slate_ops.layout import normalize_db_path
+from slate_ops.layout import MANIFEST_DIR, normalize_db_path, own_directory
 from slate_ops.manifest.model import KeyRange
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def _require_empty(handle: SlateDbHandle, target: str) -> bool:
     if not keys:
         return True
     location = f"{target} in {handle.store.url}"
-    has_manifest = any(k.startswith(f"{target}/manifest/") for k in keys)
+    has_manifest = any(k.startswith(own_directory(target, MANIFEST_DIR)) for k in keys)
     if has_manifest:
         try:
             m = SlateDbAdmin(target, handle.store).read_manifest()

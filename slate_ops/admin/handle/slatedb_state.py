@@ -21,6 +21,7 @@ from slate_ops.admin.shape import LsmShape, RunSummary, SstSummary
 from slate_ops.clock import render_utc
 from slate_ops.engines.slatedb.views import CheckpointView, ManifestView, SstView
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.layout import MANIFEST_DIR, own_directory, parse_own_manifest_key
 from slate_ops.manifest.model import KeyRange
 
 if TYPE_CHECKING:
@@ -126,12 +127,11 @@ def history(handle: SlateDbHandle, limit: int | None = None) -> list[ManifestCha
 
 
 def _manifest_times(handle: SlateDbHandle) -> dict[int, datetime]:
-    prefix = f"{handle.path}/manifest/"
     times: dict[int, datetime] = {}
-    for meta in handle.store.list(prefix):
-        name = meta.key[len(prefix) :]
-        if name.endswith(".manifest") and name.split(".")[0].isdigit():
-            times[int(name.split(".")[0])] = meta.last_modified
+    for meta in handle.store.list(own_directory(handle.path, MANIFEST_DIR)):
+        manifest_id = parse_own_manifest_key(handle.path, meta.key)
+        if manifest_id is not None:
+            times[manifest_id] = meta.last_modified
     return times
 
 

@@ -46,7 +46,19 @@ from slate_ops.engines.slatedb import CheckpointView, ManifestView, SlateDbAdmin
 from slate_ops.engines.slatedb.store import store_prefix
 from slate_ops.engines.slatedb.views import SstView
 from slate_ops.errors import DbNotFoundError, InvalidArgumentError, ObjectNotFoundError, SlateDbError
-from slate_ops.layout import compactions_key, manifest_key, parse_compactions_key, parse_own_manifest_key
+from slate_ops.layout import (
+    COMPACTIONS_DIR,
+    COMPACTIONS_SUFFIX,
+    MANIFEST_DIR,
+    MANIFEST_SUFFIX,
+    boundary_key,
+    compactions_key,
+    manifest_key,
+    own_directory,
+    parse_compactions_key,
+    parse_own_manifest_key,
+    sst_key,
+)
 from slate_ops.objstore.base import ObjectStore
 
 __all__ = ["check_boundaries", "verify"]
@@ -139,7 +151,7 @@ def _check_ssts(
             base = owner.get(view.sst_id, path)
             if prefix and base.startswith(prefix + "/"):
                 base = base[len(prefix) + 1 :]
-            key = f"{base}/compacted/{view.sst_id}.sst"
+            key = sst_key(base, view.sst_id)
             if labels[manifest_id] not in needed_by[key]:
                 needed_by[key].append(labels[manifest_id])
             what[key] = f"SST {view.sst_id}" + (
@@ -170,19 +182,24 @@ def _disorder(a: SstView, b: SstView) -> str | None:
 def check_boundaries(store: ObjectStore, path: str) -> CheckResult:
     """``boundaries_below_latest`` from the store alone (a LIST of ``manifest/`` and of
     ``compactions/``, a GET per boundary file): safe to run before the binding reads anything."""
-    manifests = [parse_own_manifest_key(path, m.key) for m in store.list(f"{path}/manifest/")]
+    manifests = [parse_own_manifest_key(path, m.key) for m in store.list(own_directory(path, MANIFEST_DIR))]
     latest_id = max((i for i in manifests if i is not None), default=None)
     if latest_id is None:
         raise DbNotFoundError(f"no database at {path!r} in {store.url}: no manifest")
-    ids = [parse_compactions_key(path, m.key) for m in store.list(f"{path}/compactions/")]
+    ids = [parse_compactions_key(path, m.key) for m in store.list(own_directory(path, COMPACTIONS_DIR))]
     latest_compactions = max((i for i in ids if i is not None), default=0)
     problems: list[str] = []
     values: list[str] = []
     for name, latest, what, current in (
-        ("manifest", latest_id, "manifest", manifest_key(path, latest_id)),
-        ("compactions", latest_compactions, ".compactions", compactions_key(path, latest_compactions)),
+        (MANIFEST_SUFFIX, latest_id, "manifest", manifest_key(path, latest_id)),
+        (
+            COMPACTIONS_SUFFIX,
+            latest_compactions,
+            f".{COMPACTIONS_SUFFIX}",
+            compactions_key(path, latest_compactions),
+        ),
     ):
-        key = f"{path}/gc/{name}.boundary"
+        key = boundary_key(path, name)
         try:
             raw = store.get(key).data
         except ObjectNotFoundError:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,10 +23,24 @@ from slate_ops.engines.slatedb.views import (
     ulid_time_ms,
 )
 from slate_ops.errors import ObjectStoreError, SlateDbError, SlateDbTimeoutError
+from slate_ops.layout import (
+    COMPACTED_DIR,
+    COMPACTIONS_DIR,
+    MANIFEST_DIR,
+    MANIFEST_SUFFIX,
+    WAL_DIR,
+    boundary_key,
+    own_directory,
+    parse_compactions_key,
+    parse_own_manifest_key,
+    parse_sst_key,
+    parse_wal_key,
+)
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 
 T = TypeVar("T")
+K = TypeVar("K")
 
 DIRECTORIES = ("manifest", "wal", "wal_fence", "compacted", "compactions")
 
@@ -226,19 +240,15 @@ class SlateDbAdmin:
         above the latest manifest id (measured on 0.17.0: the binding's manifest reads then never
         return). None when it is not, or cannot be told."""
         try:
-            raw = self.store.get(f"{self.db_path}/gc/manifest.boundary").data
+            raw = self.store.get(boundary_key(self.db_path, MANIFEST_SUFFIX)).data
             boundary = int(raw.decode("ascii").strip())
-            ids = [
-                int(name.removesuffix(".manifest"))
-                for o in self._list("manifest")
-                if (name := o.key.rsplit("/", 1)[1]).removesuffix(".manifest").isdigit()
-            ]
+            ids = [i for i, _ in self._list_parsed(MANIFEST_DIR, parse_own_manifest_key)]
         except (ObjectStoreError, UnicodeDecodeError, ValueError):  # not found, unreadable
             return None
         if not ids or boundary < max(ids):
             return None
         return (
-            f"Cause: {self.db_path}/gc/manifest.boundary is {boundary}, at or above the latest "
+            f"Cause: {boundary_key(self.db_path, MANIFEST_SUFFIX)} is {boundary}, at or above the latest "
             f"manifest id {max(ids)}; SlateDB's binding does not return from reading the manifest "
             "then. A GC may already have deleted the current manifest: run `slate-ops verify` on "
             "the database (boundaries_below_latest), and restore it from a backup or checkpoint, "
@@ -294,12 +304,18 @@ class SlateDbAdmin:
 
     def _list(self, directory: str) -> list[_Obj]:
         """The objects directly in ``<db>/<directory>/``, in key order (one LIST)."""
-        prefix = f"{self.db_path}/{directory}/"
+        prefix = own_directory(self.db_path, directory)
         return [
             _Obj(m.key, m.size, int(m.last_modified.timestamp() * 1000))
             for m in self.store.list(prefix)
             if "/" not in m.key[len(prefix) :]
         ]
+
+    def _list_parsed(self, directory: str, parse: Callable[[str, str], K | None]) -> list[tuple[K, _Obj]]:
+        """``(id, object)`` of the objects of ``<db>/<directory>/`` that ``parse`` (a parser of
+        :mod:`slate_ops.layout`) takes for this database's own, in key order; others are skipped."""
+        parsed = ((parse(self.db_path, o.key), o) for o in self._list(directory))
+        return [(object_id, o) for object_id, o in parsed if object_id is not None]
 
     def list_objects(self) -> dict[str, int]:
         """Every object under the database's path: key -> size."""
@@ -348,13 +364,12 @@ class SlateDbAdmin:
 
         age = policy.manifest
         if age is not None:
-            objs = self._list("manifest")
-            listed["manifest"] = len(objs)
+            manifests = self._list_parsed(MANIFEST_DIR, parse_own_manifest_key)
+            listed["manifest"] = len(manifests)
             # After expiring checkpoints the current manifest is latest.id + 1, and the old latest
             # becomes eligible like any other; without expiry the latest is kept.
             pinned = {c.manifest_id for c in live}
-            for o in objs:
-                mid = int(o.key.rsplit("/", 1)[1].split(".")[0])
+            for mid, o in manifests:
                 if mid == latest.id and not expired:
                     continue
                 if mid > latest.id:
@@ -384,19 +399,19 @@ class SlateDbAdmin:
                     return True
             return False
 
-        wal_objs = self._list("wal") if policy.wal is not None or policy.wal_fence is not None else []
+        collect_wal = policy.wal is not None or policy.wal_fence is not None
+        wal_objs = self._list_parsed(WAL_DIR, parse_wal_key) if collect_wal else []
         if policy.wal is not None:
-            listed["wal"] = sum(1 for o in wal_objs if o.size > 0)
+            listed["wal"] = sum(1 for _, o in wal_objs if o.size > 0)
         if policy.wal_fence is not None:
-            listed["wal_fence"] = sum(1 for o in wal_objs if o.size == 0)
+            listed["wal_fence"] = sum(1 for _, o in wal_objs if o.size == 0)
         for directory, want_empty in (("wal", False), ("wal_fence", True)):
             age = policy.age(directory)
             if age is None:
                 continue
-            for o in wal_objs:
+            for wid, o in wal_objs:
                 if (o.size == 0) != want_empty:
                     continue
-                wid = int(o.key.rsplit("/", 1)[1].split(".")[0])
                 if old(o, age) and not wal_referenced(wid):
                     kind = "WAL fence (zero-byte)" if want_empty else "WAL SST"
                     deletions.append(
@@ -429,10 +444,10 @@ class SlateDbAdmin:
                 notes.append(
                     "compacted SSTs: cutoff is the epoch (no compaction recorded or no L0 ever), none deleted"
                 )
-            compacted = self._list("compacted")
+            compacted = self._list_parsed(COMPACTED_DIR, parse_sst_key)
             listed["compacted"] = len(compacted)
-            for o in compacted:
-                sid = o.key.rsplit("/", 1)[1].removesuffix(".sst")
+            for sst_id, o in compacted:
+                sid = str(sst_id)
                 try:
                     t = ulid_time_ms(sid)
                 except KeyError:
@@ -449,11 +464,10 @@ class SlateDbAdmin:
                     )
         age = policy.compactions
         if age is not None:
-            objs = self._list("compactions")
+            objs = self._list_parsed(COMPACTIONS_DIR, parse_compactions_key)
             listed["compactions"] = len(objs)
-            for o in objs[:-1]:  # the latest is kept
+            for cid, o in objs[:-1]:  # the latest is kept
                 if old(o, age):
-                    cid = int(o.key.rsplit("/", 1)[1].split(".")[0])
                     deletions.append(
                         PlannedDeletion(
                             o.key,

@@ -18,6 +18,7 @@ from slate_ops.engines.slatedb.admin import SlateDbAdmin
 from slate_ops.engines.slatedb.loop import LOOP, binding
 from slate_ops.engines.slatedb.views import ManifestView
 from slate_ops.errors import SlateDbError
+from slate_ops.layout import WAL_DIR, own_directory, parse_wal_key
 
 __all__ = ["WalFlushOutcome", "flush_wal_to_l0", "wal_data_ids"]
 
@@ -25,13 +26,11 @@ __all__ = ["WalFlushOutcome", "flush_wal_to_l0", "wal_data_ids"]
 def wal_data_ids(db: SlateDbAdmin, manifest: ManifestView) -> list[int]:
     """The WAL SST ids SlateDB's clone check finds data in for ``manifest`` (one LIST): non-empty
     WAL objects in ``(replay_after_wal_id, next_wal_sst_id - 1]``. Zero-byte ones are fences."""
-    prefix = f"{db.db_path}/wal/"
     found = []
-    for meta in db.store.list(prefix):
-        name = meta.key[len(prefix) :]
-        if "/" in name or not name.endswith(".sst"):
+    for meta in db.store.list(own_directory(db.db_path, WAL_DIR)):
+        wal_id = parse_wal_key(db.db_path, meta.key)
+        if wal_id is None:
             continue
-        wal_id = int(name.removesuffix(".sst"))
         if manifest.replay_after_wal_id < wal_id < manifest.next_wal_sst_id and meta.size > 0:
             found.append(wal_id)
     return sorted(found)

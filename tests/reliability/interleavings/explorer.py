@@ -57,7 +57,7 @@ from concurrent.futures import thread as _pool_thread
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from slate_ops import layout
+from slate_ops.engine import wal_store
 from slate_ops.objstore.base import ObjectStore
 from tests.reliability.hooked_store import HookedStore
 
@@ -426,8 +426,8 @@ class Explorer:
         schedule: list[Call] = []
         hook = threading.excepthook
         threading.excepthook = _quiet_hook(hook)
-        parallelism = layout.WAL_FETCH_PARALLELISM
-        layout.WAL_FETCH_PARALLELISM = 1  # a replay fetches one WAL SST at a time
+        parallelism = wal_store.WAL_FETCH_PARALLELISM
+        wal_store.WAL_FETCH_PARALLELISM = 1  # a replay fetches one WAL SST at a time
         submit = ThreadPoolExecutor.submit
         ThreadPoolExecutor.submit = self._tracked_submit(submit)  # type: ignore[method-assign]
         try:
@@ -445,7 +445,7 @@ class Explorer:
                     break
         finally:
             threading.excepthook = hook
-            layout.WAL_FETCH_PARALLELISM = parallelism
+            wal_store.WAL_FETCH_PARALLELISM = parallelism
             ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
         report.duration_s = time.monotonic() - started
         return report

@@ -1,0 +1,169 @@
+"""The WAL of one database: ``<db>/wal/<20-digit id>.sst`` (keys: :mod:`slate_ops.layout`).
+
+Contiguous ids, entries in sequence order, and an empty object at an id is a fence, never data.
+A writer fences older writers by creating an empty object at the next WAL id: the fenced writer's
+create-if-absent of that id then fails, and it finds the newer epoch in the manifest
+(docs/design/coordination.md, "Fencing").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pyarrow as pa
+
+from slate_ops.errors import ObjectNotFoundError, PreconditionFailedError, PutOutcomeUnknownError
+from slate_ops.layout import WAL_DIR, join, normalize_db_path, parse_wal_key, wal_key
+from slate_ops.objstore.base import (
+    GetResult,
+    ObjectStore,
+    PutMode,
+    new_put_id,
+    resolve_put_outcome,
+)
+from slate_ops.objstore.fetched import FetchedObject
+from slate_ops.sst import SstReader, encode_sst
+
+# WAL SSTs fetched at once by read_many (replay): on S3 each GET waits ~20-50 ms, so fetching one
+# after another makes a reopen after a few hundred WAL SSTs take many seconds. Bounded so that at
+# most this many segments are held in memory ahead of the one being applied.
+WAL_FETCH_PARALLELISM = 16
+
+Entry = tuple[bytes, int, int, bytes]
+
+
+class WalStore:
+    """Reads, writes and fences the WAL of the database at ``db_path``."""
+
+    def __init__(self, store: ObjectStore, db_path: str) -> None:
+        self.store = store
+        self.db_path = normalize_db_path(db_path)
+        self.directory = join(self.db_path, WAL_DIR)
+
+    def key(self, wal_id: int) -> str:
+        return wal_key(self.db_path, wal_id)
+
+    def list_ids(self, after: int = 0) -> list[int]:
+        """WAL ids greater than ``after``, ascending."""
+        return [wal_id for wal_id, _ in self.list_sizes(after)]
+
+    def list_sizes(self, after: int = 0) -> list[tuple[int, int]]:
+        """``(id, object size)`` of the WAL SSTs with ids greater than ``after``, ascending; one LIST.
+
+        Keys are compared in full: the objects of a database nested in this one's ``wal/`` directory
+        (a database named ``<db>/wal``) are not this database's WAL."""
+        found = []
+        for meta in self.store.list(self.directory + "/", start_after=self.key(after) if after else None):
+            wal_id = parse_wal_key(self.db_path, meta.key)
+            if wal_id is not None and wal_id > after:
+                found.append((wal_id, meta.size))
+        return found
+
+    def max_seq(self, wal_id: int, size: int) -> int | None:
+        """The highest sequence number in WAL ``wal_id`` of ``size`` bytes; None for a fence."""
+        if size == 0:
+            return None
+        return SstReader.open(self.store, self.key(wal_id), size=size).info.max_seq
+
+    def create(self, wal_id: int, data: bytes, put_id: str | None = None) -> bool:
+        """Create WAL ``wal_id``; False if the id exists (someone fenced us, or wrote it first).
+
+        A retry of a create whose outcome stayed unknown (it raised) passes the same ``put_id``:
+        finding the object stored with that put id means the earlier attempt landed — success.
+        """
+        key = self.key(wal_id)
+        put_id = put_id or new_put_id()
+        try:
+            try:
+                self.store.put(key, data, PutMode.create(), put_id=put_id)
+            except PutOutcomeUnknownError:
+                resolve_put_outcome(self.store, key, data, PutMode.create(), put_id)
+        except PreconditionFailedError:
+            return self._holds(key, put_id)
+        return True
+
+    def _holds(self, key: str, put_id: str) -> bool:
+        try:
+            return self.store.head(key).put_id == put_id
+        except ObjectNotFoundError:
+            return False
+
+    def write(self, wal_id: int, table: pa.Table, put_id: str | None = None) -> bool:
+        data, _ = encode_sst(table, order="seq")
+        return self.create(wal_id, data, put_id)
+
+    def fence(self, after: int) -> int:
+        """Create an empty fence object at the first free id above every existing WAL; return it."""
+        candidate = max([after, *self.list_ids(after)]) + 1
+        while not self.create(candidate, b""):
+            candidate += 1
+        return candidate
+
+    def read(self, wal_id: int) -> Iterator[Entry]:
+        """The entries of WAL ``wal_id`` in seq order; nothing for a fence. One GET."""
+        return self._fetch(wal_id).scan()
+
+    def read_many(
+        self, segments: Iterable[tuple[int, int]], parallelism: int | None = None
+    ) -> Iterator[tuple[int, Iterator[Entry]]]:
+        """``(id, entries)`` of each ``(id, size)`` of ``segments`` (from :meth:`list_sizes`), in order.
+
+        Up to ``parallelism`` (default :data:`WAL_FETCH_PARALLELISM`) WAL SSTs are fetched at once,
+        each with one GET and in order of need (the next ones while the caller applies this one); a
+        fence (size 0) costs no request. Stopping early (or an error) cancels the fetches not yet
+        started.
+        """
+        window = max(1, WAL_FETCH_PARALLELISM if parallelism is None else parallelism)
+        pending: list[tuple[int, Future[_WalSegment] | None]] = []
+        todo = iter(segments)
+        with ThreadPoolExecutor(window, thread_name_prefix="slate-ops-wal-fetch") as pool:
+            try:
+                while True:
+                    while len(pending) < window:
+                        step = next(todo, None)
+                        if step is None:
+                            break
+                        wal_id, size = step
+                        pending.append((wal_id, None if size == 0 else pool.submit(self._fetch, wal_id)))
+                    if not pending:
+                        return
+                    wal_id, future = pending.pop(0)
+                    yield wal_id, iter(()) if future is None else future.result().scan()
+            finally:
+                for _, future in pending:
+                    if future is not None:
+                        future.cancel()
+
+    def _fetch(self, wal_id: int) -> _WalSegment:
+        """WAL ``wal_id`` read whole with one GET (a WAL SST is read whole anyway): no HEAD, no
+        ranged GETs for footer, index and blocks."""
+        key = self.key(wal_id)
+        return _WalSegment(self.store.url, key, self.store.get(key))
+
+    def size(self, wal_id: int) -> int | None:
+        """The size of WAL ``wal_id`` by one HEAD (0: a fence), or None if it does not exist."""
+        try:
+            return self.store.head(self.key(wal_id)).size
+        except ObjectNotFoundError:
+            return None
+
+
+class _WalSegment:
+    """One fetched WAL SST; :meth:`scan` decodes it from memory (nothing for a fence)."""
+
+    __slots__ = ("_got", "_key", "_url")
+
+    def __init__(self, url: str, key: str, got: GetResult) -> None:
+        self._url = url
+        self._key = key
+        self._got = got
+
+    def scan(self) -> Iterator[Entry]:
+        if not self._got.data:
+            return iter(())
+        view = FetchedObject(self._url, self._key, self._got)
+        return SstReader.open(view, self._key, size=len(self._got.data)).scan()
+
+
+__all__ = ["WAL_FETCH_PARALLELISM", "Entry", "WalStore"]
