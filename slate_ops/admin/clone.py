@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import Db, DbOptions
 from slate_ops.errors import (
@@ -51,6 +50,7 @@ from slate_ops.manifest.store import (
     require_usable,
 )
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def create_clone(
     store: ObjectStore,
     parent_checkpoint: uuid.UUID | None = None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> VersionedManifest:
     """Create (or finish creating) the clone at ``clone_path`` of ``parent_path``; returns its manifest.
 
@@ -133,7 +133,7 @@ def open_from_checkpoint(
     parent_checkpoint: uuid.UUID | None = None,
     options: DbOptions | None = None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> Db:
     """Open the clone at ``path`` of ``parent_path`` as its writer, creating or finishing the clone
     first (:func:`create_clone`); the spec's ``Db::open_from_checkpoint``."""
@@ -142,7 +142,7 @@ def open_from_checkpoint(
 
 
 def ensure_clone(
-    clone_path: str, parent_path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK
+    clone_path: str, parent_path: str, store: ObjectStore, *, clock: Runtime = SYSTEM_RUNTIME
 ) -> VersionedManifest | None:
     """Create the clone, or finish an interrupted one; None (nothing read beyond the clone's manifest)
     when it is already initialised, so a clone later detached from its parent by GC stays valid."""
@@ -200,7 +200,7 @@ def _source_checkpoint(
     parent: VersionedManifest,
     parent_checkpoint: uuid.UUID | None,
     clone_path: str,
-    clock: Clock,
+    clock: Runtime,
 ) -> tuple[uuid.UUID, Manifest]:
     """The clone's ``source_checkpoint_id`` and the parent's manifest at it (M_p')."""
     if parent_checkpoint is not None:
@@ -247,13 +247,13 @@ def _validate_existing(
         )
 
 
-def ensure_final_checkpoints(manifest: Manifest, store: ObjectStore, clone_path: str, clock: Clock) -> None:
+def ensure_final_checkpoints(manifest: Manifest, store: ObjectStore, clone_path: str, clock: Runtime) -> None:
     """Every external database holds the clone's final checkpoint (no expiry), made from its source."""
     for ed in manifest.external_dbs:
         _ensure_final_checkpoint(ed, store, clone_path, clock)
 
 
-def _ensure_final_checkpoint(ed: ExternalDb, store: ObjectStore, clone_path: str, clock: Clock) -> None:
+def _ensure_final_checkpoint(ed: ExternalDb, store: ObjectStore, clone_path: str, clock: Runtime) -> None:
     external = ManifestStore(store, ed.path)
     options = CheckpointOptions(
         lifetime=None, source=ed.source_checkpoint_id, name=FINAL_CHECKPOINT_PREFIX + clone_path

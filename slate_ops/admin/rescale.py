@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from slate_ops.admin.clone import clone_manifest, ensure_final_checkpoints
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.batch import check_key
 from slate_ops.errors import (
@@ -43,6 +42,7 @@ from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
 from slate_ops.manifest.projection import UnionSource, database_range, project, union
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.txn.paths import normalize_db_path as normalize
 
 SOURCE_LIFETIME = timedelta(minutes=15)
@@ -87,7 +87,7 @@ def split(
     split_keys: Sequence[bytes],
     target_paths: Sequence[str],
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> RescaleReport:
     """Split ``source_path`` at ``split_keys`` into ``len(split_keys) + 1`` shards at ``target_paths``.
 
@@ -144,7 +144,7 @@ def merge(
     store: ObjectStore,
     target_path: str,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
     new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
 ) -> RescaleReport:
     """Merge the databases at ``source_paths`` (disjoint key ranges) into a new one at ``target_path``.
@@ -227,7 +227,7 @@ def _usable_source(sources: ManifestStore) -> VersionedManifest:
     return current
 
 
-def _split_state(sources: ManifestStore, latest: Manifest, name: str, clock: Clock) -> Manifest:
+def _split_state(sources: ManifestStore, latest: Manifest, name: str, clock: Runtime) -> Manifest:
     """The manifest the unfinished split ``name`` pinned on the source, else ``latest``."""
     found = next((c for c in latest.checkpoints if c.name == name and not c.is_expired(clock.now())), None)
     return latest if found is None else sources.read(found.manifest_id).value
@@ -276,7 +276,7 @@ def _require_flushed(store: ObjectStore, path: str, manifest: Manifest, location
 
 
 def _source_checkpoint(
-    sources: ManifestStore, name: str, store: ObjectStore, clock: Clock, *, fresh: bool
+    sources: ManifestStore, name: str, store: ObjectStore, clock: Runtime, *, fresh: bool
 ) -> tuple[Checkpoint, Manifest]:
     """The operation's ephemeral checkpoint on a source and the manifest it pins.
 
@@ -328,7 +328,7 @@ def _create(targets: ManifestStore, manifest: Manifest) -> VersionedManifest:
 
 
 def _initialise(
-    targets: ManifestStore, current: VersionedManifest, store: ObjectStore, clock: Clock
+    targets: ManifestStore, current: VersionedManifest, store: ObjectStore, clock: Runtime
 ) -> VersionedManifest:
     if current.value.initialized:
         return current

@@ -29,13 +29,13 @@ from dataclasses import dataclass, replace
 from ulid import ULID
 
 from slate_ops.admin.tags import Tag, find_tags
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.memtable import Memtable
 from slate_ops.errors import TagNotFoundError
 from slate_ops.layout import WalStore, sst_key
 from slate_ops.manifest.model import CompactedSst, ExternalDb, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader, encode_sst
 
 _WAL_NAME = re.compile(r"^(\d{20})\.sst$")
@@ -107,7 +107,7 @@ def rollback_to_tag(
     name: str,
     *,
     dry_run: bool = True,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
     new_sst_id: Callable[[], ULID] = ULID,
 ) -> RollbackReport:
     """Make the state of tag ``name`` current again; see the module docstring. Dry run by default.

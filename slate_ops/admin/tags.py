@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from slate_ops.admin.checkpoints import TAG_PREFIX, checkpoint_adder
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import InvalidArgumentError, TagExistsError, TagNotFoundError
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 """The checkpoint-name prefix that marks a tag checkpoint."""
 
@@ -99,7 +99,7 @@ def create_tag(
     *,
     checkpoint: uuid.UUID | None = None,
     replace: bool = False,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
 ) -> Tag:
     """Tag the current manifest, or the manifest of the live ``checkpoint``.

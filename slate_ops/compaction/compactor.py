@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 from ulid import ULID
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import subcompaction
 from slate_ops.compaction.executor import Executor, LocalExecutor
 from slate_ops.compaction.options import CompactorOptions
@@ -35,6 +34,7 @@ from slate_ops.manifest.checkpoints import expiry_time
 from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, SortedRun, SstView
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Compactor:
         options: CompactorOptions | None = None,
         executor: Executor | None = None,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.options = options or CompactorOptions()
         self.executor = executor or LocalExecutor()
@@ -317,7 +317,7 @@ def _finished(
     return replace(record, status=status, finished_at_s=now, outputs=outputs, manifest_id=manifest_id)
 
 
-def embedded(options: CompactorOptions | None = None) -> Callable[[str, ObjectStore, Clock], Compactor]:
+def embedded(options: CompactorOptions | None = None) -> Callable[[str, ObjectStore, Runtime], Compactor]:
     """A compactor for a writer to start beside itself in this process::
 
         Db.open(path, store, compactor=embedded(CompactorOptions(min_sources=4)))
@@ -325,7 +325,7 @@ def embedded(options: CompactorOptions | None = None) -> Callable[[str, ObjectSt
     The writer starts it once it has opened and closes it when it closes.
     """
 
-    def start(path: str, store: ObjectStore, clock: Clock) -> Compactor:
+    def start(path: str, store: ObjectStore, clock: Runtime) -> Compactor:
         return Compactor(path, store, options, clock=clock).start()
 
     return start

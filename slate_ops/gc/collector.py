@@ -33,7 +33,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction.state import CompactionsState, CompactionsStore
 from slate_ops.errors import DbNotFoundError, GcFailedError, ObjectNotFoundError, SlateDbManifestError
 from slate_ops.gc.checkpoints import expire_checkpoints
@@ -52,6 +51,7 @@ from slate_ops.gc.wal import plan_wal
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.local import db_not_found
+from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime, Runtime
 from slate_ops.txn import SequencedFile
 from slate_ops.txn.boundary import METRICS
 
@@ -64,7 +64,12 @@ class GarbageCollector:
     """Deletes what no manifest that matters references any more; see the module docstring."""
 
     def __init__(
-        self, path: str, store: ObjectStore, options: GcOptions | None = None, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        path: str,
+        store: ObjectStore,
+        options: GcOptions | None = None,
+        *,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.options = options or GcOptions()
         self._store = store
@@ -473,6 +478,6 @@ class _CheckpointsTask:
             self.run.gc.path,
             self.run.store,
             dry_run=False,
-            clock=ManualClock(self.run.now),  # the run's one now: expiry agrees with the plan
+            clock=ManualRuntime(self.run.now),  # the run's one now: expiry agrees with the plan
         )
         return TaskOutcome(expired=result.expired)

@@ -8,7 +8,7 @@ merges, writes, tags, rollbacks, compactions, GC of every database and soft and 
 member. A scheduler driven by ``random.Random(seed)`` picks the next actor and its action; every
 action is one synchronous call of the public API (the writer's flusher thread and the reader's poll
 thread are replaced by explicit steps), so the only source of choice is the seed. Between steps the
-scheduler advances a :class:`~slate_ops.clock.ManualClock` that every component, the memory store's
+scheduler advances a :class:`~slate_ops.runtime.ManualRuntime` that every component, the memory store's
 ``last_modified``, the sequenced stores' cache age and the ULID/UUID generators read, so the same
 seed gives the same trace, the same object names and the same store requests.
 
@@ -77,7 +77,6 @@ from typing import Literal
 
 from slate_ops import admin
 from slate_ops.admin.verify import Severity
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, LocalExecutor
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import CheckpointScope, Db, DbReader
@@ -100,6 +99,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import simulate_crash
 from tests.reliability.sim.invariants import check_reachable
 from tests.reliability.sim.lifecycle import Lifecycle
@@ -189,7 +189,7 @@ class OpenScan:
 class Simulation:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.clock = ManualClock(START_TIME)
+        self.clock = ManualRuntime(START_TIME)
         self.rng = random.Random(derive(config.seed, "scheduler"))
         self._stall_rng = random.Random(derive(config.seed, "stalls"))
         self.trace: list[TraceEntry] = []

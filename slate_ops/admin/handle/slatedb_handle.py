@@ -46,7 +46,6 @@ from slate_ops.admin.split_keys import SplitSuggestion
 from slate_ops.admin.tag_policy import TagPolicy, TagPolicyReport
 from slate_ops.admin.tags import Tag
 from slate_ops.admin.verify import CheckResult
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import CompactionReport, CompactorOptions, Executor
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engines.detect import Engine
@@ -72,6 +71,7 @@ from slate_ops.manifest.checkpoints import checkpoint_not_found, expiry_time, li
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["SlateDbHandle"]
 
@@ -109,7 +109,7 @@ class SlateDbHandle:
         path: str,
         store: ObjectStore,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
         timeouts: CallTimeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         """``timeouts``: the longest each kind of binding call may take before

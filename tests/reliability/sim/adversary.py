@@ -47,7 +47,7 @@ Invariants, after every episode (and, for acknowledgements, at the moment of the
    store call; and every error is typed (a :class:`~slate_ops.errors.SlateOpsError`) and one the
    situation explains.
 
-Determinism: one :class:`~slate_ops.clock.ManualClock`, ids from a seeded generator
+Determinism: one :class:`~slate_ops.runtime.ManualRuntime`, ids from a seeded generator
 (:func:`~tests.reliability.sim.runtime.deterministic_runtime`), every choice from ``random.Random``
 seeded from the seed, WAL fetches one at a time; the same seed gives the same trace and the same
 objects, byte for byte.
@@ -68,7 +68,6 @@ from typing import Any, Literal
 
 from slate_ops import admin
 from slate_ops.admin.reachability import check_references
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, LocalExecutor
 from slate_ops.engine import Db
 from slate_ops.errors import (
@@ -84,6 +83,7 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import simulate_crash
 from tests.reliability.sim.interleave import (
     Event,
@@ -231,7 +231,7 @@ class Adversary:
 
     def __init__(self, config: AdvConfig) -> None:
         self.config = config
-        self.clock = ManualClock(START_TIME)
+        self.clock = ManualRuntime(START_TIME)
         self.rng = random.Random(derive(config.seed, "adversary"))
         self.trace: list[TraceEntry] = []
         self.actions: Counter[str] = Counter()

@@ -23,7 +23,6 @@ from unittest import mock
 
 import ulid
 
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactorOptions
 from slate_ops.engine import Db, DbOptions, DbReader, ReaderOptions, WriteBatch
 from slate_ops.errors import GcFailedError
@@ -33,6 +32,7 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.objstore import FaultInjectingStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from slate_ops.txn.sequenced import SequencedStore
 
 MAIN = "main"
@@ -171,7 +171,7 @@ def derive(seed: int, *parts: str) -> int:
 
 
 @contextlib.contextmanager
-def deterministic_runtime(clock: ManualClock, seed: int) -> Iterator[None]:
+def deterministic_runtime(clock: ManualRuntime, seed: int) -> Iterator[None]:
     """Route every source of ids and time that slate_ops reads through the clock and a seeded RNG.
 
     ULIDs (SST, view and compaction ids) take their time from the clock and their randomness from
@@ -255,7 +255,7 @@ def _functions(obj: object) -> Iterator[types.FunctionType]:
 class SimTimeStore:
     """Reports ``last_modified`` in simulated time for a store that stamps real time (the local store)."""
 
-    def __init__(self, inner: ObjectStore, clock: ManualClock) -> None:
+    def __init__(self, inner: ObjectStore, clock: ManualRuntime) -> None:
         self.inner = inner
         self._clock = clock
         self._written: dict[str, float] = {}
