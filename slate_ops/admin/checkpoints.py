@@ -41,7 +41,7 @@ def create_checkpoint(
     options: CheckpointOptions | None = None,
     *,
     clock: Runtime = SYSTEM_RUNTIME,
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    new_id: Callable[[], uuid.UUID] | None = None,
 ) -> CheckpointCreateResult:
     """Create a checkpoint of the current manifest, or of ``options.source``'s manifest.
 
@@ -52,7 +52,7 @@ def create_checkpoint(
     options = options or CheckpointOptions()
     require_creatable_name(options.name)
     manifests = ManifestStore(store, path)
-    checkpoint_id = new_id()
+    checkpoint_id = (new_id or clock.new_uuid)()
     committed = manifests.update(checkpoint_adder(manifests, options, checkpoint_id, clock))
     created = committed.value.checkpoint(checkpoint_id)
     assert created is not None

@@ -98,7 +98,7 @@ def create_clone(
             # The source checkpoint, then M_c' written uninitialised (create-if-absent).
             require_usable(parent.value, parents.location)
             source_id, at_source = _source_checkpoint(parents, parent, parent_checkpoint, clones.path, clock)
-            manifest = clone_manifest(at_source, parents.path, source_id)
+            manifest = clone_manifest(at_source, parents.path, source_id, clock=clock)
             try:
                 current = clones.create_initial(manifest)
             except DbAlreadyExistsError:
@@ -157,7 +157,8 @@ def clone_manifest(
     parent_path: str,
     source_id: uuid.UUID,
     *,
-    new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    clock: Runtime = SYSTEM_RUNTIME,
+    new_final_id: Callable[[], uuid.UUID] | None = None,
 ) -> Manifest:
     """The uninitialised clone manifest built from the parent's manifest at the source checkpoint.
 
@@ -165,10 +166,12 @@ def clone_manifest(
     for the parent listing its own SSTs; writer epoch + 1; everything else of the LSM and WAL state
     copied; no checkpoints.
     The parent's entry is last: it is the clone's direct parent. Every entry gets its own, newly generated
-    final checkpoint id (``new_final_id``): each database owns the checkpoints that protect what it reads, so
-    releasing one (a destroyed sibling shard, a detached entry) never unpins another database or another entry
+    final checkpoint id (``new_final_id``, else ``clock.new_uuid``): each database owns the checkpoints
+    that protect what it reads, so releasing one (a destroyed sibling shard, a detached entry) never
+    unpins another database or another entry
     (docs/design/clones-and-destroy.md, "Who owns which checkpoint").
     """
+    new_final_id = new_final_id or clock.new_uuid
     inherited_ids = {i for ed in at_source.external_dbs for i in ed.sst_ids}
     own = tuple(dict.fromkeys(s.id for s in at_source.ssts if s.id not in inherited_ids))
     inherited = tuple(
@@ -210,7 +213,7 @@ def _source_checkpoint(
     # clone includes every write durable now, not only what is in L0.
     wal_ids = WalStore(parents.store, parents.path).list_ids()
     last_wal = wal_ids[-1] if wal_ids else 0
-    checkpoint_id = uuid.uuid4()
+    checkpoint_id = clock.new_uuid()
     options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=SOURCE_CHECKPOINT_PREFIX + clone_path)
 
     def add(current: VersionedManifest) -> Manifest:

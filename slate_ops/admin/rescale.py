@@ -17,9 +17,8 @@ before anything is written.
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -95,7 +94,7 @@ def split(
     shards extend to the source's own range bounds) and refuses writes and reads outside it. The
     source is left as it was (plus the shards' final checkpoints); destroy it once the shards serve.
     """
-    started = time.monotonic()
+    started = clock.monotonic()
     keys = [check_key(k) for k in split_keys]
     targets = _check_new_paths(source_path, target_paths, store)
     if len(targets) != len(keys) + 1:
@@ -116,7 +115,9 @@ def split(
             assert current is not None
             _require_shard(current.value, target, sources.path, key_range, started_from)
         _drop_named_checkpoint(sources, name)
-        return _report("split", [sources.path], {}, targets, ranges, existing, False, started)
+        return _report(
+            "split", [sources.path], {}, targets, ranges, existing, False, clock.monotonic() - started
+        )
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
         if current is not None:  # validate every existing target before writing anything
             _require_shard(current.value, target, sources.path, key_range, started_from)
@@ -126,7 +127,7 @@ def split(
     results = []
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
         if current is None:  # each shard gets final checkpoints of its own (clone_manifest)
-            shard = project(clone_manifest(at_source, sources.path, checkpoint.id), key_range)
+            shard = project(clone_manifest(at_source, sources.path, checkpoint.id, clock=clock), key_range)
             current = _create(ManifestStore(store, target), _fresh_wal(shard))
         _require_shard(current.value, target, sources.path, key_range, at_source)
         results.append(current)
@@ -135,7 +136,14 @@ def split(
     ]
     _drop_named_checkpoint(sources, name)
     return _report(
-        "split", [sources.path], {sources.path: str(checkpoint.id)}, targets, ranges, finished, True, started
+        "split",
+        [sources.path],
+        {sources.path: str(checkpoint.id)},
+        targets,
+        ranges,
+        finished,
+        True,
+        clock.monotonic() - started,
     )
 
 
@@ -145,7 +153,6 @@ def merge(
     target_path: str,
     *,
     clock: Runtime = SYSTEM_RUNTIME,
-    new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
 ) -> RescaleReport:
     """Merge the databases at ``source_paths`` (disjoint key ranges) into a new one at ``target_path``.
 
@@ -154,7 +161,7 @@ def merge(
     disjoint data. Overlapping sources are refused with :class:`OverlappingSourcesError` before
     anything is written. The sources stay as they were (plus final checkpoints).
     """
-    started = time.monotonic()
+    started = clock.monotonic()
     target = _check_new_paths(None, [target_path], store)[0]
     paths = [normalize(p) for p in source_paths]
     if len(set(paths)) != len(paths) or not paths:
@@ -171,7 +178,14 @@ def merge(
         for s in sources:
             _drop_named_checkpoint(s, MERGE_CHECKPOINT_PREFIX + target)
         return _report(
-            "merge", paths, {}, [target], [existing.value.visible_range], [existing], False, started
+            "merge",
+            paths,
+            {},
+            [target],
+            [existing.value.visible_range],
+            [existing],
+            False,
+            clock.monotonic() - started,
         )
     name = MERGE_CHECKPOINT_PREFIX + target
     checkpoints: dict[str, str] = {}
@@ -180,19 +194,29 @@ def merge(
         for s, current in zip(sources, latest, strict=True):
             _require_flushed(store, s.path, current.value, s.location)
         # Validate before writing anything: overlapping sources fail here, not after checkpoints.
-        union([UnionSource(s.path, c.value, uuid.UUID(int=0)) for s, c in zip(sources, latest, strict=True)])
+        union(
+            [UnionSource(s.path, c.value, uuid.UUID(int=0)) for s, c in zip(sources, latest, strict=True)],
+            clock=clock,
+        )
         inputs = []
         for s in sources:
             checkpoint, at_source = _source_checkpoint(s, name, store, clock, fresh=True)
             checkpoints[s.path] = str(checkpoint.id)
             inputs.append(UnionSource(s.path, at_source, checkpoint.id))
-        existing = _create(targets, union(inputs, new_final_id=new_final_id))
+        existing = _create(targets, union(inputs, clock=clock))
     _require_merge_of(existing.value, targets.location, sources)
     finished = _initialise(targets, existing, store, clock)
     for s in sources:
         _drop_named_checkpoint(s, name)
     return _report(
-        "merge", paths, checkpoints, [target], [finished.value.visible_range], [finished], True, started
+        "merge",
+        paths,
+        checkpoints,
+        [target],
+        [finished.value.visible_range],
+        [finished],
+        True,
+        clock.monotonic() - started,
     )
 
 
@@ -298,7 +322,7 @@ def _source_checkpoint(
                 ) from error
             return live, sources.read(live.manifest_id).value
         _drop_named_checkpoint(sources, name)
-    checkpoint_id = uuid.uuid4()
+    checkpoint_id = clock.new_uuid()
     options = CheckpointOptions(lifetime=SOURCE_LIFETIME, name=name)
     committed = sources.update(
         lambda c: with_new_checkpoint(c, options, checkpoint_id, clock.now(), sources.location)
@@ -409,7 +433,7 @@ def _report(
     ranges: Sequence[KeyRange | None],
     manifests: Sequence[VersionedManifest | None],
     created: bool,
-    started: float,
+    duration_s: float,
 ) -> RescaleReport:
     databases = []
     for target, key_range, current in zip(targets, ranges, manifests, strict=True):
@@ -426,7 +450,7 @@ def _report(
                 bytes=sum(s.info.size_bytes for s in m.ssts),
             )
         )
-    return RescaleReport(operation, sources, checkpoints, databases, created, time.monotonic() - started)
+    return RescaleReport(operation, sources, checkpoints, databases, created, duration_s)
 
 
 __all__ = [

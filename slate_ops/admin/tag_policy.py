@@ -36,7 +36,7 @@ from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime, Runtime
+from slate_ops.runtime import SYSTEM_RUNTIME, FixedNow, Runtime
 
 DAY_S = 86_400
 DEFAULT_NAME_FORMAT = "auto-%Y-%m-%d"
@@ -269,19 +269,20 @@ def apply_tag_policy(
     *,
     dry_run: bool = True,
     clock: Runtime = SYSTEM_RUNTIME,
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    new_id: Callable[[], uuid.UUID] | None = None,
 ) -> TagPolicyReport:
     """Create the due tag if missing and delete expired or excess policy tags, in one commit.
 
     Dry run by default; a dry run reports exactly what a real run at the same time would do
-    (``new_id`` names the created tag's checkpoint). Applying twice at the same time changes nothing
-    the second time. A destroyed database raises :class:`~slate_ops.errors.DbDestroyedError`.
+    (``new_id``, else ``clock.new_uuid``, names the created tag's checkpoint). Applying twice at the
+    same time changes nothing the second time. A destroyed database raises
+    :class:`~slate_ops.errors.DbDestroyedError`.
     """
     now = clock.now()
-    fixed = ManualRuntime(now)  # one time for the whole run, whatever the retries
+    fixed = FixedNow(clock, now)  # one time for the whole run, whatever the retries
     manifests = ManifestStore(store, path)
     due = policy.due_period(now)
-    checkpoint_id = new_id()
+    checkpoint_id = (new_id or clock.new_uuid)()
     options = CheckpointOptions(name=TAG_PREFIX + policy.tag_name(due), lifetime=None)
 
     def report(dry: bool, manifest_id: int, plan: _Plan, created: Tag | None) -> TagPolicyReport:

@@ -100,7 +100,7 @@ def create_tag(
     checkpoint: uuid.UUID | None = None,
     replace: bool = False,
     clock: Runtime = SYSTEM_RUNTIME,
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    new_id: Callable[[], uuid.UUID] | None = None,
 ) -> Tag:
     """Tag the current manifest, or the manifest of the live ``checkpoint``.
 
@@ -112,7 +112,7 @@ def create_tag(
     validate_tag_name(name)
     options = CheckpointOptions(source=checkpoint, name=TAG_PREFIX + name, lifetime=None)
     manifests = ManifestStore(store, path)
-    checkpoint_id = new_id()
+    checkpoint_id = (new_id or clock.new_uuid)()
     add_checkpoint = checkpoint_adder(manifests, options, checkpoint_id, clock)  # covers WAL-only writes
 
     def add(current: VersionedManifest) -> Manifest:

@@ -11,6 +11,7 @@ from slate_ops.compaction.scheduler import Proposal, propose
 from slate_ops.compaction.spec import (
     CompactionSpec,
     ExecutionResult,
+    OutputIds,
     SourceRun,
     SourceView,
     SubcompactionResult,
@@ -30,6 +31,7 @@ __all__ = [
     "ExecutionResult",
     "Executor",
     "LocalExecutor",
+    "OutputIds",
     "Proposal",
     "SourceRun",
     "SourceView",

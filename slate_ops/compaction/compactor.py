@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -26,7 +24,7 @@ from slate_ops.compaction import subcompaction
 from slate_ops.compaction.executor import Executor, LocalExecutor
 from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.scheduler import Proposal, propose
-from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, SourceRun, SourceView
+from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, OutputIds, SourceRun, SourceView
 from slate_ops.compaction.state import CompactionRecord, CompactionsStore
 from slate_ops.errors import CompactionConflictError, FencedError, SlateOpsError
 from slate_ops.layout import resolve_sst_path
@@ -79,10 +77,10 @@ class Compactor:
         self.executor = executor or LocalExecutor()
         self._store = store
         self._clock = clock
-        self._manifests = ManifestStore(store, path)
+        self._manifests = ManifestStore(store, path, clock=clock)
         self.path = self._manifests.path
         require_usable(self._manifests.read_latest_required().value, self._manifests.location)
-        self._state = CompactionsStore(store, self.path)
+        self._state = CompactionsStore(store, self.path, clock=clock)
         self._state.read()  # a damaged .compactions file fails here, before the epoch is bumped
 
         def usable(current: VersionedManifest, epoch: int) -> Manifest:
@@ -102,13 +100,13 @@ class Compactor:
 
         Raises :class:`FencedError` if a newer compactor has started.
         """
-        started = time.monotonic()
+        started = self._clock.monotonic()
         latest = self._fenced.refresh()
         proposal = propose(latest.value, self.options, full=full)
         if proposal is None:
             return None
         spec = self._spec(latest.value, proposal)
-        compaction_id = ULID()
+        compaction_id = self._clock.new_ulid()
         record = CompactionRecord(
             id=str(compaction_id),
             epoch=self.epoch,
@@ -141,7 +139,7 @@ class Compactor:
             bytes_written=result.bytes_written,
             rows_in=result.rows_in,
             rows_out=result.rows_out,
-            duration_s=time.monotonic() - started,
+            duration_s=self._clock.monotonic() - started,
             executor=self.executor.name,
             subcompactions=result.subcompactions,
             manifest_id=committed.id,
@@ -171,6 +169,7 @@ class Compactor:
             drop_tombstones=proposal.drop_tombstones,
             target_sst_bytes=self.options.target_sst_bytes,
             subcompactions=self._plan(sources),
+            output_ids=OutputIds.draw(self._clock),
         )
 
     def _plan(self, sources: list[SourceRun]) -> tuple[KeyRange, ...]:
@@ -198,7 +197,9 @@ class Compactor:
 
     def _commit(self, proposal: Proposal, result: ExecutionResult) -> VersionedManifest:
         compacted_views = {v.view_id for v in proposal.l0_views}
-        new_run = SortedRun(proposal.destination, tuple(SstView(ULID(), s.id) for s in result.outputs))
+        new_run = SortedRun(
+            proposal.destination, tuple(SstView(self._clock.new_ulid(), s.id) for s in result.outputs)
+        )
         now = self._clock.now()
 
         def apply(current: VersionedManifest) -> Manifest:
@@ -227,7 +228,7 @@ class Compactor:
             )
             checkpoints += (
                 Checkpoint(
-                    id=uuid.uuid4(),
+                    id=self._clock.new_uuid(),
                     manifest_id=current.id,  # still references every input
                     create_time_s=int(now),
                     expire_time_s=expiry_time(now, self.options.compaction_checkpoint_lifetime),

@@ -17,7 +17,7 @@ times per subcompaction instead of once per request.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -173,7 +173,7 @@ def fetch_inputs(io: CompactionIo, spec: CompactionSpec, key_range: KeyRange) ->
 
 
 def write_outputs(
-    io: CompactionIo, db_path: str, table: pa.Table, target_bytes: int
+    io: CompactionIo, db_path: str, table: pa.Table, target_bytes: int, new_sst_id: Callable[[], ULID]
 ) -> tuple[list[CompactedSst], int, list[Future[PutResult]]]:
     """Encode the outputs in order (cut by :class:`~slate_ops.sst.cut.SstCutter`), each uploading
     while the next is encoded; the uploads are returned running (the caller waits for them:
@@ -185,7 +185,7 @@ def write_outputs(
     def write(rows: pa.Table) -> None:
         nonlocal written
         data, info = encode_sst(rows)
-        sst_id = ULID()
+        sst_id = new_sst_id()
         uploads.append(io.upload(sst_key(db_path, sst_id), data))
         outputs.append(CompactedSst(sst_id, info))
         written += len(data)
@@ -254,7 +254,10 @@ def run_subcompaction(
     finally:
         if inputs_done is not None:
             inputs_done.release()
-    outputs, bytes_written, started = write_outputs(io, spec.db_path, merged, spec.target_sst_bytes)
+    new_sst_id = spec.output_ids.for_range(key_range)
+    outputs, bytes_written, started = write_outputs(
+        io, spec.db_path, merged, spec.target_sst_bytes, new_sst_id
+    )
     if uploads is None:
         wait_uploads(started)
     else:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -51,7 +50,7 @@ from slate_ops.gc.wal import plan_wal
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.local import db_not_found
-from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime, Runtime
+from slate_ops.runtime import SYSTEM_RUNTIME, FixedNow, Runtime
 from slate_ops.txn import SequencedFile
 from slate_ops.txn.boundary import METRICS
 
@@ -74,9 +73,9 @@ class GarbageCollector:
         self.options = options or GcOptions()
         self._store = store
         self._clock = clock
-        self._manifests = ManifestStore(store, path)
+        self._manifests = ManifestStore(store, path, clock=clock)
         self.path = self._manifests.path
-        self._compactions = CompactionsStore(store, self.path)
+        self._compactions = CompactionsStore(store, self.path, clock=clock)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_report: GcReport | None = None
@@ -156,7 +155,7 @@ class _Run:
         self.store = gc._store
         self.dry_run = dry_run
         self.now = gc._clock.now()
-        self.started = time.monotonic()
+        self.started = gc._clock.monotonic()
         self.errors: list[str] = []
         self.notes: list[str] = []
 
@@ -187,7 +186,7 @@ class _Run:
             path=self.gc.path,
             dry_run=self.dry_run,
             started_at=datetime.fromtimestamp(self.now, UTC),
-            duration_s=time.monotonic() - self.started,
+            duration_s=self.gc._clock.monotonic() - self.started,
             manifest_id=None if snapshot is None else snapshot.latest.id,
             notes=tuple(self.notes),
             errors=tuple(self.errors),
@@ -478,6 +477,8 @@ class _CheckpointsTask:
             self.run.gc.path,
             self.run.store,
             dry_run=False,
-            clock=ManualRuntime(self.run.now),  # the run's one now: expiry agrees with the plan
+            clock=FixedNow(
+                self.run.gc._clock, self.run.now
+            ),  # the run's one now: expiry agrees with the plan
         )
         return TaskOutcome(expired=result.expired)

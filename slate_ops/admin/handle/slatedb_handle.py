@@ -10,7 +10,6 @@ the plan's policy, reported by what the listing shows deleted. What SlateDB cann
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -245,7 +244,7 @@ class SlateDbHandle:
         left planned objects in place.
         """
         options = options or GcOptions()
-        started = time.monotonic()
+        started = self.clock.monotonic()
         plan = self.db.gc_plan(self._policy(options))
         notes = list(plan.notes)
         if "clones" in options.resources:
@@ -284,7 +283,7 @@ class SlateDbHandle:
             path=self.path,
             dry_run=dry_run,
             started_at=datetime.fromtimestamp(plan.now_ms / 1000, tz=UTC),
-            duration_s=time.monotonic() - started,
+            duration_s=self.clock.monotonic() - started,
             manifest_id=plan.manifest_id,
             resources=resources,
             checkpoints_expired=tuple(_checkpoint(c) for c in plan.expired_checkpoint_views),
