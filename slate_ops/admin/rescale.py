@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -94,7 +94,7 @@ def split(
     shards extend to the source's own range bounds) and refuses writes and reads outside it. The
     source is left as it was (plus the shards' final checkpoints); destroy it once the shards serve.
     """
-    started = clock.monotonic()
+    elapsed = _stopwatch(clock)
     keys = [check_key(k) for k in split_keys]
     targets = _check_new_paths(source_path, target_paths, store)
     if len(targets) != len(keys) + 1:
@@ -115,9 +115,7 @@ def split(
             assert current is not None
             _require_shard(current.value, target, sources.path, key_range, started_from)
         _drop_named_checkpoint(sources, name)
-        return _report(
-            "split", [sources.path], {}, targets, ranges, existing, False, clock.monotonic() - started
-        )
+        return _report("split", [sources.path], {}, targets, ranges, existing, False, elapsed)
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
         if current is not None:  # validate every existing target before writing anything
             _require_shard(current.value, target, sources.path, key_range, started_from)
@@ -136,14 +134,7 @@ def split(
     ]
     _drop_named_checkpoint(sources, name)
     return _report(
-        "split",
-        [sources.path],
-        {sources.path: str(checkpoint.id)},
-        targets,
-        ranges,
-        finished,
-        True,
-        clock.monotonic() - started,
+        "split", [sources.path], {sources.path: str(checkpoint.id)}, targets, ranges, finished, True, elapsed
     )
 
 
@@ -161,7 +152,7 @@ def merge(
     disjoint data. Overlapping sources are refused with :class:`OverlappingSourcesError` before
     anything is written. The sources stay as they were (plus final checkpoints).
     """
-    started = clock.monotonic()
+    elapsed = _stopwatch(clock)
     target = _check_new_paths(None, [target_path], store)[0]
     paths = [normalize(p) for p in source_paths]
     if len(set(paths)) != len(paths) or not paths:
@@ -178,14 +169,7 @@ def merge(
         for s in sources:
             _drop_named_checkpoint(s, MERGE_CHECKPOINT_PREFIX + target)
         return _report(
-            "merge",
-            paths,
-            {},
-            [target],
-            [existing.value.visible_range],
-            [existing],
-            False,
-            clock.monotonic() - started,
+            "merge", paths, {}, [target], [existing.value.visible_range], [existing], False, elapsed
         )
     name = MERGE_CHECKPOINT_PREFIX + target
     checkpoints: dict[str, str] = {}
@@ -209,14 +193,7 @@ def merge(
     for s in sources:
         _drop_named_checkpoint(s, name)
     return _report(
-        "merge",
-        paths,
-        checkpoints,
-        [target],
-        [finished.value.visible_range],
-        [finished],
-        True,
-        clock.monotonic() - started,
+        "merge", paths, checkpoints, [target], [finished.value.visible_range], [finished], True, elapsed
     )
 
 
@@ -425,6 +402,12 @@ def _drop_named_checkpoint(sources: ManifestStore, name: str) -> None:
         sources.update(drop)
 
 
+def _stopwatch(clock: Runtime) -> Callable[[], float]:
+    """Seconds since this call, by ``clock``'s monotonic time."""
+    started = clock.monotonic()
+    return lambda: clock.monotonic() - started
+
+
 def _report(
     operation: str,
     sources: list[str],
@@ -433,7 +416,7 @@ def _report(
     ranges: Sequence[KeyRange | None],
     manifests: Sequence[VersionedManifest | None],
     created: bool,
-    duration_s: float,
+    elapsed: Callable[[], float],
 ) -> RescaleReport:
     databases = []
     for target, key_range, current in zip(targets, ranges, manifests, strict=True):
@@ -450,7 +433,7 @@ def _report(
                 bytes=sum(s.info.size_bytes for s in m.ssts),
             )
         )
-    return RescaleReport(operation, sources, checkpoints, databases, created, duration_s)
+    return RescaleReport(operation, sources, checkpoints, databases, created, elapsed())
 
 
 __all__ = [

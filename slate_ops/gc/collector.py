@@ -154,8 +154,9 @@ class _Run:
         self.options = gc.options
         self.store = gc._store
         self.dry_run = dry_run
-        self.now = gc._clock.now()
-        self.started = gc._clock.monotonic()
+        self.clock = gc._clock
+        self.now = self.clock.now()
+        self.started = self.clock.monotonic()
         self.errors: list[str] = []
         self.notes: list[str] = []
 
@@ -186,7 +187,7 @@ class _Run:
             path=self.gc.path,
             dry_run=self.dry_run,
             started_at=datetime.fromtimestamp(self.now, UTC),
-            duration_s=self.gc._clock.monotonic() - self.started,
+            duration_s=self.clock.monotonic() - self.started,
             manifest_id=None if snapshot is None else snapshot.latest.id,
             notes=tuple(self.notes),
             errors=tuple(self.errors),
@@ -477,8 +478,6 @@ class _CheckpointsTask:
             self.run.gc.path,
             self.run.store,
             dry_run=False,
-            clock=FixedNow(
-                self.run.gc._clock, self.run.now
-            ),  # the run's one now: expiry agrees with the plan
+            clock=FixedNow(self.run.clock, self.run.now),  # the run's one now: expiry agrees with the plan
         )
         return TaskOutcome(expired=result.expired)
