@@ -31,7 +31,6 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Protocol
 
 from ulid import ULID, ULIDGenerator
@@ -131,15 +130,6 @@ class ManualRuntime:
 def seeded_random(seed: int | bytes) -> random.Random:
     """A random source that draws the same numbers for the same ``seed`` (fault injection)."""
     return random.Random(seed)
-
-
-def seeded_ulids(seed: bytes, timestamp_ms: int) -> Callable[[], ULID]:
-    """ULIDs at ``timestamp_ms`` whose randomness is drawn from ``seed``: the same seed gives the same
-    ids in any process and whatever ran before (a subcompaction's outputs, in a thread or a Spark
-    task; :class:`slate_ops.compaction.spec.OutputIds`)."""
-    draws = random.Random(seed)
-    prefix = timestamp_ms.to_bytes(6, "big")
-    return lambda: ULID.from_bytes(prefix + draws.randbytes(10))
 
 
 class FixedNow:

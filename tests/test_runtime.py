@@ -10,11 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from slate_ops.compaction import Compactor, CompactorOptions, OutputIds
+from slate_ops.compaction import (
+    CompactionSpec,
+    Compactor,
+    CompactorOptions,
+    LocalExecutor,
+    SourceRun,
+    SourceView,
+)
+from slate_ops.layout import sst_key
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
-from slate_ops.runtime import FixedNow, ManualRuntime, seeded_ulids
+from slate_ops.runtime import FixedNow, ManualRuntime
 from tests.compaction.conftest import fill
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,44 +64,41 @@ def test_a_fixed_now_stops_the_wall_clock_but_draws_ids_from_its_base() -> None:
     assert fixed.new_uuid() != FixedNow(ManualRuntime(1_000.0, seed=3), 42.0).new_uuid()
 
 
-def test_seeded_ulids_repeat_for_a_seed_and_carry_the_timestamp() -> None:
-    one, again, other = (
-        seeded_ulids(b"a", 1_234_567),
-        seeded_ulids(b"a", 1_234_567),
-        seeded_ulids(b"b", 1_234_567),
-    )
-    ids = [one(), one()]
-    assert ids == [again(), again()] and ids[0] != ids[1]
-    assert other() not in ids
-    assert all(i.milliseconds == 1_234_567 for i in ids)
-
-
-def test_output_ids_do_not_depend_on_which_range_ran_first() -> None:
-    ids = OutputIds(seed=99, timestamp_ms=5_000)
-    ranges = [KeyRange(None, b"m"), KeyRange(b"m", None)]
-    forward = [ids.for_range(r)() for r in ranges]
-    backward = [ids.for_range(r)() for r in reversed(ranges)][::-1]
-    assert forward == backward and forward[0] != forward[1]
-    assert OutputIds(seed=100, timestamp_ms=5_000).for_range(ranges[0])() != forward[0]
+SPLIT = CompactorOptions(min_sources=2, max_subcompaction_bytes=2048, target_sst_bytes=1024)
 
 
 def _compact_once(seed: int) -> tuple[str, list[str]]:
     store = MemoryStore()
     fill(store, flushes=3, keys=120)
     runtime = ManualRuntime(seed=seed)
-    options = CompactorOptions(min_sources=2, max_subcompaction_bytes=2048, target_sst_bytes=1024)
-    report = Compactor("db", store, options, clock=runtime).run_once()
+    executor = LocalExecutor(threads=1, clock=runtime)  # one thread: the outputs are named in key order
+    report = Compactor("db", store, SPLIT, executor, clock=runtime).run_once()
     assert report is not None and report.subcompactions > 1
     run = ManifestStore(store, "db").read_latest_required().value.compacted[0]
     return str(report.id), [f"{v.view_id}/{v.sst_id}" for v in run.views]
 
 
 def test_a_compactor_on_a_seeded_runtime_names_everything_alike() -> None:
-    """Compaction, view and output SST ids all come from the runtime (the outputs by subcompaction
-    key range, whatever thread wrote them): one seed, one set of names."""
+    """Compaction, view and output SST ids all come from the runtime: one seed, one set of names."""
     first, second = _compact_once(11), _compact_once(11)
     assert first == second
     assert _compact_once(12)[0] != first[0]
+
+
+def test_running_a_compaction_again_names_new_outputs() -> None:
+    """A re-run (a retried task) never overwrites what an earlier attempt left: that orphan may be
+    GC's to delete at the same moment."""
+    store = MemoryStore()
+    fill(store, flushes=3, keys=120)
+    manifest = ManifestStore(store, "db").read_latest_required().value
+    sizes = {s.id: s.info.size_bytes for s in manifest.ssts}
+    sources = tuple(SourceRun((SourceView(sst_key("db", v.sst_id), sizes[v.sst_id]),)) for v in manifest.l0)
+    spec = CompactionSpec(
+        "db", sources, drop_tombstones=True, target_sst_bytes=1024, subcompactions=(KeyRange(),)
+    )
+    executor = LocalExecutor(threads=1, clock=ManualRuntime(seed=5))
+    first, again = executor.execute(store, spec), executor.execute(store, spec)
+    assert len(first.outputs) > 1 and {s.id for s in first.outputs}.isdisjoint(s.id for s in again.outputs)
 
 
 def _unseeded_ulid_calls(path: Path) -> list[int]:

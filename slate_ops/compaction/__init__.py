@@ -11,7 +11,6 @@ from slate_ops.compaction.scheduler import Proposal, propose
 from slate_ops.compaction.spec import (
     CompactionSpec,
     ExecutionResult,
-    OutputIds,
     SourceRun,
     SourceView,
     SubcompactionResult,
@@ -31,7 +30,6 @@ __all__ = [
     "ExecutionResult",
     "Executor",
     "LocalExecutor",
-    "OutputIds",
     "Proposal",
     "SourceRun",
     "SourceView",

@@ -24,7 +24,7 @@ from slate_ops.compaction import subcompaction
 from slate_ops.compaction.executor import Executor, LocalExecutor
 from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.scheduler import Proposal, propose
-from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, OutputIds, SourceRun, SourceView
+from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, SourceRun, SourceView
 from slate_ops.compaction.state import CompactionRecord, CompactionsStore
 from slate_ops.errors import CompactionConflictError, FencedError, SlateOpsError
 from slate_ops.layout import resolve_sst_path
@@ -74,7 +74,7 @@ class Compactor:
         clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.options = options or CompactorOptions()
-        self.executor = executor or LocalExecutor()
+        self.executor = executor or LocalExecutor(clock=clock)
         self._store = store
         self._clock = clock
         self._manifests = ManifestStore(store, path, clock=clock)
@@ -169,7 +169,6 @@ class Compactor:
             drop_tombstones=proposal.drop_tombstones,
             target_sst_bytes=self.options.target_sst_bytes,
             subcompactions=self._plan(sources),
-            output_ids=OutputIds.draw(self._clock),
         )
 
     def _plan(self, sources: list[SourceRun]) -> tuple[KeyRange, ...]:

@@ -6,13 +6,9 @@ compactor (the driver) commits the result. Sources are newest first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ulid import ULID
-
 from slate_ops.manifest.model import CompactedSst, KeyRange
-from slate_ops.runtime import Runtime, seeded_ulids
 
 
 @dataclass(frozen=True)
@@ -32,24 +28,6 @@ class SourceRun:
 
 
 @dataclass(frozen=True)
-class OutputIds:
-    """Where a compaction's output SST ids come from, as plain data: a subcompaction may run in
-    another process (a Spark task) and in any order, so each key range draws its ids from ``seed``
-    and its own start key, timestamped ``timestamp_ms`` (the compaction's start)."""
-
-    seed: int
-    timestamp_ms: int
-
-    @classmethod
-    def draw(cls, clock: Runtime) -> OutputIds:
-        return cls(clock.random().getrandbits(64), int(clock.now() * 1000))
-
-    def for_range(self, key_range: KeyRange) -> Callable[[], ULID]:
-        start = b"\x00" if key_range.start is None else b"\x01" + key_range.start
-        return seeded_ulids(self.seed.to_bytes(8, "big") + start, self.timestamp_ms)
-
-
-@dataclass(frozen=True)
 class CompactionSpec:
     db_path: str
     sources: tuple[SourceRun, ...]
@@ -57,7 +35,6 @@ class CompactionSpec:
     target_sst_bytes: int
     subcompactions: tuple[KeyRange, ...]
     """Half-open key ranges covering the whole key space, in key order."""
-    output_ids: OutputIds
 
 
 @dataclass(frozen=True)

@@ -734,7 +734,11 @@ class Simulation:
             store = self._store_for("compactor")
             try:
                 self.compactor = Compactor(
-                    MAIN, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock
+                    MAIN,
+                    store,
+                    COMPACTOR_OPTIONS,
+                    LocalExecutor(threads=1, clock=self.clock),
+                    clock=self.clock,
                 )
             except Exception as error:
                 return "open", self._outcome(error)
@@ -1192,7 +1196,9 @@ class Simulation:
         self._finish_interrupted_admin(store)
         self.db.flush_memtable()
         self.model.acknowledge()
-        compactor = Compactor(MAIN, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock)
+        compactor = Compactor(
+            MAIN, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1, clock=self.clock), clock=self.clock
+        )
         compactor.run_once(full=True)
         gc = GarbageCollector(MAIN, store, self._gc_options(), clock=self.clock)
         for advance in (3600.0, self.config.min_age_s + 1, self.config.min_age_s + 1):

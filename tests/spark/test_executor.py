@@ -17,7 +17,6 @@ from slate_ops.compaction import (
     CompactorOptions,
     ExecutionResult,
     LocalExecutor,
-    OutputIds,
     SourceRun,
     SourceView,
 )
@@ -27,7 +26,6 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, S3Store
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.runtime import SYSTEM_RUNTIME
 from slate_ops.spark import SparkExecutor
 from slate_ops.sst import SCHEMA, SstReader
 
@@ -87,9 +85,8 @@ def l0_spec(store: ObjectStore, cuts: list[bytes]) -> CompactionSpec:
     bounds: list[bytes | None] = [None, *cuts, None]
     ranges = tuple(KeyRange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1))
     return CompactionSpec(
-        PATH, sources, drop_tombstones=True, target_sst_bytes=8 * 1024, subcompactions=ranges,
-        output_ids=OutputIds.draw(SYSTEM_RUNTIME),
-    )  # fmt: skip
+        PATH, sources, drop_tombstones=True, target_sst_bytes=8 * 1024, subcompactions=ranges
+    )
 
 
 def output_rows(store: ObjectStore, result: ExecutionResult) -> pa.Table:
@@ -158,10 +155,7 @@ def test_memory_stores_are_refused(spark: SparkSession, local_store: LocalStore)
 
 
 def test_a_spec_without_subcompactions_starts_no_job(spark: SparkSession, local_store: LocalStore) -> None:
-    empty = CompactionSpec(
-        PATH, (), drop_tombstones=True, target_sst_bytes=1024, subcompactions=(),
-        output_ids=OutputIds.draw(SYSTEM_RUNTIME),
-    )  # fmt: skip
+    empty = CompactionSpec(PATH, (), drop_tombstones=True, target_sst_bytes=1024, subcompactions=())
     result = SparkExecutor(spark).execute(local_store, empty)
     assert (result.outputs, result.subcompactions, result.rows_in) == ((), 0, 0)
 

@@ -716,7 +716,11 @@ class Adversary:
         def compactor() -> None:
             try:
                 report = Compactor(
-                    member.path, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock
+                    member.path,
+                    store,
+                    COMPACTOR_OPTIONS,
+                    LocalExecutor(threads=1, clock=self.clock),
+                    clock=self.clock,
                 ).run_once(full=self.rng.random() < 0.5)
             except Exception as error:
                 self._tick(name, "run_once", self._refused(name, error, _PROCESS_REFUSALS))
@@ -1000,7 +1004,11 @@ class Adversary:
         for member in self._live():
             try:
                 Compactor(
-                    member.path, self.inner, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock
+                    member.path,
+                    self.inner,
+                    COMPACTOR_OPTIONS,
+                    LocalExecutor(threads=1, clock=self.clock),
+                    clock=self.clock,
                 ).run_once(full=True)
                 outcome = "ok"
             except Exception as error:

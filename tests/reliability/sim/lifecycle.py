@@ -681,7 +681,11 @@ class Lifecycle:
         sim = self.sim
         try:
             compactor = Compactor(
-                member.path, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=sim.clock
+                member.path,
+                store,
+                COMPACTOR_OPTIONS,
+                LocalExecutor(threads=1, clock=sim.clock),
+                clock=sim.clock,
             )
             report = compactor.run_once(full=full)
         except SimulatedCrash:
