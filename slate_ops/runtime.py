@@ -23,6 +23,9 @@ What stays outside it, on purpose (docs/design/runtime.md, "Determinism"):
   seed would repeat them); they are only ever compared with themselves.
 * SlateDB's binding (slate_ops.engines.slatedb): SlateDB's GC and compactor run on the real clock,
   so the plan that predicts them reads :data:`SYSTEM_RUNTIME`.
+* Spark tasks (a bulk load's, a compaction's) run in other processes: they name their SSTs with
+  :data:`SYSTEM_RUNTIME`, the worker's real clock (a bulk load weighs those ids' times against the
+  driver's).
 """
 
 from __future__ import annotations
