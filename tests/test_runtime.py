@@ -157,3 +157,31 @@ def test_the_lint_rule_bans_the_real_sources_in_slate_ops(source: str) -> None:
 
     assert banned("slate_ops/admin/example.py")
     assert not banned("slate_ops/runtime.py")  # the one place that holds them
+
+
+# Patches the simulation may make: the engine's ids until it adopts the runtime, and a decode memo
+# for speed. Anything else it patched would be a determinism it does not get from the runtime.
+ALLOWED_SIM_PATCHES = {"engine_ids_from", "memoized_manifest_decoding"}  # TEMP: engine_ids_from
+
+
+def _patching_functions(path: Path) -> set[str]:
+    """Names of the functions in ``path`` that call ``mock.patch...`` (``<module>`` at the top)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else where
+            if isinstance(child, ast.Call) and "mock.patch" in ast.unparse(child.func):
+                found.add(where)
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text()), "<module>")
+    return found
+
+
+def test_the_simulation_patches_nothing_for_ids_or_time() -> None:
+    files = [ROOT / "tests/reliability/simulation.py", *sorted((ROOT / "tests/reliability/sim").glob("*.py"))]
+    patching = {
+        f"{p.name}:{name}" for p in files if p.name != "interleave.py" for name in _patching_functions(p)
+    }
+    assert {p.split(":")[1] for p in patching} <= ALLOWED_SIM_PATCHES, patching
