@@ -19,11 +19,11 @@ from pathlib import Path
 
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
 from slate_ops import Db, DbOptions, admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.gc import GarbageCollector, GcOptions, GcReport
 from slate_ops.objstore import CountingStore, MemoryStore
+from slate_ops.runtime import ManualRuntime
 
 RESULTS = Path(__file__).parent / "results" / "gc.md"
 ROUNDS = 280
@@ -35,11 +35,11 @@ COMPACTOR = CompactorOptions(
 )
 
 
-def stamped(clock: ManualClock, name: str) -> MemoryStore:
+def stamped(clock: ManualRuntime, name: str) -> MemoryStore:
     return MemoryStore(name, now=lambda: datetime.fromtimestamp(clock.now(), UTC))
 
 
-def build(clock: ManualClock, rounds: int = ROUNDS) -> MemoryStore:
+def build(clock: ManualRuntime, rounds: int = ROUNDS) -> MemoryStore:
     """A database with garbage in every namespace; one round every 2 s."""
     store = stamped(clock, "bench-gc")
     compactor: Compactor | None = None
@@ -59,7 +59,7 @@ def build(clock: ManualClock, rounds: int = ROUNDS) -> MemoryStore:
     return store
 
 
-def copy(store: MemoryStore, clock: ManualClock) -> MemoryStore:
+def copy(store: MemoryStore, clock: ManualRuntime) -> MemoryStore:
     """The same objects with the same ``last_modified`` in a fresh store."""
     now = clock.now()
     target = stamped(clock, "bench-gc-copy")
@@ -83,7 +83,7 @@ class Row:
 
 
 def measure(
-    scenario: str, store: MemoryStore, clock: ManualClock, run: Callable[[GarbageCollector], GcReport]
+    scenario: str, store: MemoryStore, clock: ManualRuntime, run: Callable[[GarbageCollector], GcReport]
 ) -> Row:
     counting = CountingStore(store)
     objects = sum(1 for _ in store.list("db/"))
@@ -92,12 +92,12 @@ def measure(
 
 
 def run_scenarios(rounds: int = ROUNDS) -> list[Row]:
-    clock = ManualClock(1_700_000_000.0)
+    clock = ManualRuntime(1_700_000_000.0)
     base = build(clock, rounds)
     built_at = clock.now()
     rows = []
 
-    def at(offset: float) -> tuple[MemoryStore, ManualClock]:
+    def at(offset: float) -> tuple[MemoryStore, ManualRuntime]:
         clock.set(built_at)
         state = copy(base, clock)
         clock.set(built_at + offset)

@@ -1,13 +1,12 @@
-"""Injectable wall clock, so tests can advance time instead of sleeping; and :func:`render_utc`, the one
-way a point in time is shown (CLI, history, verify, Dagster metadata)."""
+""":func:`render_utc`, the one way a point in time is shown (CLI, history, verify, Dagster metadata).
+
+The clock itself is the runtime: :mod:`slate_ops.runtime` (every ``clock=`` argument takes a
+:class:`~slate_ops.runtime.Runtime`)."""
 
 from __future__ import annotations
 
 import math
-import threading
-import time
 from datetime import UTC, datetime
-from typing import Protocol
 
 UTC_SECONDS = "%Y-%m-%dT%H:%M:%SZ"
 UTC_MINUTES = "%Y-%m-%dT%H:%MZ"
@@ -36,37 +35,3 @@ def render_utc(when: float | datetime, fmt: str | None = None) -> str:
             return str(when)
         seconds = int(when)
         return f"{seconds} (beyond year 9999)" if seconds > 0 else f"{seconds} (before year 1)"
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Seconds since the Unix epoch."""
-        ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
-
-
-class ManualClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = start
-        self._lock = threading.Lock()
-
-    def now(self) -> float:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._now += seconds
-
-    def set(self, now: float) -> None:
-        with self._lock:
-            self._now = now
-
-
-SYSTEM_CLOCK = SystemClock()

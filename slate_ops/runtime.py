@@ -2,11 +2,30 @@
 
 Everything in slate_ops that reads the wall clock, measures elapsed time, makes a UUID or a ULID, or
 draws a random number asks a :class:`Runtime` for it; nothing else calls ``time.time``,
-``time.monotonic``, ``uuid.uuid4``, ``ULID()`` or ``random`` (a ruff ``banned-api`` rule holds
-everyone to it). :data:`SYSTEM_RUNTIME` is the real one; :class:`ManualRuntime` moves only when told
-and draws every id from one seeded generator, so a test or a simulation replays a seed exactly
-without patching anything. (SlateDB does the same by lint: no ``SystemTime``, ``Instant`` or
-``thread_rng`` outside its injected clock and seeded random source.)
+``time.monotonic``, ``uuid.uuid4``, ``ULID()`` or ``random`` (ruff's ``banned-api`` rule, TID251 in
+pyproject.toml, holds slate_ops to it; tests/test_runtime.py forbids ``ULID()``, which the rule
+cannot ban without banning the type). :data:`SYSTEM_RUNTIME` is the real one; :class:`ManualRuntime`
+moves only when told and draws every id from one seeded generator, so a test or a simulation replays
+a seed exactly without patching anything. (SlateDB does the same by lint: no ``SystemTime``,
+``Instant`` or ``thread_rng`` outside its injected clock and seeded random source.)
+
+The argument that carries it keeps its old name: every ``clock=`` parameter takes a runtime.
+
+What stays outside it, on purpose (docs/design/runtime.md, "Determinism"):
+
+* Real waits: ``time.sleep`` and ``Event.wait`` for another process or thread (a Spark daemon,
+  SlateDB's own compactor, a fault-injected latency). A :class:`ManualRuntime` does not move while
+  a thread sleeps, so a blocking wait whose deadline came from its ``monotonic()`` would never
+  expire; waits on real processes take their deadline from :data:`SYSTEM_RUNTIME`.
+* ``time.perf_counter`` for how long something took, shown to a person (logs, benchmark rows).
+* Request tokens: :func:`slate_ops.objstore.base.new_put_id` and temporary file names come from the
+  OS, since they must be unique across every process that writes the store (two runtimes with one
+  seed would repeat them); they are only ever compared with themselves.
+* SlateDB's binding (slate_ops.engines.slatedb): SlateDB's GC and compactor run on the real clock,
+  so the plan that predicts them reads :data:`SYSTEM_RUNTIME`.
+* Spark tasks (a bulk load's, a compaction's) run in other processes: they name their SSTs with
+  :data:`SYSTEM_RUNTIME`, the worker's real clock (a bulk load weighs those ids' times against the
+  driver's).
 """
 
 from __future__ import annotations
@@ -109,6 +128,36 @@ class ManualRuntime:
     def set(self, now: float) -> None:
         with self._lock:
             self._now = now
+
+
+def seeded_random(seed: int | bytes) -> random.Random:
+    """A random source that draws the same numbers for the same ``seed`` (fault injection)."""
+    return random.Random(seed)
+
+
+class FixedNow:
+    """``base`` with its wall clock stopped at ``now``: one time for a whole run, whatever its
+    retries (a GC run's expiry, a tag policy's due period). Monotonic time, ids and randomness still
+    come from ``base``, so a fixed time never repeats ids."""
+
+    def __init__(self, base: Runtime, now: float) -> None:
+        self._base = base
+        self._now = now
+
+    def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._base.monotonic()
+
+    def new_uuid(self) -> uuid.UUID:
+        return self._base.new_uuid()
+
+    def new_ulid(self) -> ULID:
+        return self._base.new_ulid()
+
+    def random(self) -> random.Random:
+        return self._base.random()
 
 
 SYSTEM_RUNTIME = SystemRuntime()

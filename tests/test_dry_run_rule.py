@@ -23,10 +23,10 @@ import pytest
 from slate_ops import Db, admin
 from slate_ops.admin.tag_policy import TagPolicy
 from slate_ops.cli import main
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import LocalStore
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.engine.conftest import quiet
 
@@ -60,7 +60,7 @@ def store(tmp_path: Path) -> LocalStore:
     """A database with something for every destructive operation to do: garbage a day old, an
     expired checkpoint, a live one, tags with writes after them."""
     store = LocalStore(tmp_path / "store")
-    a_day_ago = ManualClock(time.time() - 2 * DAY)
+    a_day_ago = ManualRuntime(time.time() - 2 * DAY)
     for round_ in range(3):
         with Db.open(DB, store, quiet(), clock=a_day_ago) as db:
             for i in range(30):

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX, SOURCE_CHECKPOINT_PREFIX
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
-from slate_ops.clock import SYSTEM_CLOCK, Clock, render_utc
+from slate_ops.clock import render_utc
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions, check_duration
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import CheckpointProtectedError, InvalidArgumentError
@@ -32,6 +32,7 @@ from slate_ops.manifest.store import (
     require_not_destroyed,
 )
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
 def create_checkpoint(
@@ -39,8 +40,8 @@ def create_checkpoint(
     store: ObjectStore,
     options: CheckpointOptions | None = None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    clock: Runtime = SYSTEM_RUNTIME,
+    new_id: Callable[[], uuid.UUID] | None = None,
 ) -> CheckpointCreateResult:
     """Create a checkpoint of the current manifest, or of ``options.source``'s manifest.
 
@@ -51,7 +52,7 @@ def create_checkpoint(
     options = options or CheckpointOptions()
     require_creatable_name(options.name)
     manifests = ManifestStore(store, path)
-    checkpoint_id = new_id()
+    checkpoint_id = (new_id or clock.new_uuid)()
     committed = manifests.update(checkpoint_adder(manifests, options, checkpoint_id, clock))
     created = committed.value.checkpoint(checkpoint_id)
     assert created is not None
@@ -176,7 +177,7 @@ def require_deletable(checkpoint: Checkpoint, location: str) -> None:
 
 
 def checkpoint_adder(
-    manifests: ManifestStore, options: CheckpointOptions, checkpoint_id: uuid.UUID, clock: Clock
+    manifests: ManifestStore, options: CheckpointOptions, checkpoint_id: uuid.UUID, clock: Runtime
 ) -> Callable[[VersionedManifest], Manifest]:
     """The manifest change that adds a checkpoint (docs/design/engine.md, "Creating a checkpoint").
 
@@ -202,7 +203,7 @@ def refresh_checkpoint(
     checkpoint_id: uuid.UUID,
     lifetime: timedelta | None = None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> Checkpoint:
     """Set the checkpoint's expiry to now + ``lifetime`` (None: never expires).
 

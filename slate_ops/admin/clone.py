@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import Db, DbOptions
 from slate_ops.engine.wal_store import WalStore
@@ -51,6 +50,7 @@ from slate_ops.manifest.store import (
     require_usable,
 )
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def create_clone(
     store: ObjectStore,
     parent_checkpoint: uuid.UUID | None = None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> VersionedManifest:
     """Create (or finish creating) the clone at ``clone_path`` of ``parent_path``; returns its manifest.
 
@@ -98,7 +98,7 @@ def create_clone(
             # The source checkpoint, then M_c' written uninitialised (create-if-absent).
             require_usable(parent.value, parents.location)
             source_id, at_source = _source_checkpoint(parents, parent, parent_checkpoint, clones.path, clock)
-            manifest = clone_manifest(at_source, parents.path, source_id)
+            manifest = clone_manifest(at_source, parents.path, source_id, clock=clock)
             try:
                 current = clones.create_initial(manifest)
             except DbAlreadyExistsError:
@@ -133,7 +133,7 @@ def open_from_checkpoint(
     parent_checkpoint: uuid.UUID | None = None,
     options: DbOptions | None = None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> Db:
     """Open the clone at ``path`` of ``parent_path`` as its writer, creating or finishing the clone
     first (:func:`create_clone`); the spec's ``Db::open_from_checkpoint``."""
@@ -142,7 +142,7 @@ def open_from_checkpoint(
 
 
 def ensure_clone(
-    clone_path: str, parent_path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK
+    clone_path: str, parent_path: str, store: ObjectStore, *, clock: Runtime = SYSTEM_RUNTIME
 ) -> VersionedManifest | None:
     """Create the clone, or finish an interrupted one; None (nothing read beyond the clone's manifest)
     when it is already initialised, so a clone later detached from its parent by GC stays valid."""
@@ -157,7 +157,8 @@ def clone_manifest(
     parent_path: str,
     source_id: uuid.UUID,
     *,
-    new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    clock: Runtime = SYSTEM_RUNTIME,
+    new_final_id: Callable[[], uuid.UUID] | None = None,
 ) -> Manifest:
     """The uninitialised clone manifest built from the parent's manifest at the source checkpoint.
 
@@ -165,10 +166,12 @@ def clone_manifest(
     for the parent listing its own SSTs; writer epoch + 1; everything else of the LSM and WAL state
     copied; no checkpoints.
     The parent's entry is last: it is the clone's direct parent. Every entry gets its own, newly generated
-    final checkpoint id (``new_final_id``): each database owns the checkpoints that protect what it reads, so
-    releasing one (a destroyed sibling shard, a detached entry) never unpins another database or another entry
+    final checkpoint id (``new_final_id``, else ``clock.new_uuid``): each database owns the checkpoints
+    that protect what it reads, so releasing one (a destroyed sibling shard, a detached entry) never
+    unpins another database or another entry
     (docs/design/clones-and-destroy.md, "Who owns which checkpoint").
     """
+    new_final_id = new_final_id or clock.new_uuid
     inherited_ids = {i for ed in at_source.external_dbs for i in ed.sst_ids}
     own = tuple(dict.fromkeys(s.id for s in at_source.ssts if s.id not in inherited_ids))
     inherited = tuple(
@@ -200,7 +203,7 @@ def _source_checkpoint(
     parent: VersionedManifest,
     parent_checkpoint: uuid.UUID | None,
     clone_path: str,
-    clock: Clock,
+    clock: Runtime,
 ) -> tuple[uuid.UUID, Manifest]:
     """The clone's ``source_checkpoint_id`` and the parent's manifest at it (M_p')."""
     if parent_checkpoint is not None:
@@ -210,7 +213,7 @@ def _source_checkpoint(
     # clone includes every write durable now, not only what is in L0.
     wal_ids = WalStore(parents.store, parents.path).list_ids()
     last_wal = wal_ids[-1] if wal_ids else 0
-    checkpoint_id = uuid.uuid4()
+    checkpoint_id = clock.new_uuid()
     options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=SOURCE_CHECKPOINT_PREFIX + clone_path)
 
     def add(current: VersionedManifest) -> Manifest:
@@ -247,13 +250,13 @@ def _validate_existing(
         )
 
 
-def ensure_final_checkpoints(manifest: Manifest, store: ObjectStore, clone_path: str, clock: Clock) -> None:
+def ensure_final_checkpoints(manifest: Manifest, store: ObjectStore, clone_path: str, clock: Runtime) -> None:
     """Every external database holds the clone's final checkpoint (no expiry), made from its source."""
     for ed in manifest.external_dbs:
         _ensure_final_checkpoint(ed, store, clone_path, clock)
 
 
-def _ensure_final_checkpoint(ed: ExternalDb, store: ObjectStore, clone_path: str, clock: Clock) -> None:
+def _ensure_final_checkpoint(ed: ExternalDb, store: ObjectStore, clone_path: str, clock: Runtime) -> None:
     external = ManifestStore(store, ed.path)
     options = CheckpointOptions(
         lifetime=None, source=ed.source_checkpoint_id, name=FINAL_CHECKPOINT_PREFIX + clone_path

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.gc import GarbageCollector, GcOptions, GcReport
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
 def run_gc(
@@ -13,7 +13,7 @@ def run_gc(
     options: GcOptions | None = None,
     *,
     dry_run: bool = True,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> GcReport:
     """Collect the garbage of ``path`` once (docs/design/gc.md) and return what was (or, in the
     default dry run, would be) deleted, expired and detached; ``dry_run=False`` acts.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import CompactionReport, Compactor, CompactorOptions, Executor
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
 def compact(
@@ -14,7 +14,7 @@ def compact(
     full: bool = False,
     executor: Executor | None = None,
     options: CompactorOptions | None = None,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> CompactionReport | None:
     """One compaction of ``path``: what the scheduler picks next, or everything with ``full``.
 

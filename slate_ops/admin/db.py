@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.errors import DbAlreadyExistsError, ObjectNotFoundError
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
 def create_db(path: str, store: ObjectStore, *, exist_ok: bool = False) -> VersionedManifest:
@@ -81,7 +81,7 @@ class DbStatus:
     external_dbs: int
 
 
-def describe_db(path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> DbStatus:
+def describe_db(path: str, store: ObjectStore, *, clock: Runtime = SYSTEM_RUNTIME) -> DbStatus:
     """The summary of the current manifest. Its counters (the Dagster asset metadata's names) count
     ``l0_ssts`` as L0 views and ``ssts`` as SST objects; :func:`describe_db_detail` tells the two apart."""
     manifests = ManifestStore(store, path)
@@ -155,7 +155,7 @@ class DbDetail:
     visible_range: KeyRange | None
 
 
-def describe_db_detail(path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> DbDetail:
+def describe_db_detail(path: str, store: ObjectStore, *, clock: Runtime = SYSTEM_RUNTIME) -> DbDetail:
     """:func:`describe_db` with views and SST objects told apart, from one read of the current manifest."""
     manifests = ManifestStore(store, path)
     current = manifests.read_latest_required()

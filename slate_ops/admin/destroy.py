@@ -16,13 +16,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import InvalidDeletionError
 from slate_ops.gc.destroyed import delete_database, marked_destroyed
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def destroy(
     *,
     soft: bool = True,
     dry_run: bool = True,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> DestroyReport:
     """Destroy the database at ``path``, softly (the default) or hard; see the module docstring.
 
@@ -67,7 +67,7 @@ def destroy(
 
 
 def _destroy_soft(
-    manifests: ManifestStore, current: VersionedManifest, dry_run: bool, clock: Clock
+    manifests: ManifestStore, current: VersionedManifest, dry_run: bool, clock: Runtime
 ) -> DestroyReport:
     if dry_run:
         m = current.value
@@ -94,7 +94,7 @@ def _destroy_soft(
     return DestroyReport(manifests.path, True, False, committed.value.destroyed_at_s, (), (), tuple(removed))
 
 
-def _destroy_hard(manifests: ManifestStore, dry_run: bool, clock: Clock) -> DestroyReport:
+def _destroy_hard(manifests: ManifestStore, dry_run: bool, clock: Runtime) -> DestroyReport:
     now = clock.now()
 
     def refuse_if_checkpointed(manifest: Manifest) -> None:

@@ -30,11 +30,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from slate_ops.admin.collect import run_gc
-from slate_ops.clock import UTC_SECONDS, ManualClock, render_utc
+from slate_ops.clock import UTC_SECONDS, render_utc
 from slate_ops.errors import InvalidArgumentError, ObjectNotFoundError
 from slate_ops.gc import GcOptions
 from slate_ops.layout import BOUNDARY_NAMESPACES, boundary_key
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, FixedNow
 
 if TYPE_CHECKING:
     from slate_ops.engines.slatedb import GcPolicy, SlateDbAdmin
@@ -121,7 +122,7 @@ def slate_ops_plan_at(path: str, store: ObjectStore, options: GcOptions) -> Call
     """``plan_at`` for a slate_ops database: the GC dry run (writes nothing) with its clock at ``t``."""
 
     def plan_at(t: float) -> list[Garbage]:
-        report = run_gc(path, store, options, dry_run=True, clock=ManualClock(t))
+        report = run_gc(path, store, options, dry_run=True, clock=FixedNow(SYSTEM_RUNTIME, t))
         return [
             Garbage(d.key, r.resource, d.size, d.last_modified.timestamp())
             for r in report.resources

@@ -17,14 +17,12 @@ before anything is written.
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from slate_ops.admin.clone import clone_manifest, ensure_final_checkpoints
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.batch import check_key
 from slate_ops.engine.wal_store import WalStore
@@ -44,6 +42,7 @@ from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
 from slate_ops.manifest.projection import UnionSource, database_range, project, union
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 SOURCE_LIFETIME = timedelta(minutes=15)
 """Lifetime of the ephemeral source checkpoints: the window in which a crashed split or merge can be
@@ -87,7 +86,7 @@ def split(
     split_keys: Sequence[bytes],
     target_paths: Sequence[str],
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> RescaleReport:
     """Split ``source_path`` at ``split_keys`` into ``len(split_keys) + 1`` shards at ``target_paths``.
 
@@ -95,7 +94,7 @@ def split(
     shards extend to the source's own range bounds) and refuses writes and reads outside it. The
     source is left as it was (plus the shards' final checkpoints); destroy it once the shards serve.
     """
-    started = time.monotonic()
+    elapsed = _stopwatch(clock)
     keys = [check_key(k) for k in split_keys]
     targets = _check_new_paths(source_path, target_paths, store)
     if len(targets) != len(keys) + 1:
@@ -116,7 +115,7 @@ def split(
             assert current is not None
             _require_shard(current.value, target, sources.path, key_range, started_from)
         _drop_named_checkpoint(sources, name)
-        return _report("split", [sources.path], {}, targets, ranges, existing, False, started)
+        return _report("split", [sources.path], {}, targets, ranges, existing, False, elapsed)
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
         if current is not None:  # validate every existing target before writing anything
             _require_shard(current.value, target, sources.path, key_range, started_from)
@@ -126,7 +125,7 @@ def split(
     results = []
     for target, current, key_range in zip(targets, existing, ranges, strict=True):
         if current is None:  # each shard gets final checkpoints of its own (clone_manifest)
-            shard = project(clone_manifest(at_source, sources.path, checkpoint.id), key_range)
+            shard = project(clone_manifest(at_source, sources.path, checkpoint.id, clock=clock), key_range)
             current = _create(ManifestStore(store, target), _fresh_wal(shard))
         _require_shard(current.value, target, sources.path, key_range, at_source)
         results.append(current)
@@ -135,7 +134,7 @@ def split(
     ]
     _drop_named_checkpoint(sources, name)
     return _report(
-        "split", [sources.path], {sources.path: str(checkpoint.id)}, targets, ranges, finished, True, started
+        "split", [sources.path], {sources.path: str(checkpoint.id)}, targets, ranges, finished, True, elapsed
     )
 
 
@@ -144,8 +143,7 @@ def merge(
     store: ObjectStore,
     target_path: str,
     *,
-    clock: Clock = SYSTEM_CLOCK,
-    new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> RescaleReport:
     """Merge the databases at ``source_paths`` (disjoint key ranges) into a new one at ``target_path``.
 
@@ -154,7 +152,7 @@ def merge(
     disjoint data. Overlapping sources are refused with :class:`OverlappingSourcesError` before
     anything is written. The sources stay as they were (plus final checkpoints).
     """
-    started = time.monotonic()
+    elapsed = _stopwatch(clock)
     target = _check_new_paths(None, [target_path], store)[0]
     paths = [normalize(p) for p in source_paths]
     if len(set(paths)) != len(paths) or not paths:
@@ -171,7 +169,7 @@ def merge(
         for s in sources:
             _drop_named_checkpoint(s, MERGE_CHECKPOINT_PREFIX + target)
         return _report(
-            "merge", paths, {}, [target], [existing.value.visible_range], [existing], False, started
+            "merge", paths, {}, [target], [existing.value.visible_range], [existing], False, elapsed
         )
     name = MERGE_CHECKPOINT_PREFIX + target
     checkpoints: dict[str, str] = {}
@@ -180,19 +178,22 @@ def merge(
         for s, current in zip(sources, latest, strict=True):
             _require_flushed(store, s.path, current.value, s.location)
         # Validate before writing anything: overlapping sources fail here, not after checkpoints.
-        union([UnionSource(s.path, c.value, uuid.UUID(int=0)) for s, c in zip(sources, latest, strict=True)])
+        union(
+            [UnionSource(s.path, c.value, uuid.UUID(int=0)) for s, c in zip(sources, latest, strict=True)],
+            clock=clock,
+        )
         inputs = []
         for s in sources:
             checkpoint, at_source = _source_checkpoint(s, name, store, clock, fresh=True)
             checkpoints[s.path] = str(checkpoint.id)
             inputs.append(UnionSource(s.path, at_source, checkpoint.id))
-        existing = _create(targets, union(inputs, new_final_id=new_final_id))
+        existing = _create(targets, union(inputs, clock=clock))
     _require_merge_of(existing.value, targets.location, sources)
     finished = _initialise(targets, existing, store, clock)
     for s in sources:
         _drop_named_checkpoint(s, name)
     return _report(
-        "merge", paths, checkpoints, [target], [finished.value.visible_range], [finished], True, started
+        "merge", paths, checkpoints, [target], [finished.value.visible_range], [finished], True, elapsed
     )
 
 
@@ -227,7 +228,7 @@ def _usable_source(sources: ManifestStore) -> VersionedManifest:
     return current
 
 
-def _split_state(sources: ManifestStore, latest: Manifest, name: str, clock: Clock) -> Manifest:
+def _split_state(sources: ManifestStore, latest: Manifest, name: str, clock: Runtime) -> Manifest:
     """The manifest the unfinished split ``name`` pinned on the source, else ``latest``."""
     found = next((c for c in latest.checkpoints if c.name == name and not c.is_expired(clock.now())), None)
     return latest if found is None else sources.read(found.manifest_id).value
@@ -276,7 +277,7 @@ def _require_flushed(store: ObjectStore, path: str, manifest: Manifest, location
 
 
 def _source_checkpoint(
-    sources: ManifestStore, name: str, store: ObjectStore, clock: Clock, *, fresh: bool
+    sources: ManifestStore, name: str, store: ObjectStore, clock: Runtime, *, fresh: bool
 ) -> tuple[Checkpoint, Manifest]:
     """The operation's ephemeral checkpoint on a source and the manifest it pins.
 
@@ -298,7 +299,7 @@ def _source_checkpoint(
                 ) from error
             return live, sources.read(live.manifest_id).value
         _drop_named_checkpoint(sources, name)
-    checkpoint_id = uuid.uuid4()
+    checkpoint_id = clock.new_uuid()
     options = CheckpointOptions(lifetime=SOURCE_LIFETIME, name=name)
     committed = sources.update(
         lambda c: with_new_checkpoint(c, options, checkpoint_id, clock.now(), sources.location)
@@ -328,7 +329,7 @@ def _create(targets: ManifestStore, manifest: Manifest) -> VersionedManifest:
 
 
 def _initialise(
-    targets: ManifestStore, current: VersionedManifest, store: ObjectStore, clock: Clock
+    targets: ManifestStore, current: VersionedManifest, store: ObjectStore, clock: Runtime
 ) -> VersionedManifest:
     if current.value.initialized:
         return current
@@ -401,6 +402,12 @@ def _drop_named_checkpoint(sources: ManifestStore, name: str) -> None:
         sources.update(drop)
 
 
+def _stopwatch(clock: Runtime) -> Callable[[], float]:
+    """Seconds since this call, by ``clock``'s monotonic time."""
+    started = clock.monotonic()
+    return lambda: clock.monotonic() - started
+
+
 def _report(
     operation: str,
     sources: list[str],
@@ -409,7 +416,7 @@ def _report(
     ranges: Sequence[KeyRange | None],
     manifests: Sequence[VersionedManifest | None],
     created: bool,
-    started: float,
+    elapsed: Callable[[], float],
 ) -> RescaleReport:
     databases = []
     for target, key_range, current in zip(targets, ranges, manifests, strict=True):
@@ -426,7 +433,7 @@ def _report(
                 bytes=sum(s.info.size_bytes for s in m.ssts),
             )
         )
-    return RescaleReport(operation, sources, checkpoints, databases, created, time.monotonic() - started)
+    return RescaleReport(operation, sources, checkpoints, databases, created, elapsed())
 
 
 __all__ = [

@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from ulid import ULID
 
 from slate_ops.admin.tags import Tag, find_tags
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import TagNotFoundError
@@ -36,6 +35,7 @@ from slate_ops.layout import WAL_DIR, own_directory, parse_wal_key, sst_key
 from slate_ops.manifest.model import CompactedSst, ExternalDb, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader, encode_sst
 
 
@@ -105,14 +105,15 @@ def rollback_to_tag(
     name: str,
     *,
     dry_run: bool = True,
-    clock: Clock = SYSTEM_CLOCK,
-    new_sst_id: Callable[[], ULID] = ULID,
+    clock: Runtime = SYSTEM_RUNTIME,
+    new_sst_id: Callable[[], ULID] | None = None,
 ) -> RollbackReport:
     """Make the state of tag ``name`` current again; see the module docstring. Dry run by default.
 
     An unknown tag raises :class:`~slate_ops.errors.TagNotFoundError`, a destroyed database
-    :class:`~slate_ops.errors.DbDestroyedError`; both write nothing. ``new_sst_id`` names the L0
-    SST that holds the tag's WAL writes (a test passes a fixed one to compare a dry and a real run).
+    :class:`~slate_ops.errors.DbDestroyedError`; both write nothing. ``new_sst_id`` (else
+    ``clock.new_ulid``) names the L0 SST that holds the tag's WAL writes (a test passes a fixed one
+    to compare a dry and a real run).
     """
     at_s = int(clock.now())
     manifests = ManifestStore(store, path)
@@ -122,14 +123,14 @@ def rollback_to_tag(
     tag = _find_tag(current.value, name, manifests.location)
     tagged = manifests.read(tag.manifest_id).value
     files = _list_wal(store, wal)
-    flush = _flush_tag_wal(wal, files, tagged, new_sst_id)
+    flush = _flush_tag_wal(wal, files, tagged, new_sst_id or clock.new_ulid)
 
     if dry_run:
         m = current.value
         after = max(m.replay_after_wal_id, m.next_wal_sst_id - 1)
         fence_id = max([after, *(f.wal_id for f in files if f.wal_id > after)]) + 1
         discarded_wal = _discarded_wal(store, wal, files, m, tagged, fence_id)
-        rolled = _rolled_back(m, tagged, flush.sst, fence_id, discarded_wal)
+        rolled = _rolled_back(m, tagged, flush.sst, fence_id, discarded_wal, clock.new_ulid)
         writers = tuple(c.id for c in m.checkpoints if isinstance(c.metadata, WriterCheckpoint))
         return _report(
             manifests.path, True, at_s, tag, (current.id, current.id + 2), m.writer_epoch + 1, m, tagged,
@@ -159,7 +160,7 @@ def rollback_to_tag(
         require_usable(latest.value, manifests.location)
         _find_tag(latest.value, name, manifests.location, tag.checkpoint_id)
         base[:] = [latest.value]
-        return _rolled_back(latest.value, tagged, flush.sst, fence_id, discarded_wal)
+        return _rolled_back(latest.value, tagged, flush.sst, fence_id, discarded_wal, clock.new_ulid)
 
     # Step 3, through the fenced store: a writer opened since our claim makes this fail (re-run it).
     committed = fenced.update(make_current)
@@ -187,6 +188,7 @@ def _rolled_back(
     flushed: CompactedSst | None,
     fence_id: int,
     discarded_wal: tuple[DiscardedWal, ...],
+    new_view_id: Callable[[], ULID],
 ) -> Manifest:
     """``current`` with the tag's LSM state, the WAL past the fence and the compactor fenced.
 
@@ -197,7 +199,7 @@ def _rolled_back(
     seen = max((w.max_seq for w in discarded_wal), default=0)
     last_seq = max(current.last_l0_seq, tagged.last_l0_seq, seen)
     if flushed is not None:
-        l0 = (SstView(ULID(), flushed.id), *l0)
+        l0 = (SstView(new_view_id(), flushed.id), *l0)
         ssts = (*ssts, flushed)
         last_seq = max(last_seq, flushed.info.max_seq)
     return current.with_changes(

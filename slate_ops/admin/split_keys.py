@@ -14,13 +14,13 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.keytext import render_bytes
 from slate_ops.manifest.checkpoints import live_checkpoint
 from slate_ops.manifest.model import KeyRange, Manifest, SstView, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader
 
 BlockWeight = tuple[bytes, int]
@@ -133,7 +133,7 @@ def balanced_ranges(
 
 
 def manifest_at(
-    path: str, store: ObjectStore, checkpoint: uuid.UUID | None = None, *, clock: Clock = SYSTEM_CLOCK
+    path: str, store: ObjectStore, checkpoint: uuid.UUID | None = None, *, clock: Runtime = SYSTEM_RUNTIME
 ) -> VersionedManifest:
     """The current manifest, or the one ``checkpoint`` pins (a missing or expired one is refused)."""
     manifests = ManifestStore(store, path)
@@ -152,7 +152,7 @@ def suggest_split_keys(
     n: int,
     *,
     checkpoint: uuid.UUID | None = None,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> list[bytes]:
     """At most ``n - 1`` keys that cut the database into ``n`` ranges of about equal stored bytes.
 
@@ -180,7 +180,7 @@ def explain_split_keys(
     n: int,
     *,
     checkpoint: uuid.UUID | None = None,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> SplitSuggestion:
     """:func:`suggest_split_keys`, with the reason of a short answer (:func:`empty_reason` for none,
     :func:`short_reason` for fewer than ``n - 1``)."""

@@ -30,12 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from slate_ops.admin.checkpoints import TAG_PREFIX, checkpoint_adder
 from slate_ops.admin.tags import Tag, find_tags, validate_tag_name
-from slate_ops.clock import SYSTEM_CLOCK, UTC_MINUTES, Clock, ManualClock, render_utc
+from slate_ops.clock import UTC_MINUTES, render_utc
 from slate_ops.config import CheckpointOptions, Duration
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, FixedNow, Runtime
 
 DAY_S = 86_400
 DEFAULT_NAME_FORMAT = "auto-%Y-%m-%d"
@@ -267,20 +268,21 @@ def apply_tag_policy(
     policy: TagPolicy,
     *,
     dry_run: bool = True,
-    clock: Clock = SYSTEM_CLOCK,
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    clock: Runtime = SYSTEM_RUNTIME,
+    new_id: Callable[[], uuid.UUID] | None = None,
 ) -> TagPolicyReport:
     """Create the due tag if missing and delete expired or excess policy tags, in one commit.
 
     Dry run by default; a dry run reports exactly what a real run at the same time would do
-    (``new_id`` names the created tag's checkpoint). Applying twice at the same time changes nothing
-    the second time. A destroyed database raises :class:`~slate_ops.errors.DbDestroyedError`.
+    (``new_id``, else ``clock.new_uuid``, names the created tag's checkpoint). Applying twice at the
+    same time changes nothing the second time. A destroyed database raises
+    :class:`~slate_ops.errors.DbDestroyedError`.
     """
     now = clock.now()
-    fixed = ManualClock(now)  # one time for the whole run, whatever the retries
+    fixed = FixedNow(clock, now)  # one time for the whole run, whatever the retries
     manifests = ManifestStore(store, path)
     due = policy.due_period(now)
-    checkpoint_id = new_id()
+    checkpoint_id = (new_id or clock.new_uuid)()
     options = CheckpointOptions(name=TAG_PREFIX + policy.tag_name(due), lifetime=None)
 
     def report(dry: bool, manifest_id: int, plan: _Plan, created: Tag | None) -> TagPolicyReport:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from slate_ops.admin.checkpoints import TAG_PREFIX, checkpoint_adder
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import InvalidArgumentError, TagExistsError, TagNotFoundError
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 """The checkpoint-name prefix that marks a tag checkpoint."""
 
@@ -99,8 +99,8 @@ def create_tag(
     *,
     checkpoint: uuid.UUID | None = None,
     replace: bool = False,
-    clock: Clock = SYSTEM_CLOCK,
-    new_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    clock: Runtime = SYSTEM_RUNTIME,
+    new_id: Callable[[], uuid.UUID] | None = None,
 ) -> Tag:
     """Tag the current manifest, or the manifest of the live ``checkpoint``.
 
@@ -112,7 +112,7 @@ def create_tag(
     validate_tag_name(name)
     options = CheckpointOptions(source=checkpoint, name=TAG_PREFIX + name, lifetime=None)
     manifests = ManifestStore(store, path)
-    checkpoint_id = new_id()
+    checkpoint_id = (new_id or clock.new_uuid)()
     add_checkpoint = checkpoint_adder(manifests, options, checkpoint_id, clock)  # covers WAL-only writes
 
     def add(current: VersionedManifest) -> Manifest:

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from slate_ops.clock import SYSTEM_CLOCK, UTC_SECONDS, Clock, render_utc
+from slate_ops.clock import UTC_SECONDS, render_utc
 from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.state import CompactionsStore
 from slate_ops.engine.options import DbOptions
@@ -43,6 +43,7 @@ from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, resolve_sst
 from slate_ops.manifest.projection import effective_range
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.txn.boundary import BoundaryObject
 
 
@@ -103,7 +104,7 @@ def verify_db(
     *,
     l0_threshold: int = CompactorOptions().min_sources,
     l0_max_ssts: int = DbOptions().l0_max_ssts,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
     max_workers: int = 8,
 ) -> list[CheckResult]:
     """Run every check of :data:`CHECKS` on the database at ``path``, in that order; read-only.

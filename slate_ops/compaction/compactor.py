@@ -14,15 +14,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from ulid import ULID
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import subcompaction
 from slate_ops.compaction.executor import Executor, LocalExecutor
 from slate_ops.compaction.options import CompactorOptions
@@ -34,6 +31,7 @@ from slate_ops.manifest.checkpoints import expiry_time
 from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, SortedRun, SstView, resolve_sst_path
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader
 
 log = logging.getLogger(__name__)
@@ -72,16 +70,16 @@ class Compactor:
         options: CompactorOptions | None = None,
         executor: Executor | None = None,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.options = options or CompactorOptions()
-        self.executor = executor or LocalExecutor()
+        self.executor = executor or LocalExecutor(clock=clock)
         self._store = store
         self._clock = clock
-        self._manifests = ManifestStore(store, path)
+        self._manifests = ManifestStore(store, path, clock=clock)
         self.path = self._manifests.path
         require_usable(self._manifests.read_latest_required().value, self._manifests.location)
-        self._state = CompactionsStore(store, self.path)
+        self._state = CompactionsStore(store, self.path, clock=clock)
         self._state.read()  # a damaged .compactions file fails here, before the epoch is bumped
 
         def usable(current: VersionedManifest, epoch: int) -> Manifest:
@@ -106,13 +104,13 @@ class Compactor:
 
         Raises :class:`FencedError` if a newer compactor has started.
         """
-        started = time.monotonic()
+        started = self._clock.monotonic()
         latest = self._fenced.refresh()
         proposal = propose(latest.value, self.options, full=full)
         if proposal is None:
             return None
         spec = self._spec(latest.value, proposal)
-        compaction_id = ULID()
+        compaction_id = self._clock.new_ulid()
         record = CompactionRecord(
             id=str(compaction_id),
             epoch=self.epoch,
@@ -145,7 +143,7 @@ class Compactor:
             bytes_written=result.bytes_written,
             rows_in=result.rows_in,
             rows_out=result.rows_out,
-            duration_s=time.monotonic() - started,
+            duration_s=self._clock.monotonic() - started,
             executor=self.executor.name,
             subcompactions=result.subcompactions,
             manifest_id=committed.id,
@@ -202,7 +200,9 @@ class Compactor:
 
     def _commit(self, proposal: Proposal, result: ExecutionResult) -> VersionedManifest:
         compacted_views = {v.view_id for v in proposal.l0_views}
-        new_run = SortedRun(proposal.destination, tuple(SstView(ULID(), s.id) for s in result.outputs))
+        new_run = SortedRun(
+            proposal.destination, tuple(SstView(self._clock.new_ulid(), s.id) for s in result.outputs)
+        )
         now = self._clock.now()
 
         def apply(current: VersionedManifest) -> Manifest:
@@ -231,7 +231,7 @@ class Compactor:
             )
             checkpoints += (
                 Checkpoint(
-                    id=uuid.uuid4(),
+                    id=self._clock.new_uuid(),
                     manifest_id=current.id,  # still references every input
                     create_time_s=int(now),
                     expire_time_s=expiry_time(now, self.options.compaction_checkpoint_lifetime),
@@ -321,7 +321,7 @@ def _finished(
     return replace(record, status=status, finished_at_s=now, outputs=outputs, manifest_id=manifest_id)
 
 
-def embedded(options: CompactorOptions | None = None) -> Callable[[str, ObjectStore, Clock], Compactor]:
+def embedded(options: CompactorOptions | None = None) -> Callable[[str, ObjectStore, Runtime], Compactor]:
     """A compactor for a writer to start beside itself in this process::
 
         Db.open(path, store, compactor=embedded(CompactorOptions(min_sources=4)))
@@ -329,7 +329,7 @@ def embedded(options: CompactorOptions | None = None) -> Callable[[str, ObjectSt
     The writer starts it once it has opened and closes it when it closes.
     """
 
-    def start(path: str, store: ObjectStore, clock: Clock) -> Compactor:
+    def start(path: str, store: ObjectStore, clock: Runtime) -> Compactor:
         return Compactor(path, store, options, clock=clock).start()
 
     return start

@@ -20,6 +20,7 @@ from slate_ops.compaction.subcompaction import (
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore.base import ObjectStore, PutResult
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
 class Executor(Protocol):
@@ -51,10 +52,11 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, threads: int = 2, *, clock: Runtime = SYSTEM_RUNTIME) -> None:
         if threads < 1:
             raise InvalidArgumentError(f"LocalExecutor needs at least one thread, got {threads}")
         self.threads = threads
+        self.clock = clock  # names the output SSTs
 
     def execute(self, store: ObjectStore, spec: CompactionSpec) -> ExecutionResult:
         window = threading.Semaphore(self.threads + 1)  # subcompactions holding inputs
@@ -71,7 +73,7 @@ class LocalExecutor:
                     window.release()
                     break
                 inputs = fetch_inputs(io, spec, key_range)
-                task = _Task(io, spec, key_range, inputs, window, failed, uploads)
+                task = _Task(io, spec, key_range, inputs, window, failed, uploads, self.clock)
                 futures.append(pool.submit(task.run))
             wait(futures)
             for future in futures:
@@ -95,6 +97,7 @@ class _Task:
     window: threading.Semaphore
     failed: threading.Event
     uploads: list[Future[PutResult]]
+    clock: Runtime
 
     def run(self) -> SubcompactionResult | None:
         if self.failed.is_set():
@@ -105,7 +108,7 @@ class _Task:
         try:
             return run_subcompaction(
                 self.io.store, self.spec, self.key_range,
-                io=self.io, inputs=self.inputs, inputs_done=self.window, uploads=started,
+                io=self.io, inputs=self.inputs, inputs_done=self.window, uploads=started, clock=self.clock,
             )  # fmt: skip
         except BaseException:
             self.failed.set()

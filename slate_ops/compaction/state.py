@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from slate_ops.errors import CorruptObjectError, FencedError, UnsupportedFormatVersionError
 from slate_ops.layout import COMPACTIONS_DIR, COMPACTIONS_SUFFIX
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.txn import EpochField, FenceableStore, SequencedStore, Versioned
 
 FORMAT_VERSION = 1
@@ -71,9 +72,9 @@ EPOCH: EpochField[CompactionsState] = EpochField(
 class CompactionsStore:
     """The ``.compactions`` namespace of one database, fenced at the compactor's epoch."""
 
-    def __init__(self, store: ObjectStore, db_path: str) -> None:
+    def __init__(self, store: ObjectStore, db_path: str, *, clock: Runtime = SYSTEM_RUNTIME) -> None:
         self.sequence: SequencedStore[CompactionsState] = SequencedStore(
-            store, db_path, COMPACTIONS_DIR, COMPACTIONS_SUFFIX, CompactionsCodec()
+            store, db_path, COMPACTIONS_DIR, COMPACTIONS_SUFFIX, CompactionsCodec(), clock=clock
         )
         self._fenced: FenceableStore[CompactionsState] | None = None
 

@@ -17,7 +17,7 @@ times per subcompaction instead of once per request.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -29,6 +29,7 @@ from slate_ops.compaction.spec import CompactionSpec, SubcompactionResult, inter
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.objstore.base import ObjectStore, PutResult, put_large
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SCHEMA, SstReader, encode_sst
 from slate_ops.sst.cut import SstCutter
 from slate_ops.sst.merge import newest_per_key
@@ -173,7 +174,7 @@ def fetch_inputs(io: CompactionIo, spec: CompactionSpec, key_range: KeyRange) ->
 
 
 def write_outputs(
-    io: CompactionIo, db_path: str, table: pa.Table, target_bytes: int
+    io: CompactionIo, db_path: str, table: pa.Table, target_bytes: int, new_sst_id: Callable[[], ULID]
 ) -> tuple[list[CompactedSst], int, list[Future[PutResult]]]:
     """Encode the outputs in order (cut by :class:`~slate_ops.sst.cut.SstCutter`), each uploading
     while the next is encoded; the uploads are returned running (the caller waits for them:
@@ -185,7 +186,7 @@ def write_outputs(
     def write(rows: pa.Table) -> None:
         nonlocal written
         data, info = encode_sst(rows)
-        sst_id = ULID()
+        sst_id = new_sst_id()
         uploads.append(io.upload(sst_key(db_path, sst_id), data))
         outputs.append(CompactedSst(sst_id, info))
         written += len(data)
@@ -230,6 +231,7 @@ def run_subcompaction(
     inputs: PendingInputs | None = None,
     inputs_done: threading.Semaphore | None = None,
     uploads: list[Future[PutResult]] | None = None,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> SubcompactionResult:
     """Read, merge and write one key range; ``store`` is used only when no ``io`` is given.
 
@@ -237,13 +239,16 @@ def run_subcompaction(
     learns from ``inputs_done`` (released once the inputs are merged and freed, even on failure)
     when it may start fetching the next ones; and with ``uploads`` takes over waiting for the
     outputs' uploads (they are appended, still running) so this thread can merge the next range.
-    Without ``uploads`` the outputs are written when this returns.
+    Without ``uploads`` the outputs are written when this returns. The outputs' SST ids come from
+    ``clock`` (a Spark task's is its worker's real one); every run makes new ones, so a re-run never
+    overwrites an earlier attempt's orphan that GC may be deleting.
     """
     if io is None:
         with CompactionIo(store) as own:
             return run_subcompaction(
-                store, spec, key_range, io=own, inputs=inputs, inputs_done=inputs_done, uploads=uploads
-            )
+                store, spec, key_range,
+                io=own, inputs=inputs, inputs_done=inputs_done, uploads=uploads, clock=clock,
+            )  # fmt: skip
     try:
         pending = inputs if inputs is not None else fetch_inputs(io, spec, key_range)
         table, bytes_read = pending.table()
@@ -254,7 +259,9 @@ def run_subcompaction(
     finally:
         if inputs_done is not None:
             inputs_done.release()
-    outputs, bytes_written, started = write_outputs(io, spec.db_path, merged, spec.target_sst_bytes)
+    outputs, bytes_written, started = write_outputs(
+        io, spec.db_path, merged, spec.target_sst_bytes, clock.new_ulid
+    )
     if uploads is None:
         wait_uploads(started)
     else:

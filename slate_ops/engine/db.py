@@ -32,12 +32,10 @@ from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Protocol, Self
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engine.batch import KIND_TOMBSTONE, KIND_VALUE, WriteBatch, check_key, check_range, check_value
 from slate_ops.engine.bounds import check_read, check_write, clip_scan
 from slate_ops.engine.flusher import MemtableFlusher
-from slate_ops.engine.ids import new_ulid
 from slate_ops.engine.ingest import ingest_order
 from slate_ops.engine.lsm import SstReaders
 from slate_ops.engine.memtable import Memtable
@@ -57,6 +55,7 @@ from slate_ops.errors import (
 from slate_ops.manifest.model import CompactedSst, Manifest, SstView
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import BlockCache
 
 log = logging.getLogger(__name__)
@@ -72,7 +71,7 @@ class BackgroundCompactor(Protocol):
     def close(self) -> None: ...
 
 
-CompactorStarter = Callable[[str, ObjectStore, Clock], BackgroundCompactor]
+CompactorStarter = Callable[[str, ObjectStore, Runtime], BackgroundCompactor]
 """Starts a compactor for ``(path, store, clock)``: :func:`slate_ops.compaction.embedded` makes one.
 The engine does not import the compaction layer (it sits above); the caller injects it, as
 SlateDB's ``DbBuilder::with_compactor_builder`` does."""
@@ -99,14 +98,14 @@ class Db:
         store: ObjectStore,
         options: DbOptions | None = None,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
         compactor: CompactorStarter | None = None,
         background: bool = True,
     ) -> None:
         options = options or DbOptions()
         self.options = options
         self._clock = clock
-        manifests = ManifestStore(store, path)
+        manifests = ManifestStore(store, path, clock=clock)
         self.path = manifests.path
         self._location = manifests.location
         wal = WalStore(store, self.path)
@@ -137,7 +136,7 @@ class Db:
         store: ObjectStore,
         options: DbOptions | None = None,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
         compactor: CompactorStarter | None = None,
         background: bool = True,
     ) -> Self:
@@ -360,7 +359,7 @@ class Db:
         :class:`FencedError`; the SST files are then orphans that GC deletes.
         """
         ordered = ingest_order(ssts, seq)
-        views = tuple(SstView(new_ulid(self._clock), s.id) for s in ordered)
+        views = tuple(SstView(self._clock.new_ulid(), s.id) for s in ordered)
 
         def change(manifest: Manifest) -> Manifest:
             return manifest.with_changes(

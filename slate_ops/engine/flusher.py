@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
-from slate_ops.clock import Clock
-from slate_ops.engine.ids import new_ulid
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.options import DbOptions, seconds
 from slate_ops.engine.wal_buffer import WalBuffer
@@ -25,6 +22,7 @@ from slate_ops.errors import BackpressureTimeoutError, DbClosedError
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, Manifest, SstView
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import encode_sst
 
 log = logging.getLogger(__name__)
@@ -45,7 +43,7 @@ class MemtableFlusher:
         path: str,
         store: ObjectStore,
         options: DbOptions,
-        clock: Clock,
+        clock: Runtime,
         *,
         wal: WalBuffer,
         manifest: WriterManifest,
@@ -104,7 +102,7 @@ class MemtableFlusher:
                 self._wal.write_queued()
             if not self._await_l0_room(blocking):
                 return
-            sst_id = new_ulid(self._clock)
+            sst_id = self._clock.new_ulid()
             data, info = encode_sst(memtable.to_table())
             self._store.put(sst_key(self._path, sst_id), data)
             self._manifest.commit(self._l0_flushed(memtable, CompactedSst(sst_id, info)), reestablish=True)
@@ -115,7 +113,7 @@ class MemtableFlusher:
 
     def _l0_flushed(self, memtable: Memtable, sst: CompactedSst) -> Callable[[Manifest], Manifest]:
         """The writer's half of an L0 flush, applied to whatever manifest is latest."""
-        view = SstView(new_ulid(self._clock), sst.id)
+        view = SstView(self._clock.new_ulid(), sst.id)
         next_wal_id = self._wal.next_wal_id
 
         def change(manifest: Manifest) -> Manifest:
@@ -142,7 +140,9 @@ class MemtableFlusher:
         limit = self._options.l0_max_ssts
         if len(self._manifest.lsm.manifest.l0) < limit:
             return True
-        deadline = time.monotonic() + seconds(self._options.backpressure_timeout)
+        # A real wait for another thread: on real time even under a manual runtime, whose clock
+        # would never reach the deadline (docs/design/runtime.md).
+        deadline = SYSTEM_RUNTIME.monotonic() + seconds(self._options.backpressure_timeout)
         while True:
             self._manifest.poll()
             if len(self._manifest.lsm.manifest.l0) < limit:
@@ -150,7 +150,7 @@ class MemtableFlusher:
             self.warn_if_l0_full()
             if not blocking:
                 return False
-            remaining = deadline - time.monotonic()
+            remaining = deadline - SYSTEM_RUNTIME.monotonic()
             if remaining <= 0:
                 raise BackpressureTimeoutError(
                     f"L0 of {self._status.location} holds {len(self._manifest.lsm.manifest.l0)} SSTs "
@@ -171,11 +171,11 @@ class MemtableFlusher:
 
     def wait_for_room(self, mutable_bytes: Callable[[], int]) -> None:
         """Wait (a write, before it takes the write lock) until memtables are below the limit."""
-        deadline = time.monotonic() + seconds(self._options.backpressure_timeout)
+        deadline = SYSTEM_RUNTIME.monotonic() + seconds(self._options.backpressure_timeout)
         while self.over_unflushed_limit(mutable_bytes()):
             self._status.check_usable()
             self.warn_if_l0_full()
-            remaining = deadline - time.monotonic()
+            remaining = deadline - SYSTEM_RUNTIME.monotonic()
             if remaining <= 0:
                 raise BackpressureTimeoutError(
                     f"writes to {self._status.location} stalled: "
@@ -196,7 +196,7 @@ class MemtableFlusher:
         if l0 < limit:
             return
         with self._stall_lock:
-            now, last = time.monotonic(), self._last_stall_warning
+            now, last = SYSTEM_RUNTIME.monotonic(), self._last_stall_warning
             if last is not None and now - last < STALL_WARNING_INTERVAL_S:
                 return
             self._last_stall_warning = now

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Self
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.batch import check_key, check_range
 from slate_ops.engine.bounds import check_read, clip_scan
 from slate_ops.engine.lsm import LsmState, SstReaders, sst_set
@@ -32,6 +31,7 @@ from slate_ops.manifest.checkpoints import expiry_time, live_checkpoint, with_ex
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import BlockCache
 
 log = logging.getLogger(__name__)
@@ -47,13 +47,13 @@ class DbReader:
         checkpoint_id: uuid.UUID | None = None,
         options: ReaderOptions | None = None,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
         background: bool = True,
     ) -> None:
         options = options or ReaderOptions()
         self.options = options
         self._clock = clock
-        self._manifests = ManifestStore(store, path)
+        self._manifests = ManifestStore(store, path, clock=clock)
         self.path = self._manifests.path
         self._wal = WalStore(store, self.path)
         cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
@@ -81,7 +81,7 @@ class DbReader:
             self._set_state(manifest)
             self.tail_wal(upto=manifest.wal_id_last_seen)
         else:
-            self.checkpoint_id = uuid.uuid4()
+            self.checkpoint_id = self._clock.new_uuid()
             self._set_state(self._establish(self.checkpoint_id).value)
             try:
                 self.tail_wal()
@@ -102,7 +102,7 @@ class DbReader:
         checkpoint_id: uuid.UUID | None = None,
         options: ReaderOptions | None = None,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
         background: bool = True,
     ) -> Self:
         """Open a reader of ``path``: at ``checkpoint_id``, else at a checkpoint of its own that it
@@ -187,7 +187,7 @@ class DbReader:
         # An expired checkpoint is re-established, never revived: GC may already have planned around it.
         if ours is None or ours.is_expired(now) or sst_set(latest.value) != sst_set(self._lsm.manifest):
             with self._lock:
-                new = uuid.uuid4()
+                new = self._clock.new_uuid()
                 committed = self._establish(new, replacing=self.checkpoint_id)
                 self.checkpoint_id = new
                 self._set_state_locked(committed.value)

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
-from slate_ops.clock import Clock
 from slate_ops.config import CheckpointOptions
-from slate_ops.engine.ids import new_uuid
 from slate_ops.engine.lsm import LsmState, SstReaders, sst_set
 from slate_ops.engine.pins import CheckpointPins
 from slate_ops.engine.writer_status import WriterStatus
@@ -23,6 +20,7 @@ from slate_ops.errors import DbAlreadyExistsError
 from slate_ops.manifest.checkpoints import with_new_checkpoint
 from slate_ops.manifest.model import Checkpoint, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.txn.fencing import FenceableStore
 
 T = tuple[bytes, bytes]
@@ -36,7 +34,7 @@ class WriterManifest:
     """
 
     def __init__(
-        self, manifests: ManifestStore, readers: SstReaders, clock: Clock, status: WriterStatus
+        self, manifests: ManifestStore, readers: SstReaders, clock: Runtime, status: WriterStatus
     ) -> None:
         self._manifests = manifests
         self._readers = readers
@@ -47,8 +45,8 @@ class WriterManifest:
         if manifests.read_latest() is None:
             with contextlib.suppress(DbAlreadyExistsError):  # another process created it meanwhile
                 manifests.create_initial(Manifest(initialized=True))
-        self._checkpoint_id = new_uuid(clock)
-        self._last_poll = time.monotonic()
+        self._checkpoint_id = clock.new_uuid()
+        self._last_poll = SYSTEM_RUNTIME.monotonic()
         self._fenced, claimed = manifests.claim(WRITER_EPOCH, self._establish_writer_checkpoint)
         self.claimed = claimed.value
         self._lsm = LsmState(claimed.value, manifests.path, readers)
@@ -131,7 +129,7 @@ class WriterManifest:
         """
         with self._lock:
             old = self._checkpoint_id
-            new = new_uuid(self._clock) if reestablish else old
+            new = self._clock.new_uuid() if reestablish else old
             removable = self._pins.removable()
             if reestablish and not self._pins.is_active(old):
                 removable.add(old)
@@ -165,19 +163,21 @@ class WriterManifest:
         """See the compactor's changes; re-establish the checkpoint when L0 or the runs changed."""
         with self._status.failing_when_fenced():
             latest = self._fenced.refresh()
-        self._last_poll = time.monotonic()
+        self._last_poll = SYSTEM_RUNTIME.monotonic()
         if sst_set(latest.value) != sst_set(self._lsm.manifest):
             self.commit(lambda manifest: manifest, reestablish=True)
         elif self._pins.removable():
             self.commit(lambda manifest: manifest, reestablish=False)
 
     def poll_due(self, interval_s: float) -> bool:
-        return time.monotonic() - self._last_poll >= interval_s
+        # The background poll's interval is real time, as the flusher thread's waits are
+        # (docs/design/runtime.md); a manual-runtime test polls with poll_manifest().
+        return SYSTEM_RUNTIME.monotonic() - self._last_poll >= interval_s
 
     def add_checkpoint(self, options: CheckpointOptions, last_wal: int) -> tuple[uuid.UUID, int]:
         """Commit a new checkpoint of the latest manifest; readers of it replay the WAL up to
         ``last_wal``. Its id and the manifest id it pins."""
-        checkpoint_id = new_uuid(self._clock)
+        checkpoint_id = self._clock.new_uuid()
 
         def add(current: VersionedManifest) -> Manifest:
             manifest = with_new_checkpoint(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class CheckpointExpiryReport:
 
 
 def expire_checkpoints(
-    path: str, store: ObjectStore, *, dry_run: bool = True, clock: Clock = SYSTEM_CLOCK
+    path: str, store: ObjectStore, *, dry_run: bool = True, clock: Runtime = SYSTEM_RUNTIME
 ) -> CheckpointExpiryReport:
     """Remove every checkpoint whose expiry time has passed (docs/design/gc.md, "The tasks").
 

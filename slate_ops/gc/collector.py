@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction.state import CompactionsState, CompactionsStore
 from slate_ops.errors import DbNotFoundError, GcFailedError, ObjectNotFoundError, SlateDbManifestError
 from slate_ops.gc.checkpoints import expire_checkpoints
@@ -52,6 +50,7 @@ from slate_ops.gc.wal import plan_wal
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.local import db_not_found
+from slate_ops.runtime import SYSTEM_RUNTIME, FixedNow, Runtime
 from slate_ops.txn import SequencedFile
 from slate_ops.txn.boundary import METRICS
 
@@ -64,14 +63,19 @@ class GarbageCollector:
     """Deletes what no manifest that matters references any more; see the module docstring."""
 
     def __init__(
-        self, path: str, store: ObjectStore, options: GcOptions | None = None, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        path: str,
+        store: ObjectStore,
+        options: GcOptions | None = None,
+        *,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.options = options or GcOptions()
         self._store = store
         self._clock = clock
-        self._manifests = ManifestStore(store, path)
+        self._manifests = ManifestStore(store, path, clock=clock)
         self.path = self._manifests.path
-        self._compactions = CompactionsStore(store, self.path)
+        self._compactions = CompactionsStore(store, self.path, clock=clock)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_report: GcReport | None = None
@@ -150,8 +154,9 @@ class _Run:
         self.options = gc.options
         self.store = gc._store
         self.dry_run = dry_run
-        self.now = gc._clock.now()
-        self.started = time.monotonic()
+        self.clock = gc._clock
+        self.now = self.clock.now()
+        self.started = self.clock.monotonic()
         self.errors: list[str] = []
         self.notes: list[str] = []
 
@@ -182,7 +187,7 @@ class _Run:
             path=self.gc.path,
             dry_run=self.dry_run,
             started_at=datetime.fromtimestamp(self.now, UTC),
-            duration_s=time.monotonic() - self.started,
+            duration_s=self.clock.monotonic() - self.started,
             manifest_id=None if snapshot is None else snapshot.latest.id,
             notes=tuple(self.notes),
             errors=tuple(self.errors),
@@ -473,6 +478,6 @@ class _CheckpointsTask:
             self.run.gc.path,
             self.run.store,
             dry_run=False,
-            clock=ManualClock(self.run.now),  # the run's one now: expiry agrees with the plan
+            clock=FixedNow(self.run.clock, self.run.now),  # the run's one now: expiry agrees with the plan
         )
         return TaskOutcome(expired=result.expired)

@@ -35,6 +35,7 @@ from slate_ops.manifest.model import (
     SstInfo,
     SstView,
 )
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 UNBOUNDED = KeyRange()
 
@@ -213,14 +214,13 @@ def _overlap(first: UnionSource, first_range: KeyRange, second: UnionSource, sec
 def union(
     sources: Sequence[UnionSource],
     *,
-    new_final_id: Callable[[], uuid.UUID] = uuid.uuid4,
-    new_ulid: Callable[[], ULID] = ULID,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> Manifest:
     """One uninitialised manifest holding every source's L0 and sorted runs (docs/design/rescaling.md,
     "Union").
 
     A source with an assigned ``key_range`` is first projected onto it. Every external entry gets
-    its own newly generated final checkpoint id (``new_final_id``; the new database's checkpoint on
+    its own newly generated final checkpoint id (from ``clock``; the new database's checkpoint on
     that external database, created by the caller before it sets ``initialized``), so no two
     entries share one: two entries of one path with different source checkpoints pin two different
     manifests. External entries with the same ``(path, source_checkpoint_id)`` are
@@ -239,7 +239,7 @@ def union(
         s if s.key_range is None else replace(s, manifest=project(s.manifest, s.key_range)) for s in sources
     ]
     ordered = check_disjoint(sources)
-    merged = _Merger(new_final_id, new_ulid)
+    merged = _Merger(clock.new_uuid, clock.new_ulid)
     for source in ordered:
         merged.add(source)
     ranges = [_assigned_range(s) for s in ordered]

@@ -30,6 +30,7 @@ from slate_ops.manifest.codec import decode_manifest, encode_manifest
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.local import db_not_found
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.txn import EpochField, FenceableStore, SequencedFile, SequencedStore, Versioned
 
 VersionedManifest = Versioned[Manifest]
@@ -53,11 +54,11 @@ class ManifestCodec:
 class ManifestStore:
     """Reads and commits the manifests of the database at ``path``."""
 
-    def __init__(self, store: ObjectStore, path: str) -> None:
+    def __init__(self, store: ObjectStore, path: str, *, clock: Runtime = SYSTEM_RUNTIME) -> None:
         self.store = store
         self.path = normalize_db_path(path)
         self.sequence: SequencedStore[Manifest] = SequencedStore(
-            store, self.path, MANIFEST_DIR, MANIFEST_SUFFIX, ManifestCodec()
+            store, self.path, MANIFEST_DIR, MANIFEST_SUFFIX, ManifestCodec(), clock=clock
         )
 
     @property

@@ -158,7 +158,7 @@ class LocalStore:
         # (and a valid point at which to linearise the failure).
         self._check_precondition(key, path, mode)
         self._make_parents(key, path)
-        tmp = path.with_name(f"{_TMP_PREFIX}{uuid.uuid4().hex}")
+        tmp = path.with_name(f"{_TMP_PREFIX}{uuid.uuid4().hex}")  # noqa: TID251 - unique across processes
         try:
             etag = _write_temp(tmp, data, put_id)
             with self._lock(key):
@@ -335,7 +335,7 @@ def _write_temp(tmp: Path, data: bytes, put_id: str) -> str:
             if exc.errno not in _NO_XATTR:
                 raise
             tagged = None
-        now = time.time_ns()
+        now = time.time_ns()  # noqa: TID251 - a file's mtime is the filesystem's real time
         os.utime(fd, ns=(now, now))  # after the last write, which would bump mtime again
         os.fsync(fd)
         return _etag(os.fstat(fd), tagged)

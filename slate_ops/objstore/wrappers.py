@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from slate_ops.objstore.base import (
     PutResult,
     new_put_id,
 )
+from slate_ops.runtime import seeded_random
 
 _OVERWRITE = PutMode.overwrite()  # a module constant: ruff B008 forbids calls in defaults
 
@@ -138,7 +138,7 @@ class FaultInjectingStore:
     def __init__(self, inner: ObjectStore, seed: int = 0) -> None:
         self.inner = inner
         self.calls: list[tuple[str, str]] = []
-        self._rng = random.Random(seed)
+        self._rng = seeded_random(seed)
         self._rules: list[_Rule] = []
         self._latency: dict[str, float] = {}
         self._gates: list[Gate] = []

@@ -31,7 +31,6 @@ from pydantic import ConfigDict, Field
 from slate_ops import admin
 from slate_ops.admin.fleet import discover_databases
 from slate_ops.admin.handle import DatabaseHandle
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine import DbReader
 from slate_ops.errors import ConfigError
 from slate_ops.objstore import ObjectStore, open_store, redact_url
@@ -41,6 +40,7 @@ from slate_ops.orchestration.config import (
     SlateOpsConfig,
     discovered_name,
 )
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.spark import LOCAL_CONFIG, S3Credentials, register
 
 RESOURCE_KEY = "slate_ops"
@@ -192,11 +192,11 @@ class SlateDatabasesResource(S3CredentialFields):
             db.path, self.open_store(name), checkpoint_id, db.reader_options(), clock=self.clock()
         )
 
-    def clock(self) -> Clock:
+    def clock(self) -> Runtime:
         """The clock that decides which checkpoints have expired."""
-        return SYSTEM_CLOCK
+        return SYSTEM_RUNTIME
 
-    def with_clock(self, clock: Clock) -> SlateDatabasesResource:
+    def with_clock(self, clock: Runtime) -> SlateDatabasesResource:
         """This resource with another clock (for tests).
 
         The clock lives in a subclass rather than a private attribute because Dagster rebuilds

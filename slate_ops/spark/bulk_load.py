@@ -45,7 +45,6 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StructType
-from ulid import ULID
 
 from slate_ops.admin.split_keys import check_count
 from slate_ops.engine.bounds import check_write
@@ -63,6 +62,7 @@ from slate_ops.layout import COMPACTED_DIR, normalize_db_path, own_directory, pa
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME
 from slate_ops.spark.credentials import S3Credentials
 from slate_ops.spark.executor import _remote_error, _worker_store
 from slate_ops.spark.read_base import default_parallelism, require_shareable
@@ -157,7 +157,7 @@ class _LoadWriter:
             schema=SCHEMA,
         )
         data, info = encode_sst(table, self.options)
-        sst = CompactedSst(ULID(), info)
+        sst = CompactedSst(SYSTEM_RUNTIME.new_ulid(), info)  # a Spark task: the worker's real clock
         self.store.put(sst_key(self.path, sst.id), data)
         self.written.append(sst)
         self.rows += n
@@ -417,7 +417,7 @@ def bulk_load(
     try:
         seq = db.reserve_ingest_seq()
         columns = (key_col, value_col)
-        job_started = time.time()
+        job_started = SYSTEM_RUNTIME.now()  # weighed against the tasks' SST ids (real clocks)
         try:
             results = _run_job(
                 df, columns, store_url, credentials, path, seq, target_sst_bytes, partitions, sst_options

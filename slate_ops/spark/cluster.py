@@ -34,6 +34,7 @@ import pyspark
 from pyspark.sql import SparkSession
 
 from slate_ops.errors import SlateOpsError
+from slate_ops.runtime import SYSTEM_RUNTIME
 
 SCRUBBED_PREFIXES = ("AWS_", "SLATE_OPS_S3_")
 """Environment variables left out of the cluster daemons' environment by default."""
@@ -92,10 +93,10 @@ class StandaloneCluster:
         """TERM every process group, KILL what is left after 10 s; safe to call twice."""
         for daemon in reversed(self._daemons):
             _signal_group(daemon.process, signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = SYSTEM_RUNTIME.monotonic() + 10
         for daemon in self._daemons:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                daemon.process.wait(max(0.1, deadline - time.monotonic()))
+                daemon.process.wait(max(0.1, deadline - SYSTEM_RUNTIME.monotonic()))
             _signal_group(daemon.process, signal.SIGKILL)  # the group's executors and Python workers too
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.process.wait(5)
@@ -207,10 +208,10 @@ def _alive_workers(cluster: StandaloneCluster) -> int:
 
 
 def _await(cluster: StandaloneCluster, ready: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = SYSTEM_RUNTIME.monotonic() + timeout
     while not ready():
         dead = [d for d in cluster._daemons if d.process.poll() is not None]
-        if dead or time.monotonic() > deadline:
+        if dead or SYSTEM_RUNTIME.monotonic() > deadline:
             reason = f"{dead[0].name} exited" if dead else f"no {what} after {timeout:.0f} s"
             tails = "\n".join(f"--- {d.name} ({d.log}):\n{d.tail()}" for d in cluster._daemons)
             raise ClusterError(f"the standalone cluster did not start: {reason}.\n{tails}")
@@ -221,9 +222,9 @@ def wait_for_executors(spark: SparkSession, count: int, timeout: float = 120.0) 
     """Wait until ``count`` executors (besides the driver) have registered with ``spark``'s driver,
     so that a job's tasks can spread over all of them; :class:`ClusterError` after ``timeout``."""
     tracker = spark.sparkContext._jsc.sc()
-    deadline = time.monotonic() + timeout
+    deadline = SYSTEM_RUNTIME.monotonic() + timeout
     while int(tracker.getExecutorMemoryStatus().size()) - 1 < count:
-        if time.monotonic() > deadline:
+        if SYSTEM_RUNTIME.monotonic() > deadline:
             raise ClusterError(
                 f"only {int(tracker.getExecutorMemoryStatus().size()) - 1} of {count} executors "
                 f"registered with the driver after {timeout:.0f} s"

@@ -80,6 +80,7 @@ from slate_ops.errors import (
 from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
+from slate_ops.runtime import SYSTEM_RUNTIME
 from slate_ops.spark.bulk_load import (
     DEFAULT_TARGET_SST_BYTES,
     LoadTarget,
@@ -403,7 +404,7 @@ class SlateOpsDataSource(DataSource):
         check_columns(schema, key_col, value_col)
         target = self._int_option("target_sst_bytes") or DEFAULT_TARGET_SST_BYTES
         store = self.credentials.open_store(store_url)
-        started = time.time()
+        started = SYSTEM_RUNTIME.now()  # weighed against the tasks' SST ids (real clocks)
         with Db.open(path, store) as db:  # fences the running writer; its writes go to L0
             seq = db.reserve_ingest_seq()
             epoch = db.writer_epoch

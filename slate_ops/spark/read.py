@@ -28,7 +28,6 @@ from pyspark.sql import DataFrame, SparkSession
 from slate_ops.admin.handle import SlateOpsHandle
 from slate_ops.admin.split_keys import BlockWeight, balanced_ranges, check_count, manifest_at, manifest_blocks
 from slate_ops.admin.tags import list_tags
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engine.lsm import LsmState, SstReaders
 from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.wal_store import WalStore
@@ -39,6 +38,7 @@ from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.model import KeyRange, Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
 from slate_ops.spark.read_base import (
@@ -135,7 +135,7 @@ def plan_read(
     *,
     min_partitions: int = 1,
     chunk_bytes: int = CHUNK_BYTES,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> ReadPlan:
     """The plan of reading ``checkpoint_id``: at most ``partitions`` ranges of about equal stored bytes.
 
@@ -186,7 +186,7 @@ def resolve_checkpoint(
     checkpoint: uuid.UUID | None,
     tag: str | None,
     lifetime: timedelta,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> uuid.UUID:
     """The checkpoint to read: ``checkpoint``, the tag's, or a new one named :data:`READ_CHECKPOINT_NAME`
     (:func:`~slate_ops.spark.read_base.resolve_read_checkpoint`)."""
@@ -307,7 +307,7 @@ def read_db(
     tag: str | None = None,
     partitions: int | None = None,
     lifetime: timedelta = DEFAULT_READ_LIFETIME,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
     engine: Engine | str | None = None,
 ) -> DataFrame:
     """The live ``(key binary, value binary)`` rows of the database at a checkpoint, as a DataFrame.

@@ -28,7 +28,6 @@ from datetime import timedelta
 import pyarrow as pa
 
 from slate_ops.admin.handle import SlateDbHandle
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engines.slatedb import SlateDbAdmin
 from slate_ops.engines.slatedb.reader import CheckpointReader, key_ranges
 from slate_ops.errors import CheckpointExpiredError
@@ -36,6 +35,7 @@ from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.checkpoints import checkpoint_not_found
 from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.spark.credentials import NO_CREDENTIALS, S3Credentials
 from slate_ops.spark.executor import _worker_store
 from slate_ops.spark.read_base import READ_ARROW_SCHEMA, EngineRead, partition_count, resolve_read_checkpoint
@@ -57,7 +57,9 @@ def _location(store: ObjectStore, path: str) -> str:
     return f"SlateDB database {path} in {store.url}"
 
 
-def require_live(store: ObjectStore, path: str, checkpoint_id: uuid.UUID, clock: Clock = SYSTEM_CLOCK) -> int:
+def require_live(
+    store: ObjectStore, path: str, checkpoint_id: uuid.UUID, clock: Runtime = SYSTEM_RUNTIME
+) -> int:
     """The manifest id of the live checkpoint ``checkpoint_id``; :class:`CheckpointNotFoundError`
     or :class:`CheckpointExpiredError` otherwise (a lazy DataFrame evaluated after its checkpoint
     expired fails by name, not on a file GC removed)."""
@@ -81,7 +83,7 @@ def resolve_slatedb_checkpoint(
     checkpoint: uuid.UUID | None,
     tag: str | None,
     lifetime: timedelta,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> uuid.UUID:
     """The checkpoint to read: ``checkpoint``, the tag's, or a new one named ``spark-read`` that
     expires after ``lifetime`` (through the admin handle: slate_ops' rules on names and lifetimes;
@@ -104,7 +106,7 @@ def plan_slatedb_read(
     partitions: int | None = None,
     *,
     min_partitions: int = 1,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> SlateDbReadPlan:
     """At most ``partitions`` key ranges (default: ``min_partitions``, or more so that one holds at
     most 128 MiB of estimated SST bytes) of the checkpoint's manifest."""

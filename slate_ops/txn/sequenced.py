@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -29,6 +28,7 @@ from slate_ops.errors import (
 )
 from slate_ops.layout import join, normalize_db_path, parse_sequenced_key, sequenced_key
 from slate_ops.objstore.base import ObjectMeta, ObjectStore, PutMode, new_put_id, resolve_put_outcome
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.txn.boundary import BoundaryObject
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class SequencedStore(Generic[T]):
         probe_limit: int = 4,
         max_attempts: int = 64,
         cache_ttl_s: float = 60.0,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self._store = store
         self.db_path = normalize_db_path(db_path)
@@ -99,7 +99,7 @@ class SequencedStore(Generic[T]):
         self._probe_limit = probe_limit
         self._max_attempts = max_attempts
         self._cache_ttl_s = cache_ttl_s
-        self._monotonic = monotonic
+        self._clock = clock
         self._cached: Versioned[T] | None = None
         self._cached_etag: str | None = None  # of the cached version's object, as read or written
         self._cached_at = 0.0
@@ -148,7 +148,7 @@ class SequencedStore(Generic[T]):
         """
         with self._lock:
             cached, etag = self._cached, self._cached_etag
-            fresh = self._monotonic() - self._cached_at < self._cache_ttl_s
+            fresh = self._clock.monotonic() - self._cached_at < self._cache_ttl_s
         if cached is not None and fresh:
             latest, latest_etag = self._probe_from(cached, etag)
         else:
@@ -224,7 +224,7 @@ class SequencedStore(Generic[T]):
             if version is None or self._cached is None or version.id >= self._cached.id:
                 self._cached = version
                 self._cached_etag = etag
-                self._cached_at = self._monotonic()
+                self._cached_at = self._clock.monotonic()
 
     # --- committing -----------------------------------------------------------------------------
 

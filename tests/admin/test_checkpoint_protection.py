@@ -19,7 +19,6 @@ from slate_ops import Db, admin
 from slate_ops.admin.checkpoints import protection_of
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import CheckpointProtectedError, InvalidArgumentError, InvalidDurationError
 from slate_ops.gc import GarbageCollector, GcOptions
@@ -28,6 +27,7 @@ from slate_ops.manifest.model import Checkpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.admin.conftest import contents, manifest
 from tests.conftest import snapshot
 from tests.engine.conftest import quiet
@@ -38,16 +38,16 @@ DAY = 86_400.0
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_700_000_000.0)
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> MemoryStore:
+def store(clock: ManualRuntime) -> MemoryStore:
     return MemoryStore(now=lambda: datetime.fromtimestamp(clock.now(), UTC))
 
 
-def write(store: ObjectStore, path: str, clock: ManualClock, keys: range, tag: str) -> None:
+def write(store: ObjectStore, path: str, clock: ManualRuntime, keys: range, tag: str) -> None:
     with Db.open(path, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for i in keys:
             db.put(f"k{i:04d}".encode(), f"{tag}{i}".encode())
@@ -60,7 +60,7 @@ def final_checkpoint(store: ObjectStore, path: str, dependent: str) -> Checkpoin
 
 
 @pytest.fixture
-def family(store: MemoryStore, clock: ManualClock) -> dict[bytes, bytes]:
+def family(store: MemoryStore, clock: ManualRuntime) -> dict[bytes, bytes]:
     """A parent with data and a clone of it reading the parent's SSTs in place; returns the clone's
     contents."""
     write(store, PARENT, clock, range(50), "p")
@@ -68,7 +68,7 @@ def family(store: MemoryStore, clock: ManualClock) -> dict[bytes, bytes]:
     return contents(store, CLONE)
 
 
-def collect(store: ObjectStore, path: str, clock: ManualClock) -> None:
+def collect(store: ObjectStore, path: str, clock: ManualRuntime) -> None:
     """GC of ``path`` a few times, each a day later: past every min age, so whatever is unprotected
     is really deleted."""
     for _ in range(3):
@@ -77,7 +77,7 @@ def collect(store: ObjectStore, path: str, clock: ManualClock) -> None:
 
 
 def test_refreshing_a_final_checkpoint_is_refused_and_the_clone_stays_readable(
-    store: MemoryStore, clock: ManualClock, family: dict[bytes, bytes]
+    store: MemoryStore, clock: ManualRuntime, family: dict[bytes, bytes]
 ) -> None:
     final = final_checkpoint(store, PARENT, CLONE)
     before = snapshot(store)
@@ -95,7 +95,7 @@ def test_refreshing_a_final_checkpoint_is_refused_and_the_clone_stays_readable(
 
 
 def test_deleting_a_final_checkpoint_is_refused_in_the_dry_run_too(
-    store: MemoryStore, clock: ManualClock, family: dict[bytes, bytes]
+    store: MemoryStore, clock: ManualRuntime, family: dict[bytes, bytes]
 ) -> None:
     final = final_checkpoint(store, PARENT, CLONE)
     before = snapshot(store)
@@ -110,7 +110,7 @@ def test_deleting_a_final_checkpoint_is_refused_in_the_dry_run_too(
     assert all(c.id != final.id for c in manifest(store, PARENT).checkpoints)
 
 
-def test_shard_final_checkpoints_are_protected(store: MemoryStore, clock: ManualClock) -> None:
+def test_shard_final_checkpoints_are_protected(store: MemoryStore, clock: ManualRuntime) -> None:
     write(store, PARENT, clock, range(50), "p")
     admin.split(PARENT, store, [b"k0025"], ["fam/left", "fam/right"], clock=clock)
     before = snapshot(store)
@@ -123,7 +123,7 @@ def test_shard_final_checkpoints_are_protected(store: MemoryStore, clock: Manual
     assert snapshot(store) == before
 
 
-def test_merge_target_final_checkpoints_are_protected(store: MemoryStore, clock: ManualClock) -> None:
+def test_merge_target_final_checkpoints_are_protected(store: MemoryStore, clock: ManualRuntime) -> None:
     write(store, "fam/a", clock, range(0, 10), "a")
     write(store, "fam/b", clock, range(10, 20), "b")
     admin.merge(["fam/a", "fam/b"], store, "fam/ab", clock=clock)
@@ -135,7 +135,9 @@ def test_merge_target_final_checkpoints_are_protected(store: MemoryStore, clock:
     assert snapshot(store) == before
 
 
-def add_named(store: ObjectStore, path: str, name: str, lifetime: timedelta, clock: ManualClock) -> uuid.UUID:
+def add_named(
+    store: ObjectStore, path: str, name: str, lifetime: timedelta, clock: ManualRuntime
+) -> uuid.UUID:
     """A checkpoint named as slate_ops names its own (``create_checkpoint`` refuses these names)."""
     manifests = ManifestStore(store, path)
     checkpoint_id = uuid.uuid4()
@@ -155,7 +157,7 @@ def add_named(store: ObjectStore, path: str, name: str, lifetime: timedelta, clo
     ],
 )
 def test_operation_checkpoints_may_be_extended_but_not_shortened_or_deleted(
-    store: MemoryStore, clock: ManualClock, name: str, dependents: tuple[str, ...]
+    store: MemoryStore, clock: ManualRuntime, name: str, dependents: tuple[str, ...]
 ) -> None:
     admin.create_db(PARENT, store)
     checkpoint_id = add_named(store, PARENT, name, timedelta(minutes=15), clock)
@@ -173,7 +175,7 @@ def test_operation_checkpoints_may_be_extended_but_not_shortened_or_deleted(
     assert extended.expire_time_s == clock.now() + 3600
 
 
-def test_a_tag_cannot_be_deleted_as_a_checkpoint(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_tag_cannot_be_deleted_as_a_checkpoint(store: MemoryStore, clock: ManualRuntime) -> None:
     admin.create_db(PARENT, store)
     tag = admin.create_tag(PARENT, store, "v1", clock=clock)
     before = snapshot(store)
@@ -182,7 +184,7 @@ def test_a_tag_cannot_be_deleted_as_a_checkpoint(store: MemoryStore, clock: Manu
     assert snapshot(store) == before
 
 
-def test_ordinary_checkpoints_stay_free(store: MemoryStore, clock: ManualClock) -> None:
+def test_ordinary_checkpoints_stay_free(store: MemoryStore, clock: ManualRuntime) -> None:
     admin.create_db(PARENT, store)
     created = admin.create_checkpoint(
         PARENT, store, CheckpointOptions(lifetime=timedelta(days=1)), clock=clock
@@ -212,7 +214,7 @@ def test_slate_ops_checkpoint_names_are_reserved(store: MemoryStore, name: str) 
     ],
 )
 def test_refresh_lifetimes_are_positive_and_bounded(
-    store: MemoryStore, clock: ManualClock, lifetime: timedelta, words: str
+    store: MemoryStore, clock: ManualRuntime, lifetime: timedelta, words: str
 ) -> None:
     admin.create_db(PARENT, store)
     created = admin.create_checkpoint(PARENT, store, clock=clock)

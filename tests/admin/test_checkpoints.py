@@ -6,7 +6,6 @@ import uuid
 import pytest
 
 from slate_ops import admin
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import (
     CheckpointExpiredError,
@@ -19,14 +18,15 @@ from slate_ops.errors import (
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore, ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 
 DB = "tenants/acme"
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_000_000.0)
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_create_db_writes_initialized_manifest_one() -> None:
 
 
 def test_checkpoint_of_current_manifest_pins_the_version_being_written(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     result = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="1h", name="nightly"), clock=clock)
     assert result.manifest_id == 2
@@ -58,7 +58,7 @@ def test_checkpoint_of_current_manifest_pins_the_version_being_written(
     assert checkpoint.create_time_s == 1_000_000 and checkpoint.expire_time_s == 1_003_600
 
 
-def test_checkpoint_from_source_reuses_its_manifest(store: MemoryStore, clock: ManualClock) -> None:
+def test_checkpoint_from_source_reuses_its_manifest(store: MemoryStore, clock: ManualRuntime) -> None:
     source = admin.create_checkpoint(DB, store, clock=clock)
     admin.create_checkpoint(DB, store, clock=clock)  # the manifest moves on
     derived = admin.create_checkpoint(DB, store, CheckpointOptions(source=source.id), clock=clock)
@@ -68,7 +68,7 @@ def test_checkpoint_from_source_reuses_its_manifest(store: MemoryStore, clock: M
 
 @pytest.mark.parametrize("expired", [False, True])
 def test_missing_or_expired_source_is_refused_and_touches_nothing(
-    store: MemoryStore, clock: ManualClock, expired: bool
+    store: MemoryStore, clock: ManualRuntime, expired: bool
 ) -> None:
     source_id = uuid.uuid4()
     if expired:
@@ -81,7 +81,7 @@ def test_missing_or_expired_source_is_refused_and_touches_nothing(
     assert snapshot(store) == before
 
 
-def test_uninitialized_and_destroyed_databases_are_refused(clock: ManualClock) -> None:
+def test_uninitialized_and_destroyed_databases_are_refused(clock: ManualRuntime) -> None:
     memory = MemoryStore()
     ManifestStore(memory, "clone").create_initial(Manifest(initialized=False))
     ManifestStore(memory, "gone").create_initial(Manifest(destroyed_at_s=5))
@@ -95,7 +95,7 @@ def test_uninitialized_and_destroyed_databases_are_refused(clock: ManualClock) -
     assert snapshot(memory) == before
 
 
-def test_refresh_sets_expiry_from_now(store: MemoryStore, clock: ManualClock) -> None:
+def test_refresh_sets_expiry_from_now(store: MemoryStore, clock: ManualRuntime) -> None:
     from datetime import timedelta
 
     created = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="1min"), clock=clock)
@@ -108,7 +108,9 @@ def test_refresh_sets_expiry_from_now(store: MemoryStore, clock: ManualClock) ->
     assert admin.list_checkpoints(DB, store)[0].expire_time_s is None
 
 
-def test_refresh_of_expired_or_missing_checkpoint_is_refused(store: MemoryStore, clock: ManualClock) -> None:
+def test_refresh_of_expired_or_missing_checkpoint_is_refused(
+    store: MemoryStore, clock: ManualRuntime
+) -> None:
     created = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="5s"), clock=clock)
     clock.advance(5)
     before = snapshot(store)
@@ -119,7 +121,7 @@ def test_refresh_of_expired_or_missing_checkpoint_is_refused(store: MemoryStore,
     assert snapshot(store) == before
 
 
-def test_delete_and_list_by_name(store: MemoryStore, clock: ManualClock) -> None:
+def test_delete_and_list_by_name(store: MemoryStore, clock: ManualRuntime) -> None:
     a = admin.create_checkpoint(DB, store, CheckpointOptions(name="daily"), clock=clock)
     b = admin.create_checkpoint(DB, store, CheckpointOptions(name="daily"), clock=clock)
     admin.create_checkpoint(DB, store, CheckpointOptions(name="other"), clock=clock)
@@ -134,7 +136,7 @@ def test_delete_and_list_by_name(store: MemoryStore, clock: ManualClock) -> None
 
 
 def test_expiry_dry_run_reports_exactly_what_a_real_run_removes(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     short = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="10s"), clock=clock)
     long = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="1day"), clock=clock)
@@ -176,7 +178,7 @@ def test_concurrent_checkpoint_creation_loses_nothing(store: MemoryStore) -> Non
 
 def test_checkpoint_round_trip_on_every_store(store: ObjectStore) -> None:
     """memory, local and S3 (moto on loopback): the same commits through real conditional puts."""
-    clock = ManualClock(5_000.0)
+    clock = ManualRuntime(5_000.0)
     admin.create_db("db", store)
     kept = admin.create_checkpoint("db", store, CheckpointOptions(name="keep"), clock=clock)
     gone = admin.create_checkpoint("db", store, CheckpointOptions(lifetime="1s"), clock=clock)
@@ -189,7 +191,7 @@ def test_checkpoint_round_trip_on_every_store(store: ObjectStore) -> None:
 
 
 def test_expiry_never_falls_short_of_the_lifetime(store: MemoryStore) -> None:
-    clock = ManualClock(100.9)
+    clock = ManualRuntime(100.9)
     created = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="10s"), clock=clock)
     (checkpoint,) = admin.list_checkpoints(DB, store)
     assert checkpoint.id == created.id and checkpoint.expire_time_s == 111

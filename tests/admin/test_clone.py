@@ -11,7 +11,6 @@ import pytest
 
 from slate_ops import CheckpointScope, Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX, SOURCE_CHECKPOINT_PREFIX, clone_manifest
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.lsm import LsmState, SstReaders
@@ -32,6 +31,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from tests.admin.conftest import contents, manifest
 from tests.conftest import snapshot
 from tests.engine.conftest import QUIET_READER, engine_store, quiet, stop_leftover_threads
@@ -43,12 +43,12 @@ FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_
 
 
 def build_parent(
-    store: ObjectStore, path: str = PARENT, clock: ManualClock | None = None
+    store: ObjectStore, path: str = PARENT, clock: ManualRuntime | None = None
 ) -> dict[bytes, bytes]:
     """A parent with a sorted run, an L0 SST and writes only in the WAL; returns its contents."""
     model: dict[bytes, bytes] = {}
     options = quiet(l0_max_ssts=1000)
-    with Db.open(path, store, options, clock=clock or ManualClock()) as db:
+    with Db.open(path, store, options, clock=clock or ManualRuntime()) as db:
         for round_ in range(3):
             for i in range(round_, 60, round_ + 1):
                 key, value = b"k%03d" % i, b"r%d-%d" % (round_, i)
@@ -58,7 +58,7 @@ def build_parent(
             model.pop(b"k%03d" % (round_ * 7), None)
             db.flush_memtable()
     Compactor(path, store, FULL).run_once(full=True)
-    with Db.open(path, store, options, clock=clock or ManualClock()) as db:
+    with Db.open(path, store, options, clock=clock or ManualRuntime()) as db:
         for i in range(0, 60, 5):
             db.put(b"k%03d" % i, b"l0-%d" % i)
             model[b"k%03d" % i] = b"l0-%d" % i
@@ -196,7 +196,7 @@ def test_clone_of_a_clone(store: LocalStore) -> None:
 def test_a_crash_at_every_step_is_completed_by_a_rerun(
     store: LocalStore, given_checkpoint: bool, nested: bool
 ) -> None:
-    clock = ManualClock(1_700_000_000.0)
+    clock = ManualRuntime(1_700_000_000.0)
     model = build_parent(store, clock=clock)
     parent = PARENT
     if nested:
@@ -293,7 +293,7 @@ def test_rerun_of_an_unfinished_clone_with_another_parent_is_refused(store: Loca
 
 
 def test_missing_or_expired_parent_checkpoint_is_refused(store: LocalStore) -> None:
-    clock = ManualClock(1_700_000_000.0)
+    clock = ManualRuntime(1_700_000_000.0)
     build_parent(store, clock=clock)
     short = admin.create_checkpoint(PARENT, store, CheckpointOptions(lifetime="10s"), clock=clock).id
     clock.advance(20)
@@ -306,7 +306,7 @@ def test_missing_or_expired_parent_checkpoint_is_refused(store: LocalStore) -> N
 
 
 def test_an_expired_ephemeral_checkpoint_stops_an_unfinished_clone(store: LocalStore) -> None:
-    clock = ManualClock(1_700_000_000.0)
+    clock = ManualRuntime(1_700_000_000.0)
     model = build_parent(store, clock=clock)
     # A first run that died right after writing the clone manifest (before the final checkpoint).
     ephemeral = admin.create_checkpoint(

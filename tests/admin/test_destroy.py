@@ -14,7 +14,6 @@ from ulid import ULID
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.admin.fleet import discover_databases, latest_manifest_since
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
 from slate_ops.compaction.state import CompactionRecord
 from slate_ops.config import CheckpointOptions
@@ -32,6 +31,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.engine.conftest import QUIET_READER, engine_store, quiet, simulate_crash, stop_leftover_threads
 
@@ -42,8 +42,8 @@ NOW = 1_700_000_000.0
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
+def clock() -> ManualRuntime:
+    return ManualRuntime(NOW)
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def leftovers(store: ObjectStore, path: str) -> set[str]:
 
 
 def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
-    engine_store: ObjectStore, clock: ManualClock
+    engine_store: ObjectStore, clock: ManualRuntime
 ) -> None:
     fill(engine_store)
     writer = Db.open(DB, engine_store, quiet())
@@ -115,7 +115,7 @@ def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
 
 
 def test_soft_destroy_again_keeps_the_first_time_and_a_dry_run_changes_nothing(
-    store: LocalStore, clock: ManualClock
+    store: LocalStore, clock: ManualRuntime
 ) -> None:
     fill(store)
     before = snapshot(store)
@@ -129,7 +129,7 @@ def test_soft_destroy_again_keeps_the_first_time_and_a_dry_run_changes_nothing(
     assert current(store).destroyed_at_s == int(NOW)
 
 
-def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(store: LocalStore, clock: ManualClock) -> None:
+def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(store: LocalStore, clock: ManualRuntime) -> None:
     fill(store)
     checkpoint = admin.create_checkpoint(
         DB, store, CheckpointOptions(lifetime="1h", name="nightly"), clock=clock
@@ -154,7 +154,7 @@ def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(store: LocalStore, 
 
 
 def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
-    engine_store: ObjectStore, clock: ManualClock
+    engine_store: ObjectStore, clock: ManualRuntime
 ) -> None:
     fill(engine_store, "dbs/parent")
     admin.create_clone(DB, "dbs/parent", engine_store, clock=clock)
@@ -185,7 +185,7 @@ def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
 
 @pytest.mark.parametrize("already_soft", [False, True], ids=["live", "soft-destroyed"])
 def test_hard_dry_run_reports_exactly_what_a_real_run_deletes(
-    store: LocalStore, clock: ManualClock, already_soft: bool
+    store: LocalStore, clock: ManualRuntime, already_soft: bool
 ) -> None:
     fill(store, "dbs/parent")
     admin.create_clone(DB, "dbs/parent", store, clock=clock)
@@ -206,7 +206,7 @@ def test_hard_dry_run_reports_exactly_what_a_real_run_deletes(
 
 
 def test_a_crash_at_every_step_of_a_hard_destroy_is_finished_by_a_rerun(
-    store: LocalStore, clock: ManualClock
+    store: LocalStore, clock: ManualRuntime
 ) -> None:
     fill(store, "dbs/parent")
     for n in range(500):
@@ -232,7 +232,7 @@ def test_a_crash_at_every_step_of_a_hard_destroy_is_finished_by_a_rerun(
 
 
 def test_release_external_checkpoints_is_idempotent_and_tolerates_missing_parents(
-    store: LocalStore, clock: ManualClock
+    store: LocalStore, clock: ManualRuntime
 ) -> None:
     fill(store, "dbs/parent")
     clone = admin.create_clone(DB, "dbs/parent", store, clock=clock).value
@@ -246,7 +246,7 @@ def test_release_external_checkpoints_is_idempotent_and_tolerates_missing_parent
 
 
 def test_hard_destroy_deletes_only_its_own_directories_and_spares_nested_databases_and_siblings(
-    store: LocalStore, clock: ManualClock
+    store: LocalStore, clock: ManualRuntime
 ) -> None:
     fill(store)
     fill(store, DB + "/nested", rounds=1)
@@ -267,7 +267,7 @@ def test_hard_destroy_deletes_only_its_own_directories_and_spares_nested_databas
 
 
 def test_a_crash_at_every_step_of_a_soft_destroy_is_finished_by_a_rerun(
-    store: LocalStore, clock: ManualClock
+    store: LocalStore, clock: ManualRuntime
 ) -> None:
     for n in range(100):
         path = f"dbs/db{n}"
@@ -335,7 +335,7 @@ def test_cli_clone_and_destroy(
 GRACE = timedelta(hours=1)
 
 
-def delete(store: ObjectStore, clock: ManualClock, route: str, path: str = DB) -> None:
+def delete(store: ObjectStore, clock: ManualRuntime, route: str, path: str = DB) -> None:
     """Soft destroy, then delete: by hard destroy (what docs/cli.md recommends) or by GC past the grace."""
     admin.destroy(path, store, clock=clock, dry_run=False)
     if route == "hard":
@@ -353,7 +353,7 @@ def manifest_ids(store: ObjectStore, path: str = DB) -> list[int]:
 
 
 def assert_deleted_and_reusable(
-    store: ObjectStore, clock: ManualClock, tombstone_id: int, path: str = DB
+    store: ObjectStore, clock: ManualRuntime, tombstone_id: int, path: str = DB
 ) -> None:
     """The path reads as no database, its tombstone is still the latest manifest, nothing references
     anything missing, and a new database there holds nothing old."""
@@ -378,7 +378,7 @@ def assert_deleted_and_reusable(
 
 @pytest.mark.parametrize("route", ["hard", "gc"])
 def test_a_paused_writer_cannot_acknowledge_commit_or_resurrect_after_a_deletion(
-    store: LocalStore, clock: ManualClock, route: str
+    store: LocalStore, clock: ManualRuntime, route: str
 ) -> None:
     fill(store)
     stale = Db.open(DB, store, quiet(), clock=clock)  # quiet: it does not poll the manifest ("paused")
@@ -399,7 +399,7 @@ def test_a_paused_writer_cannot_acknowledge_commit_or_resurrect_after_a_deletion
 
 @pytest.mark.parametrize("route", ["hard", "gc"])
 def test_a_paused_compactor_cannot_commit_after_a_deletion(
-    store: LocalStore, clock: ManualClock, route: str
+    store: LocalStore, clock: ManualRuntime, route: str
 ) -> None:
     fill(store, rounds=3)
     compactor = Compactor(DB, store, clock=clock)
@@ -424,7 +424,7 @@ def test_a_paused_compactor_cannot_commit_after_a_deletion(
 
 @pytest.mark.parametrize("route", ["hard", "gc"])
 def test_a_stale_admin_process_cannot_commit_after_a_deletion(
-    store: LocalStore, clock: ManualClock, route: str
+    store: LocalStore, clock: ManualRuntime, route: str
 ) -> None:
     fill(store)
     stale = ManifestStore(store, DB)
@@ -438,7 +438,7 @@ def test_a_stale_admin_process_cannot_commit_after_a_deletion(
 
 
 def test_root_database_deletion_spares_objects_of_no_database_and_nested_databases(
-    store: LocalStore, clock: ManualClock
+    store: LocalStore, clock: ManualRuntime
 ) -> None:
     fill(store, "")
     fill(store, "team/db", rounds=1)
@@ -484,7 +484,7 @@ def plant_nested(store: ObjectStore, path: str) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("path", ["", "a", "x/y/a"], ids=["root", "a", "x-y-a"])
 def test_a_database_nested_in_a_reserved_directory_never_breaks_the_outer_one(
-    clock: ManualClock, path: str
+    clock: ManualRuntime, path: str
 ) -> None:
     store = MemoryStore("nested", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
     fill(store, path)

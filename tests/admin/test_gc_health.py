@@ -14,11 +14,11 @@ import pytest
 from slate_ops import Db, admin
 from slate_ops.admin.gc_health import GcHealth
 from slate_ops.admin.handle import DatabaseHandle
-from slate_ops.clock import ManualClock
 from slate_ops.errors import GcFailedError, InvalidArgumentError
 from slate_ops.gc import GcOptions
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.admin.conftest import contents
 from tests.engine.conftest import quiet
 from tests.jsonable import to_jsonable
@@ -68,7 +68,7 @@ def store(local_or_s3_store: ObjectStore) -> ObjectStore:
 
 def test_dead_gc_is_detected_and_a_run_clears_it(engine: str, store: ObjectStore) -> None:
     expected = write(engine, store)
-    clock = ManualClock(time.time())
+    clock = ManualRuntime(time.time())
     handle: DatabaseHandle = admin.open(DB, store, clock=clock)
 
     fresh = handle.gc_health(FAST_GC, intervals=N)
@@ -121,7 +121,7 @@ def test_a_boundary_not_advanced_while_garbage_waits_fails(engine: str, store: O
     time.sleep(0.01)
     admin.open(DB, store).run_gc(FAST_GC, dry_run=False)
     expected = write(engine, store, round_=1)  # every key overwritten
-    clock = ManualClock(time.time())
+    clock = ManualRuntime(time.time())
     handle = admin.open(DB, store, clock=clock)
     assert handle.gc_health(FAST_GC, intervals=N).passed
     clock.advance(N * INTERVAL.total_seconds() + 60)
@@ -156,7 +156,7 @@ def test_the_report_has_the_same_keys_on_both_engines(store: ObjectStore, tmp_pa
 def test_gc_health_reads_only(engine: str, store: ObjectStore) -> None:
     write(engine, store)
     before = {m.key: m.last_modified for m in store.list(f"{DB}/")}
-    clock = ManualClock(time.time() + SIX_DAYS)
+    clock = ManualRuntime(time.time() + SIX_DAYS)
     assert not admin.open(DB, store, clock=clock).gc_health(FAST_GC).passed
     assert {m.key: m.last_modified for m in store.list(f"{DB}/")} == before
 

@@ -20,7 +20,6 @@ from slate_ops.admin.history import ManifestChange
 from slate_ops.admin.rescale import RescaleReport
 from slate_ops.admin.tag_policy import TagPolicy
 from slate_ops.admin.tags import TAGS_SCHEMA
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import (
     CheckpointExpiredError,
@@ -36,6 +35,7 @@ from slate_ops.errors import (
 )
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 
 sdb = pytest.importorskip("slatedb.uniffi")
 
@@ -245,7 +245,7 @@ def test_racing_tag_creations_leave_one_tag(store: LocalStore, replace: bool) ->
 def test_tag_policy_creates_and_retires_as_ours(store: LocalStore) -> None:
     write(store)
     day = 86_400
-    clock = ManualClock(20_000 * day + 3600)
+    clock = ManualRuntime(20_000 * day + 3600)
     h = SlateDbHandle(DB, store, clock=clock)
     policy = TagPolicy(num_retained_max=2)
     for _ in range(3):

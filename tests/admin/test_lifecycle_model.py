@@ -3,7 +3,7 @@
 Random compositions of writes, clones (of clones and of merged databases too, of the current state
 or of a tag), splits, merges (of adjacent shards, and of two clones of one parent taken at different
 times), soft and hard destroys, full compactions, tags, rollbacks and GC of every database, on a
-:class:`MemoryStore` whose ``last_modified`` follows a :class:`ManualClock`. After every rule:
+:class:`MemoryStore` whose ``last_modified`` follows a :class:`ManualRuntime`. After every rule:
 
 * :func:`slate_ops.admin.check_references` finds nothing: every SST any live database can read
   exists, every external entry is pinned by its own final checkpoint, no two entries share one;
@@ -32,7 +32,6 @@ from hypothesis.stateful import (
 
 from slate_ops import Db, DbOptions, DbReader, ReaderOptions, admin
 from slate_ops.admin.tags import TAG_PREFIX
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.errors import InvalidDeletionError
 from slate_ops.gc import GarbageCollector, GcOptions
@@ -40,6 +39,7 @@ from slate_ops.gc.report import GcReport
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
+from slate_ops.runtime import ManualRuntime
 
 WRITER = DbOptions(
     wal_flush_interval=timedelta(hours=1), manifest_poll_interval=timedelta(hours=1), l0_max_ssts=1000
@@ -78,7 +78,7 @@ def pick(data: st.DataObject, items: list[str], label: str) -> str:
 class LifecycleModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.clock = ManualClock()
+        self.clock = ManualRuntime()
         self.store = MemoryStore(now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
         self.dbs: dict[str, Model] = {}
         self.born: dict[str, int] = {ROOT: 0}  # creation order: GC runs newest (dependents) first

@@ -15,7 +15,6 @@ import pytest
 from slate_ops import Db, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.admin.reachability import check_references
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
 from slate_ops.engine.batch import KIND_VALUE
 from slate_ops.engine.wal_store import WalStore
@@ -25,6 +24,7 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from slate_ops.sst import entries_to_table
 from tests.admin.conftest import contents, manifest
 from tests.admin.test_rescale import FULL, SOURCE, build_source, restricted
@@ -35,25 +35,25 @@ DAY = 86_400.0
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_700_000_000.0)
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> MemoryStore:
+def store(clock: ManualRuntime) -> MemoryStore:
     """Objects stamped by ``clock``: GC measures how long an object has been unreferenced by the
     manifests' ``last_modified``, so advancing the clock makes min ages really pass."""
     return MemoryStore(now=lambda: datetime.fromtimestamp(clock.now(), UTC))
 
 
-def write(store: ObjectStore, path: str, clock: ManualClock, items: dict[bytes, bytes]) -> None:
+def write(store: ObjectStore, path: str, clock: ManualRuntime, items: dict[bytes, bytes]) -> None:
     with Db.open(path, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for key, value in items.items():
             db.put(key, value)
         db.flush_memtable()
 
 
-def collect_everything(store: ObjectStore, paths: list[str], clock: ManualClock) -> None:
+def collect_everything(store: ObjectStore, paths: list[str], clock: ManualRuntime) -> None:
     """GC of every database, five times, the clock a day further each time (past every min age
     and the soft-destroy grace), so whatever is unprotected is really gone."""
     for _ in range(5):
@@ -81,7 +81,7 @@ def final_checkpoints(store: ObjectStore, path: str) -> list[str]:
 
 
 def test_each_shard_holds_its_own_final_checkpoint_on_the_source(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     build_source(store, clock=clock)
     admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
@@ -95,7 +95,7 @@ def test_each_shard_holds_its_own_final_checkpoint_on_the_source(
 
 
 def test_a_shard_compacting_away_the_source_leaves_its_sibling_protected(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     model = build_source(store, clock=clock)
     admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
@@ -110,7 +110,9 @@ def test_a_shard_compacting_away_the_source_leaves_its_sibling_protected(
     assert final_checkpoints(store, SOURCE) == [FINAL_CHECKPOINT_PREFIX + "dbs/b"]
 
 
-def test_hard_destroying_a_shard_leaves_its_sibling_protected(store: MemoryStore, clock: ManualClock) -> None:
+def test_hard_destroying_a_shard_leaves_its_sibling_protected(
+    store: MemoryStore, clock: ManualRuntime
+) -> None:
     model = build_source(store, clock=clock)
     admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
     planned = admin.destroy("dbs/a", store, soft=False, dry_run=True, clock=clock)
@@ -131,7 +133,7 @@ def test_hard_destroying_a_shard_leaves_its_sibling_protected(store: MemoryStore
 
 
 def test_a_merge_of_clones_taken_at_different_times_pins_both_states(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     """Clones of one parent at two times, split, and their halves merged: the merged database has
     two entries for the parent, each pinning its own manifest with its own final checkpoint."""
@@ -174,7 +176,9 @@ def test_a_merge_of_clones_taken_at_different_times_pins_both_states(
     assert contents(store, "dbs/merged-clone") == expected
 
 
-def test_shards_of_a_merge_outlive_the_merge_and_its_sources(store: MemoryStore, clock: ManualClock) -> None:
+def test_shards_of_a_merge_outlive_the_merge_and_its_sources(
+    store: MemoryStore, clock: ManualRuntime
+) -> None:
     """Split, merge the shards back, split the merge again, then destroy everything in between."""
     model = build_source(store, clock=clock)
     admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
@@ -197,7 +201,9 @@ def test_shards_of_a_merge_outlive_the_merge_and_its_sources(store: MemoryStore,
 # --- defect 3: a split onto another source's shards ------------------------------------------------
 
 
-def test_a_split_onto_the_shards_of_another_source_is_refused(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_split_onto_the_shards_of_another_source_is_refused(
+    store: MemoryStore, clock: ManualRuntime
+) -> None:
     build_source(store, "dbs/s1", clock=clock)
     build_source(store, "dbs/s2", clock=clock)
     admin.split("dbs/s1", store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
@@ -210,7 +216,7 @@ def test_a_split_onto_the_shards_of_another_source_is_refused(store: MemoryStore
 
 
 def test_a_split_of_a_clone_without_own_ssts_is_recognised_on_a_rerun(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     build_source(store, clock=clock)
     admin.create_clone("dbs/clone", SOURCE, store, clock=clock)  # owns no SST: shards inherit entries
@@ -224,7 +230,7 @@ def test_a_split_of_a_clone_without_own_ssts_is_recognised_on_a_rerun(
 # --- defect 4: a fully flushed database refused for a split ----------------------------------------
 
 
-def test_a_fully_flushed_and_closed_database_can_be_split(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_fully_flushed_and_closed_database_can_be_split(store: MemoryStore, clock: ManualRuntime) -> None:
     model = {b"k%05d" % i: b"v%d" % i for i in range(20_000)}
     with Db.open(SOURCE, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for key, value in model.items():
@@ -243,7 +249,7 @@ def test_a_fully_flushed_and_closed_database_can_be_split(store: MemoryStore, cl
     assert contents(store, "dbs/a") | contents(store, "dbs/b") == model
 
 
-def test_a_wal_sst_newer_than_l0_is_still_refused(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_wal_sst_newer_than_l0_is_still_refused(store: MemoryStore, clock: ManualRuntime) -> None:
     build_source(store, clock=clock)
     with Db.open(SOURCE, store, quiet(), clock=clock) as db:
         db.put(b"k001", b"only-in-the-wal")
@@ -263,7 +269,7 @@ def test_a_wal_sst_newer_than_l0_is_still_refused(store: MemoryStore, clock: Man
 
 
 def test_clones_splits_and_merges_of_shards_of_a_soft_destroyed_source(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     """The new database needs a final checkpoint on the soft-destroyed source its source reads:
     made from the shard's own live final checkpoint there, not refused half-way."""
@@ -288,7 +294,7 @@ def test_clones_splits_and_merges_of_shards_of_a_soft_destroyed_source(
 
 
 def test_an_interrupted_split_of_an_empty_source_finishes_after_the_source_got_data(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     """A re-run compares existing shards with the state the split started from (its checkpoint),
     not with the source's latest state (found by the simulation)."""

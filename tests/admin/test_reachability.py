@@ -26,7 +26,6 @@ from slate_ops.admin.reachability import (
     ReferenceProblem,
     check_references,
 )
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.config import CheckpointOptions
 from slate_ops.gc import GarbageCollector, GcOptions
@@ -35,6 +34,7 @@ from slate_ops.manifest.model import Manifest, resolve_sst_path
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import CountingStore, FaultInjectingStore, MemoryStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import quiet, stop_leftover_threads
 
 FIXTURES = (stop_leftover_threads,)
@@ -49,7 +49,7 @@ class Family:
     """A memory store whose ``last_modified`` follows a manual clock, and helpers to build a family."""
 
     def __init__(self) -> None:
-        self.clock = ManualClock()
+        self.clock = ManualRuntime()
         self.store = MemoryStore(now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
 
     def write(self, path: str, keys: range, tag: str) -> None:

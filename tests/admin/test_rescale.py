@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from slate_ops import Db, admin
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
-from slate_ops.clock import SYSTEM_CLOCK, Clock, ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.errors import (
     CloneMismatchError,
@@ -30,6 +29,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime, Runtime
 from tests.admin.conftest import contents, manifest
 from tests.conftest import snapshot
 from tests.engine.conftest import engine_store, quiet, stop_leftover_threads
@@ -41,7 +41,7 @@ FULL = CompactorOptions(min_sources=2, target_sst_bytes=2048, max_subcompaction_
 
 
 def build_source(
-    store: ObjectStore, path: str = SOURCE, keys: range = range(100), *, clock: Clock = SYSTEM_CLOCK
+    store: ObjectStore, path: str = SOURCE, keys: range = range(100), *, clock: Runtime = SYSTEM_RUNTIME
 ) -> dict[bytes, bytes]:
     """Sorted runs from a full compaction plus L0 SSTs (with tombstones) on top; WAL fully flushed."""
     model: dict[bytes, bytes] = {}
@@ -214,7 +214,7 @@ def test_union_renames_colliding_sst_ids_and_reads_both_files(tmp_path: Path) ->
 
 def test_shards_compact_and_gc_without_losing_data(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
-    clock = ManualClock(1_700_000_000.0)
+    clock = ManualRuntime(1_700_000_000.0)
     model = build_source(store)
     admin.split(SOURCE, store, [b"k050"], ["dbs/a", "dbs/b"], clock=clock)
     with Db.open("dbs/a", store, quiet(), clock=clock) as db:

@@ -11,7 +11,6 @@ import pytest
 from ulid import ULID
 
 from slate_ops import Db, DbReader, admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbDestroyedError, FencedError, TagNotFoundError
@@ -22,6 +21,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import FaultInjectingStore, SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.engine.conftest import quiet, simulate_crash
 
@@ -30,18 +30,18 @@ FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_000_000.0)
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> MemoryStore:
+def store(clock: ManualRuntime) -> MemoryStore:
     memory = MemoryStore("rollback", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
     admin.create_db(DB, memory)
     return memory
 
 
-def content(store: ObjectStore, clock: ManualClock, checkpoint: object = None) -> dict[bytes, bytes]:
+def content(store: ObjectStore, clock: ManualRuntime, checkpoint: object = None) -> dict[bytes, bytes]:
     """What a reader sees: of the tag's checkpoint, or of the current state."""
     reader = DbReader.open(DB, store, checkpoint_id=checkpoint, clock=clock)  # type: ignore[arg-type]
     try:
@@ -50,12 +50,12 @@ def content(store: ObjectStore, clock: ManualClock, checkpoint: object = None) -
         reader.close()
 
 
-def writer(store: ObjectStore, clock: ManualClock) -> Db:
+def writer(store: ObjectStore, clock: ManualRuntime) -> Db:
     return Db.open(DB, store, quiet(l0_max_ssts=1000), clock=clock)
 
 
 @pytest.fixture
-def tagged(store: MemoryStore, clock: ManualClock) -> Iterator[tuple[Db, dict[bytes, bytes]]]:
+def tagged(store: MemoryStore, clock: ManualRuntime) -> Iterator[tuple[Db, dict[bytes, bytes]]]:
     """A tag ``t`` over a sorted run, an L0 SST and WAL-only writes; then later writes in L0 and in
     two WAL SSTs by a writer that is still open. Yields it and the tag's content."""
     with writer(store, clock) as db:
@@ -94,7 +94,7 @@ def tagged(store: MemoryStore, clock: ManualClock) -> Iterator[tuple[Db, dict[by
 
 
 def test_rollback_restores_the_tag_and_fences_the_old_writer(
-    store: MemoryStore, clock: ManualClock, tagged: tuple[Db, dict[bytes, bytes]]
+    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     old, expected = tagged
     before = admin.read_manifest(DB, store)
@@ -152,7 +152,7 @@ def test_rollback_restores_the_tag_and_fences_the_old_writer(
 
 
 def test_dry_run_writes_nothing_and_reports_exactly_the_real_run(
-    store: MemoryStore, clock: ManualClock, tagged: tuple[Db, dict[bytes, bytes]]
+    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     sst_id = ULID()
     before = snapshot(store)
@@ -165,7 +165,7 @@ def test_dry_run_writes_nothing_and_reports_exactly_the_real_run(
     assert store.head(sst_key(DB, sst_id)).size == real.flushed_sst.info.size_bytes
 
 
-def test_rolling_back_to_the_current_state_keeps_everything(store: MemoryStore, clock: ManualClock) -> None:
+def test_rolling_back_to_the_current_state_keeps_everything(store: MemoryStore, clock: ManualRuntime) -> None:
     with writer(store, clock) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
@@ -179,7 +179,7 @@ def test_rolling_back_to_the_current_state_keeps_everything(store: MemoryStore, 
     assert content(store, clock) == {b"a": b"1", b"b": b"2"}
 
 
-def test_tag_without_wal_writes_needs_no_flush(store: MemoryStore, clock: ManualClock) -> None:
+def test_tag_without_wal_writes_needs_no_flush(store: MemoryStore, clock: ManualRuntime) -> None:
     with writer(store, clock) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
@@ -193,7 +193,7 @@ def test_tag_without_wal_writes_needs_no_flush(store: MemoryStore, clock: Manual
 
 
 def test_a_running_compactor_cannot_commit_after_the_rollback(
-    store: MemoryStore, clock: ManualClock, tagged: tuple[Db, dict[bytes, bytes]]
+    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     _, expected = tagged
     compactor = Compactor(DB, store, FULL, clock=clock)
@@ -204,7 +204,7 @@ def test_a_running_compactor_cannot_commit_after_the_rollback(
 
 
 def test_unknown_tag_and_destroyed_database_are_refused_and_write_nothing(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     admin.create_tag(DB, store, "t", clock=clock)
     before = snapshot(store)
@@ -230,7 +230,7 @@ def test_unknown_tag_and_destroyed_database_are_refused_and_write_nothing(
 )
 def test_a_rerun_after_a_crash_completes(
     store: MemoryStore,
-    clock: ManualClock,
+    clock: ManualRuntime,
     tagged: tuple[Db, dict[bytes, bytes]],
     op: str,
     key: str,
@@ -257,7 +257,7 @@ def test_a_rerun_after_a_crash_completes(
 
 
 def test_gc_after_rollback_keeps_the_tag_and_drops_the_discarded_state(
-    store: MemoryStore, clock: ManualClock, tagged: tuple[Db, dict[bytes, bytes]]
+    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     _, expected = tagged
     report = admin.rollback_to_tag(DB, store, "t", dry_run=False, clock=clock)
@@ -275,7 +275,7 @@ def test_gc_after_rollback_keeps_the_tag_and_drops_the_discarded_state(
         assert dict(db.scan()) == expected
 
 
-def test_rollback_on_the_local_store(tmp_path: Path, clock: ManualClock) -> None:
+def test_rollback_on_the_local_store(tmp_path: Path, clock: ManualRuntime) -> None:
     local = LocalStore(tmp_path / "store")
     admin.create_db(DB, local)
     with writer(local, clock) as db:

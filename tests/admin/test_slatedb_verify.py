@@ -14,13 +14,13 @@ from slate_ops import admin
 from slate_ops.admin.handle import SlateDbHandle
 from slate_ops.admin.handle.slatedb_verify import verify
 from slate_ops.admin.verify import CHECKS, CheckResult, Severity
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engines.slatedb.views import SortedRunView
 from slate_ops.gc import GcOptions
 from slate_ops.layout import manifest_key
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.slatedb_support import write_slatedb
 
 DB = "dbs/verify"
@@ -40,8 +40,8 @@ def by_name(results: list[CheckResult]) -> dict[str, CheckResult]:
     return {r.name: r for r in results}
 
 
-def handle_of(store: LocalStore, clock: ManualClock | None = None) -> SlateDbHandle:
-    h = admin.open(DB, store, clock=clock or ManualClock(time.time()))
+def handle_of(store: LocalStore, clock: ManualRuntime | None = None) -> SlateDbHandle:
+    h = admin.open(DB, store, clock=clock or ManualRuntime(time.time()))
     assert isinstance(h, SlateDbHandle)
     return h
 
@@ -105,7 +105,7 @@ def test_a_checkpoint_whose_manifest_is_gone_fails(sdb: Any, store: LocalStore) 
 
 def test_an_expired_checkpoint_still_listed_warns(sdb: Any, store: LocalStore) -> None:
     write(sdb, store)
-    clock = ManualClock(time.time())
+    clock = ManualRuntime(time.time())
     h = handle_of(store, clock)
     created = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(minutes=5)))
     assert by_name(h.verify())["no_expired_checkpoints"].passed

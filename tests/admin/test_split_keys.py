@@ -12,7 +12,6 @@ from ulid import ULID
 
 from slate_ops import Db, admin
 from slate_ops.admin.split_keys import balanced_ranges, split_points, visible_blocks
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError, InvalidArgumentError
@@ -21,6 +20,7 @@ from slate_ops.manifest.model import CompactedSst, KeyRange, SstView
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import GetResult
+from slate_ops.runtime import ManualRuntime
 from slate_ops.sst import KIND_VALUE, SstReader, encode_sst, entries_to_table
 from tests.engine.conftest import quiet
 
@@ -118,7 +118,7 @@ def test_n_below_one_is_refused_and_n_one_or_an_empty_db_gives_no_keys() -> None
 
 
 def test_checkpoint_pins_the_weighed_state() -> None:
-    clock = ManualClock(1_000_000.0)
+    clock = ManualRuntime(1_000_000.0)
     store = MemoryStore(f"split-{uuid.uuid4().hex}")
     with Db.open(DB, store, quiet(), clock=clock) as db:
         for i in range(2000):

@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.tag_policy import TagPolicy, apply_tag_policy
-from slate_ops.clock import ManualClock
 from slate_ops.errors import DbDestroyedError
 from slate_ops.objstore import MemoryStore
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.engine.conftest import quiet
 
@@ -27,12 +27,12 @@ def at(text: str) -> float:
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(at("2024-01-05T01:00"))
+def clock() -> ManualRuntime:
+    return ManualRuntime(at("2024-01-05T01:00"))
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> MemoryStore:
+def store(clock: ManualRuntime) -> MemoryStore:
     memory = MemoryStore("policy", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
     admin.create_db(DB, memory)
     return memory
@@ -77,7 +77,7 @@ def test_periods_start_at_create_time_every_interval_from_the_epoch_day() -> Non
 
 
 def test_dry_run_writes_nothing_and_reports_exactly_the_real_run(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     policy = TagPolicy(num_retained_max=2)
     checkpoint_id = uuid.uuid4()
@@ -90,7 +90,7 @@ def test_dry_run_writes_nothing_and_reports_exactly_the_real_run(
     assert names(store) == ["auto-2024-01-05"] and real.manifest_id == 2
 
 
-def test_applying_twice_at_the_same_time_changes_nothing(store: MemoryStore, clock: ManualClock) -> None:
+def test_applying_twice_at_the_same_time_changes_nothing(store: MemoryStore, clock: ManualRuntime) -> None:
     policy = TagPolicy(num_retained_max=1, expire_after="2days")
     first = apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
     assert first.created is not None and first.deleted == ()
@@ -103,7 +103,7 @@ def test_applying_twice_at_the_same_time_changes_nothing(store: MemoryStore, clo
 
 
 def test_days_pass_tags_are_created_and_only_the_newest_are_kept(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     manual = admin.create_tag(DB, store, "release-1", clock=clock)
     look_alike = admin.create_tag(DB, store, "auto-2024-01-01-manual", clock=clock)
@@ -127,7 +127,7 @@ def test_days_pass_tags_are_created_and_only_the_newest_are_kept(
     assert tags["tag:auto-2024-01-01-manual"] == look_alike.checkpoint_id
 
 
-def test_expired_tags_are_deleted_and_never_created_again(store: MemoryStore, clock: ManualClock) -> None:
+def test_expired_tags_are_deleted_and_never_created_again(store: MemoryStore, clock: ManualRuntime) -> None:
     policy = TagPolicy(create_time="00:00", expire_after="36h")
     admin.create_tag(DB, store, "auto-2023-12-01", clock=clock)  # an old one, by name the policy's
     report = apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
@@ -147,7 +147,7 @@ def test_expired_tags_are_deleted_and_never_created_again(store: MemoryStore, cl
     assert names(store) == ["auto-2024-01-06"]
 
 
-def test_the_created_tag_covers_writes_only_in_the_wal(store: MemoryStore, clock: ManualClock) -> None:
+def test_the_created_tag_covers_writes_only_in_the_wal(store: MemoryStore, clock: ManualRuntime) -> None:
     with Db.open(DB, store, quiet(), clock=clock) as db:
         db.put(b"a", b"l0")
         db.flush_memtable()
@@ -163,7 +163,9 @@ def test_the_created_tag_covers_writes_only_in_the_wal(store: MemoryStore, clock
         reader.close()
 
 
-def test_destroyed_database_is_refused_and_nothing_is_written(store: MemoryStore, clock: ManualClock) -> None:
+def test_destroyed_database_is_refused_and_nothing_is_written(
+    store: MemoryStore, clock: ManualRuntime
+) -> None:
     admin.destroy(DB, store, clock=clock, dry_run=False)
     before = snapshot(store)
     for dry_run in (True, False):

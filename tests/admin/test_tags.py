@@ -10,7 +10,6 @@ import pytest
 
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.tags import TAG_PREFIX, TAGS_SCHEMA
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import (
@@ -24,6 +23,7 @@ from slate_ops.errors import (
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.engine.conftest import quiet
 
@@ -32,18 +32,18 @@ FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_000_000.0)
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> MemoryStore:
+def store(clock: ManualRuntime) -> MemoryStore:
     memory = MemoryStore("tags", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
     admin.create_db(DB, memory)
     return memory
 
 
-def write(store: MemoryStore, clock: ManualClock, value: bytes, keys: int = 30) -> None:
+def write(store: MemoryStore, clock: ManualRuntime, value: bytes, keys: int = 30) -> None:
     with Db.open(DB, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for i in range(keys):
             db.put(b"k%03d" % i, value + b"-%d" % i)
@@ -51,7 +51,7 @@ def write(store: MemoryStore, clock: ManualClock, value: bytes, keys: int = 30) 
 
 
 def test_tag_of_current_manifest_is_a_named_never_expiring_checkpoint(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     tag = admin.create_tag(DB, store, "v1.0", clock=clock)
     assert tag.name == "v1.0" and tag.manifest_id == 2 and tag.create_time_s == 1_000_000
@@ -61,7 +61,7 @@ def test_tag_of_current_manifest_is_a_named_never_expiring_checkpoint(
     assert admin.read_manifest(DB, store).id == 2
 
 
-def test_tag_of_a_checkpoint_reuses_its_manifest(store: MemoryStore, clock: ManualClock) -> None:
+def test_tag_of_a_checkpoint_reuses_its_manifest(store: MemoryStore, clock: ManualRuntime) -> None:
     source = admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="1h"), clock=clock)
     admin.create_checkpoint(DB, store, clock=clock)  # the manifest moves on
     tag = admin.create_tag(DB, store, "nightly", checkpoint=source.id, clock=clock)
@@ -71,7 +71,7 @@ def test_tag_of_a_checkpoint_reuses_its_manifest(store: MemoryStore, clock: Manu
 
 @pytest.mark.parametrize("expired", [False, True])
 def test_tag_of_missing_or_expired_checkpoint_is_refused(
-    store: MemoryStore, clock: ManualClock, expired: bool
+    store: MemoryStore, clock: ManualRuntime, expired: bool
 ) -> None:
     source_id = uuid.uuid4()
     if expired:
@@ -95,7 +95,7 @@ def test_longest_name_is_accepted(store: MemoryStore) -> None:
     assert admin.create_tag(DB, store, "x" * 200).name == "x" * 200
 
 
-def test_duplicate_name_is_refused_and_writes_nothing(store: MemoryStore, clock: ManualClock) -> None:
+def test_duplicate_name_is_refused_and_writes_nothing(store: MemoryStore, clock: ManualRuntime) -> None:
     first = admin.create_tag(DB, store, "release", clock=clock)
     before = snapshot(store)
     with pytest.raises(TagExistsError, match=str(first.checkpoint_id)):
@@ -106,7 +106,7 @@ def test_duplicate_name_is_refused_and_writes_nothing(store: MemoryStore, clock:
     admin.create_tag(DB, store, "other", clock=clock)
 
 
-def test_replace_swaps_the_tag_in_one_commit(store: MemoryStore, clock: ManualClock) -> None:
+def test_replace_swaps_the_tag_in_one_commit(store: MemoryStore, clock: ManualRuntime) -> None:
     old = admin.create_tag(DB, store, "release", clock=clock)
     admin.create_checkpoint(DB, store, clock=clock)
     clock.advance(5)
@@ -120,14 +120,14 @@ def test_replace_swaps_the_tag_in_one_commit(store: MemoryStore, clock: ManualCl
     assert admin.list_tags(DB, store).column("tag_name").to_pylist() == ["release"]
 
 
-def test_replace_from_the_old_tags_own_checkpoint(store: MemoryStore, clock: ManualClock) -> None:
+def test_replace_from_the_old_tags_own_checkpoint(store: MemoryStore, clock: ManualRuntime) -> None:
     old = admin.create_tag(DB, store, "release", clock=clock)
     new = admin.create_tag(DB, store, "release", checkpoint=old.checkpoint_id, replace=True, clock=clock)
     assert new.manifest_id == old.manifest_id and new.checkpoint_id != old.checkpoint_id
     assert [c.id for c in admin.list_checkpoints(DB, store)] == [new.checkpoint_id]
 
 
-def test_delete_and_missing_delete(store: MemoryStore, clock: ManualClock) -> None:
+def test_delete_and_missing_delete(store: MemoryStore, clock: ManualRuntime) -> None:
     tag = admin.create_tag(DB, store, "gone", clock=clock)
     keep = admin.create_checkpoint(DB, store, clock=clock)
     before = snapshot(store)
@@ -142,7 +142,7 @@ def test_delete_and_missing_delete(store: MemoryStore, clock: ManualClock) -> No
     assert snapshot(store) == before
 
 
-def test_list_tags_schema_and_values(store: MemoryStore, clock: ManualClock) -> None:
+def test_list_tags_schema_and_values(store: MemoryStore, clock: ManualRuntime) -> None:
     empty = admin.list_tags(DB, store)
     assert empty.schema == TAGS_SCHEMA and empty.num_rows == 0
     write(store, clock, b"a")
@@ -171,7 +171,7 @@ def test_list_tags_schema_and_values(store: MemoryStore, clock: ManualClock) -> 
     assert rows[0]["record_count"] == 30 and rows[1]["record_count"] == 40
 
 
-def test_tag_survives_expiry_compaction_and_gc(store: MemoryStore, clock: ManualClock) -> None:
+def test_tag_survives_expiry_compaction_and_gc(store: MemoryStore, clock: ManualRuntime) -> None:
     write(store, clock, b"old")
     tag = admin.create_tag(DB, store, "keep", clock=clock)
     admin.create_checkpoint(DB, store, CheckpointOptions(lifetime="10s"), clock=clock)

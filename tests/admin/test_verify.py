@@ -23,7 +23,6 @@ from slate_ops.admin.verify import (
     failed,
     verify_db,
 )
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import DbNotFoundError, InvalidArgumentError
@@ -32,6 +31,7 @@ from slate_ops.manifest.model import KeyRange, Manifest, SortedRun, resolve_sst_
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import CountingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from slate_ops.txn.boundary import BoundaryObject
 from tests.admin.conftest import manifest
 from tests.engine.conftest import quiet, stop_leftover_threads
@@ -45,8 +45,8 @@ FULL = CompactorOptions(min_sources=2, target_sst_bytes=2048, max_subcompaction_
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_700_000_000.0)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def store() -> MemoryStore:
     return MemoryStore()
 
 
-def build(store: ObjectStore, clock: ManualClock, path: str = DB) -> None:
+def build(store: ObjectStore, clock: ManualRuntime, path: str = DB) -> None:
     """A sorted run of several SSTs (full compaction) and one L0 SST on top; the WAL flushed."""
     options = quiet(l0_max_ssts=1000)
     with Db.open(path, store, options, clock=clock) as db:
@@ -69,13 +69,13 @@ def build(store: ObjectStore, clock: ManualClock, path: str = DB) -> None:
         db.flush_memtable()
 
 
-def results(store: ObjectStore, path: str, clock: ManualClock, **kwargs: int) -> dict[str, CheckResult]:
+def results(store: ObjectStore, path: str, clock: ManualRuntime, **kwargs: int) -> dict[str, CheckResult]:
     checked = verify_db(path, store, clock=clock, **kwargs)
     assert [r.name for r in checked] == list(CHECKS)
     return {r.name: r for r in checked}
 
 
-def only_failure(store: ObjectStore, path: str, clock: ManualClock, **kwargs: int) -> CheckResult:
+def only_failure(store: ObjectStore, path: str, clock: ManualRuntime, **kwargs: int) -> CheckResult:
     bad = failed(verify_db(path, store, clock=clock, **kwargs))
     assert len(bad) == 1, bad
     return bad[0]
@@ -92,7 +92,7 @@ def update(store: ObjectStore, path: str, change: dict[str, object]) -> Versione
 
 
 def test_every_check_passes_on_a_healthy_database_a_clone_and_shards(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     build(store, clock)
     admin.create_checkpoint(
@@ -115,7 +115,7 @@ def test_every_check_passes_on_a_healthy_database_a_clone_and_shards(
 
 
 def test_cost_is_one_head_per_distinct_sst_and_nothing_is_written(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     build(store, clock)
     admin.create_checkpoint(DB, store, CheckpointOptions(name="a"), clock=clock)
@@ -141,7 +141,7 @@ def test_cost_is_one_head_per_distinct_sst_and_nothing_is_written(
 
 
 def test_a_destroyed_database_is_not_checked_and_a_missing_one_is_an_error(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     with pytest.raises(DbNotFoundError):
         verify_db(DB, store, clock=clock)
@@ -159,7 +159,7 @@ def test_a_destroyed_database_is_not_checked_and_a_missing_one_is_an_error(
 
 
 def test_a_missing_sst_is_named_with_the_manifests_that_need_it(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     build(store, clock)
     current = manifest(store, DB)
@@ -172,7 +172,7 @@ def test_a_missing_sst_is_named_with_the_manifests_that_need_it(
     assert key in problem and f"SST {view.sst_id}" in problem and "latest manifest" in problem
 
 
-def test_an_sst_only_a_live_checkpoint_needs_is_checked_too(store: MemoryStore, clock: ManualClock) -> None:
+def test_an_sst_only_a_live_checkpoint_needs_is_checked_too(store: MemoryStore, clock: ManualRuntime) -> None:
     build(store, clock)
     pinned = admin.create_checkpoint(
         DB, store, CheckpointOptions(lifetime=timedelta(hours=1), name="pin"), clock=clock
@@ -190,7 +190,7 @@ def test_an_sst_only_a_live_checkpoint_needs_is_checked_too(store: MemoryStore, 
     assert {r.name for r in failed(verify_db(DB, store, clock=clock))} == {NO_EXPIRED_CHECKPOINTS}
 
 
-def test_a_clones_missing_sst_resolves_to_its_parents_path(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_clones_missing_sst_resolves_to_its_parents_path(store: MemoryStore, clock: ManualRuntime) -> None:
     build(store, clock)
     admin.create_clone(CLONE, DB, store, clock=clock)
     sst = manifest(store, CLONE).compacted[0].views[-1].sst_id
@@ -201,7 +201,7 @@ def test_a_clones_missing_sst_resolves_to_its_parents_path(store: MemoryStore, c
 
 
 def test_overlapping_or_unordered_views_in_a_sorted_run_are_named(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     build(store, clock)
     run = manifest(store, DB).compacted[0]
@@ -231,7 +231,7 @@ def test_overlapping_or_unordered_views_in_a_sorted_run_are_named(
     assert not failed(verify_db(DB, store, clock=clock))
 
 
-def test_a_live_checkpoints_missing_manifest_is_named(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_live_checkpoints_missing_manifest_is_named(store: MemoryStore, clock: ManualRuntime) -> None:
     build(store, clock)
     pinned = admin.create_checkpoint(
         DB, store, CheckpointOptions(lifetime=timedelta(hours=1), name="pin"), clock=clock
@@ -249,7 +249,7 @@ def test_a_live_checkpoints_missing_manifest_is_named(store: MemoryStore, clock:
 
 
 def test_an_expired_checkpoint_that_lingers_is_named_with_its_expiry(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     admin.create_db(DB, store)
     created = admin.create_checkpoint(
@@ -269,7 +269,7 @@ def test_an_expired_checkpoint_that_lingers_is_named_with_its_expiry(
 
 
 def test_l0_warns_at_the_threshold_and_fails_as_an_error_at_l0_max_ssts(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     with Db.open(DB, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for i in range(8):
@@ -285,7 +285,7 @@ def test_l0_warns_at_the_threshold_and_fails_as_an_error_at_l0_max_ssts(
     assert not results(store, DB, clock)[L0_BELOW_THRESHOLD].passed
 
 
-def test_a_boundary_at_or_above_the_latest_id_is_named(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_boundary_at_or_above_the_latest_id_is_named(store: MemoryStore, clock: ManualRuntime) -> None:
     build(store, clock)
     manifests = ManifestStore(store, DB)
     latest = manifests.read_latest_required().id

@@ -12,9 +12,9 @@ import pytest
 
 from slate_ops import admin
 from slate_ops.cli import main
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import open_store
+from slate_ops.runtime import ManualRuntime
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_checkpoint_lifecycle_in_json(store_url: str, capsys: pytest.CaptureFixt
 
 def test_expire_checkpoints_defaults_to_dry_run(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     run(capsys, "--path", "db", "create-db")
-    an_hour_ago = ManualClock(time.time() - 3600)
+    an_hour_ago = ManualRuntime(time.time() - 3600)
     admin.create_checkpoint("db", open_store(store_url), CheckpointOptions(lifetime="10s"), clock=an_hour_ago)
     run(capsys, "--path", "db", "create-checkpoint", "-l", "1day")
     _, dry, _ = run(capsys, "--path", "db", "expire-checkpoints")

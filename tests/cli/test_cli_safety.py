@@ -25,10 +25,10 @@ from slate_ops import Db, admin
 from slate_ops.cli import main
 from slate_ops.cli.command import Command
 from slate_ops.cli.main import GROUPS, build_parser
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import open_store
 from slate_ops.objstore.url import mistyped_scheme
+from slate_ops.runtime import ManualRuntime
 
 SECRET = "S3CR3T-cli-0123"
 
@@ -128,7 +128,7 @@ def populated(store_root: Path) -> Path:
         db.put(b"a", b"1")
         db.flush()
         db.put(b"b", b"2")
-    an_hour_ago = ManualClock(time.time() - 3600)
+    an_hour_ago = ManualRuntime(time.time() - 3600)
     admin.create_checkpoint(
         "db", store, CheckpointOptions.model_validate({"lifetime": "1min"}), clock=an_hour_ago
     )

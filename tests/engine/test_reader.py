@@ -5,13 +5,13 @@ from datetime import timedelta
 import pytest
 
 from slate_ops import Db, DbReader, ReaderOptions
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError
 from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import QUIET, QUIET_READER
 
 
@@ -43,7 +43,7 @@ def test_reader_with_checkpoint_sees_a_fixed_state(engine_store: ObjectStore) ->
 
 
 def test_reader_refuses_missing_or_expired_checkpoints(memory: MemoryStore) -> None:
-    clock = ManualClock(1_000.0)
+    clock = ManualRuntime(1_000.0)
     with Db.open("db", memory, QUIET, clock=clock) as db:
         short = db.create_checkpoint(options=CheckpointOptions(lifetime="10s"))
     import uuid
@@ -84,7 +84,7 @@ def test_managed_reader_follows_the_writer_without_fencing_it(engine_store: Obje
 
 
 def test_polls_without_change_do_not_write_the_manifest(memory: MemoryStore) -> None:
-    clock = ManualClock(10_000.0)
+    clock = ManualRuntime(10_000.0)
     options = ReaderOptions(
         manifest_poll_interval=timedelta(minutes=1), checkpoint_lifetime=timedelta(minutes=10)
     )
@@ -163,7 +163,7 @@ def test_writer_scan_pins_the_writer_checkpoint(memory: MemoryStore) -> None:
 
 
 def test_an_expired_reader_checkpoint_is_replaced_not_revived(memory: MemoryStore) -> None:
-    clock = ManualClock(50_000.0)
+    clock = ManualRuntime(50_000.0)
     options = ReaderOptions(
         manifest_poll_interval=timedelta(minutes=1), checkpoint_lifetime=timedelta(minutes=10)
     )

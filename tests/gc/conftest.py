@@ -7,29 +7,29 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from slate_ops import Db
-from slate_ops.clock import ManualClock
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import engine_store, memory, quiet, stop_leftover_threads  # noqa: F401  (fixtures)
 
 MIN_AGE = 300.0  # SlateDB's default, the GcOptions default
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_700_000_000.0)
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> MemoryStore:
+def store(clock: ManualRuntime) -> MemoryStore:
     """Objects are stamped with the manual clock's time, so ages are exact."""
     return MemoryStore("gc", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
 
 
-def gc(store: ObjectStore, clock: ManualClock, path: str = "db", **options: object) -> GarbageCollector:
+def gc(store: ObjectStore, clock: ManualRuntime, path: str = "db", **options: object) -> GarbageCollector:
     return GarbageCollector(path, store, GcOptions.model_validate(options), clock=clock)
 
 
@@ -48,7 +48,7 @@ def latest(store: ObjectStore, path: str = "db") -> tuple[int, Manifest]:
 
 
 def write_rounds(
-    store: ObjectStore, clock: ManualClock, rounds: int, *, path: str = "db", keys_per_round: int = 20
+    store: ObjectStore, clock: ManualRuntime, rounds: int, *, path: str = "db", keys_per_round: int = 20
 ) -> dict[bytes, bytes]:
     """``rounds`` L0 SSTs (each after a WAL flush), 10 s apart; returns the model."""
     model: dict[bytes, bytes] = {}

@@ -12,10 +12,10 @@ import pytest
 
 from slate_ops import Db
 from slate_ops.cli import main
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.errors import ObjectStoreError
 from slate_ops.objstore import LocalStore
+from slate_ops.runtime import ManualRuntime
 from tests.gc.conftest import quiet
 
 
@@ -30,7 +30,7 @@ def root(tmp_path: Path) -> Path:
                 db.put(b"k%03d" % i, b"v%d" % round_)
             db.flush()
             db.flush_memtable()
-    a_day_ago = ManualClock(time.time() - 86_400)  # its 1 s compaction checkpoint expired long ago
+    a_day_ago = ManualRuntime(time.time() - 86_400)  # its 1 s compaction checkpoint expired long ago
     options = CompactorOptions(min_sources=2, compaction_checkpoint_lifetime="1s")
     compactor = Compactor("db", store, options, clock=a_day_ago)
     compactor.run_once()

@@ -11,7 +11,6 @@ import pytest
 
 from slate_ops import Db, DbReader
 from slate_ops.admin import create_clone, destroy, list_checkpoints
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbNotFoundError, GcFailedError, SlateOpsError
@@ -19,6 +18,7 @@ from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from slate_ops.sst import entries_to_table
 from tests.conftest import snapshot
 from tests.gc.conftest import MIN_AGE, gc, keys, latest, quiet, write_rounds
@@ -26,7 +26,7 @@ from tests.gc.conftest import MIN_AGE, gc, keys, latest, quiet, write_rounds
 FULL = CompactorOptions(compaction_checkpoint_lifetime=timedelta(seconds=1))
 
 
-def full_compaction(store: MemoryStore, path: str, clock: ManualClock) -> None:
+def full_compaction(store: MemoryStore, path: str, clock: ManualRuntime) -> None:
     compactor = Compactor(path, store, FULL, clock=clock)
     try:
         assert compactor.run_once(full=True) is not None
@@ -35,7 +35,7 @@ def full_compaction(store: MemoryStore, path: str, clock: ManualClock) -> None:
 
 
 def test_clone_is_detached_once_its_compaction_rewrote_every_parent_sst(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     model = write_rounds(store, clock, 3, path="parent")
     create_clone("clone", "parent", store, clock=clock)
@@ -72,7 +72,7 @@ def test_clone_is_detached_once_its_compaction_rewrote_every_parent_sst(
 
 
 def test_soft_destroyed_database_is_deleted_after_the_grace_period(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     write_rounds(store, clock, 2)
     write_rounds(store, clock, 1, path="neighbour")
@@ -99,7 +99,7 @@ def test_soft_destroyed_database_is_deleted_after_the_grace_period(
     assert snapshot(store, "neighbour/") == neighbour
 
 
-def test_destroyed_database_with_a_live_checkpoint_waits(store: MemoryStore, clock: ManualClock) -> None:
+def test_destroyed_database_with_a_live_checkpoint_waits(store: MemoryStore, clock: ManualRuntime) -> None:
     write_rounds(store, clock, 1)
     create_clone("clone", "db", store, clock=clock)  # holds a final checkpoint on db
     destroy("db", store, soft=True, clock=clock, dry_run=False)
@@ -114,7 +114,7 @@ def test_destroyed_database_with_a_live_checkpoint_waits(store: MemoryStore, clo
 
 
 def test_destroyed_clone_releases_its_parent_checkpoint_first_and_the_loop_ends(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     write_rounds(store, clock, 1, path="parent")
     create_clone("clone", "parent", store, clock=clock)
@@ -137,7 +137,7 @@ def test_options_grace_default_is_a_day() -> None:
 
 
 def test_gc_of_a_new_database_after_a_deletion_cleans_what_stale_processes_left(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     write_rounds(store, clock, 2)
     stale_writer = Db.open("db", store, quiet(), clock=clock)  # paused: it does not poll
@@ -179,7 +179,7 @@ def test_gc_of_a_new_database_after_a_deletion_cleans_what_stale_processes_left(
         assert list(reader.scan()) == [(b"new", b"2")]
 
 
-def test_gc_finishes_a_deletion_interrupted_at_any_point(clock: ManualClock) -> None:
+def test_gc_finishes_a_deletion_interrupted_at_any_point(clock: ManualRuntime) -> None:
     for n in range(400):
         store = MemoryStore("gc", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
         write_rounds(store, clock, 2)

@@ -12,7 +12,6 @@ import pytest
 
 import slate_ops.gc.collector as collector_module
 from slate_ops import Db, admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import DbNotFoundError, GcFailedError
@@ -20,12 +19,13 @@ from slate_ops.gc import GarbageCollector, GcOptions, GcReport
 from slate_ops.manifest.checkpoints import with_expiry
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.gc.conftest import MIN_AGE, gc, keys, quiet, write_rounds
 from tests.jsonable import to_jsonable
 
 
-def busy_database(store: MemoryStore, clock: ManualClock) -> None:
+def busy_database(store: MemoryStore, clock: ManualRuntime) -> None:
     """Several flushes, two compactions, checkpoints that expire, a writer left open at the end."""
     write_rounds(store, clock, 4)
     admin.create_checkpoint("db", store, CheckpointOptions(lifetime="1min", name="short"), clock=clock)
@@ -44,7 +44,7 @@ def busy_database(store: MemoryStore, clock: ManualClock) -> None:
 
 @pytest.mark.parametrize("elapsed", [0.0, MIN_AGE, 2 * MIN_AGE, 10_000.0])
 def test_dry_run_reports_exactly_what_a_real_run_deletes(
-    store: MemoryStore, clock: ManualClock, elapsed: float
+    store: MemoryStore, clock: ManualRuntime, elapsed: float
 ) -> None:
     busy_database(store, clock)
     clock.advance(elapsed)
@@ -62,7 +62,7 @@ def test_dry_run_reports_exactly_what_a_real_run_deletes(
         assert real.deleted_keys()
 
 
-def test_report_is_plain_json_with_counts_bytes_and_metrics(store: MemoryStore, clock: ManualClock) -> None:
+def test_report_is_plain_json_with_counts_bytes_and_metrics(store: MemoryStore, clock: ManualRuntime) -> None:
     busy_database(store, clock)
     clock.advance(10_000)
     report = gc(store, clock).run_once(dry_run=False)
@@ -78,7 +78,7 @@ def test_report_is_plain_json_with_counts_bytes_and_metrics(store: MemoryStore, 
     assert data["manifest_id"] >= 1 and len(data["checkpoints_expired"]) == 3  # short + 2 compaction
 
 
-def test_only_the_chosen_resources_run(store: MemoryStore, clock: ManualClock) -> None:
+def test_only_the_chosen_resources_run(store: MemoryStore, clock: ManualRuntime) -> None:
     busy_database(store, clock)
     clock.advance(10_000)
     report = gc(store, clock, resources=["wal"]).run_once(dry_run=False)
@@ -87,7 +87,7 @@ def test_only_the_chosen_resources_run(store: MemoryStore, clock: ManualClock) -
 
 
 def test_a_failed_delete_is_reported_raised_and_does_not_stop_the_others(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     busy_database(store, clock)
     clock.advance(10_000)
@@ -106,7 +106,7 @@ def test_a_failed_delete_is_reported_raised_and_does_not_stop_the_others(
 
 
 def test_an_unreadable_manifest_listing_is_reported_and_raised(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     write_rounds(store, clock, 1)
     faulty = FaultInjectingStore(store)
@@ -118,13 +118,13 @@ def test_an_unreadable_manifest_listing_is_reported_and_raised(
     assert snapshot(store) == before
 
 
-def test_missing_database_is_an_error(store: MemoryStore, clock: ManualClock) -> None:
+def test_missing_database_is_an_error(store: MemoryStore, clock: ManualRuntime) -> None:
     with pytest.raises(DbNotFoundError, match="no database"):
         gc(store, clock).run_once(dry_run=False)
 
 
 def test_a_checkpoint_revived_during_the_run_keeps_what_it_pins(
-    store: MemoryStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+    store: MemoryStore, clock: ManualRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reader refreshes its (expired) checkpoint after the plan was made: the real run re-checks."""
     write_rounds(store, clock, 4)
@@ -153,7 +153,7 @@ def test_a_checkpoint_revived_during_the_run_keeps_what_it_pins(
     assert real.deleted_keys() < dry.deleted_keys()
 
 
-def test_run_loop_retries_failures_and_stops_on_request(store: MemoryStore, clock: ManualClock) -> None:
+def test_run_loop_retries_failures_and_stops_on_request(store: MemoryStore, clock: ManualRuntime) -> None:
     write_rounds(store, clock, 1)
     faulty = FaultInjectingStore(store)
     faulty.fail("list", key_contains="db/wal/", times=1)
@@ -182,6 +182,6 @@ def test_run_loop_retries_failures_and_stops_on_request(store: MemoryStore, cloc
     assert collector.last_error is None and collector.last_report is runs[1]
 
 
-def test_run_loop_stops_when_the_database_is_gone(store: MemoryStore, clock: ManualClock) -> None:
+def test_run_loop_stops_when_the_database_is_gone(store: MemoryStore, clock: ManualRuntime) -> None:
     collector = GarbageCollector(f"missing-{uuid.uuid4().hex}", store, clock=clock)
     assert collector.run(threading.Event()) is None

@@ -7,12 +7,12 @@ from datetime import timedelta
 from ulid import ULID
 
 from slate_ops import DbReader, admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactionRecord, CompactionsStore, Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.layout import sst_key
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore
 from slate_ops.objstore import MemoryStore
+from slate_ops.runtime import ManualRuntime
 from tests.gc.conftest import MIN_AGE, gc, keys, latest, write_rounds
 
 FAST_CHECKPOINT = CompactorOptions(min_sources=2, compaction_checkpoint_lifetime=timedelta(seconds=1))
@@ -26,7 +26,7 @@ def referenced(store: MemoryStore) -> set[str]:
     return {sst_key("db", s.id) for s in latest(store)[1].ssts}
 
 
-def compact(store: MemoryStore, clock: ManualClock, options: CompactorOptions = FAST_CHECKPOINT) -> None:
+def compact(store: MemoryStore, clock: ManualRuntime, options: CompactorOptions = FAST_CHECKPOINT) -> None:
     compactor = Compactor("db", store, options, clock=clock)
     try:
         assert compactor.run_once() is not None
@@ -35,7 +35,7 @@ def compact(store: MemoryStore, clock: ManualClock, options: CompactorOptions = 
 
 
 def test_sst_written_long_ago_and_dereferenced_now_survives_min_age(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     """Issue 204: SlateDB would delete these inputs at once, because they were written long ago."""
     write_rounds(store, clock, 4)
@@ -54,7 +54,9 @@ def test_sst_written_long_ago_and_dereferenced_now_survives_min_age(
     assert ssts(store) == referenced(store)
 
 
-def test_checkpointed_ssts_are_kept_until_the_checkpoint_goes(store: MemoryStore, clock: ManualClock) -> None:
+def test_checkpointed_ssts_are_kept_until_the_checkpoint_goes(
+    store: MemoryStore, clock: ManualRuntime
+) -> None:
     model = write_rounds(store, clock, 4)
     checkpoint = admin.create_checkpoint("db", store, CheckpointOptions(name="keep"), clock=clock)
     inputs = ssts(store)
@@ -78,7 +80,7 @@ def put_orphan(store: MemoryStore) -> str:
 
 
 def test_orphans_are_deleted_once_old_but_outputs_of_a_running_compaction_are_kept(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     write_rounds(store, clock, 1)
     fenced, _ = ManifestStore(store, "db").claim(COMPACTOR_EPOCH)  # a compactor at epoch 1 ...
@@ -101,7 +103,7 @@ def test_orphans_are_deleted_once_old_but_outputs_of_a_running_compaction_are_ke
 
 
 def test_a_running_record_of_a_fenced_compactor_protects_nothing(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     write_rounds(store, clock, 1)
     fenced, _ = ManifestStore(store, "db").claim(COMPACTOR_EPOCH)
@@ -115,7 +117,7 @@ def test_a_running_record_of_a_fenced_compactor_protects_nothing(
     assert {d.key for d in report.resource("compacted").deleted} == {output}  # type: ignore[union-attr]
 
 
-def test_referenced_ssts_are_never_deleted(store: MemoryStore, clock: ManualClock) -> None:
+def test_referenced_ssts_are_never_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
     write_rounds(store, clock, 5)
     compact(store, clock)
     clock.advance(100_000)

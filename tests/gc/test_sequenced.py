@@ -8,13 +8,13 @@ import logging
 import pytest
 
 from slate_ops import admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction.state import CompactionRecord, CompactionsStore
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import GcFailedError
 from slate_ops.gc import GcReport
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from slate_ops.runtime import ManualRuntime
 from slate_ops.txn.boundary import METRICS, BoundaryObject
 from tests.gc.conftest import MIN_AGE, gc, keys
 
@@ -22,7 +22,7 @@ MANIFEST = "db/manifest/{:020d}.manifest"
 COMPACTIONS = "db/compactions/{:020d}.compactions"
 
 
-def commit_manifests(store: MemoryStore, clock: ManualClock, count: int, step: float = 10.0) -> None:
+def commit_manifests(store: MemoryStore, clock: ManualRuntime, count: int, step: float = 10.0) -> None:
     """Manifests 1..count, ``step`` seconds apart."""
     admin.create_db("db", store)
     manifests = ManifestStore(store, "db")
@@ -31,7 +31,7 @@ def commit_manifests(store: MemoryStore, clock: ManualClock, count: int, step: f
         manifests.update(lambda current: current.value)
 
 
-def commit_compactions(store: MemoryStore, clock: ManualClock, count: int, step: float = 10.0) -> None:
+def commit_compactions(store: MemoryStore, clock: ManualRuntime, count: int, step: float = 10.0) -> None:
     """.compactions files 1..count, ``step`` seconds apart (a claim, then records)."""
     state = CompactionsStore(store, "db")
     state.claim(1, clock.now())
@@ -50,7 +50,7 @@ def deleted(report: GcReport, resource: str) -> set[str]:
     return {d.key for d in found.deleted}
 
 
-def test_latest_manifest_is_never_deleted(store: MemoryStore, clock: ManualClock) -> None:
+def test_latest_manifest_is_never_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
     commit_manifests(store, clock, 5)
     clock.advance(10_000)
     report = gc(store, clock).run_once(dry_run=False)
@@ -62,7 +62,7 @@ def test_latest_manifest_is_never_deleted(store: MemoryStore, clock: ManualClock
     assert deleted(again, "manifest") == set() and manifest_ids(store) == [5]
 
 
-def test_only_manifests_older_than_min_age_are_deleted(store: MemoryStore, clock: ManualClock) -> None:
+def test_only_manifests_older_than_min_age_are_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
     commit_manifests(store, clock, 10, step=60)  # manifest i written at (i - 1) * 60 s; now = 540 s
     # manifest 5 is exactly MIN_AGE old, manifest 6 is 240 s old
     report = gc(store, clock, resources=["manifest"]).run_once(dry_run=False)
@@ -72,7 +72,7 @@ def test_only_manifests_older_than_min_age_are_deleted(store: MemoryStore, clock
 
 
 def test_manifest_of_a_live_checkpoint_is_kept_and_of_an_expired_one_deleted(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     commit_manifests(store, clock, 3)
     live = admin.create_checkpoint("db", store, CheckpointOptions(lifetime="2h"), clock=clock)
@@ -87,7 +87,7 @@ def test_manifest_of_a_live_checkpoint_is_kept_and_of_an_expired_one_deleted(
     assert remaining == [live.manifest_id, 8, 9]  # 8 was latest when the run began; 9 its expiry commit
 
 
-def commit_manifests_more(store: MemoryStore, clock: ManualClock, count: int) -> None:
+def commit_manifests_more(store: MemoryStore, clock: ManualRuntime, count: int) -> None:
     manifests = ManifestStore(store, "db")
     for _ in range(count):
         clock.advance(10)
@@ -96,7 +96,7 @@ def commit_manifests_more(store: MemoryStore, clock: ManualClock, count: int) ->
 
 @pytest.mark.parametrize("namespace", ["manifest", "compactions"])
 def test_boundary_is_advanced_before_any_file_is_deleted(
-    store: MemoryStore, clock: ManualClock, namespace: str
+    store: MemoryStore, clock: ManualRuntime, namespace: str
 ) -> None:
     commit_manifests(store, clock, 6)
     commit_compactions(store, clock, 6)
@@ -110,7 +110,7 @@ def test_boundary_is_advanced_before_any_file_is_deleted(
     assert store.get(f"db/gc/{namespace}.boundary").data == b"5"
 
 
-def test_compactions_files_follow_the_same_rules(store: MemoryStore, clock: ManualClock) -> None:
+def test_compactions_files_follow_the_same_rules(store: MemoryStore, clock: ManualRuntime) -> None:
     admin.create_db("db", store)
     commit_compactions(store, clock, 8, step=60)  # file i written at (i - 1) * 60 s; now = 420 s
     clock.advance(540 - 420)  # file 5 is exactly MIN_AGE old
@@ -123,7 +123,7 @@ def test_compactions_files_follow_the_same_rules(store: MemoryStore, clock: Manu
     assert CompactionsStore(store, "db").read().compactor_epoch == 1
 
 
-def test_boundary_files_are_never_deleted(store: MemoryStore, clock: ManualClock) -> None:
+def test_boundary_files_are_never_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
     commit_manifests(store, clock, 4)
     commit_compactions(store, clock, 4)
     for _ in range(3):
@@ -135,7 +135,7 @@ def test_boundary_files_are_never_deleted(store: MemoryStore, clock: ManualClock
 
 
 def test_failed_boundary_advance_deletes_nothing_and_is_reported_and_raised(
-    store: MemoryStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+    store: MemoryStore, clock: ManualRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
     commit_manifests(store, clock, 5)
     commit_compactions(store, clock, 3)
@@ -157,7 +157,9 @@ def test_failed_boundary_advance_deletes_nothing_and_is_reported_and_raised(
     assert any("advancing db/gc/manifest.boundary to 4 failed" in r.message for r in caplog.records)
 
 
-def test_a_stale_file_behind_the_boundary_is_deleted_once_old(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_stale_file_behind_the_boundary_is_deleted_once_old(
+    store: MemoryStore, clock: ManualRuntime
+) -> None:
     """A stalled writer's create behind the boundary is withdrawn by its writer; one left by a writer
     that crashed before withdrawing it is a young file that GC removes later."""
     commit_manifests(store, clock, 5)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from slate_ops import admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction.state import CompactionRecord, CompactionsState, CompactionsStore
 from slate_ops.errors import BoundaryViolationError
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
+from slate_ops.runtime import ManualRuntime
 from slate_ops.txn import SequencedStore, Versioned
 from slate_ops.txn.boundary import METRICS
 from tests.gc.conftest import MIN_AGE, gc
@@ -74,7 +74,7 @@ def setup(store: MemoryStore, namespace: Namespace) -> SequencedStore[Any]:
 @pytest.mark.parametrize("namespace", [MANIFESTS, COMPACTIONS], ids=lambda n: n.name)
 @pytest.mark.parametrize("mode", ["create", "update"])
 def test_stalled_writer_cannot_commit_behind_the_gc_boundary(
-    store: MemoryStore, clock: ManualClock, namespace: Namespace, mode: str
+    store: MemoryStore, clock: ManualRuntime, namespace: Namespace, mode: str
 ) -> None:
     others = setup(store, namespace)
     latest = others.read_latest()

@@ -8,7 +8,6 @@ from datetime import timedelta
 import slate_ops.gc.collector as collector_module
 from slate_ops import Db
 from slate_ops.admin import create_clone
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.gc import ALL_RESOURCES, GarbageCollector, GcOptions
 from slate_ops.gc.snapshot import read_snapshot
@@ -17,10 +16,11 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import CountingStore
+from slate_ops.runtime import ManualRuntime
 from tests.gc.conftest import keys, latest, quiet, write_rounds
 
 
-def garbage_of_every_kind(store: MemoryStore, clock: ManualClock) -> None:
+def garbage_of_every_kind(store: MemoryStore, clock: ManualRuntime) -> None:
     """A clone with something for every task: old manifests, ``.compactions`` files, WAL SSTs and
     compacted SSTs, an expired compaction checkpoint, and a parent it no longer reads."""
     write_rounds(store, clock, 3, path="parent")
@@ -53,7 +53,7 @@ def planned(collector: GarbageCollector, store: ObjectStore) -> list[tuple[GcTas
 
 
 def test_every_task_plans_without_writing_and_executes_exactly_its_plan(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualRuntime
 ) -> None:
     garbage_of_every_kind(store, clock)
     counting = CountingStore(store)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from slate_ops import Db, DbReader
-from slate_ops.clock import ManualClock
 from slate_ops.engine import CheckpointScope
 from slate_ops.objstore import MemoryStore
+from slate_ops.runtime import ManualRuntime
 from tests.gc.conftest import MIN_AGE, gc, keys, latest, quiet
 
 WAL = "db/wal/{:020d}.sst"
@@ -15,7 +15,7 @@ def wal_ids(store: MemoryStore) -> list[int]:
     return sorted(int(k.rsplit("/", 1)[-1][:20]) for k in keys(store, "db/wal/"))
 
 
-def test_referenced_wal_ranges_and_fences_are_kept(store: MemoryStore, clock: ManualClock) -> None:
+def test_referenced_wal_ranges_and_fences_are_kept(store: MemoryStore, clock: ManualRuntime) -> None:
     with Db.open("db", store, quiet(), clock=clock) as db:  # WAL 1: the writer's fence
         db.put(b"a", b"1")
         db.flush()  # WAL 2
@@ -43,7 +43,7 @@ def test_referenced_wal_ranges_and_fences_are_kept(store: MemoryStore, clock: Ma
         assert db.get(b"d") == b"4"
 
 
-def test_fences_are_deleted_only_when_allowed(store: MemoryStore, clock: ManualClock) -> None:
+def test_fences_are_deleted_only_when_allowed(store: MemoryStore, clock: ManualRuntime) -> None:
     for round_ in range(3):  # each open fences the WAL with an empty object
         with Db.open("db", store, quiet(), clock=clock) as db:
             db.put(b"k", b"%d" % round_)
@@ -57,7 +57,7 @@ def test_fences_are_deleted_only_when_allowed(store: MemoryStore, clock: ManualC
     assert {d.key for d in report.resource("wal").deleted} == set(fences)  # type: ignore[union-attr]
 
 
-def test_min_age_counts_from_the_dereference_not_the_write(store: MemoryStore, clock: ManualClock) -> None:
+def test_min_age_counts_from_the_dereference_not_the_write(store: MemoryStore, clock: ManualRuntime) -> None:
     """Issue 204: a WAL SST written long ago and dereferenced a moment ago must survive min_age."""
     db = Db.open("db", store, quiet(), clock=clock)
     db.put(b"k", b"v")
@@ -75,7 +75,7 @@ def test_min_age_counts_from_the_dereference_not_the_write(store: MemoryStore, c
     assert {d.key for d in report.resource("wal").deleted} == {WAL.format(2)}  # type: ignore[union-attr]
 
 
-def test_a_young_wal_sst_is_kept_even_if_unreferenced(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_young_wal_sst_is_kept_even_if_unreferenced(store: MemoryStore, clock: ManualRuntime) -> None:
     with Db.open("db", store, quiet(), clock=clock) as db:
         db.put(b"k", b"v")
         db.flush()

@@ -16,13 +16,13 @@ import pytest
 from pydantic import ValidationError
 
 from slate_ops import Db, DbReader, ReaderOptions, admin
-from slate_ops.clock import ManualClock
 from slate_ops.engine.options import DbOptions
 from slate_ops.gc.snapshot import pinned_since
 from slate_ops.manifest.checkpoints import live_checkpoint
 from slate_ops.manifest.model import Checkpoint, Manifest, WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
+from slate_ops.runtime import ManualRuntime
 
 NOW = 1_700_000_000.0
 QUIET = DbOptions(wal_flush_interval=timedelta(hours=1), manifest_poll_interval=timedelta(hours=1))
@@ -63,7 +63,7 @@ def test_live_checkpoint_and_gc_treat_zero_as_never() -> None:
 def test_expire_checkpoints_keeps_a_stored_zero() -> None:
     """End to end through the manifest codec: a stored 0 survives expiry, a past time does not."""
     store = MemoryStore()
-    clock = ManualClock(NOW)
+    clock = ManualRuntime(NOW)
     admin.create_db("db", store)
     never, old = checkpoint(0), checkpoint(int(NOW) - 1)
     ManifestStore(store, "db").update(lambda current: current.value.with_changes(checkpoints=(never, old)))
@@ -87,7 +87,7 @@ def test_reader_options_accept_no_lifetime_and_still_check_a_given_one() -> None
 
 def test_a_reader_without_lifetime_keeps_a_never_expiring_checkpoint() -> None:
     store = MemoryStore()
-    clock = ManualClock(NOW)
+    clock = ManualRuntime(NOW)
     with Db.open("db", store, QUIET, clock=clock) as db:
         db.put(b"a", b"1", await_durable=True)
         options = ReaderOptions(checkpoint_lifetime=None, manifest_poll_interval=timedelta(hours=1))

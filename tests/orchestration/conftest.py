@@ -10,11 +10,11 @@ import dagster as dg
 import pytest
 
 from slate_ops import admin
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import ObjectStore, open_store
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 
 ALPHA = "dbs/alpha"
 BETA = "dbs/beta"
@@ -38,8 +38,8 @@ def store(store_url: str) -> ObjectStore:
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
+def clock() -> ManualRuntime:
+    return ManualRuntime(1_700_000_000.0)
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def created(store: ObjectStore) -> ObjectStore:
 
 
 @pytest.fixture
-def slate(config: SlateOpsConfig, clock: ManualClock) -> SlateDatabasesResource:
+def slate(config: SlateOpsConfig, clock: ManualRuntime) -> SlateDatabasesResource:
     return SlateDatabasesResource(config=config).with_clock(clock)
 
 
@@ -73,7 +73,9 @@ def defs(config: SlateOpsConfig) -> Iterator[dg.Definitions]:
     yield definitions.make_definitions(config)
 
 
-def add_checkpoint(store: ObjectStore, path: str, clock: ManualClock, lifetime: str | None, name: str) -> str:
+def add_checkpoint(
+    store: ObjectStore, path: str, clock: ManualRuntime, lifetime: str | None, name: str
+) -> str:
     """Create a checkpoint at ``clock``'s time; returns its id as text."""
     options = CheckpointOptions.model_validate({"lifetime": lifetime, "name": name})
     result = admin.create_checkpoint(path, store, options, clock=clock)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dagster as dg
 
 from slate_ops import admin
-from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.assets import build_database_assets
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 
@@ -52,7 +52,7 @@ def test_materialize_creates_missing_databases(
 
 
 def test_materialize_keeps_an_existing_database_and_reports_its_state(
-    config: SlateOpsConfig, created: ObjectStore, slate: SlateDatabasesResource, clock: ManualClock
+    config: SlateOpsConfig, created: ObjectStore, slate: SlateDatabasesResource, clock: ManualRuntime
 ) -> None:
     add_checkpoint(created, ALPHA, clock, "10s", "short")
     add_checkpoint(created, ALPHA, clock, None, "forever")

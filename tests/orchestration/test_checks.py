@@ -9,7 +9,6 @@ import dagster as dg
 import pytest
 
 from slate_ops import Db, admin
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.layout import sst_key
 from slate_ops.objstore import CountingStore, ObjectStore
@@ -26,6 +25,7 @@ from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's checks and gc_health
 from slate_ops.orchestration.checks import PROBLEMS_SHOWN, build_database_checks, problems_markdown
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import quiet
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
@@ -48,7 +48,7 @@ def meta(evaluation: dg.AssetCheckEvaluation) -> dict[str, object]:
     return {k: v.value for k, v in evaluation.metadata.items()}
 
 
-def write_l0(store: ObjectStore, path: str, clock: ManualClock, ssts: int) -> None:
+def write_l0(store: ObjectStore, path: str, clock: ManualRuntime, ssts: int) -> None:
     with Db.open(path, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for i in range(ssts):
             db.put(b"k%03d" % i, b"v%d" % i)
@@ -79,7 +79,7 @@ def test_the_embedded_demo_database_has_its_checks() -> None:
 
 
 def test_materializing_runs_the_checks_and_healthy_databases_pass(
-    config: SlateOpsConfig, slate: SlateDatabasesResource, store: ObjectStore, clock: ManualClock
+    config: SlateOpsConfig, slate: SlateDatabasesResource, store: ObjectStore, clock: ManualRuntime
 ) -> None:
     defs = database_definitions(config)
     job = defs.resolve_job_def("slate_ops_databases_job")
@@ -102,7 +102,7 @@ def test_materializing_runs_the_checks_and_healthy_databases_pass(
 
 
 def test_failing_checks_name_the_object_and_why_with_their_severity(
-    config: SlateOpsConfig, slate: SlateDatabasesResource, created: ObjectStore, clock: ManualClock
+    config: SlateOpsConfig, slate: SlateDatabasesResource, created: ObjectStore, clock: ManualRuntime
 ) -> None:
     store = created
     write_l0(store, ALPHA, clock, 4)  # the default threshold: compaction is behind (warn)
@@ -137,7 +137,7 @@ def test_failing_checks_name_the_object_and_why_with_their_severity(
 
 
 def test_the_l0_check_uses_the_databases_compaction_threshold(
-    store_url: str, store: ObjectStore, clock: ManualClock
+    store_url: str, store: ObjectStore, clock: ManualRuntime
 ) -> None:
     low = DatabaseConfig.model_validate(
         {"name": "low", "store_url": store_url, "path": ALPHA, "compaction_l0_threshold": 2}
@@ -178,7 +178,7 @@ def test_problems_markdown_escapes_and_caps() -> None:
 
 
 def test_observations_and_materializations_carry_shape_checkpoints_and_tags(
-    config: SlateOpsConfig, slate: SlateDatabasesResource, created: ObjectStore, clock: ManualClock
+    config: SlateOpsConfig, slate: SlateDatabasesResource, created: ObjectStore, clock: ManualRuntime
 ) -> None:
     store = created
     write_l0(store, ALPHA, clock, 2)

@@ -6,7 +6,6 @@ import dagster as dg
 import pytest
 
 from slate_ops import Db, DbReader, admin
-from slate_ops.clock import ManualClock
 from slate_ops.errors import ConfigError
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
@@ -15,6 +14,7 @@ from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's chec
 from slate_ops.orchestration.clones import clone_run_config
 from slate_ops.orchestration.config import parse_config
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import QUIET_READER, quiet
 from tests.orchestration.conftest import ALPHA, BETA
 
@@ -93,7 +93,7 @@ def test_materializing_creates_the_parent_then_the_clone(
 
 
 def test_the_clone_job_clones_an_unconfigured_path(
-    defs: dg.Definitions, created: ObjectStore, slate: SlateDatabasesResource, clock: ManualClock
+    defs: dg.Definitions, created: ObjectStore, slate: SlateDatabasesResource, clock: ManualRuntime
 ) -> None:
     seed_alpha(created)
     checkpoint = admin.create_checkpoint(ALPHA, created, clock=clock).id

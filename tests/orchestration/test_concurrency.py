@@ -17,7 +17,6 @@ import pytest
 from dagster._core.definitions.partitions.context import partition_loading_context
 
 from slate_ops import Db
-from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DB_TAG, DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.compaction import SPARK_POOL
@@ -25,6 +24,7 @@ from slate_ops.orchestration.config import TagPolicyConfig
 from slate_ops.orchestration.maintenance import STEPS
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 from slate_ops.orchestration.runs import PARTITIONS_NAME
+from slate_ops.runtime import ManualRuntime
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ def test_documented_concurrency_limits_load_into_an_instance(tmp_path: Path) -> 
 def busy(store: ObjectStore, store_url: str) -> SlateDatabasesResource:
     """Two databases where every schedule and sensor has work: an expired checkpoint, four L0 SSTs,
     a tag policy whose tag is due, and day-old garbage."""
-    clock = ManualClock(time.time())
+    clock = ManualRuntime(time.time())
     for path in (ALPHA, BETA):
         for round_ in range(4):
             with Db.open(path, store) as db:

@@ -8,13 +8,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactorOptions
 from slate_ops.engine import ReaderOptions
 from slate_ops.errors import ConfigError
 from slate_ops.gc import GcOptions
 from slate_ops.orchestration import SlateDatabasesResource
 from slate_ops.orchestration.config import S3_CREDENTIAL_ENV, load_config
+from slate_ops.runtime import ManualRuntime
 
 
 def write(tmp_path: Path, text: str, name: str = "databases.yaml") -> Path:
@@ -247,4 +247,4 @@ def test_resource_credentials_come_from_envvars_that_are_set(monkeypatch: pytest
     token = SlateDatabasesResource.from_environment(config)
     assert isinstance(token.s3_session_token, dg.EnvVar)
     assert token.s3_session_token == "SLATE_OPS_S3_SESSION_TOKEN"  # the name, not the value
-    assert token.with_clock(ManualClock(0.0)).s3_session_token == "SLATE_OPS_S3_SESSION_TOKEN"
+    assert token.with_clock(ManualRuntime(0.0)).s3_session_token == "SLATE_OPS_S3_SESSION_TOKEN"

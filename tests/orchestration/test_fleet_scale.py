@@ -22,7 +22,6 @@ from moto.server import ThreadedMotoServer
 from werkzeug.serving import make_server
 
 from slate_ops import Db, admin
-from slate_ops.clock import ManualClock
 from slate_ops.objstore import S3Store
 from slate_ops.objstore.s3 import make_s3_client
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
@@ -31,6 +30,7 @@ from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
 from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import CREDENTIALS, drain, isolate_aws_environment
 from tests.orchestration.conftest import add_checkpoint
 from tests.orchestration.test_compaction import skip_message
@@ -141,7 +141,7 @@ def fleet(endpoint: str, bucket: str, store: S3Store, counter: CountingApp) -> S
     for name in names():
         admin.create_db(f"{PREFIX}/{name}", store)
     counter.reset()
-    clock = ManualClock(1_700_000_000.0)
+    clock = ManualRuntime(1_700_000_000.0)
     return SlateDatabasesResource(config=fleet_config(endpoint, bucket, names())).with_clock(clock)
 
 
@@ -172,7 +172,7 @@ def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
     assert f"no manifest changed in {COUNT} database(s)" in (second.skip_message or "")
     assert dict(counter.requests) == {"GET": COUNT}  # one LIST per database, no manifest read
 
-    add_checkpoint(store, f"{PREFIX}/db_017", ManualClock(1_700_000_000.0), None, "moved")
+    add_checkpoint(store, f"{PREFIX}/db_017", ManualRuntime(1_700_000_000.0), None, "moved")
     counter.reset()
     third = manifest_tick(fleet, first.cursor)
     assert observed(third) == [("db_017", 2)]
@@ -248,7 +248,7 @@ def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick
     for meta in list(store.list(f"{PREFIX}/db_003/")):
         store.delete(meta.key)
     # db_007: two newer manifests, and GC deleted the one the cursor names.
-    clock = ManualClock(1_700_000_000.0)
+    clock = ManualRuntime(1_700_000_000.0)
     add_checkpoint(store, f"{PREFIX}/db_007", clock, None, "a")
     add_checkpoint(store, f"{PREFIX}/db_007", clock, None, "b")
     store.delete(f"{PREFIX}/db_007/manifest/{1:020d}.manifest")

@@ -11,7 +11,6 @@ import pytest
 
 from jobs import gc_job, gc_schedule
 from slate_ops import Db
-from slate_ops.clock import ManualClock
 from slate_ops.errors import ObjectStoreError
 from slate_ops.gc import GcReport
 from slate_ops.objstore import MemoryStore, ObjectStore
@@ -19,6 +18,7 @@ from slate_ops.orchestration import GC_JOB, DatabaseConfig, SlateDatabasesResour
 from slate_ops.orchestration.config import GcPolicy
 from slate_ops.orchestration.gc import gc_op
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.orchestration.conftest import ALPHA, op_metadata, run_op
 
@@ -35,7 +35,7 @@ def aged(created: ObjectStore, config: SlateOpsConfig) -> SlateDatabasesResource
                 db.put(b"k%02d" % i, b"v%d" % round_)
             db.flush()
             db.flush_memtable()
-    return SlateDatabasesResource(config=config).with_clock(ManualClock(time.time() + 86_400))
+    return SlateDatabasesResource(config=config).with_clock(ManualRuntime(time.time() + 86_400))
 
 
 def run(
@@ -142,7 +142,7 @@ def test_schedule_requests_one_tagged_real_run_per_existing_database(
     assert result.success and result.output_for_node("gc_op").deleted_keys()
 
 
-def test_schedule_skips_databases_that_do_not_exist(config: SlateOpsConfig, clock: ManualClock) -> None:
+def test_schedule_skips_databases_that_do_not_exist(config: SlateOpsConfig, clock: ManualRuntime) -> None:
     slate = SlateDatabasesResource(config=config).with_clock(clock)  # nothing created
     when = datetime(2024, 1, 2, 6, 0, tzinfo=UTC)
     context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})

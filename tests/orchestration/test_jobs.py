@@ -10,16 +10,16 @@ import pytest
 from jobs import checkpoint_expiry_job, checkpoint_expiry_schedule
 from slate_ops import admin
 from slate_ops.admin import CheckpointExpiryReport
-from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import SlateDatabasesResource
 from slate_ops.orchestration.checkpoints import expire_checkpoints_op
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.orchestration.conftest import ALPHA, add_checkpoint, op_metadata, run_op
 
 
 @pytest.fixture
-def checkpoints(created: ObjectStore, clock: ManualClock) -> dict[str, str]:
+def checkpoints(created: ObjectStore, clock: ManualRuntime) -> dict[str, str]:
     """In alpha: "old" expired 50 min ago by the manual clock; "live" and "forever" have not.
 
     The manual clock starts in 2023, so by the system clock "live" would have expired too: the
@@ -160,7 +160,7 @@ def test_schedule_requests_a_tagged_run_per_database_with_expired_checkpoints(
 
 
 def test_sensor_run_request_executes_the_job(
-    slate: SlateDatabasesResource, created: ObjectStore, checkpoints: dict[str, str], clock: ManualClock
+    slate: SlateDatabasesResource, created: ObjectStore, checkpoints: dict[str, str], clock: ManualRuntime
 ) -> None:
     from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 

@@ -17,7 +17,6 @@ import pytest
 from jobs import maintenance_job, maintenance_schedule
 from slate_ops import Db, admin
 from slate_ops.admin.handle import SlateOpsHandle
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactionReport
 from slate_ops.gc import GcReport
 from slate_ops.objstore import ObjectStore, S3Store
@@ -33,13 +32,14 @@ from slate_ops.orchestration.maintenance import STEPS, maintenance_run_config, r
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 from slate_ops.orchestration.runs import DATABASES, PARTITIONS_NAME
 from slate_ops.orchestration.summary import latest_run_summary
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 DAY = 86_400.0
 
 
-def fill(store: ObjectStore, path: str, clock: ManualClock) -> None:
+def fill(store: ObjectStore, path: str, clock: ManualRuntime) -> None:
     """Four L0 SSTs (each round's WAL SSTs become garbage) and a checkpoint that expires in an hour."""
     for round_ in range(4):
         with Db.open(path, store) as db:
@@ -74,7 +74,7 @@ def fleet_config(store_url: str) -> SlateOpsConfig:
 @pytest.fixture
 def fleet(store: ObjectStore, fleet_config: SlateOpsConfig) -> SlateDatabasesResource:
     """Both databases filled; the clock a day later, so the checkpoints expired and garbage is old."""
-    clock = ManualClock(time.time())
+    clock = ManualRuntime(time.time())
     fill(store, ALPHA, clock)
     fill(store, BETA, clock)
     clock.advance(DAY)

@@ -14,7 +14,6 @@ import pytest
 
 from jobs import clone_job, maintenance_job, slate_ops_partitions_sensor
 from slate_ops import Db
-from slate_ops.clock import ManualClock
 from slate_ops.config import CheckpointOptions
 from slate_ops.engines.detect import Engine
 from slate_ops.objstore import open_store
@@ -27,6 +26,7 @@ from slate_ops.orchestration.config import CompactionPolicy, DiscoverConfig
 from slate_ops.orchestration.maintenance import maintenance_run_config
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY, local_pyspark_resource
 from slate_ops.orchestration.runs import PARTITIONS_NAME
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import quiet
 from tests.slatedb_support import read_all, write_db
 
@@ -192,7 +192,7 @@ def test_gc_health_fails_on_both_engines_when_garbage_waits_too_long(fleet: dict
     """The "GC had been dead for six days" case: with the clock a week on, the garbage both engines
     left (superseded manifests) is overdue and the gc_health check fails on each, naming it."""
     config = fleet["config"]
-    later = SlateDatabasesResource(config=config).with_clock(ManualClock(time.time() + 7 * 86400))
+    later = SlateDatabasesResource(config=config).with_clock(ManualRuntime(time.time() + 7 * 86400))
     result = dg.materialize(
         [*build_database_assets(config), *build_database_checks(config)],
         resources={RESOURCE_KEY: later},

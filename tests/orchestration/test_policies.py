@@ -18,7 +18,6 @@ import pytest
 
 from jobs import checkpoint_expiry_job, gc_job, gc_schedule, maintenance_job
 from slate_ops import Db, admin
-from slate_ops.clock import ManualClock
 from slate_ops.gc import GcReport
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import (
@@ -32,6 +31,7 @@ from slate_ops.orchestration.config import CheckpointPolicy, GcPolicy
 from slate_ops.orchestration.gc import EXPIRY_SKIPPED
 from slate_ops.orchestration.maintenance import maintenance_run_config
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 DAY = 86_400.0
@@ -58,7 +58,7 @@ def policies(store_url: str) -> SlateOpsConfig:
 @pytest.fixture
 def fleet(store: ObjectStore, policies: SlateOpsConfig) -> SlateDatabasesResource:
     """Both databases with garbage and a checkpoint that expired an hour before the clock's now."""
-    clock = ManualClock(time.time())
+    clock = ManualRuntime(time.time())
     for path in (ALPHA, BETA):
         for round_ in range(3):
             with Db.open(path, store) as db:

@@ -9,11 +9,11 @@ import dagster as dg
 import pytest
 
 from slate_ops import admin
-from slate_ops.clock import ManualClock
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
 
 
@@ -35,7 +35,7 @@ def observed(result: dg.SensorResult | dg.SkipReason) -> dict[str, dict[str, obj
 
 
 def test_first_tick_observes_then_skips_until_a_manifest_changes(
-    created: ObjectStore, slate: SlateDatabasesResource, clock: ManualClock
+    created: ObjectStore, slate: SlateDatabasesResource, clock: ManualRuntime
 ) -> None:
     first = tick(slate, None)
     seen = observed(first)
@@ -61,7 +61,7 @@ def test_first_tick_observes_then_skips_until_a_manifest_changes(
 
 
 def test_new_manifest_with_expired_checkpoints_requests_a_tagged_expiry_run(
-    created: ObjectStore, slate: SlateDatabasesResource, clock: ManualClock
+    created: ObjectStore, slate: SlateDatabasesResource, clock: ManualRuntime
 ) -> None:
     add_checkpoint(created, ALPHA, clock, "10s", "short")
     add_checkpoint(created, BETA, clock, "10s", "short")
@@ -89,7 +89,7 @@ def test_new_manifest_with_expired_checkpoints_requests_a_tagged_expiry_run(
 
 
 def test_missing_or_broken_database_is_skipped_without_hiding_the_others(
-    created: ObjectStore, config: SlateOpsConfig, clock: ManualClock, tmp_path: Path
+    created: ObjectStore, config: SlateOpsConfig, clock: ManualRuntime, tmp_path: Path
 ) -> None:
     broken = SlateOpsConfig(
         databases=[
@@ -113,7 +113,7 @@ def test_missing_or_broken_database_is_skipped_without_hiding_the_others(
     assert set(observed(tick(slate, result.cursor))) == {"ghost"}
 
 
-def test_all_databases_skipped_says_so(config: SlateOpsConfig, clock: ManualClock) -> None:
+def test_all_databases_skipped_says_so(config: SlateOpsConfig, clock: ManualRuntime) -> None:
     slate = SlateDatabasesResource(config=config).with_clock(clock)  # nothing created
     result = tick(slate, None)
     assert isinstance(result, dg.SkipReason)

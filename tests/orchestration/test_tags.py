@@ -12,12 +12,12 @@ import pytest
 from jobs import tag_policy_job, tag_policy_schedule
 from slate_ops import admin
 from slate_ops.admin import TagPolicyReport
-from slate_ops.clock import ManualClock
 from slate_ops.errors import ConfigError
 from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.config import TagPolicyConfig, parse_config
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.runtime import ManualRuntime
 from tests.conftest import snapshot
 from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
 
@@ -38,8 +38,8 @@ def config(store_url: str) -> SlateOpsConfig:
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime(2024, 1, 5, 2, 10, tzinfo=UTC).timestamp())
+def clock() -> ManualRuntime:
+    return ManualRuntime(datetime(2024, 1, 5, 2, 10, tzinfo=UTC).timestamp())
 
 
 def run(
@@ -106,7 +106,7 @@ def test_dry_run_is_the_default_and_attaches_the_tags_table(
 
 
 def test_real_run_creates_and_retains_and_observes_the_asset(
-    slate: SlateDatabasesResource, created: ObjectStore, clock: ManualClock
+    slate: SlateDatabasesResource, created: ObjectStore, clock: ManualRuntime
 ) -> None:
     admin.create_tag(ALPHA, created, "manual")
     for _ in range(3):
@@ -143,7 +143,7 @@ def test_a_database_without_policy_or_a_mismatched_target_fails(
 
 
 def test_schedule_requests_a_tagged_real_run_only_when_the_policy_has_work(
-    slate: SlateDatabasesResource, created: ObjectStore, clock: ManualClock
+    slate: SlateDatabasesResource, created: ObjectStore, clock: ManualRuntime
 ) -> None:
     when = datetime(2024, 1, 5, 2, 15, tzinfo=UTC)
     context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})

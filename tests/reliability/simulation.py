@@ -8,9 +8,10 @@ merges, writes, tags, rollbacks, compactions, GC of every database and soft and 
 member. A scheduler driven by ``random.Random(seed)`` picks the next actor and its action; every
 action is one synchronous call of the public API (the writer's flusher thread and the reader's poll
 thread are replaced by explicit steps), so the only source of choice is the seed. Between steps the
-scheduler advances a :class:`~slate_ops.clock.ManualClock` that every component, the memory store's
-``last_modified``, the sequenced stores' cache age and the ULID/UUID generators read, so the same
-seed gives the same trace, the same object names and the same store requests.
+scheduler advances one seeded :class:`~slate_ops.runtime.ManualRuntime`, passed as ``clock=`` to every
+component: the memory store's ``last_modified``, the sequenced stores' cache age and every UUID and
+ULID come from it, without patching anything, so the same seed gives the same trace, the same
+object names and the same store requests.
 
 Faults come from one :class:`~slate_ops.objstore.FaultInjectingStore` per actor incarnation (seeded
 from the simulation seed): transient errors before a request is applied, lost responses after a put
@@ -77,7 +78,6 @@ from typing import Literal
 
 from slate_ops import admin
 from slate_ops.admin.verify import Severity
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, LocalExecutor
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import CheckpointScope, Db, DbReader
@@ -119,11 +119,12 @@ from tests.reliability.sim.runtime import (
     SimTimeStore,
     TraceEntry,
     derive,
-    deterministic_runtime,
     diff,
     is_injected,
+    memoized_manifest_decoding,
     seconds,
     short,
+    sim_runtime,
     without_faults,
     write_ops,
 )
@@ -187,7 +188,7 @@ class OpenScan:
 class Simulation:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.clock = ManualClock(START_TIME)
+        self.clock = sim_runtime(config.seed)
         self.rng = random.Random(derive(config.seed, "scheduler"))
         self._stall_rng = random.Random(derive(config.seed, "stalls"))
         self.trace: list[TraceEntry] = []
@@ -235,7 +236,7 @@ class Simulation:
     def run(self) -> SimResult:
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
-            stack.enter_context(deterministic_runtime(self.clock, self.config.seed))
+            stack.enter_context(memoized_manifest_decoding())  # speed only
             self.inner = self._make_inner()
             try:
                 admin.create_db(MAIN, self.inner)
@@ -731,7 +732,11 @@ class Simulation:
             store = self._store_for("compactor")
             try:
                 self.compactor = Compactor(
-                    MAIN, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock
+                    MAIN,
+                    store,
+                    COMPACTOR_OPTIONS,
+                    LocalExecutor(threads=1, clock=self.clock),
+                    clock=self.clock,
                 )
             except Exception as error:
                 return "open", self._outcome(error)
@@ -921,7 +926,7 @@ class Simulation:
             lo = self._seen_floor()
             lifetime = timedelta(seconds=self.rng.choice((60, 300, 900, 3600)))
             created = admin.create_checkpoint(
-                MAIN, store, CheckpointOptions(lifetime=lifetime), clock=self.clock, new_id=uuid.uuid4
+                MAIN, store, CheckpointOptions(lifetime=lifetime), clock=self.clock
             )
             self._track_checkpoint("checkpoint", created.id, lo, self.model.issued, "admin")
             return f"ok manifest {created.manifest_id}"
@@ -931,7 +936,7 @@ class Simulation:
             source = self.rng.choice(live)
             created = admin.create_checkpoint(
                 MAIN, store, CheckpointOptions(lifetime=timedelta(seconds=600), source=source.checkpoint_id),
-                clock=self.clock, new_id=uuid.uuid4,
+                clock=self.clock,
             )  # fmt: skip
             self._track_checkpoint("checkpoint", created.id, 0, self.model.issued, "admin", source.content)
             return f"ok manifest {created.manifest_id}"
@@ -962,7 +967,7 @@ class Simulation:
             if replace or before != "present":
                 self._forget_tag(name, "unknown")  # until the call returns
             lo = self._seen_floor()
-            tag = admin.create_tag(MAIN, store, name, replace=replace, clock=self.clock, new_id=uuid.uuid4)
+            tag = admin.create_tag(MAIN, store, name, replace=replace, clock=self.clock)
             self.pending_tag = None
             if before == "present" and not replace:
                 raise self.violation(f"create_tag({name!r}) replaced an existing tag without replace=True")
@@ -1191,7 +1196,9 @@ class Simulation:
         self._finish_interrupted_admin(store)
         self.db.flush_memtable()
         self.model.acknowledge()
-        compactor = Compactor(MAIN, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock)
+        compactor = Compactor(
+            MAIN, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1, clock=self.clock), clock=self.clock
+        )
         compactor.run_once(full=True)
         gc = GarbageCollector(MAIN, store, self.gc_options(), clock=self.clock)
         for advance in (3600.0, self.config.min_age_s + 1, self.config.min_age_s + 1):

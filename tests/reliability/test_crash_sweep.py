@@ -32,6 +32,7 @@ from slate_ops.gc import collector as gc_collector
 from slate_ops.gc import snapshot as gc_snapshot
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectMeta
+from slate_ops.runtime import Runtime
 from tests.reliability import workload
 from tests.reliability.workload import (
     CallCount,
@@ -216,8 +217,11 @@ def test_shards_sharing_a_final_checkpoint_are_caught(
     template, directory, _ = counted
     original = clone.clone_manifest
 
-    def one_final_id_per_split(at_source: Manifest, parent: str, source_id: uuid.UUID) -> Manifest:
-        return original(at_source, parent, source_id, new_final_id=lambda: uuid.uuid5(source_id, "shared"))
+    def one_final_id_per_split(
+        at_source: Manifest, parent: str, source_id: uuid.UUID, *, clock: Runtime
+    ) -> Manifest:
+        shared = uuid.uuid5(source_id, "shared")
+        return original(at_source, parent, source_id, clock=clock, new_final_id=lambda: shared)
 
     monkeypatch.setattr(rescale, "clone_manifest", one_final_id_per_split)
     result = sweep_point(template, directory, 0)

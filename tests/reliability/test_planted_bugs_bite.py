@@ -25,7 +25,6 @@ import pytest
 from slate_ops import Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.admin.reachability import check_references
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.errors import (
     CheckpointProtectedError,
@@ -39,6 +38,7 @@ from slate_ops.manifest.model import Checkpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import quiet, simulate_crash
 
 WAL = "db/wal/"
@@ -231,7 +231,7 @@ START = 1_700_000_000.0
 GC_OPTIONS = GcOptions.with_min_age(timedelta(minutes=2), db_delete_grace=timedelta(minutes=15))
 
 
-def _parent_and_clone(store: MemoryStore, clock: ManualClock) -> tuple[dict[bytes, bytes], Checkpoint]:
+def _parent_and_clone(store: MemoryStore, clock: ManualRuntime) -> tuple[dict[bytes, bytes], Checkpoint]:
     """``parent`` with data in L0, and a clone of it reading those SSTs in place; the parent's final
     checkpoint that protects them."""
     content = {b"a": b"1", b"b": b"2"}
@@ -246,7 +246,7 @@ def _parent_and_clone(store: MemoryStore, clock: ManualClock) -> tuple[dict[byte
     return content, finals[0]
 
 
-def _parent_collected_a_day_later(store: MemoryStore, clock: ManualClock) -> None:
+def _parent_collected_a_day_later(store: MemoryStore, clock: ManualRuntime) -> None:
     """The parent overwrites everything and compacts, a day passes, its GC runs."""
     with Db.open("parent", store, OPTIONS, clock=clock) as db:
         db.put(b"a", b"new")
@@ -264,7 +264,7 @@ def test_a_final_checkpoint_cannot_be_given_an_expiry(lifetime: timedelta) -> No
     """``refresh_checkpoint`` with a lifetime on the parent's final checkpoint of a clone is refused
     (naming the clone), and ``delete_checkpoint`` too; the clone still reads everything after the
     parent's data is compacted away and collected a day later."""
-    store, clock = MemoryStore(), ManualClock(START)
+    store, clock = MemoryStore(), ManualRuntime(START)
     content, final = _parent_and_clone(store, clock)
     with pytest.raises(CheckpointProtectedError, match="clone"):
         admin.refresh_checkpoint("parent", store, final.id, lifetime, clock=clock)
@@ -288,7 +288,7 @@ def test_deleting_the_root_database_deletes_only_its_own_objects(how: str) -> No
     """The root database (path ``""``) is soft-destroyed, then hard-destroyed or collected by GC past
     its grace period: objects of no database and a nested database are untouched, and the root's own
     directories hold nothing but its tombstone."""
-    store, clock = MemoryStore(), ManualClock(START)
+    store, clock = MemoryStore(), ManualRuntime(START)
     for key, data in STRAYS.items():
         store.put(key, data)
     with Db.open("", store, OPTIONS, clock=clock) as root:

@@ -1,7 +1,7 @@
 """A scripted, deterministic, resumable workload over five databases, and the invariants that a crash
 at any object-store call must not break (issue 8, "Crash-point sweep").
 
-The workload (:data:`STEPS`) runs on one store with a :class:`~slate_ops.clock.ManualClock`:
+The workload (:data:`STEPS`) runs on one store with a :class:`~slate_ops.runtime.ManualRuntime`:
 
 * writer puts, deletes and batches on ``db/main``, acknowledged as durable by ``put(...,
   await_durable=True)``, by ``flush()`` and by ``close()``; memtable flushes to L0;
@@ -56,7 +56,6 @@ from slate_ops.admin import reachability
 from slate_ops.admin.clone import SOURCE_CHECKPOINT_PREFIX
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
 from slate_ops.admin.verify import Severity
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import DbNotFoundError, TagExistsError
@@ -68,6 +67,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import CountingStore, FaultInjectingStore, LocalStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import SimulatedCrash
+from slate_ops.runtime import ManualRuntime
 from tests.engine.conftest import simulate_crash
 
 MAIN = "db/main"
@@ -298,7 +298,7 @@ class Context:
     """One (possibly resumed) run of the workload: the store, the clock and what is held in memory."""
 
     store: ObjectStore
-    clock: ManualClock
+    clock: ManualRuntime
     start: float
     model: Model
     writers: list[Db] = field(default_factory=list)
@@ -629,7 +629,7 @@ def run_workload(ctx: Context, start: int = 0, before_step: Callable[[int], None
 
 
 def read_contents(
-    store: ObjectStore, path: str, clock: ManualClock, checkpoint_name: str | None = None
+    store: ObjectStore, path: str, clock: ManualRuntime, checkpoint_name: str | None = None
 ) -> dict[bytes, bytes]:
     """What a reader sees: the latest state (WAL included), or a named checkpoint's state."""
     checkpoint = None
@@ -641,7 +641,7 @@ def read_contents(
         return dict(reader.scan())
 
 
-def check_acknowledged(store: ObjectStore, model: Model, clock: ManualClock) -> list[str]:
+def check_acknowledged(store: ObjectStore, model: Model, clock: ManualRuntime) -> list[str]:
     """After a crash: every acknowledged write is readable with its value (or with a value issued
     after it, which the crash may have made durable), and nothing else is there.
 
@@ -667,7 +667,7 @@ def _readable(store: ObjectStore, path: str) -> bool:
     return latest is not None and latest.value.destroyed_at_s is None
 
 
-def check_contents(store: ObjectStore, model: Model, clock: ManualClock) -> None:
+def check_contents(store: ObjectStore, model: Model, clock: ManualRuntime) -> None:
     """Every remaining database, checkpoint and tag holds exactly what the finished workload wrote;
     destroyed databases are destroyed, hard-destroyed ones gone."""
     readable = model.readable()
@@ -705,7 +705,7 @@ def _diff(got: dict[bytes, bytes], expected: dict[bytes, bytes]) -> str:
     return ", ".join(f"{k!r}: {got.get(k)!r} != {expected.get(k)!r}" for k in keys[:5])
 
 
-def check_references(store: ObjectStore, clock: ManualClock, paths: Sequence[str] = DATABASES) -> None:
+def check_references(store: ObjectStore, clock: ManualRuntime, paths: Sequence[str] = DATABASES) -> None:
     """No manifest (latest or a live checkpoint's) references a missing object; every database is
     initialised; no operation's ephemeral checkpoint is left once the operations finished; and
     :func:`slate_ops.admin.check_references` over every database in the store finds nothing: every
@@ -744,7 +744,7 @@ def _protected(store: ObjectStore, path: str, now: float) -> tuple[Manifest, Pro
     return latest, protection
 
 
-def check_gc_clean(store: ObjectStore, clock: ManualClock, paths: Sequence[str] = DATABASES) -> int:
+def check_gc_clean(store: ObjectStore, clock: ManualRuntime, paths: Sequence[str] = DATABASES) -> int:
     """GC past every min age leaves nothing unreferenced: run it twice on every database (dependents
     first); then a dry run finds nothing more to do, every SST under ``compacted/`` and every WAL SST
     is referenced by the latest manifest or a live checkpoint's, and every SST a database reads in
@@ -781,7 +781,7 @@ def check_gc_clean(store: ObjectStore, clock: ManualClock, paths: Sequence[str] 
     return deleted
 
 
-def check_finished(store: ObjectStore, model: Model, clock: ManualClock, start: float) -> None:
+def check_finished(store: ObjectStore, model: Model, clock: ManualRuntime, start: float) -> None:
     """The invariants of a finished workload, before and after a final GC."""
     assert model.completed == len(STEPS)
     live = model.live()
@@ -831,7 +831,7 @@ def count_crash_points(template: Path, workdir: Path) -> CallCount:
     counting = CountingStore(LocalStore(root))
     counter = CompletedCalls(counting)
     start = float(int(time.time()))
-    ctx = Context(counter, ManualClock(start), start, initial_model())
+    ctx = Context(counter, ManualRuntime(start), start, initial_model())
 
     def enter(index: int) -> None:
         counter.step = STEPS[index].__name__
@@ -869,7 +869,7 @@ def sweep_point(
     shutil.copytree(template, root)
     store = LocalStore(root)
     start = float(int(time.time()))
-    clock = ManualClock(start)
+    clock = ManualRuntime(start)
     model = initial_model()
     crashed_in: list[str] = []
     acknowledged = 0

@@ -12,7 +12,6 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from slate_ops import CheckpointScope, Db, DbReader, admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.errors import (
     CheckpointExpiredError,
@@ -24,6 +23,7 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore, S3Store
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from slate_ops.spark import read_db, tags_table
 from slate_ops.spark.read import READ_CHECKPOINT_NAME, plan_read
 from tests.spark.test_executor import QUIET, QUIET_READER
@@ -107,7 +107,7 @@ def test_without_a_checkpoint_read_db_takes_one_for_an_hour(
     assert abs(checkpoint.expire_time_s - (time.time() + 3600)) < 60
 
     # A DataFrame evaluated after its checkpoint expired fails with the typed error, in the task.
-    old = ManualClock(time.time() - 7200)
+    old = ManualRuntime(time.time() - 7200)
     stale = read_db(spark, local_store.url, PATH, clock=old)
     with pytest.raises(Exception, match=CheckpointExpiredError.__name__):
         stale.collect()

@@ -18,14 +18,6 @@ class IntCodec:
         return int(json.loads(data))
 
 
-class FakeMonotonic:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def memory() -> MemoryStore:
     return MemoryStore()

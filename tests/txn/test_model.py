@@ -4,7 +4,7 @@ Invariants: no committed increment is lost or applied twice; every commit gets a
 all earlier ones; a client reads only committed versions and never one older than it has seen.
 
 GC runs under its real timing assumption: it deletes only versions older than its ``min_age``,
-which is longer than the clients' cache TTL, so the fake monotonic clock jumps past the TTL first.
+which is longer than the clients' cache TTL, so the manual runtime jumps past the TTL first.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from slate_ops.objstore import MemoryStore
+from slate_ops.runtime import ManualRuntime
 from slate_ops.txn import SequencedStore
-from tests.txn.conftest import FakeMonotonic, counter_store, increment
+from tests.txn.conftest import counter_store, increment
 
 CLIENTS = 3
 
@@ -24,9 +25,9 @@ class SequencedModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.memory = MemoryStore()
-        self.clock = FakeMonotonic()
+        self.clock = ManualRuntime(0.0)
         self.clients: list[SequencedStore[int]] = [
-            counter_store(self.memory, monotonic=self.clock) for _ in range(CLIENTS)
+            counter_store(self.memory, clock=self.clock) for _ in range(CLIENTS)
         ]
         self.committed_ids: list[int] = []
         self.increments = 0
@@ -59,7 +60,7 @@ class SequencedModel(RuleBasedStateMachine):
         if len(self.committed_ids) <= keep:
             return
         boundary = self.committed_ids[-keep - 1]
-        self.clock.now += 61  # min_age > cache TTL: every cache is stale by the time GC deletes
+        self.clock.advance(61)  # min_age > cache TTL: every cache is stale by the time GC deletes
         self.clients[0].advance_boundary(boundary)
         for meta in list(self.memory.list("db/manifest/")):
             object_id = self.clients[0].parse_id(meta.key)

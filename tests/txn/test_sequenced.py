@@ -6,7 +6,8 @@ import pytest
 
 from slate_ops.errors import CommitRetriesExhaustedError, SequenceConflictError
 from slate_ops.objstore import CountingStore, FaultInjectingStore, MemoryStore, PutMode
-from tests.txn.conftest import FakeMonotonic, counter_store, increment
+from slate_ops.runtime import ManualRuntime
+from tests.txn.conftest import counter_store, increment
 
 
 def nonzero(counts: dict[str, int]) -> dict[str, int]:
@@ -129,14 +130,14 @@ def test_probing_falls_back_to_list_when_far_behind(counting: CountingStore) -> 
 
 
 def test_stale_cache_is_confirmed_by_list_not_trusted(memory: MemoryStore) -> None:
-    clock = FakeMonotonic()
-    reader, writer = counter_store(memory, monotonic=clock), counter_store(memory)
+    clock = ManualRuntime(0.0)
+    reader, writer = counter_store(memory, clock=clock), counter_store(memory)
     writer.update(increment)
     reader.read_latest()  # caches id 1
     for _ in range(4):
         writer.update(increment)
     memory.delete(reader.key(2))  # GC removed id 2, so probing id 2 misses
-    clock.now += 61  # past the 60 s cache TTL
+    clock.advance(61)  # past the 60 s cache TTL
     latest = reader.read_latest()
     assert latest is not None and latest.id == 5
 

@@ -9,8 +9,9 @@ import pytest
 
 from slate_ops.errors import DbDeletedError, FencedError, NamespaceDeletedError
 from slate_ops.objstore import CountingStore, MemoryStore
+from slate_ops.runtime import ManualRuntime
 from slate_ops.txn import EpochField, FenceableStore
-from tests.txn.conftest import FakeMonotonic, counter_store, increment
+from tests.txn.conftest import counter_store, increment
 
 
 def nonzero(counts: dict[str, int]) -> dict[str, int]:
@@ -25,34 +26,34 @@ def delete_namespace(memory: MemoryStore) -> None:
 def test_a_stale_cache_whose_version_vanished_raises_instead_of_reading_it_as_latest(
     memory: MemoryStore,
 ) -> None:
-    clock = FakeMonotonic()
-    seq = counter_store(memory, monotonic=clock)
+    clock = ManualRuntime(0.0)
+    seq = counter_store(memory, clock=clock)
     seq.update(increment)
     seq.update(increment)
     delete_namespace(memory)
-    clock.now = 3600.0  # the cache is re-confirmed by LIST
+    clock.set(3600.0)  # the cache is re-confirmed by LIST
     with pytest.raises(NamespaceDeletedError, match="db/manifest: version 2"):
         seq.read_latest()
 
 
 def test_a_vanished_floor_with_newer_versions_is_gc_not_deletion(memory: MemoryStore) -> None:
-    clock = FakeMonotonic()
-    seq = counter_store(memory, monotonic=clock)
+    clock = ManualRuntime(0.0)
+    seq = counter_store(memory, clock=clock)
     seq.update(increment)
     other = counter_store(memory)
     other.update(increment)
     other.update(increment)
     memory.delete(seq.key(1))  # GC deleted the old version once newer ones existed
-    clock.now = 3600.0
+    clock.set(3600.0)
     latest = seq.read_latest()
     assert latest is not None and latest.id == 3
 
 
 def test_the_list_includes_the_floor_and_costs_what_it_did(counting: CountingStore) -> None:
-    clock = FakeMonotonic()
-    seq = counter_store(counting, monotonic=clock)
+    clock = ManualRuntime(0.0)
+    seq = counter_store(counting, clock=clock)
     seq.update(increment)
-    clock.now = 3600.0
+    clock.set(3600.0)
     counting.reset()
     latest = seq.read_latest()
     assert latest is not None and latest.id == 1

@@ -19,12 +19,12 @@ from slate_ops.admin.handle.slate_ops_handle import SlateOpsHandle
 from slate_ops.admin.handle.slatedb_handle import SlateDbHandle
 from slate_ops.admin.rescale import RescaleReport
 from slate_ops.admin.rescale import merge as merge_slate_ops
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engines.detect import Engine
 from slate_ops.engines.probe import probe_db
 from slate_ops.errors import InvalidArgumentError, UnsupportedFormatVersionError
 from slate_ops.layout import normalize_db_path
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["DatabaseHandle", "SlateDbHandle", "SlateOpsHandle", "merge", "open"]
 
@@ -34,7 +34,7 @@ def open(
     store: ObjectStore,
     engine: Engine | str | None = None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> DatabaseHandle:
     """The handle of the database at ``path`` in ``store``.
 
@@ -74,7 +74,7 @@ def merge(
     target_path: str,
     *,
     engine: Engine | str | None = None,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
     flush_wal: bool = False,
 ) -> RescaleReport:
     """Merge the databases at ``source_paths`` (disjoint key ranges) into a new one at

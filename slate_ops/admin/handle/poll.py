@@ -7,10 +7,10 @@ from __future__ import annotations
 from slate_ops.admin.handle import open as open_handle
 from slate_ops.admin.handle.slate_ops_handle import SlateOpsHandle
 from slate_ops.admin.handle.state import DbState
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.engines.detect import Engine
 from slate_ops.errors import SlateDbManifestError
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["state_since"]
 
@@ -21,7 +21,7 @@ def state_since(
     engine: Engine | str | None,
     known_id: int | None,
     *,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> DbState | None:
     """``DatabaseHandle.state_since(known_id)`` of the database at ``path``.
 

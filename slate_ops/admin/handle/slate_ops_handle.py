@@ -31,7 +31,6 @@ from slate_ops.admin.split_keys import SplitSuggestion, explain_split_keys, sugg
 from slate_ops.admin.tag_policy import TagPolicy, TagPolicyReport, apply_tag_policy
 from slate_ops.admin.tags import TAG_PREFIX, Tag, create_tag, delete_tag, list_tags
 from slate_ops.admin.verify import CheckResult, verify_db
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import CompactionReport, CompactorOptions, Executor, propose
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engine import Db
@@ -43,6 +42,7 @@ from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["SlateOpsHandle"]
 
@@ -52,7 +52,7 @@ class SlateOpsHandle:
 
     engine = Engine.SLATE_OPS
 
-    def __init__(self, path: str, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, path: str, store: ObjectStore, *, clock: Runtime = SYSTEM_RUNTIME) -> None:
         self.path = normalize_db_path(path)
         self.store = store
         self.clock = clock

@@ -35,6 +35,7 @@ from slate_ops.errors import (
     SlateDbCompactionFailedError,
     SlateDbCompactionTimeoutError,
 )
+from slate_ops.runtime import SYSTEM_RUNTIME
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Pick", "compact", "pick"]
 
@@ -79,7 +80,7 @@ def compact(
     options: CompactorOptions | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     poll_s: float = 0.05,
-    monotonic: Callable[[], float] = time.monotonic,
+    monotonic: Callable[[], float] = SYSTEM_RUNTIME.monotonic,  # SlateDB's compactor runs on real time
 ) -> CompactionReport | None:
     """One compaction of ``db`` by SlateDB's compactor (module docstring); None when there is
     nothing to compact and no compaction is active."""

@@ -10,7 +10,6 @@ the plan's policy, reported by what the listing shows deleted. What SlateDB cann
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -46,7 +45,6 @@ from slate_ops.admin.split_keys import SplitSuggestion
 from slate_ops.admin.tag_policy import TagPolicy, TagPolicyReport
 from slate_ops.admin.tags import Tag
 from slate_ops.admin.verify import CheckResult
-from slate_ops.clock import SYSTEM_CLOCK, Clock
 from slate_ops.compaction import CompactionReport, CompactorOptions, Executor
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
 from slate_ops.engines.detect import Engine
@@ -72,6 +70,7 @@ from slate_ops.manifest.checkpoints import checkpoint_not_found, expiry_time, li
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["SlateDbHandle"]
 
@@ -109,7 +108,7 @@ class SlateDbHandle:
         path: str,
         store: ObjectStore,
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Runtime = SYSTEM_RUNTIME,
         timeouts: CallTimeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         """``timeouts``: the longest each kind of binding call may take before
@@ -245,7 +244,7 @@ class SlateDbHandle:
         left planned objects in place.
         """
         options = options or GcOptions()
-        started = time.monotonic()
+        started = self.clock.monotonic()
         plan = self.db.gc_plan(self._policy(options))
         notes = list(plan.notes)
         if "clones" in options.resources:
@@ -284,7 +283,7 @@ class SlateDbHandle:
             path=self.path,
             dry_run=dry_run,
             started_at=datetime.fromtimestamp(plan.now_ms / 1000, tz=UTC),
-            duration_s=time.monotonic() - started,
+            duration_s=self.clock.monotonic() - started,
             manifest_id=plan.manifest_id,
             resources=resources,
             checkpoints_expired=tuple(_checkpoint(c) for c in plan.expired_checkpoint_views),

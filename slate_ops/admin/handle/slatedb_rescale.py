@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -180,7 +179,7 @@ def split(
 ) -> RescaleReport:
     """Shard ``i`` is a projection clone of ``[split_keys[i-1], split_keys[i])`` (the first and
     last open-ended), all at one checkpoint of the source."""
-    started = time.monotonic()
+    started = handle.clock.monotonic()
     keys = list(split_keys)
     check_split_keys(keys, handle._location)
     if len(target_paths) != len(keys) + 1:
@@ -206,7 +205,7 @@ def split(
         {handle.path: cp},
         [_new_database(handle, t, r) for t, r in zip(targets, ranges, strict=True)],
         any(fresh),
-        time.monotonic() - started,
+        handle.clock.monotonic() - started,
         notes=notes,
     )
 
@@ -237,7 +236,7 @@ def merge_with(
     """One union clone of this database and ``other_paths``, each at a checkpoint slate_ops takes."""
     from slate_ops.admin.handle.slatedb_handle import SlateDbHandle
 
-    started = time.monotonic()
+    started = handle.clock.monotonic()
     sources = [handle, *(SlateDbHandle(p, handle.store, clock=handle.clock) for p in other_paths)]
     paths = [s.path for s in sources]
     if len(sources) < 2:
@@ -281,7 +280,7 @@ def merge_with(
         checkpoints,
         [_new_database(handle, target)],
         fresh,
-        time.monotonic() - started,
+        handle.clock.monotonic() - started,
         notes=["a SlateDB union clone; the source checkpoints expire in 15 minutes"],
     )
 

@@ -38,6 +38,7 @@ from slate_ops.layout import (
 )
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -339,7 +340,7 @@ class SlateDbAdmin:
           last_compacted_l0_sst_view_id's (epoch if neither))``;
         * compactions files: every one but the latest, last-modified more than ``min_age`` ago.
         """
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = int(SYSTEM_RUNTIME.now() * 1000) if now_ms is None else now_ms  # SlateDB's GC: real time
         notes: list[str] = []
         latest = self.read_manifest()
         if latest is None:
@@ -512,7 +513,7 @@ class SlateDbAdmin:
         then is taken), and report what the listing shows deleted against the plan. Clone
         detaching is not run (``detach_options`` None)."""
         before = self.list_objects()
-        extra = max(0, int(time.time() * 1000) - plan.now_ms)
+        extra = max(0, int(SYSTEM_RUNTIME.now() * 1000) - plan.now_ms)
         self._run("run_gc_once", self._admin.run_gc_once(self._gc_options(plan.policy, extra)), "gc")
         after = self.list_objects()
         deleted = tuple(sorted(set(before) - set(after)))
@@ -534,7 +535,7 @@ class SlateDbAdmin:
         *,
         timeout_s: float = 30.0,
         poll_s: float = 0.05,
-        clock: Any = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_RUNTIME.monotonic,  # SlateDB's compactor: real time
     ) -> CompactionOutcome:
         """Submit a compaction of every L0 SST view (and ``sorted_run`` if given) into sorted run
         ``sorted_run`` (0 when None), then follow it until COMPLETED or FAILED or ``timeout_s``.

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from slate_ops import Db, DbReader, admin
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor
 from slate_ops.config import CheckpointOptions
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
+from slate_ops.runtime import ManualRuntime
 from slate_ops.sst.format import TRAILER_LEN
 from tests.reliability.bad_inputs.catalogue import QUIET, QUIET_READER, Env, Setup
 
@@ -137,7 +137,7 @@ def with_checkpoints(env: Env) -> None:
     """A database, plus ``{unknown}`` (an id no checkpoint has) and ``{expired}`` (one that expired)."""
     build(env)
     env.vars["unknown"] = str(uuid.uuid4())
-    an_hour_ago = ManualClock(time.time() - 3600)
+    an_hour_ago = ManualRuntime(time.time() - 3600)
     expired = admin.create_checkpoint("db", env.store, CheckpointOptions(lifetime="10s"), clock=an_hour_ago)
     env.vars["expired"] = str(expired.id)
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from slate_ops.admin.destroy import destroy
 from slate_ops.admin.reachability import check_references
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.engine import Db, DbOptions, DbReader
 from slate_ops.errors import (
@@ -31,6 +30,7 @@ from slate_ops.errors import (
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.reliability.interleavings.explorer import Context, OpRecord, Outcome
 
 PATH = "db"
@@ -89,11 +89,11 @@ class TwoWriters:
 
     def setup(self) -> tuple[ObjectStore, Any]:
         store = MemoryStore()
-        Db.open(PATH, store, WRITER_OPTIONS, clock=ManualClock(START)).close()
+        Db.open(PATH, store, WRITER_OPTIONS, clock=ManualRuntime(START)).close()
         return store, None
 
     def act(self, actor: str, ctx: Context, setup: Any) -> None:
-        opened = ctx.op("open", lambda: Db.open(PATH, ctx.store, WRITER_OPTIONS, clock=ManualClock(START)))
+        opened = ctx.op("open", lambda: Db.open(PATH, ctx.store, WRITER_OPTIONS, clock=ManualRuntime(START)))
         if not opened.ok:
             return
         db: Db = opened.value
@@ -178,12 +178,12 @@ class WriterAcrossDestroy:
 
     def setup(self) -> tuple[ObjectStore, Any]:
         store = MemoryStore()
-        with Db.open(PATH, store, WRITER_OPTIONS, clock=ManualClock(START)) as db:
+        with Db.open(PATH, store, WRITER_OPTIONS, clock=ManualRuntime(START)) as db:
             db.put(b"old", b"v-old", await_durable=True)
         return store, None
 
     def act(self, actor: str, ctx: Context, setup: Any) -> None:
-        clock = ManualClock(START)
+        clock = ManualRuntime(START)
         if actor == "D":
             soft = ctx.op(
                 "destroy-soft", lambda: destroy(PATH, ctx.store, soft=True, dry_run=False, clock=clock)
@@ -311,7 +311,7 @@ def _objects(store: ObjectStore) -> dict[str, int]:
 def _reusable(store: ObjectStore) -> list[str]:
     """A new writer opens at the deleted path and holds nothing old."""
     try:
-        with Db.open(PATH, store, WRITER_OPTIONS, clock=ManualClock(START)) as db:
+        with Db.open(PATH, store, WRITER_OPTIONS, clock=ManualRuntime(START)) as db:
             old = db.get(b"old")
             new = db.get(b"new")
     except SlateOpsError as error:
@@ -351,7 +351,7 @@ class CompactorTakeover:
     def setup(self) -> tuple[ObjectStore, Any]:
         store = MemoryStore()
         keys: dict[bytes, bytes] = {}
-        with Db.open(PATH, store, WRITER_OPTIONS, clock=ManualClock(START)) as db:
+        with Db.open(PATH, store, WRITER_OPTIONS, clock=ManualRuntime(START)) as db:
             for i in range(4):
                 key, value = f"k{i}".encode(), f"v{i}".encode()
                 db.put(key, value)
@@ -360,7 +360,7 @@ class CompactorTakeover:
         return store, CompactionSetup(keys)
 
     def act(self, actor: str, ctx: Context, setup: Any) -> None:
-        clock = ManualClock(START)
+        clock = ManualRuntime(START)
         options = CompactorOptions(min_sources=4)
         started = ctx.op(
             "start", lambda: Compactor(PATH, ctx.store, options, LocalExecutor(threads=1), clock=clock)

@@ -47,8 +47,9 @@ Invariants, after every episode (and, for acknowledgements, at the moment of the
    store call; and every error is typed (a :class:`~slate_ops.errors.SlateOpsError`) and one the
    situation explains.
 
-Determinism: one :class:`~slate_ops.clock.ManualClock`, ids from a seeded generator
-(:func:`~tests.reliability.sim.runtime.deterministic_runtime`), every choice from ``random.Random``
+Determinism: one seeded :class:`~slate_ops.runtime.ManualRuntime` passed as ``clock=`` to everything,
+so time and every id come from it (:func:`~tests.reliability.sim.runtime.sim_runtime`; nothing is
+patched for it), every choice from ``random.Random``
 seeded from the seed, WAL fetches one at a time; the same seed gives the same trace and the same
 objects, byte for byte.
 """
@@ -68,7 +69,6 @@ from typing import Any, Literal
 
 from slate_ops import admin
 from slate_ops.admin.reachability import check_references
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import Compactor, LocalExecutor
 from slate_ops.engine import Db, DbReader
 from slate_ops.errors import (
@@ -101,9 +101,10 @@ from tests.reliability.sim.runtime import (
     InvariantViolation,
     TraceEntry,
     derive,
-    deterministic_runtime,
     diff,
+    memoized_manifest_decoding,
     short,
+    sim_runtime,
 )
 
 KEYS = tuple(b"k%02d" % i for i in range(16))
@@ -229,7 +230,7 @@ class Adversary:
 
     def __init__(self, config: AdvConfig) -> None:
         self.config = config
-        self.clock = ManualClock(START_TIME)
+        self.clock = sim_runtime(config.seed)
         self.rng = random.Random(derive(config.seed, "adversary"))
         self.trace: list[TraceEntry] = []
         self.actions: Counter[str] = Counter()
@@ -250,7 +251,7 @@ class Adversary:
     def run(self) -> AdvResult:
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
-            stack.enter_context(deterministic_runtime(self.clock, self.config.seed))
+            stack.enter_context(memoized_manifest_decoding())  # speed only
             stack.enter_context(serial_io())
             self.inner = MemoryStore("adversary", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
             for key, data in STRAYS.items():
@@ -711,7 +712,11 @@ class Adversary:
         def compactor() -> None:
             try:
                 report = Compactor(
-                    member.path, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock
+                    member.path,
+                    store,
+                    COMPACTOR_OPTIONS,
+                    LocalExecutor(threads=1, clock=self.clock),
+                    clock=self.clock,
                 ).run_once(full=self.rng.random() < 0.5)
             except Exception as error:
                 self._tick(name, "run_once", self._refused(name, error, _PROCESS_REFUSALS))
@@ -995,7 +1000,11 @@ class Adversary:
         for member in self._live():
             try:
                 Compactor(
-                    member.path, self.inner, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=self.clock
+                    member.path,
+                    self.inner,
+                    COMPACTOR_OPTIONS,
+                    LocalExecutor(threads=1, clock=self.clock),
+                    clock=self.clock,
                 ).run_once(full=True)
                 outcome = "ok"
             except Exception as error:

@@ -33,8 +33,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from slate_ops.clock import ManualClock
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import ManualRuntime
 from tests.reliability.hooked_store import HookedStore
 
 _R = TypeVar("_R")
@@ -134,7 +134,7 @@ class Interleaver:
     """Runs tasks one store call at a time; ``rng`` (or ``schedule``) decides who goes next."""
 
     rng: random.Random
-    clock: ManualClock | None = None
+    clock: ManualRuntime | None = None
     switch_rate: float = 0.5  # before a call: hand the baton to another waiting task
     stall_rate: float = 0.0  # on a hand-over: the clock jumps (the paused task stalls)
     max_stall_s: float = 60.0

@@ -338,7 +338,7 @@ class Lifecycle:
             return f"ok hard, {0 if report is None else len(report.deleted)} objects deleted"
         if op.kind == "tag":
             assert op.tag is not None
-            tag = admin.create_tag(member.path, store, op.tag, replace=True, clock=clock, new_id=uuid.uuid4)
+            tag = admin.create_tag(member.path, store, op.tag, replace=True, clock=clock)
             self.pending = None
             member.tags[op.tag] = FamilyTag(
                 op.tag, tag.checkpoint_id, dict(member.model.current), frozenset(member.data_keys)
@@ -632,7 +632,7 @@ class Lifecycle:
         existed = name in member.tags
         if not replace:
             try:
-                created = admin.create_tag(member.path, store, name, clock=sim.clock, new_id=uuid.uuid4)
+                created = admin.create_tag(member.path, store, name, clock=sim.clock)
             except TagExistsError:
                 if not existed:
                     raise sim.violation(
@@ -681,7 +681,11 @@ class Lifecycle:
         sim = self.sim
         try:
             compactor = Compactor(
-                member.path, store, COMPACTOR_OPTIONS, LocalExecutor(threads=1), clock=sim.clock
+                member.path,
+                store,
+                COMPACTOR_OPTIONS,
+                LocalExecutor(threads=1, clock=sim.clock),
+                clock=sim.clock,
             )
             report = compactor.run_once(full=full)
         except SimulatedCrash:

@@ -1,5 +1,5 @@
-"""The simulation's deterministic runtime: configuration, trace and result types, the seeded id and
-time sources, the stores every actor talks to, the writer and reader without their threads, and the
+"""The simulation's deterministic runtime: configuration, trace and result types, the seeded runtime
+(ids and time), the stores every actor talks to, the writer and reader without their threads, and the
 model of a database's write history (tests/reliability/simulation.py)."""
 
 from __future__ import annotations
@@ -7,11 +7,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import random
 import subprocess
 import sys
-import types
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,9 +18,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 from unittest import mock
 
-import ulid
-
-from slate_ops.clock import ManualClock
 from slate_ops.compaction import CompactorOptions
 from slate_ops.engine import Db, DbOptions, ReaderOptions, WriteBatch
 from slate_ops.errors import GcFailedError
@@ -33,7 +27,7 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.objstore import FaultInjectingStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import SimulatedCrash
-from slate_ops.txn.sequenced import SequencedStore
+from slate_ops.runtime import ManualRuntime
 
 MAIN = "main"
 ACTORS = ("writer", "reader", "compactor", "gc", "admin", "lifecycle")
@@ -167,43 +161,22 @@ def derive(seed: int, *parts: str) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
-# --- the deterministic runtime ----------------------------------------------------------------------
+# --- the runtime -----------------------------------------------------------------------------------
+
+
+def sim_runtime(seed: int) -> ManualRuntime:
+    """The one runtime of a run, passed as ``clock=`` to every component: time moves when the
+    scheduler says so; UUIDs (checkpoint ids), ULIDs (SST, view and compaction ids) and the
+    compactor's output ids come from ``seed``. Two runs of one seed hand out the same ids."""
+    return ManualRuntime(START_TIME, seed=derive(seed, "ids"))
 
 
 @contextlib.contextmanager
-def deterministic_runtime(clock: ManualClock, seed: int) -> Iterator[None]:
-    """Route every source of ids and time that slate_ops reads through the clock and a seeded RNG.
-
-    ULIDs (SST, view and compaction ids) take their time from the clock and their randomness from
-    the RNG; ``uuid.uuid4`` (checkpoint and put ids) draws from the RNG, also where slate_ops bound it
-    as a parameter default; the sequenced stores' latest-version cache ages by the clock (its 60 s
-    TTL is a promise about GC's min_age, which is measured in simulated time).
-
-    Also, for speed only: decoded manifests are memoized by their bytes (decoding is a pure function
-    of them and returns a frozen value; every actor and every check reads the same few manifests
-    over and over, and the FlatBuffers decoding of a manifest with many checkpoints dominated the
-    run time).
-    """
-    ids = random.Random(derive(seed, "ids"))
-    generator = ulid.ULIDGenerator(
-        clock=lambda: int(clock.now() * 1000), randomness=lambda _timestamp: ids.randbytes(10)
-    )
-
-    def uuid4() -> uuid.UUID:
-        return uuid.UUID(int=ids.getrandbits(128), version=4)
-
-    kwdefaults = SequencedStore.__init__.__kwdefaults__
-    assert kwdefaults is not None and "monotonic" in kwdefaults
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(ulid, "default_generator", generator))
-        _patch_bound_defaults(stack, uuid.uuid4, uuid4)
-        stack.enter_context(mock.patch.object(uuid, "uuid4", uuid4))
-        stack.enter_context(mock.patch.dict(kwdefaults, {"monotonic": clock.now}))
-        stack.enter_context(mock.patch.object(manifest_store, "decode_manifest", _memoized_decode()))
-        yield
-
-
-def _memoized_decode(limit: int = 50_000) -> Callable[[bytes, str], Manifest]:
+def memoized_manifest_decoding(limit: int = 50_000) -> Iterator[None]:
+    """For speed only, not determinism: decoded manifests are memoized by their bytes (decoding is a
+    pure function of them and returns a frozen value; every actor and every check reads the same few
+    manifests over and over, and the FlatBuffers decoding of a manifest with many checkpoints
+    dominated the run time)."""
     decode = decode_manifest
     decoded: dict[bytes, Manifest] = {}
 
@@ -217,45 +190,14 @@ def _memoized_decode(limit: int = 50_000) -> Callable[[bytes, str], Manifest]:
             decoded[key] = found
         return found
 
-    return memoized
-
-
-def _patch_bound_defaults(stack: contextlib.ExitStack, original: object, replacement: object) -> None:
-    """Replace ``original`` where slate_ops bound it as a parameter default (``new_id=uuid.uuid4``):
-    patching the module attribute does not reach a default evaluated at import time."""
-    seen: set[int] = set()
-    for name, module in sorted(sys.modules.items()):
-        if not (name == "slate_ops" or name.startswith("slate_ops.")) or module is None:
-            continue
-        for obj in list(vars(module).values()):
-            for function in _functions(obj):
-                if id(function) in seen:
-                    continue
-                seen.add(id(function))
-                defaults = function.__defaults__
-                if defaults and any(d is original for d in defaults):
-                    patched = tuple(replacement if d is original else d for d in defaults)
-                    stack.enter_context(mock.patch.object(function, "__defaults__", patched))
-                kwdefaults = function.__kwdefaults__
-                if kwdefaults and any(v is original for v in kwdefaults.values()):
-                    bound = {k: replacement for k, v in kwdefaults.items() if v is original}
-                    stack.enter_context(mock.patch.dict(kwdefaults, bound))
-
-
-def _functions(obj: object) -> Iterator[types.FunctionType]:
-    if isinstance(obj, types.FunctionType):
-        yield obj
-    elif isinstance(obj, type) and obj.__module__.startswith("slate_ops"):
-        for member in vars(obj).values():
-            candidate: Any = member.__func__ if isinstance(member, classmethod | staticmethod) else member
-            if isinstance(candidate, types.FunctionType):
-                yield candidate
+    with mock.patch.object(manifest_store, "decode_manifest", memoized):
+        yield
 
 
 class SimTimeStore:
     """Reports ``last_modified`` in simulated time for a store that stamps real time (the local store)."""
 
-    def __init__(self, inner: ObjectStore, clock: ManualClock) -> None:
+    def __init__(self, inner: ObjectStore, clock: ManualRuntime) -> None:
         self.inner = inner
         self._clock = clock
         self._written: dict[str, float] = {}
