@@ -36,9 +36,7 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import CountingStore, FaultInjectingStore, MemoryStore
 from slate_ops.objstore.wrappers import SimulatedCrash
-from tests.engine.conftest import quiet, stop_leftover_threads
-
-FIXTURES = (stop_leftover_threads,)
+from tests.support.engine import quiet
 
 MAIN = "fam/main"
 CLONE = "fam/clone"

@@ -14,7 +14,7 @@ from slate_ops.objstore import ObjectStore
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.resources import RESOURCE_KEY
-from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
+from tests.support.orchestration import ALPHA, BETA, add_checkpoint
 
 
 def tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:

@@ -31,7 +31,7 @@ from slate_ops.txn.paths import (
     is_valid_db_path,
     normalize_db_path,
 )
-from tests.conftest import snapshot
+from tests.support.stores import snapshot
 
 # Every reserved name at every depth: alone, as the first, a middle and the last component.
 RESERVED_PATHS = [

@@ -1,0 +1,118 @@
+"""The thread-leak guard, applied to every test: a thread a test started must have ended when the
+test ends (after a short grace period), or the test errors with the threads' names.
+
+Not counted: threads started while a session-, package- or module-scoped fixture was set up
+(they live as long as that fixture, e.g. moto's server) and the process-wide threads in
+:data:`PROCESS_THREADS`. A test that legitimately leaves threads behind carries
+``@pytest.mark.leaves_threads("reason")``. Whatever the outcome, the writers and readers a test
+opened and did not close are stopped afterwards, so one failure cannot leak into the next test.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from slate_ops.engine import Db, DbReader
+
+GRACE_SECONDS = 2.0
+"""How long the threads a test started get to finish after it (a pool's workers, a closed
+writer's flusher winding down) before they count as leaked."""
+
+PROCESS_THREADS: dict[str, str] = {
+    "slate_ops-slatedb-loop": "slate_ops.engines.slatedb.loop.LOOP: one asyncio loop for SlateDB's "
+    "binding per process, started on first use and kept for the process's lifetime by design",
+}
+"""Threads (by name prefix) that live as long as the process, each with the reason."""
+
+_fixture_threads: set[threading.Thread] = set()
+"""Threads started while a fixture of a scope wider than a test was set up."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "leaves_threads(reason): the test leaves threads running on purpose (the guard in "
+        "tests/support/threads.py does not check it); say why",
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    if fixturedef.scope == "function":
+        return (yield)
+    before = set(threading.enumerate())
+    try:
+        return (yield)
+    finally:
+        _fixture_threads.update(set(threading.enumerate()) - before)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_call_failed] = report.failed
+    return report
+
+
+_call_failed = pytest.StashKey[bool]()
+
+
+def _is_exempt(thread: threading.Thread) -> bool:
+    return thread in _fixture_threads or thread.name.startswith(tuple(PROCESS_THREADS))
+
+
+def new_threads(before: set[threading.Thread], grace: float = GRACE_SECONDS) -> list[threading.Thread]:
+    """Threads alive now that were not in ``before`` (and are not exempt), after waiting up to
+    ``grace`` seconds for each to end."""
+    started = [t for t in threading.enumerate() if t not in before and not _is_exempt(t)]
+    for thread in started:
+        thread.join(grace)
+    return [t for t in started if t.is_alive()]
+
+
+@pytest.fixture(autouse=True)
+def thread_leak_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    before = set(threading.enumerate())
+    opened = _record_engine_instances(monkeypatch)
+    yield
+    checked = request.node.get_closest_marker("leaves_threads") is None
+    leaked = new_threads(before) if checked and not request.node.stash.get(_call_failed, True) else []
+    _stop(opened)
+    if leaked:
+        names = ", ".join(sorted(t.name for t in leaked))
+        pytest.fail(
+            f"the test left {len(leaked)} thread(s) running after {GRACE_SECONDS} s: {names} (close what "
+            "the test opened, or mark it leaves_threads with the reason)",
+            pytrace=False,
+        )
+
+
+def _record_engine_instances(monkeypatch: pytest.MonkeyPatch) -> list[Db | DbReader]:
+    opened: list[Db | DbReader] = []
+    for cls in (Db, DbReader):
+        original = cls.__init__
+
+        def recording(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
+            opened.append(self)
+            _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", recording)
+    return opened
+
+
+def _stop(opened: list[Db | DbReader]) -> None:
+    """Stop the flusher and poller threads of writers and readers left open (a test that failed
+    half-way), through their private fields: the engine has no public way to stop without closing."""
+    for instance in opened:
+        stopping = getattr(instance, "_stopping", None)
+        thread = getattr(instance, "_thread", None)
+        if stopping is not None:
+            stopping.set()
+        if isinstance(thread, threading.Thread) and thread.is_alive():
+            getattr(instance, "_wake", stopping).set()
+            thread.join(5)
