@@ -9,6 +9,7 @@ that exercises only that path.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -73,6 +74,8 @@ def test_a_fenced_writer_cannot_create_a_checkpoint(
     manifest = ManifestStore(memory_store, "db").read_latest_required().value
     assert [c.id for c in manifest.checkpoints if c.id == a._checkpoint_id] == []
     b.close()
+    with contextlib.suppress(FencedError):
+        a.close()  # stops its flusher; fenced, it cannot release its checkpoint
 
 
 def test_a_fenced_writer_cannot_release_its_checkpoint_on_close(memory_store: MemoryStore) -> None:
@@ -102,6 +105,8 @@ def test_a_fenced_writer_cannot_ingest_l0(memory_store: MemoryStore) -> None:
     assert sst_id not in {s.id for s in manifest.ssts}
     assert b.get(b"k") == b"old"
     b.close()
+    with contextlib.suppress(FencedError):
+        a.close()  # stops its flusher; fenced, it cannot release its checkpoint
 
 
 # --- the compactor ------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ timeout turns "never returns" into a failure instead of a hung suite.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -186,6 +187,8 @@ def test_a_paused_writer_flushing_after_deletion_raises(memory_store: MemoryStor
     assert list(memory_store.list("db/wal/")) == []
     with Db.open("db", memory_store, QUIET) as fresh:
         assert fresh.get(b"after") is None and fresh.get(b"before") is None
+    with contextlib.suppress(DbDeletedError):
+        db.close()  # stops its flusher
 
 
 def test_a_reader_of_the_newer_writer_sees_its_value(memory_store: MemoryStore) -> None:
