@@ -50,7 +50,7 @@ def fixture_names(tree: ast.Module) -> list[str]:
             if ast.unparse(target) not in ("pytest.fixture", "fixture"):
                 continue
             alias = [k.value for k in (call.keywords if call else []) if k.arg == "name"]
-            names.append(alias[0].value if alias and isinstance(alias[0], ast.Constant) else node.name)
+            names.append(str(alias[0].value) if alias and isinstance(alias[0], ast.Constant) else node.name)
     return names
 
 

@@ -2,10 +2,12 @@
 test ends (after a short grace period), or the test errors with the threads' names.
 
 Not counted: threads started while a session-, package- or module-scoped fixture was set up
-(they live as long as that fixture, e.g. moto's server) and the process-wide threads in
-:data:`PROCESS_THREADS`. A test that legitimately leaves threads behind carries
-``@pytest.mark.leaves_threads("reason")``. Whatever the outcome, the writers and readers a test
-opened and did not close are stopped afterwards, so one failure cannot leak into the next test.
+(they live as long as that fixture, e.g. moto's server), the threads serving a connection to such
+a fixture's server (a client's kept-alive connection ends when the client does), and the
+process-wide threads of :data:`PROCESS_THREADS` and :data:`PROCESS_THREAD_MODULES`. A test that
+legitimately leaves threads behind carries ``@pytest.mark.leaves_threads("reason")``. Whatever
+the outcome, the writers and readers a test opened and did not close are stopped afterwards, so
+one failure cannot leak into the next test.
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ PROCESS_THREADS: dict[str, str] = {
     "binding per process, started on first use and kept for the process's lifetime by design",
 }
 """Threads (by name prefix) that live as long as the process, each with the reason."""
+
+PROCESS_THREAD_MODULES: dict[str, str] = {
+    "pyspark": "the SparkSession's accumulator server: one per SparkContext, which tests reuse "
+    "(SparkSession.getActiveSession) rather than start again, at ~5-15 s each",
+    "py4j": "the JVM gateway's threads of the SparkSession, kept for the process's lifetime",
+}
+"""Threads (by the module of the object whose method they run, or of their own class) that live as
+long as the process, each with the reason."""
 
 _fixture_threads: set[threading.Thread] = set()
 """Threads started while a fixture of a scope wider than a test was set up."""
@@ -62,8 +72,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 _call_failed = pytest.StashKey[bool]()
 
 
+def _target_owner(thread: threading.Thread) -> object:
+    """The object whose method the thread runs (a server, for ``serve_forever`` and for the
+    ``process_request_thread`` serving one connection), or None. ``_target`` is the standard
+    library's private attribute: the only record of what a thread runs."""
+    return getattr(getattr(thread, "_target", None), "__self__", None)
+
+
 def _is_exempt(thread: threading.Thread) -> bool:
-    return thread in _fixture_threads or thread.name.startswith(tuple(PROCESS_THREADS))
+    if thread in _fixture_threads or thread.name.startswith(tuple(PROCESS_THREADS)):
+        return True
+    owner = _target_owner(thread)
+    if type(owner or thread).__module__.split(".")[0] in PROCESS_THREAD_MODULES:
+        return True
+    return owner is not None and any(_target_owner(t) is owner for t in _fixture_threads if t.is_alive())
 
 
 def new_threads(before: set[threading.Thread], grace: float = GRACE_SECONDS) -> list[threading.Thread]:
@@ -109,7 +131,7 @@ def _stop(opened: list[Db | DbReader]) -> None:
     """Stop the flusher and poller threads of writers and readers left open (a test that failed
     half-way), through their private fields: the engine has no public way to stop without closing."""
     for instance in opened:
-        stopping = getattr(instance, "_stopping", None)
+        stopping: Any = getattr(instance, "_stopping", None)
         thread = getattr(instance, "_thread", None)
         if stopping is not None:
             stopping.set()
