@@ -1,4 +1,5 @@
-"""Fixtures of the Dagster tests: two databases in a fresh memory store and a manual clock."""
+"""Fixtures of the Dagster tests: two databases in a fresh memory store (``fleet_store``), their
+config and the resource over them on the manual ``clock`` (tests/support/clock.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""One local Spark session for the tests in this folder (all of them carry the ``spark`` marker),
-and the local store they read and write."""
+"""One local Spark session for the tests in this folder (all of them carry the ``spark`` marker);
+they read and write ``local_dir_store`` (tests/support/stores.py)."""
 
 from __future__ import annotations
 
