@@ -100,7 +100,6 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
-from tests.engine.conftest import simulate_crash
 from tests.reliability.sim.invariants import check_reachable
 from tests.reliability.sim.lifecycle import Lifecycle
 from tests.reliability.sim.runtime import (
@@ -128,6 +127,7 @@ from tests.reliability.sim.runtime import (
     without_faults,
     write_ops,
 )
+from tests.support.engine import simulate_crash
 
 __all__ = [
     "WRITER_OPTIONS",
