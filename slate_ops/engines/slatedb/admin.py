@@ -175,7 +175,8 @@ class CloneSource:
     start: bytes | None = None
     end: bytes | None = None
 
-    def _spec(self, sdb: Any, prefix: str = "") -> Any:
+    def binding_spec(self, sdb: Any, prefix: str = "") -> Any:
+        """The binding's ``CloneSourceSpec`` of this source, its path under the store's ``prefix``."""
         rng = None
         if self.start is not None or self.end is not None:
             rng = sdb.KeyRange(start=self.start, start_inclusive=True, end=self.end, end_inclusive=False)
@@ -610,9 +611,9 @@ class SlateDbAdmin:
         if not sources:
             raise ValueError("a clone needs at least one source")
         sdb = binding()
-        builder = self._admin.create_clone_builder_from_source(sources[0]._spec(sdb, self._prefix))
+        builder = self._admin.create_clone_builder_from_source(sources[0].binding_spec(sdb, self._prefix))
         for s in sources[1:]:
-            builder.with_source(s._spec(sdb, self._prefix))
+            builder.with_source(s.binding_spec(sdb, self._prefix))
         self._run("clone", builder.build(), "clone")
         m = self.read_manifest()
         assert m is not None
