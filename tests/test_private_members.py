@@ -1,4 +1,11 @@
-"""Tests and benchmarks use no private member of a slate_ops class (issue 22).
+"""No private member is reached from outside its owner (issue 22).
+
+Tests and benchmarks use no private member of a slate_ops class; inside slate_ops, no module reads
+another object's private member (``expr._x`` where ``expr`` is not ``self``/``cls``/``super()``)
+except the few external APIs of :data:`EXTERNAL_PRIVATE_API`: what one module needs of another is a
+public attribute, property or method, or is passed as an argument.
+
+Tests and benchmarks:
 
 The private names are those slate_ops defines: methods ``def _x`` in its classes and attributes
 ``self._x``. A test or benchmark that reads, writes or patches one of them (``obj._x``,
@@ -80,6 +87,93 @@ def scan(root: Path, folders: tuple[str, ...]) -> list[str]:
 def test_no_test_or_benchmark_uses_a_private_member_of_slate_ops() -> None:
     found = scan(ROOT, ("tests", "benchmarks"))
     assert not found, f"{len(found)} uses of slate_ops private members:\n" + "\n".join(found)
+
+
+EXTERNAL_PRIVATE_API = {
+    "_tab": "FlatBuffers: a generated table's buffer; the generated classes offer no public one",
+    "_replace": "namedtuple: its public copy-with-changes method (underscored against field clashes)",
+    "_actions": "argparse: a parser's options, for did-you-mean hints; argparse has no public list",
+    "_jsc": "PySpark: the JavaSparkContext, for the executor count; PySpark has no public one",
+    "_get_credentials": "botocore: a client's resolved credentials, handed to SlateDB's binding",
+    "_request_signer": "botocore (older): the signer holding the credentials, as above",
+    "_credentials": "botocore (older): the signer's credentials, as above",
+}
+"""Private names of other libraries' objects that slate_ops may use, each with why it must."""
+
+
+def _is_own(node: ast.expr) -> bool:
+    """``self``, ``cls`` or ``super()``: the object's own members."""
+    if isinstance(node, ast.Name):
+        return node.id in {"self", "cls"}
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def foreign_private_uses(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """``(line, name)`` of each private member (any ``_x``, not a dunder) read, written or
+    get/set/has/delattr'd on an object other than ``self``/``cls``/``super()``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr) and not _is_own(node.value):
+            yield node.lineno, node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in PATCHERS
+            and len(node.args) >= 2
+            and not _is_own(node.args[0])
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _is_private(node.args[1].value)
+        ):
+            yield node.lineno, node.args[1].value
+
+
+def scan_package(root: Path) -> list[str]:
+    """``file:line name`` for every private member slate_ops reaches on another object, except
+    :data:`EXTERNAL_PRIVATE_API` (generated FlatBuffers code, ``_generated/``, is not ours to change)."""
+    found = []
+    for path in sorted((root / "slate_ops").rglob("*.py")):
+        if "_generated" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        found += [
+            f"{path.relative_to(root)}:{line} {name}"
+            for line, name in foreign_private_uses(tree)
+            if name not in EXTERNAL_PRIVATE_API
+        ]
+    return found
+
+
+def test_no_slate_ops_module_reaches_into_another_objects_private_members() -> None:
+    found = scan_package(ROOT)
+    assert not found, (
+        f"{len(found)} private members reached from outside their owner (make it a public attribute, "
+        "property or method, pass it as an argument, or move the code into the owning class; an "
+        "external library's API goes in EXTERNAL_PRIVATE_API with its reason):\n" + "\n".join(found)
+    )
+
+
+def test_the_package_scan_finds_foreign_private_uses() -> None:
+    """The rule bites: another object's private member (read, written, called, via getattr) is
+    caught, on a name, an attribute chain or a call result; ``self``/``cls``/``super()`` and
+    dunders are not."""
+    source = (
+        "handle._manifest()\n"
+        "self.gc._store\n"
+        "make()._x = 1\n"
+        "getattr(store, '_prefix', '')\n"
+        "self._own\n"
+        "cls._own\n"
+        "super()._own()\n"
+        "getattr(self, '_own', None)\n"
+        "obj.__class__\n"
+        "obj.public\n"
+    )
+    assert sorted(foreign_private_uses(ast.parse(source))) == [
+        (1, "_manifest"),
+        (2, "_store"),
+        (3, "_x"),
+        (4, "_prefix"),
+    ]
 
 
 def test_the_scan_finds_attribute_and_patched_uses() -> None:

@@ -71,11 +71,11 @@ class GarbageCollector:
         clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.options = options or GcOptions()
-        self._store = store
-        self._clock = clock
-        self._manifests = ManifestStore(store, path, clock=clock)
-        self.path = self._manifests.path
-        self._compactions = CompactionsStore(store, self.path, clock=clock)
+        self.store = store
+        self.clock = clock
+        self.manifest_store = ManifestStore(store, path, clock=clock)
+        self.path = self.manifest_store.path
+        self.compactions_store = CompactionsStore(store, self.path, clock=clock)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_report: GcReport | None = None
@@ -91,15 +91,15 @@ class GarbageCollector:
         self.last_report = report
         if report.errors:
             for error in report.errors:
-                log.error("GC of %s: %s", self._manifests.location, error)
+                log.error("GC of %s: %s", self.manifest_store.location, error)
             raise GcFailedError(
-                f"GC of {self._manifests.location} finished with {len(report.errors)} error(s): "
+                f"GC of {self.manifest_store.location} finished with {len(report.errors)} error(s): "
                 + "; ".join(report.errors),
                 report,
             )
         log.info(
             "GC of %s%s: deleted %d object(s), expired %d checkpoint(s), detached %d clone(s)%s",
-            self._manifests.location, " (dry run)" if dry_run else "", len(report.deleted_keys()),
+            self.manifest_store.location, " (dry run)" if dry_run else "", len(report.deleted_keys()),
             len(report.checkpoints_expired), len(report.clones_detached),
             ", database destroyed" if report.destroyed else "",
         )  # fmt: skip
@@ -120,16 +120,16 @@ class GarbageCollector:
                 report = self.run_once(dry_run=False)  # the long-running service acts
                 self.last_error = None
             except DbNotFoundError as error:
-                log.info("GC of %s stops: %s", self._manifests.location, error)
+                log.info("GC of %s stops: %s", self.manifest_store.location, error)
                 return self.last_report
             except GcFailedError as error:
                 self.last_error = error
             except Exception as error:  # never let the loop die silently
                 self.last_error = error
-                log.exception("GC of %s failed; retrying in %.0fs", self._manifests.location, interval)
+                log.exception("GC of %s failed; retrying in %.0fs", self.manifest_store.location, interval)
             else:
                 if report.destroyed:
-                    log.info("GC of %s deleted the destroyed database; done", self._manifests.location)
+                    log.info("GC of %s deleted the destroyed database; done", self.manifest_store.location)
                     return report
             stop.wait(interval)
         return self.last_report
@@ -152,9 +152,9 @@ class _Run:
     def __init__(self, gc: GarbageCollector, dry_run: bool) -> None:
         self.gc = gc
         self.options = gc.options
-        self.store = gc._store
+        self.store = gc.store
         self.dry_run = dry_run
-        self.clock = gc._clock
+        self.clock = gc.clock
         self.now = self.clock.now()
         self.started = self.clock.monotonic()
         self.errors: list[str] = []
@@ -199,9 +199,9 @@ class _Run:
         runs = self.options.runs
         history = self.history()
         try:
-            snapshot = read_snapshot(self.gc._manifests, self.now, history_cutoffs=history)
+            snapshot = read_snapshot(self.gc.manifest_store, self.now, history_cutoffs=history)
         except DbNotFoundError:
-            current = self.gc._manifests.read_current()
+            current = self.gc.manifest_store.read_current()
             if current is not None and current.value.is_tombstone and runs("database"):
                 return self.destroy(None)  # deleted: finish what an interrupted deletion left
             raise
@@ -212,8 +212,8 @@ class _Run:
             return self.report(None)
         if snapshot is None:
             raise db_not_found(
-                self.gc._manifests.store,
-                f"no database at {self.gc._manifests.location}: no manifest; nothing to collect.",
+                self.gc.manifest_store.store,
+                f"no database at {self.gc.manifest_store.location}: no manifest; nothing to collect.",
             )
         self.errors += snapshot.problems
         latest = snapshot.latest.value
@@ -281,18 +281,18 @@ class _Run:
         return outcome
 
     def read_compactions(self) -> tuple[list[SequencedFile], CompactionsState]:
-        sequence = self.gc._compactions.sequence
+        sequence = self.gc.compactions_store.sequence
         files = sequence.list()
         if not files:
             return files, CompactionsState()
         try:
             return files, sequence.read(files[-1].id).value
         except ObjectNotFoundError:
-            return files, self.gc._compactions.read()
+            return files, self.gc.compactions_store.read()
 
     def recheck(self, snapshot: Snapshot) -> tuple[Protection, set[int]]:
         """References that appeared after the snapshot: the newest manifests and new live checkpoints."""
-        manifests = self.gc._manifests
+        manifests = self.gc.manifest_store
         newer = manifests.sequence.list(start_after_id=snapshot.latest.id)
         extra = Protection(self.gc.path)
         extra_ids: set[int] = set()
@@ -346,7 +346,7 @@ class _ManifestTask:
         return plan.keeping(lambda d: d.id in newer_ids)
 
     def execute(self, plan: GcPlan) -> TaskOutcome:
-        report = execute_sequenced(plan, self.run.gc._manifests.sequence, self.run.store)
+        report = execute_sequenced(plan, self.run.gc.manifest_store.sequence, self.run.store)
         return TaskOutcome(report, errors=report.errors)
 
 
@@ -366,7 +366,7 @@ class _CompactionsTask:
         return plan  # no manifest references a .compactions file
 
     def execute(self, plan: GcPlan) -> TaskOutcome:
-        report = execute_sequenced(plan, self.run.gc._compactions.sequence, self.run.store)
+        report = execute_sequenced(plan, self.run.gc.compactions_store.sequence, self.run.store)
         return TaskOutcome(report, errors=report.errors)
 
 
@@ -451,7 +451,9 @@ class _ClonesTask:
     def execute(self, plan: GcPlan) -> TaskOutcome:
         if not plan.detach:
             return TaskOutcome()
-        return TaskOutcome(detached=tuple(detach(self.run.gc._manifests, self.run.store, list(plan.detach))))
+        return TaskOutcome(
+            detached=tuple(detach(self.run.gc.manifest_store, self.run.store, list(plan.detach)))
+        )
 
 
 class _CheckpointsTask:

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 from urllib.parse import urlencode
@@ -277,6 +277,11 @@ class S3Store:
         return self._bucket
 
     @property
+    def prefix(self) -> str:
+        """The key prefix inside the bucket ("" for none; no slashes at either end)."""
+        return self._prefix
+
+    @property
     def client(self) -> Any:
         """The boto3 client, e.g. to register botocore event hooks in tests."""
         return self._client
@@ -362,7 +367,7 @@ class S3Store:
         except PutOutcomeUnknownError as exc:
             unknown = exc
         try:
-            return resolve_put_outcome(_SinglePutView(self), key, data, mode, put_id)
+            return resolve_put_outcome(_SinglePutView(self, self._put_once), key, data, mode, put_id)
         except (PreconditionFailedError, PutOutcomeUnknownError):
             raise
         except ObjectStoreError as exc:  # could not even read back: still unknown, not failed
@@ -552,10 +557,12 @@ class S3Store:
 
 
 class _SinglePutView:
-    """The store as :func:`resolve_put_outcome` must see it: its re-puts must not resolve again."""
+    """The store as :func:`resolve_put_outcome` must see it: its re-puts must not resolve again, so
+    they go to ``put_once`` (the store's single put_object call)."""
 
-    def __init__(self, store: S3Store) -> None:
+    def __init__(self, store: S3Store, put_once: Callable[[str, bytes, PutMode, str], PutResult]) -> None:
         self._store = store
+        self._put_once = put_once
 
     @property
     def url(self) -> str:
@@ -568,7 +575,7 @@ class _SinglePutView:
         return self._store.head(key)
 
     def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
-        return self._store._put_once(key, data, mode, put_id or new_put_id())
+        return self._put_once(key, data, mode, put_id or new_put_id())
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
         return self._store.list(prefix, start_after)

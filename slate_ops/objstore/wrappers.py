@@ -120,7 +120,8 @@ class Gate:
         """True once a call is parked at (or has passed) the gate; False on timeout."""
         return self._reached.wait(timeout)
 
-    def _pass(self, op: str, key: str) -> None:
+    def park_if_matching(self, op: str, key: str) -> None:
+        """Called by the store before each call: parks a matching one until :meth:`release`."""
         if op != self.op or (self.key_contains is not None and self.key_contains not in key):
             return
         self._reached.set()
@@ -242,7 +243,7 @@ class FaultInjectingStore:
         if op in self._latency:
             time.sleep(self._latency[op])
         for gate in gates:
-            gate._pass(op, key)
+            gate.park_if_matching(op, key)
         if before is not None:
             raise self._make_error(before, op, key, put_id, applied=False)
         result = call()

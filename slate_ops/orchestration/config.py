@@ -394,7 +394,7 @@ class DiscoverConfig(dg.Config):
     @field_validator("store_url")
     @classmethod
     def _no_credentials(cls, url: str) -> str:
-        return DatabaseConfig._no_credentials(url)
+        return checked_store_url(url)
 
     @field_validator("prefix")
     @classmethod

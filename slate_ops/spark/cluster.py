@@ -58,7 +58,9 @@ def free_port() -> int:
 
 
 @dataclass
-class _Daemon:
+class Daemon:
+    """One Spark daemon process of a :class:`StandaloneCluster` (master or worker) and its log."""
+
     name: str
     process: subprocess.Popen[bytes]
     log: Path
@@ -81,7 +83,8 @@ class StandaloneCluster:
     worker_uis: tuple[str, ...]
     work_dir: Path
     """Per worker ``worker-<i>/``: its applications' executor logs; ``logs/``: the daemons' output."""
-    _daemons: list[_Daemon] = field(default_factory=list, repr=False)
+    daemons: list[Daemon] = field(default_factory=list, repr=False)
+    """The running master and workers (the master first); :meth:`stop` ends and clears them."""
 
     def state(self) -> dict[str, Any]:
         """The master's JSON state: workers, alive workers, active and completed applications."""
@@ -91,16 +94,16 @@ class StandaloneCluster:
 
     def stop(self) -> None:
         """TERM every process group, KILL what is left after 10 s; safe to call twice."""
-        for daemon in reversed(self._daemons):
+        for daemon in reversed(self.daemons):
             _signal_group(daemon.process, signal.SIGTERM)
         deadline = SYSTEM_RUNTIME.monotonic() + 10
-        for daemon in self._daemons:
+        for daemon in self.daemons:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.process.wait(max(0.1, deadline - SYSTEM_RUNTIME.monotonic()))
             _signal_group(daemon.process, signal.SIGKILL)  # the group's executors and Python workers too
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.process.wait(5)
-        self._daemons.clear()
+        self.daemons.clear()
 
     def __enter__(self) -> StandaloneCluster:
         return self
@@ -167,7 +170,7 @@ def start_standalone_cluster(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        cluster._daemons.append(_Daemon(name, process, log))
+        cluster.daemons.append(Daemon(name, process, log))
 
     try:
         launch(
@@ -210,10 +213,10 @@ def _alive_workers(cluster: StandaloneCluster) -> int:
 def _await(cluster: StandaloneCluster, ready: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = SYSTEM_RUNTIME.monotonic() + timeout
     while not ready():
-        dead = [d for d in cluster._daemons if d.process.poll() is not None]
+        dead = [d for d in cluster.daemons if d.process.poll() is not None]
         if dead or SYSTEM_RUNTIME.monotonic() > deadline:
             reason = f"{dead[0].name} exited" if dead else f"no {what} after {timeout:.0f} s"
-            tails = "\n".join(f"--- {d.name} ({d.log}):\n{d.tail()}" for d in cluster._daemons)
+            tails = "\n".join(f"--- {d.name} ({d.log}):\n{d.tail()}" for d in cluster.daemons)
             raise ClusterError(f"the standalone cluster did not start: {reason}.\n{tails}")
         time.sleep(0.25)
 
@@ -258,6 +261,7 @@ if __name__ == "__main__":  # pragma: no cover
 __all__ = [
     "SCRUBBED_PREFIXES",
     "ClusterError",
+    "Daemon",
     "StandaloneCluster",
     "daemon_environment",
     "free_port",

@@ -119,10 +119,12 @@ class SlateDbHandle:
         self.db = SlateDbAdmin(self.path, store, timeouts=timeouts)
 
     @property
-    def _location(self) -> str:
+    def location(self) -> str:
+        """The database as error messages name it."""
         return f"SlateDB database {self.path} in {self.store.url}"
 
-    def _manifest(self) -> ManifestView:
+    def current_manifest(self) -> ManifestView:
+        """SlateDB's latest manifest (one read); DbNotFoundError when there is none."""
         m = self.db.read_manifest()
         if m is None:
             raise DbNotFoundError(f"no database at {self.path!r} in {self.store.url}: no manifest")
@@ -134,7 +136,7 @@ class SlateDbHandle:
         """SlateDB's manifest as :class:`DbStatus`. ``ssts`` counts SST objects (an SST seen through
         several views counts once), ``sst_bytes`` sums SlateDB's estimated sizes of those;
         ``destroyed_at_s`` is always None (SlateDB has no soft destroy)."""
-        return self.status_of(self._manifest())
+        return self.status_of(self.current_manifest())
 
     def status_of(self, m: ManifestView) -> DbStatus:
         """:meth:`describe` of the manifest ``m`` (read already)."""
@@ -164,7 +166,7 @@ class SlateDbHandle:
         :meth:`list_checkpoints` (SlateDB's tags are named checkpoints with slate_ops' tag prefix)."""
         if latest_manifest_id_since(self.path, self.store, known_id) is None:
             return None
-        m = self._manifest()
+        m = self.current_manifest()
         return state_from_reports(
             self.status_of(m), slatedb_state.shape_of(m), [_checkpoint(c) for c in m.checkpoints]
         )
@@ -173,20 +175,19 @@ class SlateDbHandle:
 
     def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]:
         """The current manifest's checkpoints (expired ones included until GC removes them)."""
-        return [_checkpoint(c) for c in self._manifest().checkpoints if name is None or c.name == name]
+        return [_checkpoint(c) for c in self.current_manifest().checkpoints if name is None or c.name == name]
 
     def _find(self, checkpoint_id: uuid.UUID) -> Checkpoint:
         found = next((c for c in self.list_checkpoints() if c.id == checkpoint_id), None)
         if found is None:
-            raise checkpoint_not_found(checkpoint_id, self._location)
+            raise checkpoint_not_found(checkpoint_id, self.location)
         return found
 
-    def _live(self, checkpoint_id: uuid.UUID, now: float | None = None) -> Checkpoint:
-        """The checkpoint, refusing a missing or an expired one as ours are (``live_checkpoint``)."""
+    def live_checkpoint(self, checkpoint_id: uuid.UUID, now: float | None = None) -> Checkpoint:
+        """The checkpoint, refusing a missing or an expired one as ours are
+        (:func:`slate_ops.manifest.checkpoints.live_checkpoint`)."""
         listed = Manifest(checkpoints=tuple(self.list_checkpoints()))
-        return live_checkpoint(
-            listed, checkpoint_id, self.clock.now() if now is None else now, self._location
-        )
+        return live_checkpoint(listed, checkpoint_id, self.clock.now() if now is None else now, self.location)
 
     def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult:
         options = options or CheckpointOptions()
@@ -197,21 +198,21 @@ class SlateDbHandle:
             lifetime_s = options.lifetime.total_seconds()
         source = None
         if options.source is not None:
-            source = str(self._live(options.source).id)
+            source = str(self.live_checkpoint(options.source).id)
         cid, manifest_id = self.db.create_checkpoint(lifetime_s=lifetime_s, source=source, name=options.name)
         return CheckpointCreateResult(id=uuid.UUID(cid), manifest_id=manifest_id)
 
     def refresh_checkpoint(self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None) -> Checkpoint:
         now = self.clock.now()
         expire_time_s = expiry_time(now, lifetime)
-        checkpoint = self._live(checkpoint_id, now)
-        require_refreshable(checkpoint, expire_time_s, self._location)
+        checkpoint = self.live_checkpoint(checkpoint_id, now)
+        require_refreshable(checkpoint, expire_time_s, self.location)
         self.db.refresh_checkpoint(str(checkpoint_id), None if lifetime is None else lifetime.total_seconds())
         return self._find(checkpoint_id)
 
     def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint:
         checkpoint = self._find(checkpoint_id)
-        require_deletable(checkpoint, self._location)
+        require_deletable(checkpoint, self.location)
         if not dry_run:
             self.db.delete_checkpoint(str(checkpoint_id))
         return checkpoint
@@ -291,7 +292,7 @@ class SlateDbHandle:
             errors=tuple(errors),
         )
         if errors:
-            raise GcFailedError(f"GC of {self._location} failed: {'; '.join(errors)}", report)
+            raise GcFailedError(f"GC of {self.location} failed: {'; '.join(errors)}", report)
         return report
 
     def gc_health(self, options: GcOptions | None = None, *, intervals: int = 3) -> GcHealth:
@@ -333,13 +334,13 @@ class SlateDbHandle:
                 "a soft destroy",
                 "SlateDB has no tombstone manifest; use a hard destroy (soft=False, `destroy --hard`)",
             )
-        m = self._manifest()
+        m = self.current_manifest()
         now = self.clock.now()
         active = [c for c in m.checkpoints if c.expire_time_s is None or c.expire_time_s > now]
         if active:  # slate_ops' rule for a hard destroy (admin.destroy), kept on SlateDB too
             listed = ", ".join(c.id + (f" ({c.name})" if c.name else "") for c in active)
             raise InvalidDeletionError(
-                f"cannot hard-destroy {self._location}: {len(active)} unexpired checkpoint(s) still "
+                f"cannot hard-destroy {self.location}: {len(active)} unexpired checkpoint(s) still "
                 f"need its data: {listed}. Close writers and readers, destroy its clones, delete or let "
                 "the checkpoints expire. Nothing was deleted."
             )
@@ -379,7 +380,7 @@ class SlateDbHandle:
         """Our six checks (same names) from SlateDB's manifest and objects (slatedb_verify)."""
         return slatedb_verify.verify(
             self.db,
-            self._manifest,
+            self.current_manifest,
             now=self.clock.now(),
             l0_threshold=l0_threshold,
             l0_max_ssts=l0_max_ssts,
@@ -455,7 +456,7 @@ class SlateDbHandle:
     ) -> CompactionPlan | None:
         """What :meth:`compact` would submit (``slatedb_compaction.pick``, one manifest read): its L0
         views' and sorted runs' SSTs and their sizes as SlateDB's manifest records them."""
-        m = self._manifest()
+        m = self.current_manifest()
         chosen = slatedb_compaction.pick(m, options or CompactorOptions(), full=full)
         if chosen is None:
             return None
@@ -474,7 +475,10 @@ class SlateDbHandle:
 
     def needs_compaction(self, options: CompactorOptions | None = None, *, full: bool = False) -> bool:
         """Our trigger on SlateDB's manifest: L0 at ``options.min_sources``; ``full``: anything to merge."""
-        return slatedb_compaction.pick(self._manifest(), options or CompactorOptions(), full=full) is not None
+        return (
+            slatedb_compaction.pick(self.current_manifest(), options or CompactorOptions(), full=full)
+            is not None
+        )
 
     def compact(
         self,

@@ -104,7 +104,7 @@ def _require_empty(handle: SlateDbHandle, target: str) -> bool:
 def _require_no_wal_data(source: SlateDbHandle, flush: bool) -> None:
     """SlateDB's own check for projections and unions, made first (a refusal writes nothing);
     with ``flush`` the WAL is flushed to L0 instead (fences a running writer)."""
-    m = source._manifest()
+    m = source.current_manifest()
     ids = wal_data_ids(source.db, m)
     if not ids:
         return
@@ -145,9 +145,9 @@ def clone_to(handle: SlateDbHandle, target_path: str, checkpoint: uuid.UUID | No
     from slate_ops.admin.handle.slatedb_handle import SlateDbHandle
 
     (target,) = _check_paths([handle.path], [target_path])
-    handle._manifest()  # the source exists
+    handle.current_manifest()  # the source exists
     if checkpoint is not None:
-        handle._live(checkpoint)
+        handle.live_checkpoint(checkpoint)
     _require_empty(handle, target)
     SlateDbAdmin(target, handle.store).clone_from(
         [CloneSource(handle.path, None if checkpoint is None else str(checkpoint))]
@@ -181,15 +181,15 @@ def split(
     last open-ended), all at one checkpoint of the source."""
     started = handle.clock.monotonic()
     keys = list(split_keys)
-    check_split_keys(keys, handle._location)
+    check_split_keys(keys, handle.location)
     if len(target_paths) != len(keys) + 1:
         raise InvalidArgumentError(
             f"{len(keys)} split key(s) make {len(keys) + 1} shards, but {len(target_paths)} target "
             "path(s) were given; nothing was written"
         )
     targets = _check_paths([handle.path], target_paths)
-    source = handle._manifest()
-    ranges = shard_ranges(projected_range(source) or KeyRange(), keys, handle._location)
+    source = handle.current_manifest()
+    ranges = shard_ranges(projected_range(source) or KeyRange(), keys, handle.location)
     fresh = [_require_empty(handle, t) for t in targets]
     _require_no_wal_data(handle, flush_wal)
     cp, _ = handle.db.create_checkpoint(
@@ -244,8 +244,13 @@ def merge_with(
     (target,) = _check_paths(paths, [target_path])
     ranges = []
     for s in sources:
-        low, high = _bounds(s._manifest())
-        if low is None and high is None and not s._manifest().l0 and not s._manifest().sorted_runs:
+        low, high = _bounds(s.current_manifest())
+        if (
+            low is None
+            and high is None
+            and not s.current_manifest().l0
+            and not s.current_manifest().sorted_runs
+        ):
             continue  # no SSTs: contributes nothing, overlaps nothing
         ranges.append((low or b"", high, s))
     ranges.sort(key=lambda r: r[0])
@@ -257,7 +262,7 @@ def merge_with(
                 "ranges (the shards of a split, or independently keyed databases)"
             )
         a_end = a_high[0] if not a_high[1] else None
-        b_start = projected_range(b._manifest())
+        b_start = projected_range(b.current_manifest())
         if a_end is not None and b_start is not None and b_start.start is not None and b_start.start != a_end:
             raise NonAdjacentSourcesError(
                 f"merge sources {a.path} (ends at {render_bytes(a_end)}) and {b.path} (starts at "
@@ -290,8 +295,8 @@ def merge_with(
 
 def _manifest_at(handle: SlateDbHandle, checkpoint: uuid.UUID | None) -> ManifestView:
     if checkpoint is None:
-        return handle._manifest()
-    m = handle.db.read_manifest(handle._live(checkpoint).manifest_id)
+        return handle.current_manifest()
+    m = handle.db.read_manifest(handle.live_checkpoint(checkpoint).manifest_id)
     assert m is not None
     return m
 

@@ -54,7 +54,7 @@ def projected_range(m: ManifestView) -> KeyRange | None:
 def detail(handle: SlateDbHandle) -> DbDetail:
     """:class:`DbDetail` from one manifest read: views and SST objects told apart; an SST object is
     external when an ``ExternalDb`` of the manifest lists it (a clone's parent, a shard's source)."""
-    m = handle._manifest()
+    m = handle.current_manifest()
     status = handle.status_of(m)
     external_ids = {s for e in m.external_dbs for s in e.sst_ids}
     sizes = m.sst_sizes()
@@ -95,7 +95,7 @@ def shape_of(m: ManifestView) -> LsmShape:
 
 
 def shape(handle: SlateDbHandle) -> LsmShape:
-    return shape_of(handle._manifest())
+    return shape_of(handle.current_manifest())
 
 
 # --- history ----------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def history(handle: SlateDbHandle, limit: int | None = None) -> list[ManifestCha
     ``manifest/``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InvalidArgumentError(f"limit must be an int >= 1 or None, got {limit!r}")
-    latest = handle._manifest()
+    latest = handle.current_manifest()
     start = None if limit is None else max(1, latest.id - limit)
     manifests = handle.db.list_manifests(start, None)
     times = _manifest_times(handle)

@@ -63,7 +63,7 @@ def _tag(name: str, c: CheckpointView) -> Tag:
 
 
 def _named(handle: SlateDbHandle, name: str) -> list[CheckpointView]:
-    return [c for c in handle._manifest().checkpoints if c.name == TAG_PREFIX + name]
+    return [c for c in handle.current_manifest().checkpoints if c.name == TAG_PREFIX + name]
 
 
 def _delete(handle: SlateDbHandle, checkpoint_id: str) -> None:
@@ -71,7 +71,7 @@ def _delete(handle: SlateDbHandle, checkpoint_id: str) -> None:
     try:
         handle.db.delete_checkpoint(checkpoint_id)
     except SlateDbError:
-        if any(c.id == checkpoint_id for c in handle._manifest().checkpoints):
+        if any(c.id == checkpoint_id for c in handle.current_manifest().checkpoints):
             raise
 
 
@@ -79,7 +79,7 @@ def find_tag(handle: SlateDbHandle, name: str) -> Tag:
     """The tag ``name`` (its canonical checkpoint); :class:`TagNotFoundError` without one."""
     found = canonical(_named(handle, name)).get(name)
     if found is None:
-        raise TagNotFoundError(f"no tag {name!r} in {handle._location}; list them with `slate-ops list-tags`")
+        raise TagNotFoundError(f"no tag {name!r} in {handle.location}; list them with `slate-ops list-tags`")
     return _tag(name, found)
 
 
@@ -87,7 +87,7 @@ def list_tags(handle: SlateDbHandle) -> pa.Table:
     """The ``$tags`` table (:data:`TAGS_SCHEMA`), one row per tag name. ``record_count`` is 0
     (SlateDB's manifest has no entry counts); ``bytes`` sums SlateDB's estimated sizes of the SSTs
     the tagged manifest references (each SST once)."""
-    tags = canonical(handle._manifest().checkpoints)
+    tags = canonical(handle.current_manifest().checkpoints)
     totals: dict[int, int] = {}
     for c in tags.values():
         if c.manifest_id not in totals:
@@ -119,12 +119,12 @@ def create_tag(
     if seen and not replace:
         existing = canonical(seen)[name]
         raise TagExistsError(
-            f"tag {name!r} of {handle._location} already exists (checkpoint {existing.id}, manifest "
+            f"tag {name!r} of {handle.location} already exists (checkpoint {existing.id}, manifest "
             f"{existing.manifest_id}); delete it first or pass replace=True (--replace)"
         )
     source = None
     if checkpoint is not None:
-        source = str(handle._live(checkpoint).id)
+        source = str(handle.live_checkpoint(checkpoint).id)
     own_id, _ = handle.db.create_checkpoint(lifetime_s=None, source=source, name=TAG_PREFIX + name)
     for old in seen:  # replace: the checkpoints of the name seen before ours was created
         _delete(handle, old.id)
@@ -133,13 +133,13 @@ def create_tag(
     own = next((c for c in now if c.id == own_id), None)
     if own is None or winner is None:
         raise TagExistsError(
-            f"tag {name!r} of {handle._location}: the checkpoint created for it ({own_id}) was removed "
+            f"tag {name!r} of {handle.location}: the checkpoint created for it ({own_id}) was removed "
             "by a concurrent replace or delete; list the tags and retry if it is still wanted"
         )
     if winner.id != own_id:
         _delete(handle, own_id)
         raise TagExistsError(
-            f"tag {name!r} of {handle._location} was created concurrently by another process "
+            f"tag {name!r} of {handle.location} was created concurrently by another process "
             f"(checkpoint {winner.id}, manifest {winner.manifest_id}); ours was removed. Delete "
             "that tag first or pass replace=True (--replace)"
         )
@@ -167,7 +167,7 @@ def apply_tag_policy(handle: SlateDbHandle, policy: TagPolicy, *, dry_run: bool 
     the nil checkpoint id (SlateDB names the checkpoint when it creates it) and ``manifest_id`` the
     current one plus one write per change."""
     now = handle.clock.now()
-    m = handle._manifest()
+    m = handle.current_manifest()
     tags = canonical(m.checkpoints)
     plan = plan_tag_policy(Manifest(checkpoints=tuple(_as_checkpoint(c) for c in tags.values())), policy, now)
     created: Tag | None = None
@@ -182,7 +182,7 @@ def apply_tag_policy(handle: SlateDbHandle, policy: TagPolicy, *, dry_run: bool 
         for t, _, _ in plan.deleted:
             for c in _named(handle, t.name):
                 _delete(handle, c.id)
-        manifest_id = handle._manifest().id
+        manifest_id = handle.current_manifest().id
     return policy_report(
         handle.path, policy, now, plan, dry_run=dry_run, created=created, manifest_id=manifest_id
     )
@@ -194,7 +194,7 @@ def expire_checkpoints(handle: SlateDbHandle, *, dry_run: bool = True) -> Checkp
     real run deletes each through ``delete_checkpoint``, re-reading the manifest first so that a
     checkpoint refreshed meanwhile is kept (a refresh between that read and the delete is lost:
     SlateDB deletes by id, without a condition)."""
-    m = handle._manifest()
+    m = handle.current_manifest()
     now = handle.clock.now()
 
     def expired(view: tuple[CheckpointView, ...]) -> list[CheckpointView]:
@@ -209,7 +209,9 @@ def expire_checkpoints(handle: SlateDbHandle, *, dry_run: bool = True) -> Checkp
     found = expired(m.checkpoints)
     if dry_run or not found:
         return CheckpointExpiryReport(dry_run, m.id, tuple(_as_checkpoint(c) for c in found))
-    still = expired(handle._manifest().checkpoints)
+    still = expired(handle.current_manifest().checkpoints)
     for c in still:
         _delete(handle, c.id)
-    return CheckpointExpiryReport(False, handle._manifest().id, tuple(_as_checkpoint(c) for c in still))
+    return CheckpointExpiryReport(
+        False, handle.current_manifest().id, tuple(_as_checkpoint(c) for c in still)
+    )

@@ -6,18 +6,17 @@ module outside this package imports the binding (the ``lint-imports`` contract i
 * :mod:`.loop` -- the lazy import and the one event-loop owner;
 * :mod:`.store` -- the binding's object store for a slate_ops store;
 * :mod:`.views` -- typed views of manifests, SSTs and checkpoints;
-* :mod:`.admin` -- :class:`SlateDbAdmin`, one database's operations.
+* :mod:`.admin` -- :class:`SlateDbAdmin`, one database's operations;
+* :mod:`.gc_plan` -- SlateDB's GC decisions, one step per directory (:meth:`SlateDbAdmin.gc_plan`).
 """
 
 from slate_ops.engines.slatedb.admin import (
     CloneSource,
     CompactionOutcome,
-    GcPlan,
-    GcPolicy,
     GcRunReport,
-    PlannedDeletion,
     SlateDbAdmin,
 )
+from slate_ops.engines.slatedb.gc_plan import GcPlan, GcPolicy, PlannedDeletion
 from slate_ops.engines.slatedb.loop import (
     DEFAULT_TIMEOUTS,
     LOOP,

@@ -13,6 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from slate_ops.engines.slatedb.gc_plan import (
+    GcPlan,
+    GcPlanning,
+    GcPolicy,
+    ListedObject,
+    live_checkpoints,
+)
 from slate_ops.engines.slatedb.loop import DEFAULT_TIMEOUTS, LOOP, CallKind, CallTimeouts, LoopOwner, binding
 from slate_ops.engines.slatedb.store import binding_path, binding_store, store_prefix
 from slate_ops.engines.slatedb.views import (
@@ -20,7 +27,6 @@ from slate_ops.engines.slatedb.views import (
     ManifestView,
     _checkpoint,
     _manifest_view,
-    ulid_time_ms,
 )
 from slate_ops.errors import ObjectStoreError, SlateDbError, SlateDbTimeoutError
 from slate_ops.layout import (
@@ -47,50 +53,6 @@ DIRECTORIES = ("manifest", "wal", "wal_fence", "compacted", "compactions")
 
 
 @dataclass(frozen=True)
-class GcPolicy:
-    """Per-directory minimum ages (seconds) as in SlateDB's ``GarbageCollectorOptions``; a
-    directory whose age is None is not collected. SlateDB's defaults: 300 s each, the WAL fence
-    directory off (SlateDB runs it as a dry run by default)."""
-
-    manifest: float | None = 300.0
-    wal: float | None = 300.0
-    wal_fence: float | None = None
-    compacted: float | None = 300.0
-    compactions: float | None = 300.0
-
-    def age(self, directory: str) -> float | None:
-        return getattr(self, directory)  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True)
-class PlannedDeletion:
-    key: str
-    directory: str
-    size: int
-    reason: str
-    last_modified_ms: int = 0  # the object's, as listed
-
-
-@dataclass(frozen=True)
-class GcPlan:
-    """What one ``run_gc_once`` with :attr:`policy` at :attr:`now_ms` would do: the checkpoints it
-    first removes as expired (one manifest write) and the objects it deletes, each with a reason."""
-
-    db_path: str
-    now_ms: int
-    policy: GcPolicy
-    expired_checkpoints: tuple[str, ...]
-    deletions: tuple[PlannedDeletion, ...]
-    notes: tuple[str, ...] = ()
-    manifest_id: int | None = None  # the latest manifest the plan read
-    listed: tuple[tuple[str, int], ...] = ()  # (directory, objects listed) for each collected directory
-    expired_checkpoint_views: tuple[CheckpointView, ...] = ()  # the checkpoints of expired_checkpoints
-
-    def keys(self) -> set[str]:
-        return {d.key for d in self.deletions}
-
-
-@dataclass(frozen=True)
 class GcRunReport:
     plan: GcPlan
     deleted: tuple[str, ...]  # listed before the run, gone after
@@ -101,13 +63,6 @@ class GcRunReport:
     @property
     def matches_plan(self) -> bool:
         return not self.unplanned and not self.not_deleted
-
-
-@dataclass(frozen=True)
-class _Obj:
-    key: str
-    size: int
-    mtime_ms: int
 
 
 @dataclass(frozen=True)
@@ -175,7 +130,8 @@ class CloneSource:
     start: bytes | None = None
     end: bytes | None = None
 
-    def _spec(self, sdb: Any, prefix: str = "") -> Any:
+    def binding_spec(self, sdb: Any, prefix: str = "") -> Any:
+        """The binding's ``CloneSourceSpec`` of this source, its path under the store's ``prefix``."""
         rng = None
         if self.start is not None or self.end is not None:
             rng = sdb.KeyRange(start=self.start, start_inclusive=True, end=self.end, end_inclusive=False)
@@ -303,16 +259,18 @@ class SlateDbAdmin:
 
     # listing (the GC plan's input)
 
-    def _list(self, directory: str) -> list[_Obj]:
+    def _list(self, directory: str) -> list[ListedObject]:
         """The objects directly in ``<db>/<directory>/``, in key order (one LIST)."""
         prefix = own_directory(self.db_path, directory)
         return [
-            _Obj(m.key, m.size, int(m.last_modified.timestamp() * 1000))
+            ListedObject(m.key, m.size, int(m.last_modified.timestamp() * 1000))
             for m in self.store.list(prefix)
             if "/" not in m.key[len(prefix) :]
         ]
 
-    def _list_parsed(self, directory: str, parse: Callable[[str, str], K | None]) -> list[tuple[K, _Obj]]:
+    def _list_parsed(
+        self, directory: str, parse: Callable[[str, str], K | None]
+    ) -> list[tuple[K, ListedObject]]:
         """``(id, object)`` of the objects of ``<db>/<directory>/`` that ``parse`` (a parser of
         :mod:`slate_ops.layout`) takes for this database's own, in key order; others are skipped."""
         parsed = ((parse(self.db_path, o.key), o) for o in self._list(directory))
@@ -324,171 +282,45 @@ class SlateDbAdmin:
 
     # GC
 
-    def gc_plan(self, policy: GcPolicy = GcPolicy(), now_ms: int | None = None) -> GcPlan:
+    def gc_plan(self, policy: GcPolicy = GcPolicy(), now_ms: int | None = None) -> GcPlan:  # noqa: B008 (frozen)
         """The objects one ``run_gc_once`` with ``policy`` would delete at ``now_ms``, decided as
-        SlateDB 0.17's collector decides (slatedb/src/garbage_collector/*.rs, wal/slatedb/gc.rs):
-
-        * expired checkpoints are removed first (each task does it; one manifest write);
-        * manifest: every manifest but the latest, not referenced by a live checkpoint, whose
-          last-modified is more than ``min_age`` ago;
-        * WAL (non-empty) / WAL fence (zero-byte) SSTs: older than ``min_age`` by last-modified, and
-          outside every range the latest manifest (``[replay_after_wal_id, inf)``) and the
-          checkpointed manifests (``(replay_after_wal_id, next_wal_sst_id)``) reference;
-        * compacted SSTs: not referenced by the latest or a checkpointed manifest, and whose ULID
-          time is before ``min(now - min_age, the oldest compaction id in the latest
-          .compactions file (epoch if none), the newest L0's ULID time or else
-          last_compacted_l0_sst_view_id's (epoch if neither))``;
-        * compactions files: every one but the latest, last-modified more than ``min_age`` ago.
-        """
+        SlateDB 0.17's collector decides (:class:`~slate_ops.engines.slatedb.gc_plan.GcPlanning`:
+        one step per directory, each with its rule). This reads: the latest manifest and the ones live
+        checkpoints pin, then, for each directory the policy collects, its listing (and for compacted
+        SSTs the ``.compactions`` state first)."""
         now = int(SYSTEM_RUNTIME.now() * 1000) if now_ms is None else now_ms  # SlateDB's GC: real time
-        notes: list[str] = []
         latest = self.read_manifest()
         if latest is None:
             raise SlateDbError(self.db_path, "gc_plan", FileNotFoundError("no manifest"))
-        live = [c for c in latest.checkpoints if c.expire_time_s is None or c.expire_time_s * 1000 > now]
-        expired = tuple(c.id for c in latest.checkpoints if c not in live)
-        if expired:
-            notes.append(
-                f"removes {len(expired)} expired checkpoint(s) first, writing manifest {latest.id + 1}"
+        planning = GcPlanning(self.db_path, policy, now, latest, self._referenced_manifests(latest, now))
+        if policy.manifest is not None:
+            planning.manifests(self._list_parsed(MANIFEST_DIR, parse_own_manifest_key), policy.manifest)
+        if policy.wal is not None or policy.wal_fence is not None:
+            planning.wal(self._list_parsed(WAL_DIR, parse_wal_key))
+        if policy.compacted is not None:
+            cutoff = planning.compacted_cutoff(self._recent_compaction_ids(), policy.compacted)
+            planning.compacted(self._list_parsed(COMPACTED_DIR, parse_sst_key), cutoff)
+        if policy.compactions is not None:
+            planning.compactions(
+                self._list_parsed(COMPACTIONS_DIR, parse_compactions_key), policy.compactions
             )
+        return planning.plan()
+
+    def _referenced_manifests(self, latest: ManifestView, now_ms: int) -> dict[int, ManifestView]:
+        """``latest`` and the manifests its checkpoints live at ``now_ms`` pin, by id (one read each;
+        a pinned manifest that is gone is left out)."""
         referenced = {latest.id: latest}
-        for c in live:
+        for c in live_checkpoints(latest, now_ms):
             if c.manifest_id not in referenced:
                 m = self.read_manifest(c.manifest_id)
                 if m is not None:
                     referenced[c.manifest_id] = m
-        deletions: list[PlannedDeletion] = []
-        listed: dict[str, int] = {}  # directory -> objects listed (the directories the policy collects)
+        return referenced
 
-        def old(o: _Obj, min_age_s: float) -> bool:
-            return now - o.mtime_ms > min_age_s * 1000
-
-        age = policy.manifest
-        if age is not None:
-            manifests = self._list_parsed(MANIFEST_DIR, parse_own_manifest_key)
-            listed["manifest"] = len(manifests)
-            # After expiring checkpoints the current manifest is latest.id + 1, and the old latest
-            # becomes eligible like any other; without expiry the latest is kept.
-            pinned = {c.manifest_id for c in live}
-            for mid, o in manifests:
-                if mid == latest.id and not expired:
-                    continue
-                if mid > latest.id:
-                    continue  # written after we read the latest: a newer writer
-                if mid in pinned:
-                    continue
-                if old(o, age):
-                    deletions.append(
-                        PlannedDeletion(
-                            o.key,
-                            "manifest",
-                            o.size,
-                            f"manifest {mid}: not latest, no live checkpoint, older than {age:g}s",
-                            last_modified_ms=o.mtime_ms,
-                        )
-                    )
-        ranges: list[tuple[int, int | None, bool]] = []  # (lo, hi, lo_inclusive); hi exclusive, None open
-        for mid, m in referenced.items():
-            if mid == latest.id:
-                ranges.append((m.replay_after_wal_id, None, True))
-            else:
-                ranges.append((m.replay_after_wal_id, m.next_wal_sst_id, False))
-
-        def wal_referenced(wid: int) -> bool:
-            for lo, hi, inc in ranges:
-                if (wid >= lo if inc else wid > lo) and (hi is None or wid < hi):
-                    return True
-            return False
-
-        collect_wal = policy.wal is not None or policy.wal_fence is not None
-        wal_objs = self._list_parsed(WAL_DIR, parse_wal_key) if collect_wal else []
-        if policy.wal is not None:
-            listed["wal"] = sum(1 for _, o in wal_objs if o.size > 0)
-        if policy.wal_fence is not None:
-            listed["wal_fence"] = sum(1 for _, o in wal_objs if o.size == 0)
-        for directory, want_empty in (("wal", False), ("wal_fence", True)):
-            age = policy.age(directory)
-            if age is None:
-                continue
-            for wid, o in wal_objs:
-                if (o.size == 0) != want_empty:
-                    continue
-                if old(o, age) and not wal_referenced(wid):
-                    kind = "WAL fence (zero-byte)" if want_empty else "WAL SST"
-                    deletions.append(
-                        PlannedDeletion(
-                            o.key,
-                            directory,
-                            o.size,
-                            f"{kind} {wid}: outside every referenced WAL range, older than {age:g}s",
-                            last_modified_ms=o.mtime_ms,
-                        )
-                    )
-        age = policy.compacted
-        if age is not None:
-            active: set[str] = set()
-            for m in referenced.values():
-                active |= m.sst_ids()
-            compactions = self._run("read_compactions", self._admin.read_compactions(None))
-            ids = [c.id for c in compactions.recent_compactions] if compactions is not None else []
-            low_watermark = min((ulid_time_ms(i) for i in ids), default=0)
-            if latest.l0:
-                newest_l0 = max(ulid_time_ms(s.sst_id) for s in latest.l0)
-            elif latest.last_compacted_l0_sst_view_id:
-                newest_l0 = ulid_time_ms(latest.last_compacted_l0_sst_view_id)
-            else:
-                newest_l0 = 0
-            if latest.segments:
-                notes.append("segments present: the compacted cutoff also spans segment trees (not modelled)")
-            cutoff = min(now - int(age * 1000), low_watermark, newest_l0)
-            if cutoff == 0:
-                notes.append(
-                    "compacted SSTs: cutoff is the epoch (no compaction recorded or no L0 ever), none deleted"
-                )
-            compacted = self._list_parsed(COMPACTED_DIR, parse_sst_key)
-            listed["compacted"] = len(compacted)
-            for sst_id, o in compacted:
-                sid = str(sst_id)
-                try:
-                    t = ulid_time_ms(sid)
-                except KeyError:
-                    continue
-                if t < cutoff and sid not in active:
-                    deletions.append(
-                        PlannedDeletion(
-                            o.key,
-                            "compacted",
-                            o.size,
-                            f"SST {sid}: in no referenced manifest, created before the cutoff {cutoff}",
-                            last_modified_ms=o.mtime_ms,
-                        )
-                    )
-        age = policy.compactions
-        if age is not None:
-            objs = self._list_parsed(COMPACTIONS_DIR, parse_compactions_key)
-            listed["compactions"] = len(objs)
-            for cid, o in objs[:-1]:  # the latest is kept
-                if old(o, age):
-                    deletions.append(
-                        PlannedDeletion(
-                            o.key,
-                            "compactions",
-                            o.size,
-                            f"compactions file {cid}: not latest, older than {age:g}s",
-                            last_modified_ms=o.mtime_ms,
-                        )
-                    )
-        return GcPlan(
-            self.db_path,
-            now,
-            policy,
-            expired,
-            tuple(deletions),
-            tuple(notes),
-            manifest_id=latest.id,
-            listed=tuple(sorted(listed.items())),
-            expired_checkpoint_views=tuple(c for c in latest.checkpoints if c.id in expired),
-        )
+    def _recent_compaction_ids(self) -> list[str]:
+        """The ids of the compactions in the latest ``.compactions`` file (none if there is none)."""
+        compactions = self._run("read_compactions", self._admin.read_compactions(None))
+        return [c.id for c in compactions.recent_compactions] if compactions is not None else []
 
     def _gc_options(self, policy: GcPolicy, extra_ms: int) -> Any:
         sdb = binding()
@@ -610,9 +442,9 @@ class SlateDbAdmin:
         if not sources:
             raise ValueError("a clone needs at least one source")
         sdb = binding()
-        builder = self._admin.create_clone_builder_from_source(sources[0]._spec(sdb, self._prefix))
+        builder = self._admin.create_clone_builder_from_source(sources[0].binding_spec(sdb, self._prefix))
         for s in sources[1:]:
-            builder.with_source(s._spec(sdb, self._prefix))
+            builder.with_source(s.binding_spec(sdb, self._prefix))
         self._run("clone", builder.build(), "clone")
         m = self.read_manifest()
         assert m is not None

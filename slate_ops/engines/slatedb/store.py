@@ -139,7 +139,7 @@ def store_prefix(store: ObjectStore) -> str:
     """The key prefix the binding must put before a database path in ``store`` ("" for none)."""
     store = _unwrap(store)
     if isinstance(store, S3Store):
-        return store._prefix  # S3Store strips it; no slashes at either end
+        return store.prefix
     return ""
 
 
