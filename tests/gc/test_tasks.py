@@ -12,9 +12,7 @@ from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.gc import ALL_RESOURCES, GarbageCollector, GcOptions
 from slate_ops.gc.snapshot import read_snapshot
 from slate_ops.gc.task import NAMESPACES, GcPlan, GcTask
-from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
-from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import CountingStore
 from slate_ops.runtime import ManualRuntime
 from tests.support.engine import quiet
@@ -41,9 +39,9 @@ def garbage_of_every_kind(store: MemoryStore, clock: ManualRuntime) -> None:
     clock.advance(10_000)
 
 
-def planned(collector: GarbageCollector, store: ObjectStore) -> list[tuple[GcTask, GcPlan]]:
+def planned(collector: GarbageCollector) -> list[tuple[GcTask, GcPlan]]:
     run = collector_module._Run(collector, dry_run=False)
-    snapshot = read_snapshot(ManifestStore(store, collector.path), run.now, history_cutoffs=run.history())
+    snapshot = read_snapshot(collector.manifest_store, run.now, history_cutoffs=run.history())
     assert snapshot is not None
     plans = []
     for task in run.tasks(snapshot):
