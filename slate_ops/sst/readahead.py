@@ -8,8 +8,9 @@ while the scan decodes the current one, and opens (footer, index, bloom filter) 
 need next before it reaches them.
 
 Bytes requested and not yet taken by the scan (in flight or fetched and waiting) stay within
-``max_bytes``, with one exception that keeps a merge from waiting on itself: a stream with nothing
-outstanding may always fetch the run it needs now (so at most one run per stream over the bound).
+``max_bytes``, with one exception that keeps a merge from waiting on itself: a stream always fetches
+the run it needs now, and its first run when the scan starts (so at most one run per stream over
+the bound).
 Closing the read-ahead cancels queued fetches; a GET already running finishes and is dropped.
 """
 
@@ -204,8 +205,7 @@ class BlockStream:
                 return
             step = self._planned[0]
             if step.cached is None:
-                force = not any(s.future is not None for s in self._ready)
-                step.future = self._read_ahead.fetch(step.reader, step.run, force=force)
+                step.future = self._read_ahead.fetch(step.reader, step.run, force=first)
                 if step.future is None:
                     return
             self._ready.append(self._planned.popleft())

@@ -292,7 +292,7 @@ class SstReader:
             else:
                 steps.append((i, j, None))
                 i = j
-            target = second_bytes if target == 0 else min(max_bytes, target * growth)
+            target = min(max_bytes, second_bytes if target == 0 else target * growth)
         return steps
 
     def run_bytes(self, i: int, j: int) -> int:
