@@ -147,7 +147,8 @@ class BlockStream:
         self._open_ahead(0)
 
     def start(self) -> None:
-        """Wait until the first SST is open (its errors are raised here) and fetch its first run."""
+        """Wait until the first SST is open (its errors are raised here) and start fetching: its
+        first run in any case, the next ones within the byte bound."""
         if self._segments:
             self._opening[0].result()
         self._fill(first=True)
@@ -199,7 +200,7 @@ class BlockStream:
 
     def _fill(self, *, first: bool = False) -> None:
         """Start fetching the next planned runs while the byte bound allows (without waiting on an
-        SST open); ``first``: only up to the first run."""
+        SST open); ``first``: the first run regardless of the bound."""
         while True:
             if not self._planned and not self._plan_next(wait=False):
                 return
@@ -208,9 +209,8 @@ class BlockStream:
                 step.future = self._read_ahead.fetch(step.reader, step.run, force=first)
                 if step.future is None:
                     return
+                first = False
             self._ready.append(self._planned.popleft())
-            if first and step.cached is None:
-                return
 
     def _take(self) -> _Step | None:
         if not self._ready:
