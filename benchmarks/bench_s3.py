@@ -837,6 +837,33 @@ def figure_rows(results: S3Results, sizes: Sizes, delays_ms: list[int], label: s
         f"{FETCH_TASKS} (its default: 1 byte, i.e. one block, and 1); reported",
         THEIRS_READ_AHEAD,
     )
+    kinds = {
+        OPEN_SCAN_OVERLAPPING: f"{sizes.l0_ssts} L0 SSTs of shuffled keys",
+        OPEN_SCAN_ADJACENT: f"ours: a sorted run of ~{sizes.l0_ssts} SSTs; SlateDB: {sizes.l0_ssts} L0 "
+        "SSTs of adjacent key ranges (its binding compacts only with a compactor running)",
+    }
+    for figure in OPEN_SCANS:
+        what = f"{sizes.keys:,} rows, {kinds[figure]}; a fresh reader, open and scan timed together"
+        add(
+            figure,
+            ms,
+            f"{figure} at +{ms} ms, vs SlateDB with read-ahead",
+            "rows/s",
+            rate,
+            Target("ratio", ">=", 1.5),
+            f"{what}; SlateDB with read_ahead_bytes {READ_AHEAD_BYTES >> 20} MiB, "
+            f"max_fetch_tasks {FETCH_TASKS}",
+            THEIRS_READ_AHEAD,
+        )
+        add(
+            figure,
+            ms,
+            f"{figure} at +{ms} ms, vs SlateDB's defaults",
+            "rows/s",
+            rate,
+            Target("ratio", ">=", 20),
+            f"{what}; SlateDB with its default scan options",
+        )
     for figure, what, unit in (
         (DURABLE, "requests per 1,000 durable puts, 1 writer", "requests/1,000 puts"),
         (DURABLE_CONCURRENT, f"requests per 1,000 durable puts, {WRITERS} writers", "requests/1,000 puts"),
