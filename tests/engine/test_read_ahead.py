@@ -232,6 +232,7 @@ def test_fetches_overlap_within_the_bounds() -> None:
     assert slow.max_in_flight == 4  # the four SSTs' tails were opened at once
     slow.reset()
     assert sum(len(list(s)) for s in sources) == 4000
+    assert read_ahead.reserved_bytes == 0
     read_ahead.close()
     assert 1 < slow.max_in_flight <= limits.max_fetches
     # prefetches stay within the bound; each stream may add the one run it needs now
@@ -249,6 +250,7 @@ def test_one_stream_stays_within_the_byte_bound() -> None:
     read_ahead = ReadAhead(limits)
     (source,) = lsm.sources(None, None, read_ahead)
     assert len(list(source)) == 6000
+    assert read_ahead.reserved_bytes == 0  # every fetched run was taken
     read_ahead.close()
     assert slow.max_in_flight > 1
     assert slow.max_in_flight_bytes <= limits.max_bytes
