@@ -53,8 +53,9 @@ class ReadAheadLimits:
 
     @property
     def run_bytes(self) -> int:
-        """The largest run one GET fetches: the bound shared by the fetches (at least 64 KiB)."""
-        return max(64 * 1024, self.max_bytes // self.max_fetches)
+        """The largest run one GET fetches (beyond one block): the bound shared by the fetches, so
+        that ``max_fetches`` runs can be in flight at once."""
+        return max(1, self.max_bytes // self.max_fetches)
 
 
 class ReadAhead:
