@@ -29,9 +29,10 @@ from slate_ops.sst.reader import SstReader
 from slate_ops.sst.writer import Entry
 
 MiB = 1024 * 1024
-# A stream's first run is one block (a short scan reads no more than it needs); the next ones
-# grow by this factor from SECOND_RUN_BYTES up to the limits' run size.
-SECOND_RUN_BYTES = 256 * 1024
+# A stream's first run of an SST spans up to FIRST_RUN_BYTES (a scan abandoned early reads little
+# more); the next ones grow by RUN_GROWTH up to the limits' run size. All that the byte bound
+# admits are requested at once, so fewer, larger GETs mean fewer round trips for the same bytes.
+FIRST_RUN_BYTES = 256 * 1024
 RUN_GROWTH = 4
 # Streams open (footer, index, bloom filter) this many SSTs beyond the one they are reading.
 OPEN_AHEAD = 1
@@ -189,7 +190,7 @@ class BlockStream:
             self._open_ahead(self._next_segment)
             del self._opening[k]
             segment = self._segments[k]
-            runs = reader.scan_runs(segment.start, segment.end, SECOND_RUN_BYTES, RUN_GROWTH, self._run_bytes)
+            runs = reader.scan_runs(segment.start, segment.end, FIRST_RUN_BYTES, RUN_GROWTH, self._run_bytes)
             if runs:
                 self._planned.extend(_Step(reader, segment, (i, j), cached) for i, j, cached in runs)
                 return True

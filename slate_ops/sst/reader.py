@@ -243,12 +243,13 @@ class SstReader:
                     yield row
 
     def scan_runs(
-        self, start: bytes | None, end: bytes | None, second_bytes: int, growth: int, max_bytes: int
+        self, start: bytes | None, end: bytes | None, first_bytes: int, growth: int, max_bytes: int
     ) -> list[tuple[int, int, list[Block] | None]]:
         """The steps of a scan of ``[start, end)`` for read-ahead (:mod:`slate_ops.sst.readahead`):
         ``(i, j, blocks)``, blocks ``i..j-1`` either found in the cache (``blocks``) or a run to
-        fetch with one GET (None): the first run one block, the next ``second_bytes``, growing by
-        ``growth`` up to ``max_bytes``. Cached blocks are looked up (and pinned) now."""
+        fetch with one GET (None): the first run up to ``first_bytes``, the next ones growing by
+        ``growth`` up to ``max_bytes`` (each at least one block). Cached blocks are looked up (and
+        held) now."""
         if start is not None and end is not None and start >= end:
             return []
         lo, hi = self._block_range(start, end)
@@ -262,7 +263,7 @@ class SstReader:
             return None if cache is None else cache.get((cache_id, b))
 
         steps: list[tuple[int, int, list[Block] | None]] = []
-        target = 0
+        target = min(max_bytes, first_bytes)
         i = lo
         while i < hi:
             if not wanted(i):
@@ -292,7 +293,7 @@ class SstReader:
             else:
                 steps.append((i, j, None))
                 i = j
-            target = min(max_bytes, second_bytes if target == 0 else target * growth)
+            target = min(max_bytes, target * growth)
         return steps
 
     def run_bytes(self, i: int, j: int) -> int:

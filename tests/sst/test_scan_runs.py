@@ -16,17 +16,18 @@ def open_reader(cache: BlockCache | None = None) -> SstReader:
     return SstReader.open(store, "s.sst", size=len(data), cache=cache)
 
 
-def test_runs_start_with_one_block_then_grow_to_the_limit() -> None:
+def test_runs_grow_from_the_first_size_to_the_limit() -> None:
     reader = open_reader()
-    steps = reader.scan_runs(None, None, 64 * KIB, 4, 512 * KIB)
+    steps = reader.scan_runs(None, None, 32 * KIB, 4, 256 * KIB)
     assert [s[2] for s in steps] == [None] * len(steps)  # nothing cached: every step is a fetch
-    assert steps[0][:2] == (0, 1)
     sizes = [reader.run_bytes(i, j) for i, j, _ in steps]
-    assert len(steps) >= 4 and sizes[1] <= 64 * KIB < sizes[2] <= 256 * KIB  # 64 KiB, then 4x as much
-    assert all(size <= 512 * KIB for size in sizes)
+    assert len(steps) >= 4 and sizes[0] <= 32 * KIB < sizes[1] <= 128 * KIB < sizes[2] <= 256 * KIB
+    assert all(size <= 256 * KIB for size in sizes)
     # contiguous, covering every block once
     assert [i for i, _, _ in steps] == [0] + [j for _, j, _ in steps[:-1]]
     assert steps[-1][1] == reader.num_blocks
+    one_block = reader.scan_runs(None, None, 1, 4, 1)  # a run is at least one block
+    assert [(i, j) for i, j, _ in one_block] == [(b, b + 1) for b in range(reader.num_blocks)]
 
 
 def test_a_range_plans_only_its_blocks_and_rows_clip_to_it() -> None:
