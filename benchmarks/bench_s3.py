@@ -18,6 +18,12 @@ an ``ObjectStoreBuilder(S3)`` store) with its defaults. Figures (one function ea
   p50/p99 and requests per get.
 * **full scan after reopen** — the same database, reopened again (cold), scanned whole: rows/s
   (SlateDB also with read-ahead, not its default, at the largest delay).
+* **reader open + full scan** (at the largest delay) — a reader (``DbReader``; SlateDB's
+  ``DbReaderBuilder``) opened through the proxy and a full scan, timed together (SlateDB reads its
+  SSTs' metadata while opening, slate_ops while scanning): on SSTs whose key ranges overlap (L0
+  SSTs of shuffled keys) and on adjacent ones (slate_ops: one sorted run of that many SSTs made by
+  its compactor; SlateDB: L0 SSTs of adjacent key ranges — its binding compacts only with a
+  compactor running); SlateDB with its default scan options and with read-ahead.
 * **reopen after N WAL SSTs** — a writer leaves ``N`` WAL SSTs (one put and one WAL flush each; it
   never flushes to L0), and ``Db.open`` replays them: wall time with the WAL fetched one segment at
   a time and 16 at a time (``slate_ops.engine.wal_store.WAL_FETCH_PARALLELISM``), requests by method.
@@ -55,7 +61,9 @@ from benchmarks.s3_fixtures import (
     start_moto_process,
 )
 from benchmarks.suite import Options, Outcome, Row, Target, command, package_version, row
-from slate_ops.engine import Db, DbOptions, wal_store
+from slate_ops.compaction import CompactorOptions
+from slate_ops.compaction.compactor import Compactor
+from slate_ops.engine import Db, DbOptions, DbReader, wal_store
 from slate_ops.objstore.s3 import make_s3_client
 
 __all__ = [
@@ -84,7 +92,11 @@ DURABLE_CONCURRENT = f"durable puts, {WRITERS} writers"
 NON_DURABLE = "non-durable puts, 1 writer"
 COLD_GETS = "cold random gets"
 SCAN = "full scan after reopen"
-FIGURES = (DURABLE, DURABLE_CONCURRENT, NON_DURABLE, COLD_GETS, SCAN)
+OPEN_SCAN_OVERLAPPING = "reader open + full scan, overlapping SSTs"
+OPEN_SCAN_ADJACENT = "reader open + full scan, adjacent SSTs"
+OPEN_SCANS = (OPEN_SCAN_OVERLAPPING, OPEN_SCAN_ADJACENT)
+FIGURES = (DURABLE, DURABLE_CONCURRENT, NON_DURABLE, COLD_GETS, SCAN, *OPEN_SCANS)
+SCAN_FIGURES = (SCAN, *OPEN_SCANS)
 # SlateDB's scans read one block (4 KiB) per GET, one at a time, unless told otherwise; this is what
 # a user who tunes them gets (reported beside the default, at the largest delay only).
 READ_AHEAD_BYTES = 4 * 1024 * 1024
@@ -139,7 +151,7 @@ class Measured:
     @property
     def requests_per_unit(self) -> float:
         """Requests per 1,000 puts, per get, or per scan."""
-        if self.figure == SCAN:
+        if self.figure in SCAN_FIGURES:
             return self.total_requests
         return self.total_requests * (1 if self.figure == COLD_GETS else 1000) / self.ops
 
@@ -257,6 +269,50 @@ def scan_ours(proxy: LatencyProxy, bucket: str, n: int) -> Measured:
     return Measured(SCAN, OURS, _ms(proxy), rows, seconds, counts)
 
 
+def shuffled(n: int) -> list[int]:
+    """The key numbers ``0..n-1`` in a fixed random order: L0 SSTs loaded in it overlap."""
+    order = list(range(n))
+    random.Random(n).shuffle(order)
+    return order
+
+
+def load_ours_overlapping(endpoint: str, bucket: str, n: int, l0_ssts: int) -> None:
+    """``n`` keys in shuffled order as ``l0_ssts`` L0 SSTs, each spanning the whole key range."""
+    data = values(n)
+    chunk = math.ceil(n / l0_ssts)
+    with Db.open(DB_PATH, ours_store(endpoint, bucket, "ours-overlapping"), _no_background()) as db:
+        for count, i in enumerate(shuffled(n), 1):
+            db.put(key(i), data[i])
+            if count % chunk == 0 or count == n:
+                db.flush_memtable()
+
+
+def load_ours_sorted_run(endpoint: str, bucket: str, n: int, ssts: int) -> None:
+    """``n`` keys compacted into one sorted run of about ``ssts`` SSTs of adjacent key ranges."""
+    data = values(n)
+    store = ours_store(endpoint, bucket, "ours-run")
+    with Db.open(DB_PATH, store, _no_background()) as db:
+        for i in range(n):
+            db.put(key(i), data[i])
+        db.flush_memtable()
+    target = math.ceil(n * (VALUE_SIZE + 12) / ssts)
+    Compactor(DB_PATH, store, CompactorOptions(target_sst_bytes=target)).run_once(full=True)
+
+
+def open_scan_ours(proxy: LatencyProxy, bucket: str, n: int, figure: str) -> Measured:
+    """A reader opened through the proxy, then a full scan: timed together."""
+    root = "ours-overlapping" if figure == OPEN_SCAN_OVERLAPPING else "ours-run"
+    store = ours_store(proxy.endpoint, bucket, root)
+    proxy.reset()
+    started = time.perf_counter()
+    with DbReader.open(DB_PATH, store) as reader:
+        rows = sum(1 for _ in reader.scan())
+        seconds = time.perf_counter() - started
+        counts = proxy.counts
+    assert rows == n, f"scanned {rows} rows of {n}"
+    return Measured(figure, OURS, _ms(proxy), rows, seconds, counts)
+
+
 def write_ours(endpoint: str, bucket: str, n: int) -> None:
     """``n`` WAL SSTs of one put each; the writer closes without an L0 flush."""
     with Db.open(DB_PATH, ours_store(endpoint, bucket, "ours"), _no_background()) as db:
@@ -369,14 +425,7 @@ async def scan_theirs(
     proxy.reset()
     started = time.perf_counter()
     if read_ahead:
-        tuned = sdb.ScanOptions(
-            durability_filter=sdb.DurabilityLevel.MEMORY,
-            dirty=False,
-            read_ahead_bytes=READ_AHEAD_BYTES,
-            cache_blocks=False,
-            max_fetch_tasks=FETCH_TASKS,
-        )
-        iterator = await db.scan_with_options(everything, tuned)
+        iterator = await db.scan_with_options(everything, _read_ahead_options(sdb))
     else:
         iterator = await db.scan(everything)
     rows = 0
@@ -390,6 +439,55 @@ async def scan_theirs(
     await db.shutdown()
     assert rows == n, f"scanned {rows} rows of {n}"
     return Measured(SCAN, THEIRS_READ_AHEAD if read_ahead else THEIRS, _ms(proxy), rows, seconds, counts)
+
+
+async def load_theirs_overlapping(sdb: Any, endpoint: str, bucket: str, n: int, l0_ssts: int) -> None:
+    db = await sdb.DbBuilder("theirs-overlapping", slatedb_store(sdb, endpoint, bucket)).build()
+    data = values(n)
+    chunk = math.ceil(n / l0_ssts)
+    memtable = sdb.FlushOptions(flush_type=sdb.FlushType.MEM_TABLE)
+    for count, i in enumerate(shuffled(n), 1):
+        await db.put(key(i), data[i])
+        if count % chunk == 0 or count == n:
+            await db.flush_with_options(memtable)
+    await db.shutdown()
+
+
+async def open_scan_theirs(
+    sdb: Any, proxy: LatencyProxy, bucket: str, n: int, figure: str, read_ahead: bool
+) -> Measured:
+    """SlateDB's reader opened through the proxy, then a full scan drained in batches: timed together."""
+    path = "theirs-overlapping" if figure == OPEN_SCAN_OVERLAPPING else "theirs-read"
+    store = slatedb_store(sdb, proxy.endpoint, bucket)
+    everything = sdb.KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
+    proxy.reset()
+    started = time.perf_counter()
+    reader = await sdb.DbReaderBuilder(path, store).build()
+    if read_ahead:
+        iterator = await reader.scan_with_options(everything, _read_ahead_options(sdb))
+    else:
+        iterator = await reader.scan(everything)
+    rows = 0
+    while True:
+        batch = await iterator.next_batch(SCAN_BATCH)
+        rows += len(batch)
+        if len(batch) < SCAN_BATCH:
+            break
+    seconds = time.perf_counter() - started
+    counts = proxy.counts
+    await reader.shutdown()
+    assert rows == n, f"scanned {rows} rows of {n}"
+    return Measured(figure, THEIRS_READ_AHEAD if read_ahead else THEIRS, _ms(proxy), rows, seconds, counts)
+
+
+def _read_ahead_options(sdb: Any) -> Any:
+    return sdb.ScanOptions(
+        durability_filter=sdb.DurabilityLevel.MEMORY,
+        dirty=False,
+        read_ahead_bytes=READ_AHEAD_BYTES,
+        cache_blocks=False,
+        max_fetch_tasks=FETCH_TASKS,
+    )
 
 
 async def _write_slatedb(sdb: Any, endpoint: str, bucket: str, n: int) -> Any:
@@ -470,6 +568,10 @@ def measure_figures(
     theirs(scan_theirs, sizes.keys)
     if read_ahead:
         theirs(scan_theirs, sizes.keys, True)
+        for figure in OPEN_SCANS:  # reader open + full scan: at the largest delay only
+            ours(open_scan_ours, sizes.keys, figure)
+            theirs(open_scan_theirs, sizes.keys, figure, False)
+            theirs(open_scan_theirs, sizes.keys, figure, True)
     return found
 
 
@@ -495,11 +597,14 @@ def run(
         progress(f"loading: {sizes.wal_ssts} WAL SSTs and {sizes.keys:,} keys in {sizes.l0_ssts} L0 SSTs")
         write_ours(endpoint, bucket, sizes.wal_ssts)
         load_ours(endpoint, bucket, sizes.keys, sizes.l0_ssts)
+        load_ours_overlapping(endpoint, bucket, sizes.keys, sizes.l0_ssts)
+        load_ours_sorted_run(endpoint, bucket, sizes.keys, sizes.l0_ssts)
         sdb = load_slatedb() if use_slatedb else None
         if sdb is not None:
             try:
                 handles.append(asyncio.run(_write_slatedb(sdb, endpoint, bucket, sizes.wal_ssts)))
                 asyncio.run(load_theirs(sdb, endpoint, bucket, sizes.keys, sizes.l0_ssts))
+                asyncio.run(load_theirs_overlapping(sdb, endpoint, bucket, sizes.keys, sizes.l0_ssts))
             except Exception as exc:  # the binding's errors are its own types
                 notes["slatedb"] = f"could not write through its S3 store: {type(exc).__name__}: {exc}"
                 sdb = None
@@ -557,7 +662,7 @@ def render_reopens(results: list[Reopen]) -> str:
 
 
 def _rate(m: Measured) -> str:
-    unit = "rows/s" if m.figure == SCAN else "gets/s" if m.figure == COLD_GETS else "puts/s"
+    unit = "rows/s" if m.figure in SCAN_FIGURES else "gets/s" if m.figure == COLD_GETS else "puts/s"
     return f"{m.per_second:,.0f} {unit}"
 
 
@@ -731,6 +836,33 @@ def figure_rows(results: S3Results, sizes: Sizes, delays_ms: list[int], label: s
         f"{FETCH_TASKS} (its default: 1 byte, i.e. one block, and 1); reported",
         THEIRS_READ_AHEAD,
     )
+    kinds = {
+        OPEN_SCAN_OVERLAPPING: f"{sizes.l0_ssts} L0 SSTs of shuffled keys",
+        OPEN_SCAN_ADJACENT: f"ours: a sorted run of ~{sizes.l0_ssts} SSTs; SlateDB: {sizes.l0_ssts} L0 "
+        "SSTs of adjacent key ranges (its binding compacts only with a compactor running)",
+    }
+    for figure in OPEN_SCANS:
+        what = f"{sizes.keys:,} rows, {kinds[figure]}; a fresh reader, open and scan timed together"
+        add(
+            figure,
+            ms,
+            f"{figure} at +{ms} ms, vs SlateDB with read-ahead",
+            "rows/s",
+            rate,
+            Target("ratio", ">=", 1.5),
+            f"{what}; SlateDB with read_ahead_bytes {READ_AHEAD_BYTES >> 20} MiB, "
+            f"max_fetch_tasks {FETCH_TASKS}",
+            THEIRS_READ_AHEAD,
+        )
+        add(
+            figure,
+            ms,
+            f"{figure} at +{ms} ms, vs SlateDB's defaults",
+            "rows/s",
+            rate,
+            Target("ratio", ">=", 20),
+            f"{what}; SlateDB with its default scan options",
+        )
     for figure, what, unit in (
         (DURABLE, "requests per 1,000 durable puts, 1 writer", "requests/1,000 puts"),
         (DURABLE_CONCURRENT, f"requests per 1,000 durable puts, {WRITERS} writers", "requests/1,000 puts"),

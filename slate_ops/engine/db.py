@@ -119,7 +119,9 @@ class Db:
         self._compactor: BackgroundCompactor | None = None
         self._thread: threading.Thread | None = None
 
-        self._manifest = WriterManifest(manifests, SstReaders(store, cache), clock, self._status)
+        self._manifest = WriterManifest(
+            manifests, SstReaders(store, cache, options.read_ahead_limits()), clock, self._status
+        )
         try:
             self._open_claimed(self._manifest.claimed, wal, store, compactor)
         except BaseException:

@@ -3,13 +3,18 @@
 An SST belongs to this database (``<db>/compacted/<id>.sst``) unless its physical id is listed in
 one of the manifest's ``external_dbs`` (clones, unions): then it lives under that database's path
 (:func:`slate_ops.manifest.model.resolve_sst_path`). Views narrow an SST to their ``visible_range``.
+
+A scan reads ahead (:mod:`slate_ops.sst.readahead`): the SSTs of every L0 view and the first SST
+of every sorted run it needs are opened concurrently, and each source fetches its next block runs
+(and opens its run's next SST) while the merge consumes the current ones.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ulid import ULID
@@ -17,6 +22,7 @@ from ulid import ULID
 from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView, resolve_sst_path
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import BlockCache, SstReader
+from slate_ops.sst.readahead import BlockStream, ReadAhead, ReadAheadLimits, Segment
 
 Entry = tuple[bytes, int, int, bytes]
 
@@ -32,9 +38,12 @@ def sst_set(manifest: Manifest) -> tuple[tuple[ULID, ...], tuple[tuple[int, tupl
 class SstReaders:
     """Opened SST readers by object key, shared across manifest versions (SSTs never change)."""
 
-    def __init__(self, store: ObjectStore, cache: BlockCache | None) -> None:
+    def __init__(
+        self, store: ObjectStore, cache: BlockCache | None, read_ahead: ReadAheadLimits | None = None
+    ) -> None:
         self.store = store
         self.cache = cache
+        self.read_ahead = ReadAheadLimits() if read_ahead is None else read_ahead
         self._readers: dict[str, SstReader] = {}
         self._lock = threading.Lock()
 
@@ -45,6 +54,10 @@ class SstReaders:
             with self._lock:
                 self._readers[key] = reader
         return reader
+
+    def opened(self, key: str) -> SstReader | None:
+        """The reader of ``key`` if it is open already."""
+        return self._readers.get(key)
 
     def retain(self, keys: set[str]) -> None:
         """Forget readers of SSTs no longer referenced, so memory does not grow with history."""
@@ -129,12 +142,53 @@ class LsmState:
                     return entry
         return None
 
-    def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Entry]]:
-        """One iterator per L0 view and per sorted run, newest first, for a merged scan."""
+    def sources(
+        self, start: bytes | None, end: bytes | None, read_ahead: ReadAhead | None = None
+    ) -> list[Iterator[Entry]]:
+        """One iterator per L0 view and per sorted run, newest first, for a merged scan.
+
+        With ``read_ahead`` the SSTs are opened concurrently now (their errors raised here) and
+        every source fetches ahead; without it each source reads its runs when it reaches them.
+        """
+        if read_ahead is not None:
+            return self._read_ahead_sources(start, end, read_ahead)
         sources = [it for it in (self._scan_view(h, start, end) for h in self.l0) if it is not None]
         for run in self.runs:
             sources.append(self._scan_run(run, start, end))
         return sources
+
+    def read_ahead(self) -> ReadAhead | None:
+        """A new scan's read-ahead (None if the options turn it off); close it when the scan ends."""
+        limits = self._readers.read_ahead
+        return ReadAhead(limits) if limits.enabled else None
+
+    def _read_ahead_sources(
+        self, start: bytes | None, end: bytes | None, read_ahead: ReadAhead
+    ) -> list[Iterator[Entry]]:
+        def segments(views: list[ViewHandle]) -> list[Segment]:
+            found = []
+            for handle in views:
+                bounds = handle.clip(start, end)
+                if bounds is not None:
+                    found.append(Segment(self._opener(handle, read_ahead), *bounds))
+            return found
+
+        streams = [BlockStream(read_ahead, segments([h])) for h in self.l0 if h.clip(start, end) is not None]
+        streams += [BlockStream(read_ahead, segments(run)) for run in self.runs]
+        for stream in streams:
+            stream.start()
+        return [iter(stream) for stream in streams]
+
+    def _opener(
+        self, handle: ViewHandle, read_ahead: ReadAhead
+    ) -> Callable[[], SstReader | Future[SstReader]]:
+        def open_reader() -> SstReader | Future[SstReader]:
+            reader = self._readers.opened(handle.key)
+            if reader is not None:
+                return reader
+            return read_ahead.submit(lambda: self._readers.open(handle.key, handle.size))
+
+        return open_reader
 
     def _scan_view(
         self, handle: ViewHandle, start: bytes | None, end: bytes | None

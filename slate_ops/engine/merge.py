@@ -11,6 +11,7 @@ from slate_ops.engine.batch import KIND_VALUE
 from slate_ops.engine.lsm import LsmState
 from slate_ops.engine.memtable import Memtable
 from slate_ops.sst.merge import merge_newest
+from slate_ops.sst.readahead import closing
 from slate_ops.sst.writer import Entry
 
 
@@ -35,8 +36,17 @@ def lookup(key: bytes, memtables: Iterable[Memtable], lsm: LsmState) -> bytes | 
 def scan_merged(
     newest_first: list[Iterator[Entry]], lsm: LsmState, start: bytes | None, end: bytes | None
 ) -> Iterator[tuple[bytes, bytes]]:
-    """Merge memtable scans (newest first) and the LSM state into one scan of live keys."""
-    sources = newest_first + lsm.sources(start, end)
-    if not sources:
-        return iter(())
-    return merge_newest(sources)
+    """Merge memtable scans (newest first) and the LSM state into one scan of live keys.
+
+    The scan's read-ahead (if on) stops when the scan ends, is closed, or is garbage collected.
+    """
+    read_ahead = lsm.read_ahead()
+    if read_ahead is None:
+        sources = newest_first + lsm.sources(start, end)
+        return merge_newest(sources) if sources else iter(())
+    try:
+        sources = newest_first + lsm.sources(start, end, read_ahead)
+    except BaseException:
+        read_ahead.close()
+        raise
+    return closing(merge_newest(sources) if sources else iter(()), read_ahead.close)

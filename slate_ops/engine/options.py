@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from slate_ops.config import Duration
+from slate_ops.sst.readahead import ReadAheadLimits
 
 MiB = 1024 * 1024
 
@@ -56,6 +57,15 @@ class DbOptions(BaseModel):
     """The WAL buffer is flushed early when it holds this many bytes (key + value + 16 per entry);
     a write finding twice this unwritten (the flusher is busy with an L0 SST) writes the WAL
     itself, so the buffer stays within about twice this."""
+    scan_read_ahead_bytes: int = Field(default=8 * MiB, ge=0)
+    """A scan fetches SST blocks ahead of the merge, in the background, up to this many bytes
+    requested and not yet scanned (docs/design/engine.md, "Read-ahead"); 0: no read-ahead, each
+    run of blocks fetched when the scan reaches it."""
+    scan_max_fetches: int = Field(default=8, gt=0)
+    """At most this many GETs of one scan at a time (its read-ahead threads)."""
+
+    def read_ahead_limits(self) -> ReadAheadLimits:
+        return ReadAheadLimits(self.scan_read_ahead_bytes, self.scan_max_fetches)
 
 
 class ReaderOptions(BaseModel):
@@ -70,6 +80,12 @@ class ReaderOptions(BaseModel):
     refreshes it."""
     max_memtable_bytes: int = Field(default=64 * MiB, gt=0)
     block_cache_bytes: int = Field(default=64 * MiB, ge=0)
+    scan_read_ahead_bytes: int = Field(default=8 * MiB, ge=0)
+    """As :attr:`DbOptions.scan_read_ahead_bytes`."""
+    scan_max_fetches: int = Field(default=8, gt=0)
+
+    def read_ahead_limits(self) -> ReadAheadLimits:
+        return ReadAheadLimits(self.scan_read_ahead_bytes, self.scan_max_fetches)
 
     @model_validator(mode="after")
     def _lifetime_exceeds_two_polls(self) -> ReaderOptions:

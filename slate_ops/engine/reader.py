@@ -57,7 +57,7 @@ class DbReader:
         self.path = self._manifests.path
         self._wal = WalStore(store, self.path)
         cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
-        self._readers = SstReaders(store, cache)
+        self._readers = SstReaders(store, cache, options.read_ahead_limits())
         self._pins = CheckpointPins()
         self._lock = threading.Lock()
         self._memtables: list[Memtable] = []  # oldest first

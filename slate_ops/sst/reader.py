@@ -212,7 +212,7 @@ class SstReader:
                 continue
             if not self._first_keys[i] <= key <= self._last_keys[i]:
                 continue
-            block = self._block(i)
+            block = self.block(i)
             keys, seqs = block.keys, block.seqs
             for pos in reversed([p for p, k in enumerate(keys) if k == key]):
                 if max_seq is None or seqs[pos] <= max_seq:
@@ -234,24 +234,85 @@ class SstReader:
         if start is not None and end is not None and start >= end:
             return
         lo, hi = self._block_range(start, end)
-        key_order = self._is_key_order
         for block in self._blocks(lo, hi, start, end, fill_cache):
-            keys = block.keys
-            rows = zip(keys, block.seqs, block.kinds, block.values, strict=True)
-            if key_order:
-                a = 0 if start is None or keys[0] >= start else bisect_left(keys, start)
-                b = len(keys) if end is None or keys[-1] < end else bisect_left(keys, end)
-                if a == 0 and b == len(keys):
-                    yield from rows
-                else:
-                    yield from itertools.islice(rows, a, b)
-            elif start is None and end is None:
+            yield from self.rows(block, start, end)
+
+    def rows(self, block: Block, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        """The entries of ``block`` (one of this file's) with ``start <= key < end``, in file order."""
+        keys = block.keys
+        rows = zip(keys, block.seqs, block.kinds, block.values, strict=True)
+        if self._is_key_order:
+            a = 0 if start is None or keys[0] >= start else bisect_left(keys, start)
+            b = len(keys) if end is None or keys[-1] < end else bisect_left(keys, end)
+            if a == 0 and b == len(keys):
                 yield from rows
             else:
-                for row in rows:
-                    k = row[0]
-                    if (start is None or k >= start) and (end is None or k < end):
-                        yield row
+                yield from itertools.islice(rows, a, b)
+        elif start is None and end is None:
+            yield from rows
+        else:
+            for row in rows:
+                k = row[0]
+                if (start is None or k >= start) and (end is None or k < end):
+                    yield row
+
+    def scan_runs(
+        self, start: bytes | None, end: bytes | None, first_bytes: int, growth: int, max_bytes: int
+    ) -> list[tuple[int, int, list[Block] | None]]:
+        """The steps of a scan of ``[start, end)`` for read-ahead (:mod:`slate_ops.sst.readahead`):
+        ``(i, j, blocks)``, blocks ``i..j-1`` either found in the cache (``blocks``) or a run to
+        fetch with one GET (None): the first run up to ``first_bytes``, the next ones growing by
+        ``growth`` up to ``max_bytes`` (each at least one block). Cached blocks are looked up (and
+        held) now."""
+        if start is not None and end is not None and start >= end:
+            return []
+        lo, hi = self._block_range(start, end)
+        prune = not self._is_key_order and (start is not None or end is not None)
+        cache, cache_id = self._cache, self._cache_id
+
+        def wanted(b: int) -> bool:
+            return not prune or self._overlaps(b, start, end)
+
+        def cached(b: int) -> Block | None:
+            return None if cache is None else cache.get((cache_id, b))
+
+        steps: list[tuple[int, int, list[Block] | None]] = []
+        target = min(max_bytes, first_bytes)
+        i = lo
+        while i < hi:
+            if not wanted(i):
+                i += 1
+                continue
+            block = cached(i)
+            if block is not None:
+                if steps and steps[-1][2] is not None and steps[-1][1] == i:
+                    blocks = steps[-1][2]
+                    assert blocks is not None
+                    blocks.append(block)
+                    steps[-1] = (steps[-1][0], i + 1, blocks)
+                else:
+                    steps.append((i, i + 1, [block]))
+                i += 1
+                continue
+            j = i + 1
+            stop = self._run_end(i, hi, target)
+            while j < stop and wanted(j):
+                block = cached(j)
+                if block is not None:  # the next step starts with it
+                    steps.append((i, j, None))
+                    steps.append((j, j + 1, [block]))
+                    i = j = j + 1
+                    break
+                j += 1
+            else:
+                steps.append((i, j, None))
+                i = j
+            target = min(max_bytes, target * growth)
+        return steps
+
+    def run_bytes(self, i: int, j: int) -> int:
+        """Stored bytes of blocks ``i..j-1`` (what one GET of them reads)."""
+        return self._ends[j - 1] - self._offsets[i]
 
     def scan_batches(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[pa.RecordBatch]:
         """The rows of :meth:`scan` as record batches in :data:`SCHEMA` (for vectorized compaction).
@@ -294,7 +355,7 @@ class SstReader:
         first_keys, last_keys = self._first_keys, self._last_keys
         prune = not key_order and (start is not None or end is not None)
         batches = []
-        for b, framed in self._fetch_run(i, j).items():
+        for b, framed in self.fetch_run(i, j).items():
             if prune and not self._overlaps(b, start, end):
                 continue
             batch = self._decode(b, framed)
@@ -349,7 +410,8 @@ class SstReader:
     def _overlaps(self, i: int, start: bytes | None, end: bytes | None) -> bool:
         return (start is None or self._last_keys[i] >= start) and (end is None or self._first_keys[i] < end)
 
-    def _block(self, i: int) -> Block:
+    def block(self, i: int) -> Block:
+        """Block ``i``, from the cache, else fetched (one GET), verified, decoded and cached."""
         cache = self._cache
         if cache is not None:
             block = cache.get((self._cache_id, i))
@@ -360,9 +422,9 @@ class SstReader:
     def _load_block(self, i: int) -> Block:
         """Fetch, verify and decode block ``i`` (one ranged GET), and cache it."""
         start, end = self._offsets[i], self._ends[i]
-        return self._decode_and_cache(i, self._fetch(start, end, f"block {i}"), True)
+        return self.decode_framed(i, self._fetch(start, end, f"block {i}"), True)
 
-    def _decode_and_cache(self, i: int, framed: bytes | memoryview, fill_cache: bool) -> Block:
+    def decode_framed(self, i: int, framed: bytes | memoryview, fill_cache: bool) -> Block:
         raw = unframe_block(self._key, f"block {i}", framed)
         try:
             block = decode_block(raw)
@@ -403,16 +465,16 @@ class SstReader:
                     continue
             framed = run.pop(i, None)
             if framed is None:
-                run = self._fetch_run(i, self._run_end(i, hi, target))
+                run = self.fetch_run(i, self._run_end(i, hi, target))
                 target = min(MAX_READAHEAD_BYTES, max(2 * target, 64 * 1024))
                 framed = run.pop(i)
-            yield self._decode_and_cache(i, framed, fill_cache)
+            yield self.decode_framed(i, framed, fill_cache)
 
     def _run_end(self, i: int, hi: int, target: int) -> int:
         """The end of the run of blocks from ``i`` spanning at most ``target`` bytes (>= 1 block)."""
         return max(i + 1, min(hi, bisect_right(self._ends, self._offsets[i] + target, i)))
 
-    def _fetch_run(self, i: int, j: int) -> dict[int, memoryview]:
+    def fetch_run(self, i: int, j: int) -> dict[int, memoryview]:
         """Blocks ``i..j-1`` fetched with one GET, as framed bytes by block number."""
         offsets, ends = self._offsets, self._ends
         base = offsets[i]

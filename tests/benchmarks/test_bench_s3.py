@@ -55,6 +55,14 @@ def test_cold_gets_read_from_the_store_and_scan_sees_every_row(results: bench.S3
     assert scan.requests.get("GET", 0) >= TINY.l0_ssts and scan.requests_per_unit == scan.total_requests
 
 
+def test_reader_open_and_scan_on_overlapping_and_adjacent_ssts(results: bench.S3Results) -> None:
+    for name in bench.OPEN_SCANS:
+        scan = figure(results, name)
+        assert scan.ops == TINY.keys and scan.requests_per_unit == scan.total_requests
+        # the reader's open commits its checkpoint (one PUT); every SST's tail and blocks are read
+        assert scan.requests.get("PUT") == 1 and scan.requests.get("GET", 0) >= 2 * TINY.l0_ssts
+
+
 def test_reopens_replay_every_wal_sst(results: bench.S3Results) -> None:
     assert [r.engine for r in results.reopens] == ["slate_ops, one at a time", "slate_ops, 16 at a time"]
     assert all(r.wal_gets == TINY.wal_ssts for r in results.reopens)
@@ -77,6 +85,8 @@ def test_collect_gives_summary_rows_without_reference(monkeypatch: pytest.Monkey
     metrics = [r.metric for r in outcome.rows]
     assert "durable put p99 at +50 ms, 1 writer" in metrics
     assert "full scan after reopen at +50 ms" in metrics
+    assert "reader open + full scan, overlapping SSTs at +50 ms, vs SlateDB with read-ahead" in metrics
+    assert "reader open + full scan, adjacent SSTs at +50 ms, vs SlateDB's defaults" in metrics
     assert "reopen after 4 WAL SSTs at +50 ms, 16 WAL GETs at a time" in metrics
     assert all(r.benchmark == "s3" and r.ours is not None for r in outcome.rows)
     assert all(r.reference is None and r.met is None for r in outcome.rows)  # no SlateDB: nothing judged
