@@ -41,6 +41,7 @@ _R = TypeVar("_R")
 
 
 _POOLED_MODULES = (
+    "slate_ops.sst.readahead",
     "slate_ops.engine.wal_store",
     "slate_ops.compaction.compactor",
     "slate_ops.compaction.executor",
