@@ -29,8 +29,8 @@ from slate_ops.manifest.store import ManifestStore
 from tests.reliability.sim.runtime import InvariantViolation, diff
 
 if TYPE_CHECKING:
-    from tests.reliability.sim.actors.lifecycle import Member
     from tests.reliability.sim.context import SimContext
+    from tests.reliability.sim.family import Member
 
 
 def check_reachable(ctx: SimContext) -> None:
