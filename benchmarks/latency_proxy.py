@@ -10,6 +10,7 @@ keep-alive connection to the upstream, so the proxy adds the delay and little el
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import threading
@@ -17,7 +18,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 __all__ = ["HOP_BY_HOP", "LatencyProxy", "read_request_body"]
@@ -39,9 +40,32 @@ class _Server(ThreadingHTTPServer):
     proxy: LatencyProxy
     stopped = False
 
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End the kept-alive client connections (a client's pool, e.g. SlateDB's binding, keeps
+        them after its last request): each handler thread then sees the end of its stream and exits."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):  # already closed by the client
+                connection.shutdown(socket.SHUT_RDWR)
+
     def handle_error(self, request: object, client_address: object) -> None:
-        # After stop(), kept-alive client connections (e.g. SlateDB handles left open on purpose)
-        # may still send requests whose upstream is gone: not worth a traceback.
+        # After stop(), a request in flight on a connection being closed fails: not worth a traceback.
         if not self.stopped:
             super().handle_error(request, client_address)  # type: ignore[arg-type]
 
@@ -212,6 +236,7 @@ class LatencyProxy:
     def stop(self) -> None:
         self._server.stopped = True
         self._server.shutdown()
+        self._server.close_connections()
         self._server.server_close()
         self._thread.join()
 

@@ -27,8 +27,8 @@ from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import LocalStore
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import snapshot
-from tests.engine.conftest import quiet
+from tests.support.engine import quiet
+from tests.support.stores import snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 DB = "db"
@@ -56,7 +56,7 @@ def age(root: Path, seconds: float) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
+def store_with_work(tmp_path: Path) -> LocalStore:
     """A database with something for every destructive operation to do: garbage a day old, an
     expired checkpoint, a live one, tags with writes after them."""
     store = LocalStore(tmp_path / "store")
@@ -141,31 +141,33 @@ def test_the_table_and_the_cases_name_the_same_operations() -> None:
 
 
 @pytest.mark.parametrize("operation", sorted(CASES))
-def test_a_default_python_call_changes_nothing(store: LocalStore, operation: str) -> None:
+def test_a_default_python_call_changes_nothing(store_with_work: LocalStore, operation: str) -> None:
     call, _, shows = CASES[operation]
-    before = snapshot(store)
-    report = call(store)
-    assert snapshot(store) == before, f"{operation}: the default Python call changed the store"
+    before = snapshot(store_with_work)
+    report = call(store_with_work)
+    assert snapshot(store_with_work) == before, f"{operation}: the default Python call changed the store"
     assert shows(report), f"{operation}: the dry run reported nothing to do: {report}"
 
 
 @pytest.mark.parametrize("operation", sorted(CASES))
-def test_a_default_cli_command_changes_nothing_and_says_so(store: LocalStore, operation: str) -> None:
+def test_a_default_cli_command_changes_nothing_and_says_so(
+    store_with_work: LocalStore, operation: str
+) -> None:
     _, argv, _ = CASES[operation]
-    before = snapshot(store)
+    before = snapshot(store_with_work)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["--store", store.url, "--path", DB, *argv(store)])
+        code = main(["--store", store_with_work.url, "--path", DB, *argv(store_with_work)])
     assert code == 0, err.getvalue()
-    assert snapshot(store) == before, f"{operation}: the default CLI command changed the store"
+    assert snapshot(store_with_work) == before, f"{operation}: the default CLI command changed the store"
     report = json.loads(out.getvalue())
     assert report.get("dry_run", True) is not False
     assert re.search(r"nothing was changed.*--no-dry-run", err.getvalue()), err.getvalue()
 
 
-def test_acting_takes_no_dry_run(store: LocalStore) -> None:
+def test_acting_takes_no_dry_run(store_with_work: LocalStore) -> None:
     """The way out the report names works: the same command with --no-dry-run acts."""
-    before = snapshot(store)
+    before = snapshot(store_with_work)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["--store", store.url, "--path", DB, "gc", "--no-dry-run"]) == 0
-    assert snapshot(store) != before
+        assert main(["--store", store_with_work.url, "--path", DB, "gc", "--no-dry-run"]) == 0
+    assert snapshot(store_with_work) != before

@@ -23,7 +23,7 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.runtime import FixedNow, ManualRuntime
-from tests.compaction.conftest import fill
+from tests.support.compaction import fill
 
 ROOT = Path(__file__).resolve().parents[1]
 

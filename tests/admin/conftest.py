@@ -1,19 +1,37 @@
-"""Helpers of the admin tests: what a database holds, read the way its users read it."""
+"""Fixtures of the admin tests."""
 
 from __future__ import annotations
 
-from slate_ops import DbReader
-from slate_ops.manifest.model import Manifest
-from slate_ops.manifest.store import ManifestStore
+import pytest
+
+from slate_ops import admin
+from slate_ops.admin.handle import DatabaseHandle
+from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import QUIET_READER
+from tests.support.writers import DB, write_slate_ops, write_slatedb
+
+ACME = "tenants/acme"
 
 
-def contents(store: ObjectStore, path: str) -> dict[bytes, bytes]:
-    """Everything a reader of the current state sees (WAL included)."""
-    with DbReader.open(path, store, options=QUIET_READER) as reader:
-        return dict(reader.scan())
+@pytest.fixture
+def acme_store(clocked_memory_store: MemoryStore) -> MemoryStore:
+    """A clocked memory store holding one empty database, ``tenants/acme`` (the ``DB`` of the
+    checkpoint, tag, tag-policy and rollback tests)."""
+    admin.create_db(ACME, clocked_memory_store)
+    return clocked_memory_store
 
 
-def manifest(store: ObjectStore, path: str) -> Manifest:
-    return ManifestStore(store, path).read_latest_required().value
+@pytest.fixture(params=["slate_ops", "slatedb"])
+def engine_name(request: pytest.FixtureRequest) -> str:
+    """Each engine a database handle works with: ours, and SlateDB's through its binding."""
+    return str(request.param)
+
+
+@pytest.fixture
+def handle(engine_name: str, engine_store: ObjectStore) -> DatabaseHandle:
+    """A database written by ``engine``'s own writer, opened by detection."""
+    if engine_name == "slate_ops":
+        write_slate_ops(engine_store)
+    else:
+        write_slatedb(engine_store)
+    return admin.open(DB, engine_store)

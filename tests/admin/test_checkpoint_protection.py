@@ -11,7 +11,7 @@ final checkpoint and the parent's GC then deleted SSTs the clone reads
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -28,23 +28,13 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.runtime import ManualRuntime
-from tests.admin.conftest import contents, manifest
-from tests.conftest import snapshot
-from tests.engine.conftest import quiet
+from tests.support.db_state import contents, manifest
+from tests.support.engine import quiet
+from tests.support.stores import snapshot
 
 PARENT = "fam/parent"
 CLONE = "fam/clone"
 DAY = 86_400.0
-
-
-@pytest.fixture
-def clock() -> ManualRuntime:
-    return ManualRuntime(1_700_000_000.0)
-
-
-@pytest.fixture
-def store(clock: ManualRuntime) -> MemoryStore:
-    return MemoryStore(now=lambda: datetime.fromtimestamp(clock.now(), UTC))
 
 
 def write(store: ObjectStore, path: str, clock: ManualRuntime, keys: range, tag: str) -> None:
@@ -60,12 +50,12 @@ def final_checkpoint(store: ObjectStore, path: str, dependent: str) -> Checkpoin
 
 
 @pytest.fixture
-def family(store: MemoryStore, clock: ManualRuntime) -> dict[bytes, bytes]:
+def family(clocked_memory_store: MemoryStore, clock: ManualRuntime) -> dict[bytes, bytes]:
     """A parent with data and a clone of it reading the parent's SSTs in place; returns the clone's
     contents."""
-    write(store, PARENT, clock, range(50), "p")
-    admin.create_clone(CLONE, PARENT, store, clock=clock)
-    return contents(store, CLONE)
+    write(clocked_memory_store, PARENT, clock, range(50), "p")
+    admin.create_clone(CLONE, PARENT, clocked_memory_store, clock=clock)
+    return contents(clocked_memory_store, CLONE)
 
 
 def collect(store: ObjectStore, path: str, clock: ManualRuntime) -> None:
@@ -77,62 +67,69 @@ def collect(store: ObjectStore, path: str, clock: ManualRuntime) -> None:
 
 
 def test_refreshing_a_final_checkpoint_is_refused_and_the_clone_stays_readable(
-    store: MemoryStore, clock: ManualRuntime, family: dict[bytes, bytes]
+    clocked_memory_store: MemoryStore, clock: ManualRuntime, family: dict[bytes, bytes]
 ) -> None:
-    final = final_checkpoint(store, PARENT, CLONE)
-    before = snapshot(store)
+    final = final_checkpoint(clocked_memory_store, PARENT, CLONE)
+    before = snapshot(clocked_memory_store)
     with pytest.raises(CheckpointProtectedError) as refused:
-        admin.refresh_checkpoint(PARENT, store, final.id, timedelta(seconds=1), clock=clock)
+        admin.refresh_checkpoint(PARENT, clocked_memory_store, final.id, timedelta(seconds=1), clock=clock)
     message = str(refused.value)
     assert repr(CLONE) in message and "destroy" in message and str(final.id) in message
-    assert snapshot(store) == before  # no manifest written
+    assert snapshot(clocked_memory_store) == before  # no manifest written
     # The adversary's next step: the parent rewrites everything, its GC runs past every min age.
-    write(store, PARENT, clock, range(50), "q")
-    admin.compact(PARENT, store, clock=clock)
-    collect(store, PARENT, clock)
-    assert contents(store, CLONE) == family
-    assert final_checkpoint(store, PARENT, CLONE).expire_time_s is None
+    write(clocked_memory_store, PARENT, clock, range(50), "q")
+    admin.compact(PARENT, clocked_memory_store, clock=clock)
+    collect(clocked_memory_store, PARENT, clock)
+    assert contents(clocked_memory_store, CLONE) == family
+    assert final_checkpoint(clocked_memory_store, PARENT, CLONE).expire_time_s is None
 
 
 def test_deleting_a_final_checkpoint_is_refused_in_the_dry_run_too(
-    store: MemoryStore, clock: ManualRuntime, family: dict[bytes, bytes]
+    clocked_memory_store: MemoryStore, clock: ManualRuntime, family: dict[bytes, bytes]
 ) -> None:
-    final = final_checkpoint(store, PARENT, CLONE)
-    before = snapshot(store)
+    final = final_checkpoint(clocked_memory_store, PARENT, CLONE)
+    before = snapshot(clocked_memory_store)
     for dry_run in (True, False):
         with pytest.raises(CheckpointProtectedError, match=f"'{CLONE}' depends on it"):
-            admin.delete_checkpoint(PARENT, store, final.id, dry_run=dry_run)
-    assert snapshot(store) == before
+            admin.delete_checkpoint(PARENT, clocked_memory_store, final.id, dry_run=dry_run)
+    assert snapshot(clocked_memory_store) == before
     # Refreshing it to "never expires" (what it already is) changes nothing it protects.
-    assert admin.refresh_checkpoint(PARENT, store, final.id, None, clock=clock).expire_time_s is None
+    assert (
+        admin.refresh_checkpoint(PARENT, clocked_memory_store, final.id, None, clock=clock).expire_time_s
+        is None
+    )
     # The release the message names works: destroying the clone releases the final checkpoint.
-    admin.destroy(CLONE, store, soft=False, dry_run=False, clock=clock)
-    assert all(c.id != final.id for c in manifest(store, PARENT).checkpoints)
+    admin.destroy(CLONE, clocked_memory_store, soft=False, dry_run=False, clock=clock)
+    assert all(c.id != final.id for c in manifest(clocked_memory_store, PARENT).checkpoints)
 
 
-def test_shard_final_checkpoints_are_protected(store: MemoryStore, clock: ManualRuntime) -> None:
-    write(store, PARENT, clock, range(50), "p")
-    admin.split(PARENT, store, [b"k0025"], ["fam/left", "fam/right"], clock=clock)
-    before = snapshot(store)
+def test_shard_final_checkpoints_are_protected(
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
+) -> None:
+    write(clocked_memory_store, PARENT, clock, range(50), "p")
+    admin.split(PARENT, clocked_memory_store, [b"k0025"], ["fam/left", "fam/right"], clock=clock)
+    before = snapshot(clocked_memory_store)
     for shard in ("fam/left", "fam/right"):
-        final = final_checkpoint(store, PARENT, shard)
+        final = final_checkpoint(clocked_memory_store, PARENT, shard)
         with pytest.raises(CheckpointProtectedError, match=f"'{shard}' depends on it"):
-            admin.refresh_checkpoint(PARENT, store, final.id, timedelta(days=365), clock=clock)
+            admin.refresh_checkpoint(PARENT, clocked_memory_store, final.id, timedelta(days=365), clock=clock)
         with pytest.raises(CheckpointProtectedError, match=f"'{shard}' depends on it"):
-            admin.delete_checkpoint(PARENT, store, final.id, dry_run=False)
-    assert snapshot(store) == before
+            admin.delete_checkpoint(PARENT, clocked_memory_store, final.id, dry_run=False)
+    assert snapshot(clocked_memory_store) == before
 
 
-def test_merge_target_final_checkpoints_are_protected(store: MemoryStore, clock: ManualRuntime) -> None:
-    write(store, "fam/a", clock, range(0, 10), "a")
-    write(store, "fam/b", clock, range(10, 20), "b")
-    admin.merge(["fam/a", "fam/b"], store, "fam/ab", clock=clock)
-    before = snapshot(store)
+def test_merge_target_final_checkpoints_are_protected(
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
+) -> None:
+    write(clocked_memory_store, "fam/a", clock, range(0, 10), "a")
+    write(clocked_memory_store, "fam/b", clock, range(10, 20), "b")
+    admin.merge(["fam/a", "fam/b"], clocked_memory_store, "fam/ab", clock=clock)
+    before = snapshot(clocked_memory_store)
     for source in ("fam/a", "fam/b"):
-        final = final_checkpoint(store, source, "fam/ab")
+        final = final_checkpoint(clocked_memory_store, source, "fam/ab")
         with pytest.raises(CheckpointProtectedError, match="'fam/ab' depends on it"):
-            admin.delete_checkpoint(source, store, final.id, dry_run=False)
-    assert snapshot(store) == before
+            admin.delete_checkpoint(source, clocked_memory_store, final.id, dry_run=False)
+    assert snapshot(clocked_memory_store) == before
 
 
 def add_named(
@@ -157,50 +154,58 @@ def add_named(
     ],
 )
 def test_operation_checkpoints_may_be_extended_but_not_shortened_or_deleted(
-    store: MemoryStore, clock: ManualRuntime, name: str, dependents: tuple[str, ...]
+    clocked_memory_store: MemoryStore, clock: ManualRuntime, name: str, dependents: tuple[str, ...]
 ) -> None:
-    admin.create_db(PARENT, store)
-    checkpoint_id = add_named(store, PARENT, name, timedelta(minutes=15), clock)
-    (checkpoint,) = [c for c in manifest(store, PARENT).checkpoints if c.id == checkpoint_id]
+    admin.create_db(PARENT, clocked_memory_store)
+    checkpoint_id = add_named(clocked_memory_store, PARENT, name, timedelta(minutes=15), clock)
+    (checkpoint,) = [c for c in manifest(clocked_memory_store, PARENT).checkpoints if c.id == checkpoint_id]
     protection = protection_of(checkpoint)
     assert protection is not None and protection.dependents == dependents and not protection.never_expires
-    before = snapshot(store)
+    before = snapshot(clocked_memory_store)
     with pytest.raises(CheckpointProtectedError, match="shorten") as refused:
-        admin.refresh_checkpoint(PARENT, store, checkpoint_id, timedelta(seconds=1), clock=clock)
+        admin.refresh_checkpoint(
+            PARENT, clocked_memory_store, checkpoint_id, timedelta(seconds=1), clock=clock
+        )
     assert all(repr(d) in str(refused.value) for d in dependents)
     with pytest.raises(CheckpointProtectedError, match="delete"):
-        admin.delete_checkpoint(PARENT, store, checkpoint_id, dry_run=False)
-    assert snapshot(store) == before
-    extended = admin.refresh_checkpoint(PARENT, store, checkpoint_id, timedelta(hours=1), clock=clock)
+        admin.delete_checkpoint(PARENT, clocked_memory_store, checkpoint_id, dry_run=False)
+    assert snapshot(clocked_memory_store) == before
+    extended = admin.refresh_checkpoint(
+        PARENT, clocked_memory_store, checkpoint_id, timedelta(hours=1), clock=clock
+    )
     assert extended.expire_time_s == clock.now() + 3600
 
 
-def test_a_tag_cannot_be_deleted_as_a_checkpoint(store: MemoryStore, clock: ManualRuntime) -> None:
-    admin.create_db(PARENT, store)
-    tag = admin.create_tag(PARENT, store, "v1", clock=clock)
-    before = snapshot(store)
+def test_a_tag_cannot_be_deleted_as_a_checkpoint(
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
+) -> None:
+    admin.create_db(PARENT, clocked_memory_store)
+    tag = admin.create_tag(PARENT, clocked_memory_store, "v1", clock=clock)
+    before = snapshot(clocked_memory_store)
     with pytest.raises(CheckpointProtectedError, match="delete-tag -n v1"):
-        admin.delete_checkpoint(PARENT, store, tag.checkpoint_id, dry_run=False)
-    assert snapshot(store) == before
+        admin.delete_checkpoint(PARENT, clocked_memory_store, tag.checkpoint_id, dry_run=False)
+    assert snapshot(clocked_memory_store) == before
 
 
-def test_ordinary_checkpoints_stay_free(store: MemoryStore, clock: ManualRuntime) -> None:
-    admin.create_db(PARENT, store)
+def test_ordinary_checkpoints_stay_free(clocked_memory_store: MemoryStore, clock: ManualRuntime) -> None:
+    admin.create_db(PARENT, clocked_memory_store)
     created = admin.create_checkpoint(
-        PARENT, store, CheckpointOptions(lifetime=timedelta(days=1)), clock=clock
+        PARENT, clocked_memory_store, CheckpointOptions(lifetime=timedelta(days=1)), clock=clock
     )
-    refreshed = admin.refresh_checkpoint(PARENT, store, created.id, timedelta(seconds=1), clock=clock)
+    refreshed = admin.refresh_checkpoint(
+        PARENT, clocked_memory_store, created.id, timedelta(seconds=1), clock=clock
+    )
     assert refreshed.expire_time_s == clock.now() + 1
-    assert admin.delete_checkpoint(PARENT, store, created.id, dry_run=False).id == created.id
+    assert admin.delete_checkpoint(PARENT, clocked_memory_store, created.id, dry_run=False).id == created.id
 
 
 @pytest.mark.parametrize("name", ["slate_ops/clone:fam/fake", "slate_ops/split:a,b", "slate_ops/anything"])
-def test_slate_ops_checkpoint_names_are_reserved(store: MemoryStore, name: str) -> None:
-    admin.create_db(PARENT, store)
-    before = snapshot(store)
+def test_slate_ops_checkpoint_names_are_reserved(clocked_memory_store: MemoryStore, name: str) -> None:
+    admin.create_db(PARENT, clocked_memory_store)
+    before = snapshot(clocked_memory_store)
     with pytest.raises(InvalidArgumentError, match="reserved"):
-        admin.create_checkpoint(PARENT, store, CheckpointOptions(name=name))
-    assert snapshot(store) == before
+        admin.create_checkpoint(PARENT, clocked_memory_store, CheckpointOptions(name=name))
+    assert snapshot(clocked_memory_store) == before
 
 
 @pytest.mark.parametrize(
@@ -214,16 +219,18 @@ def test_slate_ops_checkpoint_names_are_reserved(store: MemoryStore, name: str) 
     ],
 )
 def test_refresh_lifetimes_are_positive_and_bounded(
-    store: MemoryStore, clock: ManualRuntime, lifetime: timedelta, words: str
+    clocked_memory_store: MemoryStore, clock: ManualRuntime, lifetime: timedelta, words: str
 ) -> None:
-    admin.create_db(PARENT, store)
-    created = admin.create_checkpoint(PARENT, store, clock=clock)
-    before = snapshot(store)
+    admin.create_db(PARENT, clocked_memory_store)
+    created = admin.create_checkpoint(PARENT, clocked_memory_store, clock=clock)
+    before = snapshot(clocked_memory_store)
     with pytest.raises(InvalidDurationError, match=words):
-        admin.refresh_checkpoint(PARENT, store, created.id, lifetime, clock=clock)
-    assert snapshot(store) == before
+        admin.refresh_checkpoint(PARENT, clocked_memory_store, created.id, lifetime, clock=clock)
+    assert snapshot(clocked_memory_store) == before
     # The longest allowed lifetime is accepted.
-    admin.refresh_checkpoint(PARENT, store, created.id, timedelta(days=365.25 * 100), clock=clock)
+    admin.refresh_checkpoint(
+        PARENT, clocked_memory_store, created.id, timedelta(days=365.25 * 100), clock=clock
+    )
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -32,11 +31,9 @@ from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import ManualRuntime
-from tests.admin.conftest import contents, manifest
-from tests.conftest import snapshot
-from tests.engine.conftest import QUIET_READER, engine_store, quiet, stop_leftover_threads
-
-FIXTURES = (engine_store, stop_leftover_threads)  # used by name: local and S3 stores, thread cleanup
+from tests.support.db_state import contents, manifest
+from tests.support.engine import QUIET_READER, quiet
+from tests.support.stores import snapshot
 
 PARENT = "dbs/parent"
 FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_bytes=1 << 20)
@@ -73,11 +70,6 @@ def build_parent(
 
 def named(store: ObjectStore, path: str, name: str) -> list[Checkpoint]:
     return [c for c in manifest(store, path).checkpoints if c.name == name]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
 
 
 def test_clone_reads_the_parent_at_the_checkpoint(engine_store: ObjectStore) -> None:
@@ -139,32 +131,32 @@ def test_writes_are_isolated_both_ways(engine_store: ObjectStore) -> None:
     assert not [m.key for m in engine_store.list(PARENT + "/") if b"clone" in m.key.encode()]
 
 
-def test_compactor_and_reader_of_a_clone_read_the_parents_ssts(store: LocalStore) -> None:
-    model = build_parent(store)
-    admin.create_clone("dbs/clone", PARENT, store)
-    parent_objects = snapshot(store, PARENT + "/compacted/")
-    with DbReader.open("dbs/clone", store, options=QUIET_READER) as reader:
+def test_compactor_and_reader_of_a_clone_read_the_parents_ssts(local_dir_store: LocalStore) -> None:
+    model = build_parent(local_dir_store)
+    admin.create_clone("dbs/clone", PARENT, local_dir_store)
+    parent_objects = snapshot(local_dir_store, PARENT + "/compacted/")
+    with DbReader.open("dbs/clone", local_dir_store, options=QUIET_READER) as reader:
         assert dict(reader.scan()) == model
-    report = Compactor("dbs/clone", store, FULL).run_once(full=True)
+    report = Compactor("dbs/clone", local_dir_store, FULL).run_once(full=True)
     assert report is not None and report.input_ssts
-    after = manifest(store, "dbs/clone")
+    after = manifest(local_dir_store, "dbs/clone")
     assert after.external_dbs[0].sst_ids == ()  # every parent SST was compacted away
-    assert all(store.head(sst_key("dbs/clone", s.physical_id)).size for s in after.ssts)
-    assert contents(store, "dbs/clone") == model
-    assert snapshot(store, PARENT + "/compacted/") == parent_objects
-    assert contents(store, PARENT) == model
+    assert all(local_dir_store.head(sst_key("dbs/clone", s.physical_id)).size for s in after.ssts)
+    assert contents(local_dir_store, "dbs/clone") == model
+    assert snapshot(local_dir_store, PARENT + "/compacted/") == parent_objects
+    assert contents(local_dir_store, PARENT) == model
 
 
-def test_clone_of_a_clone(store: LocalStore) -> None:
-    model = build_parent(store)
-    first = admin.create_clone("dbs/first", PARENT, store)
-    with Db.open("dbs/first", store, quiet()) as db:
+def test_clone_of_a_clone(local_dir_store: LocalStore) -> None:
+    model = build_parent(local_dir_store)
+    first = admin.create_clone("dbs/first", PARENT, local_dir_store)
+    with Db.open("dbs/first", local_dir_store, quiet()) as db:
         db.put(b"first", b"1")
         db.flush_memtable()  # the first clone now has SSTs of its own
         db.put(b"first-wal", b"2")
-    second = admin.create_clone("dbs/second", "dbs/first", store)
+    second = admin.create_clone("dbs/second", "dbs/first", local_dir_store)
     first_model = model | {b"first": b"1", b"first-wal": b"2"}
-    assert contents(store, "dbs/second") == first_model
+    assert contents(local_dir_store, "dbs/second") == first_model
 
     inherited, direct = second.value.external_dbs
     assert inherited.path == PARENT and direct.path == "dbs/first"
@@ -173,71 +165,77 @@ def test_clone_of_a_clone(store: LocalStore) -> None:
     # The inherited entry starts from the first clone's final checkpoint (the same manifest).
     assert inherited.source_checkpoint_id == first.value.external_dbs[0].final_checkpoint_id
     assert set(inherited.sst_ids) == set(first.value.external_dbs[0].sst_ids)
-    own_first = {s.physical_id for s in manifest(store, "dbs/first").ssts} - set(inherited.sst_ids)
+    own_first = {s.physical_id for s in manifest(local_dir_store, "dbs/first").ssts} - set(inherited.sst_ids)
     assert set(direct.sst_ids) == own_first and own_first
     # The grandparent holds one final checkpoint per clone; the first clone holds the second's.
-    finals = {c.name: c.id for c in manifest(store, PARENT).checkpoints if c.name != "slate_ops/compaction"}
+    finals = {
+        c.name: c.id
+        for c in manifest(local_dir_store, PARENT).checkpoints
+        if c.name != "slate_ops/compaction"
+    }
     assert finals == {
         FINAL_CHECKPOINT_PREFIX + "dbs/first": first.value.external_dbs[0].final_checkpoint_id,
         FINAL_CHECKPOINT_PREFIX + "dbs/second": inherited.final_checkpoint_id,
     }
-    assert [c.id for c in manifest(store, "dbs/first").checkpoints] == [direct.final_checkpoint_id]
+    assert [c.id for c in manifest(local_dir_store, "dbs/first").checkpoints] == [direct.final_checkpoint_id]
 
-    with Db.open("dbs/second", store, quiet()) as db:
+    with Db.open("dbs/second", local_dir_store, quiet()) as db:
         db.put(b"second", b"3")
-    Compactor("dbs/second", store, FULL).run_once(full=True)
-    assert contents(store, "dbs/second") == first_model | {b"second": b"3"}
-    assert contents(store, "dbs/first") == first_model
-    assert contents(store, PARENT) == model
+    Compactor("dbs/second", local_dir_store, FULL).run_once(full=True)
+    assert contents(local_dir_store, "dbs/second") == first_model | {b"second": b"3"}
+    assert contents(local_dir_store, "dbs/first") == first_model
+    assert contents(local_dir_store, PARENT) == model
 
 
 @pytest.mark.parametrize("given_checkpoint", [False, True], ids=["ephemeral", "given-checkpoint"])
 @pytest.mark.parametrize("nested", [False, True], ids=["clone", "clone-of-clone"])
 def test_a_crash_at_every_step_is_completed_by_a_rerun(
-    store: LocalStore, given_checkpoint: bool, nested: bool
+    local_dir_store: LocalStore, given_checkpoint: bool, nested: bool
 ) -> None:
     clock = ManualRuntime(1_700_000_000.0)
-    model = build_parent(store, clock=clock)
+    model = build_parent(local_dir_store, clock=clock)
     parent = PARENT
     if nested:
-        admin.create_clone("dbs/middle", PARENT, store, clock=clock)
+        admin.create_clone("dbs/middle", PARENT, local_dir_store, clock=clock)
         parent = "dbs/middle"
     checkpoint = None
     if given_checkpoint:
-        checkpoint = admin.create_checkpoint(parent, store, CheckpointOptions(lifetime="1h"), clock=clock).id
+        checkpoint = admin.create_checkpoint(
+            parent, local_dir_store, CheckpointOptions(lifetime="1h"), clock=clock
+        ).id
         # What a reader of that checkpoint sees: the admin API's checkpoint does not advance
         # wal_id_last_seen, so writes only in the parent's WAL are not part of it.
-        with DbReader.open(parent, store, checkpoint, QUIET_READER, clock=clock) as reader:
+        with DbReader.open(parent, local_dir_store, checkpoint, QUIET_READER, clock=clock) as reader:
             model = dict(reader.scan())
     externals = [PARENT, "dbs/middle"] if nested else [PARENT]
 
     crashes = 0
     for n in range(500):
         clone = f"dbs/clone{n}"
-        faulty = FaultInjectingStore(store)
+        faulty = FaultInjectingStore(local_dir_store)
         faulty.crash_after(n)
         try:
             admin.create_clone(clone, parent, faulty, checkpoint, clock=clock)
         except SimulatedCrash:
             crashes += 1
-            written = ManifestStore(store, clone).read_latest()
+            written = ManifestStore(local_dir_store, clone).read_latest()
             if written is not None and not written.value.initialized:
                 with pytest.raises(DbNotInitializedError, match="re-run"):
-                    Db.open(clone, store, quiet())
+                    Db.open(clone, local_dir_store, quiet())
         else:
             completed = n
             break
-        finished = admin.create_clone(clone, parent, store, checkpoint, clock=clock)  # the re-run
+        finished = admin.create_clone(clone, parent, local_dir_store, checkpoint, clock=clock)  # the re-run
         assert finished.value.initialized
-        assert contents(store, clone) == model
+        assert contents(local_dir_store, clone) == model
         finals = {e.path: e.final_checkpoint_id for e in finished.value.external_dbs}
         for external in externals:  # one final checkpoint per external database, its own
-            assert [c.id for c in named(store, external, FINAL_CHECKPOINT_PREFIX + clone)] == [
+            assert [c.id for c in named(local_dir_store, external, FINAL_CHECKPOINT_PREFIX + clone)] == [
                 finals[external]
             ]
         # Only a crash before the clone manifest existed can leave an ephemeral checkpoint, and it
         # expires within 5 minutes.
-        for leftover in named(store, parent, SOURCE_CHECKPOINT_PREFIX + clone):
+        for leftover in named(local_dir_store, parent, SOURCE_CHECKPOINT_PREFIX + clone):
             assert leftover.id != finished.value.external_dbs[-1].source_checkpoint_id
             assert leftover.expire_time_s is not None and leftover.expire_time_s <= clock.now() + 300
     else:
@@ -246,108 +244,116 @@ def test_a_crash_at_every_step_is_completed_by_a_rerun(
     print(f"create_clone completed after {completed} crashes")
 
     clock.advance(301)
-    admin.expire_checkpoints(parent, store, dry_run=False, clock=clock)
-    remaining = [c.name for c in manifest(store, parent).checkpoints if c.name != "slate_ops/compaction"]
+    admin.expire_checkpoints(parent, local_dir_store, dry_run=False, clock=clock)
+    remaining = [
+        c.name for c in manifest(local_dir_store, parent).checkpoints if c.name != "slate_ops/compaction"
+    ]
     expected = [FINAL_CHECKPOINT_PREFIX + f"dbs/clone{n}" for n in range(completed + 1)]
     if given_checkpoint:
         expected.append(None)
     assert sorted(remaining, key=str) == sorted(expected, key=str)
 
 
-def test_rerun_with_other_arguments_is_refused(store: LocalStore) -> None:
-    build_parent(store)
-    admin.create_db("dbs/other", store)
-    first = admin.create_checkpoint(PARENT, store, CheckpointOptions(lifetime="1h")).id
-    second = admin.create_checkpoint(PARENT, store, CheckpointOptions(lifetime="1h")).id
-    admin.create_clone("dbs/clone", PARENT, store, first)
-    before = snapshot(store)
+def test_rerun_with_other_arguments_is_refused(local_dir_store: LocalStore) -> None:
+    build_parent(local_dir_store)
+    admin.create_db("dbs/other", local_dir_store)
+    first = admin.create_checkpoint(PARENT, local_dir_store, CheckpointOptions(lifetime="1h")).id
+    second = admin.create_checkpoint(PARENT, local_dir_store, CheckpointOptions(lifetime="1h")).id
+    admin.create_clone("dbs/clone", PARENT, local_dir_store, first)
+    before = snapshot(local_dir_store)
     with pytest.raises(CloneMismatchError, match="already a clone of dbs/parent"):
-        admin.create_clone("dbs/clone", "dbs/other", store)
+        admin.create_clone("dbs/clone", "dbs/other", local_dir_store)
     with pytest.raises(CloneMismatchError, match=str(second)):
-        admin.create_clone("dbs/clone", PARENT, store, second)
+        admin.create_clone("dbs/clone", PARENT, local_dir_store, second)
     with pytest.raises(CloneMismatchError, match="not a clone"):
-        admin.create_clone("dbs/other", PARENT, store)
+        admin.create_clone("dbs/other", PARENT, local_dir_store)
     with pytest.raises(InvalidArgumentError, match="own path"):
-        admin.create_clone(PARENT, "/dbs/parent/", store)
+        admin.create_clone(PARENT, "/dbs/parent/", local_dir_store)
     with pytest.raises(InvalidArgumentError, match="nest"):
-        admin.create_clone("dbs/parent/inner", PARENT, store)
-    assert snapshot(store) == before
+        admin.create_clone("dbs/parent/inner", PARENT, local_dir_store)
+    assert snapshot(local_dir_store) == before
     # The same arguments, or no checkpoint ("accept any"), are a no-op re-run.
-    assert admin.create_clone("dbs/clone", PARENT, store, first).value.initialized
-    assert admin.create_clone("dbs/clone", PARENT, store).value.initialized
+    assert admin.create_clone("dbs/clone", PARENT, local_dir_store, first).value.initialized
+    assert admin.create_clone("dbs/clone", PARENT, local_dir_store).value.initialized
 
 
-def test_rerun_of_an_unfinished_clone_with_another_parent_is_refused(store: LocalStore) -> None:
-    build_parent(store)
-    admin.create_db("dbs/other", store)
-    faulty = FaultInjectingStore(store)
+def test_rerun_of_an_unfinished_clone_with_another_parent_is_refused(local_dir_store: LocalStore) -> None:
+    build_parent(local_dir_store)
+    admin.create_db("dbs/other", local_dir_store)
+    faulty = FaultInjectingStore(local_dir_store)
     faulty.fail("put", key_contains="dbs/clone/wal/", error=SimulatedCrash("crash"))
     with pytest.raises(SimulatedCrash):
         admin.create_clone("dbs/clone", PARENT, faulty)
-    assert not manifest(store, "dbs/clone").initialized
+    assert not manifest(local_dir_store, "dbs/clone").initialized
     with pytest.raises(CloneMismatchError):
-        admin.create_clone("dbs/clone", "dbs/other", store)
+        admin.create_clone("dbs/clone", "dbs/other", local_dir_store)
     with pytest.raises(DbNotInitializedError, match="re-run"):
-        DbReader.open("dbs/clone", store, options=QUIET_READER)
-    assert admin.create_clone("dbs/clone", PARENT, store).value.initialized
+        DbReader.open("dbs/clone", local_dir_store, options=QUIET_READER)
+    assert admin.create_clone("dbs/clone", PARENT, local_dir_store).value.initialized
 
 
-def test_missing_or_expired_parent_checkpoint_is_refused(store: LocalStore) -> None:
+def test_missing_or_expired_parent_checkpoint_is_refused(local_dir_store: LocalStore) -> None:
     clock = ManualRuntime(1_700_000_000.0)
-    build_parent(store, clock=clock)
-    short = admin.create_checkpoint(PARENT, store, CheckpointOptions(lifetime="10s"), clock=clock).id
+    build_parent(local_dir_store, clock=clock)
+    short = admin.create_checkpoint(
+        PARENT, local_dir_store, CheckpointOptions(lifetime="10s"), clock=clock
+    ).id
     clock.advance(20)
-    before = snapshot(store)
+    before = snapshot(local_dir_store)
     with pytest.raises(CheckpointExpiredError):
-        admin.create_clone("dbs/clone", PARENT, store, short, clock=clock)
+        admin.create_clone("dbs/clone", PARENT, local_dir_store, short, clock=clock)
     with pytest.raises(CheckpointNotFoundError):
-        admin.create_clone("dbs/clone", PARENT, store, uuid.uuid4(), clock=clock)
-    assert snapshot(store) == before
+        admin.create_clone("dbs/clone", PARENT, local_dir_store, uuid.uuid4(), clock=clock)
+    assert snapshot(local_dir_store) == before
 
 
-def test_an_expired_ephemeral_checkpoint_stops_an_unfinished_clone(store: LocalStore) -> None:
+def test_an_expired_ephemeral_checkpoint_stops_an_unfinished_clone(local_dir_store: LocalStore) -> None:
     clock = ManualRuntime(1_700_000_000.0)
-    model = build_parent(store, clock=clock)
+    model = build_parent(local_dir_store, clock=clock)
     # A first run that died right after writing the clone manifest (before the final checkpoint).
     ephemeral = admin.create_checkpoint(
-        PARENT, store, CheckpointOptions(lifetime=timedelta(minutes=5)), clock=clock
+        PARENT, local_dir_store, CheckpointOptions(lifetime=timedelta(minutes=5)), clock=clock
     )
-    at_source = admin.read_manifest(PARENT, store, ephemeral.manifest_id).value
-    ManifestStore(store, "dbs/clone").create_initial(clone_manifest(at_source, PARENT, ephemeral.id))
+    at_source = admin.read_manifest(PARENT, local_dir_store, ephemeral.manifest_id).value
+    ManifestStore(local_dir_store, "dbs/clone").create_initial(
+        clone_manifest(at_source, PARENT, ephemeral.id)
+    )
     clock.advance(6 * 60)
     with pytest.raises(CheckpointExpiredError, match="destroy the clone"):
-        admin.create_clone("dbs/clone", PARENT, store, clock=clock)
+        admin.create_clone("dbs/clone", PARENT, local_dir_store, clock=clock)
     # The way out the message names: destroy the unfinished clone and clone again.
-    admin.destroy("dbs/clone", store, soft=False, clock=clock, dry_run=False)
-    admin.create_clone("dbs/clone", PARENT, store, clock=clock)
-    assert contents(store, "dbs/clone") == model
+    admin.destroy("dbs/clone", local_dir_store, soft=False, clock=clock, dry_run=False)
+    admin.create_clone("dbs/clone", PARENT, local_dir_store, clock=clock)
+    assert contents(local_dir_store, "dbs/clone") == model
 
 
-def test_a_missing_wal_sst_is_refused(store: LocalStore) -> None:
-    build_parent(store)
-    with Db.open(PARENT, store, quiet()) as db:
+def test_a_missing_wal_sst_is_refused(local_dir_store: LocalStore) -> None:
+    build_parent(local_dir_store)
+    with Db.open(PARENT, local_dir_store, quiet()) as db:
         db.put(b"x", b"1")
         db.flush()
         db.put(b"y", b"2")
         db.flush()
         checkpoint = db.create_checkpoint(CheckpointScope.DURABLE, CheckpointOptions(lifetime="1h"))
-    at = admin.read_manifest(PARENT, store, checkpoint.manifest_id).value
-    wal = WalStore(store, PARENT)
+    at = admin.read_manifest(PARENT, local_dir_store, checkpoint.manifest_id).value
+    wal = WalStore(local_dir_store, PARENT)
     assert at.wal_id_last_seen > at.replay_after_wal_id + 1  # x and y are only in the WAL
-    store.delete(wal.key(at.replay_after_wal_id + 1))
+    local_dir_store.delete(wal.key(at.replay_after_wal_id + 1))
     with pytest.raises(CloneWalMissingError, match="lose"):
-        admin.create_clone("dbs/clone", PARENT, store, checkpoint.id)
-    assert not manifest(store, "dbs/clone").initialized
+        admin.create_clone("dbs/clone", PARENT, local_dir_store, checkpoint.id)
+    assert not manifest(local_dir_store, "dbs/clone").initialized
 
 
-def test_parent_must_exist_be_initialized_and_not_destroyed(store: MemoryStore | LocalStore) -> None:
+def test_parent_must_exist_be_initialized_and_not_destroyed(
+    local_dir_store: MemoryStore | LocalStore,
+) -> None:
     with pytest.raises(DbNotFoundError):
-        admin.create_clone("dbs/clone", PARENT, store)
-    ManifestStore(store, "dbs/unfinished").create_initial(Manifest(initialized=False))
+        admin.create_clone("dbs/clone", PARENT, local_dir_store)
+    ManifestStore(local_dir_store, "dbs/unfinished").create_initial(Manifest(initialized=False))
     with pytest.raises(DbNotInitializedError):
-        admin.create_clone("dbs/clone", "dbs/unfinished", store)
-    admin.create_db(PARENT, store)
-    admin.destroy(PARENT, store, dry_run=False)
+        admin.create_clone("dbs/clone", "dbs/unfinished", local_dir_store)
+    admin.create_db(PARENT, local_dir_store)
+    admin.destroy(PARENT, local_dir_store, dry_run=False)
     with pytest.raises(DbDestroyedError):
-        admin.create_clone("dbs/clone", PARENT, store)
-    assert ManifestStore(store, "dbs/clone").read_latest() is None
+        admin.create_clone("dbs/clone", PARENT, local_dir_store)
+    assert ManifestStore(local_dir_store, "dbs/clone").read_latest() is None

@@ -32,10 +32,8 @@ from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import snapshot
-from tests.engine.conftest import QUIET_READER, engine_store, quiet, simulate_crash, stop_leftover_threads
-
-FIXTURES = (engine_store, stop_leftover_threads)  # used by name: local and S3 stores, thread cleanup
+from tests.support.engine import QUIET_READER, quiet, simulate_crash
+from tests.support.stores import snapshot
 
 DB = "dbs/main"
 NOW = 1_700_000_000.0
@@ -44,11 +42,6 @@ NOW = 1_700_000_000.0
 @pytest.fixture
 def clock() -> ManualRuntime:
     return ManualRuntime(NOW)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
-    return LocalStore(tmp_path / "store")
 
 
 def fill(store: ObjectStore, path: str = DB, rounds: int = 2) -> None:
@@ -115,42 +108,44 @@ def test_soft_destroy_fences_a_live_writer_and_removes_its_checkpoint(
 
 
 def test_soft_destroy_again_keeps_the_first_time_and_a_dry_run_changes_nothing(
-    store: LocalStore, clock: ManualRuntime
+    local_dir_store: LocalStore, clock: ManualRuntime
 ) -> None:
-    fill(store)
-    before = snapshot(store)
-    dry = admin.destroy(DB, store, dry_run=True, clock=clock)
-    assert snapshot(store) == before
+    fill(local_dir_store)
+    before = snapshot(local_dir_store)
+    dry = admin.destroy(DB, local_dir_store, dry_run=True, clock=clock)
+    assert snapshot(local_dir_store) == before
     assert (dry.dry_run, dry.destroyed_at_s, dry.deleted) == (True, int(NOW), ())
-    admin.destroy(DB, store, clock=clock, dry_run=False)
+    admin.destroy(DB, local_dir_store, clock=clock, dry_run=False)
     clock.advance(100)
-    again = admin.destroy(DB, store, clock=clock, dry_run=False)
+    again = admin.destroy(DB, local_dir_store, clock=clock, dry_run=False)
     assert again.destroyed_at_s == int(NOW)  # the grace period is not restarted
-    assert current(store).destroyed_at_s == int(NOW)
+    assert current(local_dir_store).destroyed_at_s == int(NOW)
 
 
-def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(store: LocalStore, clock: ManualRuntime) -> None:
-    fill(store)
+def test_hard_destroy_with_a_live_checkpoint_deletes_nothing(
+    local_dir_store: LocalStore, clock: ManualRuntime
+) -> None:
+    fill(local_dir_store)
     checkpoint = admin.create_checkpoint(
-        DB, store, CheckpointOptions(lifetime="1h", name="nightly"), clock=clock
+        DB, local_dir_store, CheckpointOptions(lifetime="1h", name="nightly"), clock=clock
     )
-    before = snapshot(store)
+    before = snapshot(local_dir_store)
     for dry_run in (True, False):
         with pytest.raises(InvalidDeletionError, match=rf"{checkpoint.id} \(nightly\).*Nothing was deleted"):
-            admin.destroy(DB, store, soft=False, dry_run=dry_run, clock=clock)
-    assert snapshot(store) == before
+            admin.destroy(DB, local_dir_store, soft=False, dry_run=dry_run, clock=clock)
+    assert snapshot(local_dir_store) == before
     # A live writer holds a checkpoint too; a crashed one leaves it: soft destroy removes it.
-    writer = Db.open(DB, store, quiet())
+    writer = Db.open(DB, local_dir_store, quiet())
     with pytest.raises(InvalidDeletionError):
-        admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
+        admin.destroy(DB, local_dir_store, soft=False, clock=clock, dry_run=False)
     simulate_crash(writer)
     clock.advance(3601)  # "nightly" expired: only the crashed writer's checkpoint is left
     with pytest.raises(InvalidDeletionError, match="1 unexpired"):
-        admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
-    admin.destroy(DB, store, clock=clock, dry_run=False)
-    report = admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
+        admin.destroy(DB, local_dir_store, soft=False, clock=clock, dry_run=False)
+    admin.destroy(DB, local_dir_store, clock=clock, dry_run=False)
+    report = admin.destroy(DB, local_dir_store, soft=False, clock=clock, dry_run=False)
     assert report.destroyed_at_s == int(NOW) + 3601  # kept from the soft destroy
-    assert leftovers(store, DB) == set(report.kept)
+    assert leftovers(local_dir_store, DB) == set(report.kept)
 
 
 def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
@@ -185,46 +180,48 @@ def test_hard_destroy_of_a_clone_removes_everything_and_releases_the_parent(
 
 @pytest.mark.parametrize("already_soft", [False, True], ids=["live", "soft-destroyed"])
 def test_hard_dry_run_reports_exactly_what_a_real_run_deletes(
-    store: LocalStore, clock: ManualRuntime, already_soft: bool
+    local_dir_store: LocalStore, clock: ManualRuntime, already_soft: bool
 ) -> None:
-    fill(store, "dbs/parent")
-    admin.create_clone(DB, "dbs/parent", store, clock=clock)
-    fill(store, DB, rounds=1)
+    fill(local_dir_store, "dbs/parent")
+    admin.create_clone(DB, "dbs/parent", local_dir_store, clock=clock)
+    fill(local_dir_store, DB, rounds=1)
     if already_soft:
-        admin.destroy(DB, store, clock=clock, dry_run=False)
-    before = snapshot(store)
-    dry = admin.destroy(DB, store, soft=False, dry_run=True, clock=clock)
-    assert snapshot(store) == before
-    real = admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
+        admin.destroy(DB, local_dir_store, clock=clock, dry_run=False)
+    before = snapshot(local_dir_store)
+    dry = admin.destroy(DB, local_dir_store, soft=False, dry_run=True, clock=clock)
+    assert snapshot(local_dir_store) == before
+    real = admin.destroy(DB, local_dir_store, soft=False, clock=clock, dry_run=False)
     assert dry.deleted == real.deleted and real.deleted
     existing = {k for k in before if k.startswith(DB + "/")}
     assert existing <= set(real.deleted) and set(real.deleted) - existing <= {real.deleted[-1]}
     assert dry.released_parent_checkpoints == real.released_parent_checkpoints
     assert dry.destroyed_at_s == real.destroyed_at_s
     assert (dry.tombstone, dry.kept) == (real.tombstone, real.kept)
-    assert leftovers(store, DB) == set(real.kept)
+    assert leftovers(local_dir_store, DB) == set(real.kept)
 
 
 def test_a_crash_at_every_step_of_a_hard_destroy_is_finished_by_a_rerun(
-    store: LocalStore, clock: ManualRuntime
+    local_dir_store: LocalStore, clock: ManualRuntime
 ) -> None:
-    fill(store, "dbs/parent")
+    fill(local_dir_store, "dbs/parent")
     for n in range(500):
         clone = f"dbs/clone{n}"
-        admin.create_clone(clone, "dbs/parent", store, clock=clock)
-        fill(store, clone, rounds=1)
-        faulty = FaultInjectingStore(store)
+        admin.create_clone(clone, "dbs/parent", local_dir_store, clock=clock)
+        fill(local_dir_store, clone, rounds=1)
+        faulty = FaultInjectingStore(local_dir_store)
         faulty.crash_after(n)
         try:
             report = admin.destroy(clone, faulty, soft=False, clock=clock, dry_run=False)
         except SimulatedCrash:
-            assert ManifestStore(store, clone).read_current() is not None  # the tombstone stays
-            report = admin.destroy(clone, store, soft=False, clock=clock, dry_run=False)
+            assert ManifestStore(local_dir_store, clone).read_current() is not None  # the tombstone stays
+            report = admin.destroy(clone, local_dir_store, soft=False, clock=clock, dry_run=False)
         else:
             break
-        assert leftovers(store, clone) == set(report.kept)
+        assert leftovers(local_dir_store, clone) == set(report.kept)
         assert not [
-            c for c in current(store, "dbs/parent").checkpoints if c.name == FINAL_CHECKPOINT_PREFIX + clone
+            c
+            for c in current(local_dir_store, "dbs/parent").checkpoints
+            if c.name == FINAL_CHECKPOINT_PREFIX + clone
         ]
     else:
         pytest.fail("destroy never completed")
@@ -232,57 +229,61 @@ def test_a_crash_at_every_step_of_a_hard_destroy_is_finished_by_a_rerun(
 
 
 def test_release_external_checkpoints_is_idempotent_and_tolerates_missing_parents(
-    store: LocalStore, clock: ManualRuntime
+    local_dir_store: LocalStore, clock: ManualRuntime
 ) -> None:
-    fill(store, "dbs/parent")
-    clone = admin.create_clone(DB, "dbs/parent", store, clock=clock).value
+    fill(local_dir_store, "dbs/parent")
+    clone = admin.create_clone(DB, "dbs/parent", local_dir_store, clock=clock).value
     ghost = ExternalDb("dbs/gone", uuid.uuid4(), uuid.uuid4())
     manifest = clone.with_changes(external_dbs=(*clone.external_dbs, ghost))
     final = clone.external_dbs[0].final_checkpoint_id
-    assert release_external_checkpoints(manifest, store) == [("dbs/parent", final)]
-    assert release_external_checkpoints(manifest, store) == []
-    admin.destroy("dbs/parent", store, clock=clock, dry_run=False)  # a destroyed parent is fine too
-    assert release_external_checkpoints(manifest, store) == []
+    assert release_external_checkpoints(manifest, local_dir_store) == [("dbs/parent", final)]
+    assert release_external_checkpoints(manifest, local_dir_store) == []
+    admin.destroy("dbs/parent", local_dir_store, clock=clock, dry_run=False)  # a destroyed parent is fine too
+    assert release_external_checkpoints(manifest, local_dir_store) == []
 
 
 def test_hard_destroy_deletes_only_its_own_directories_and_spares_nested_databases_and_siblings(
-    store: LocalStore, clock: ManualRuntime
+    local_dir_store: LocalStore, clock: ManualRuntime
 ) -> None:
-    fill(store)
-    fill(store, DB + "/nested", rounds=1)
-    fill(store, DB + "x", rounds=1)  # a sibling whose name starts the same
-    store.put(DB + "/README", b"not a database object")
-    others = {k: v for k, v in snapshot(store).items() if not k.startswith(DB + "/") or k == DB + "/README"}
-    others.update(snapshot(store, DB + "/nested/"))
-    dry = admin.destroy(DB, store, soft=False, dry_run=True, clock=clock)
+    fill(local_dir_store)
+    fill(local_dir_store, DB + "/nested", rounds=1)
+    fill(local_dir_store, DB + "x", rounds=1)  # a sibling whose name starts the same
+    local_dir_store.put(DB + "/README", b"not a database object")
+    others = {
+        k: v
+        for k, v in snapshot(local_dir_store).items()
+        if not k.startswith(DB + "/") or k == DB + "/README"
+    }
+    others.update(snapshot(local_dir_store, DB + "/nested/"))
+    dry = admin.destroy(DB, local_dir_store, soft=False, dry_run=True, clock=clock)
     assert not [k for k in dry.deleted if k.startswith((DB + "/nested/", DB + "x/")) or k == DB + "/README"]
-    real = admin.destroy(DB, store, soft=False, clock=clock, dry_run=False)
+    real = admin.destroy(DB, local_dir_store, soft=False, clock=clock, dry_run=False)
     assert real.deleted == dry.deleted
-    survivors = snapshot(store)
+    survivors = snapshot(local_dir_store)
     assert {k: survivors.get(k) for k in others} == others
     own = {k for k in survivors if k.startswith(DB + "/") and not k.startswith(DB + "/nested/")}
     assert own - {DB + "/README"} == set(real.kept) | {k for k in own if k.startswith(DB + "/gc/")}
-    with DbReader.open(DB + "/nested", store, options=QUIET_READER) as reader:
+    with DbReader.open(DB + "/nested", local_dir_store, options=QUIET_READER) as reader:
         assert reader.get(b"wal-only") == b"w"
 
 
 def test_a_crash_at_every_step_of_a_soft_destroy_is_finished_by_a_rerun(
-    store: LocalStore, clock: ManualRuntime
+    local_dir_store: LocalStore, clock: ManualRuntime
 ) -> None:
     for n in range(100):
         path = f"dbs/db{n}"
-        fill(store, path, rounds=1)
-        writer = Db.open(path, store, quiet())
-        faulty = FaultInjectingStore(store)
+        fill(local_dir_store, path, rounds=1)
+        writer = Db.open(path, local_dir_store, quiet())
+        faulty = FaultInjectingStore(local_dir_store)
         faulty.crash_after(n)
         try:
             admin.destroy(path, faulty, clock=clock, dry_run=False)
         except SimulatedCrash:
-            admin.destroy(path, store, clock=clock, dry_run=False)
+            admin.destroy(path, local_dir_store, clock=clock, dry_run=False)
         else:
             simulate_crash(writer)
             break
-        assert current(store, path).destroyed_at_s == int(NOW)
+        assert current(local_dir_store, path).destroyed_at_s == int(NOW)
         writer.put(b"late", b"1")
         with pytest.raises(FencedError):
             writer.flush()
@@ -378,13 +379,15 @@ def assert_deleted_and_reusable(
 
 @pytest.mark.parametrize("route", ["hard", "gc"])
 def test_a_paused_writer_cannot_acknowledge_commit_or_resurrect_after_a_deletion(
-    store: LocalStore, clock: ManualRuntime, route: str
+    local_dir_store: LocalStore, clock: ManualRuntime, route: str
 ) -> None:
-    fill(store)
-    stale = Db.open(DB, store, quiet(), clock=clock)  # quiet: it does not poll the manifest ("paused")
+    fill(local_dir_store)
+    stale = Db.open(
+        DB, local_dir_store, quiet(), clock=clock
+    )  # quiet: it does not poll the manifest ("paused")
     stale.put(b"before", b"1", await_durable=True)
-    delete(store, clock, route)
-    tombstone = ManifestStore(store, DB).read_current()
+    delete(local_dir_store, clock, route)
+    tombstone = ManifestStore(local_dir_store, DB).read_current()
     assert tombstone is not None and tombstone.value.is_tombstone
     with pytest.raises(FencedError):  # never acknowledged into a deleted database
         stale.put(b"late", b"2", await_durable=True)
@@ -392,73 +395,80 @@ def test_a_paused_writer_cannot_acknowledge_commit_or_resurrect_after_a_deletion
         stale.flush_memtable()  # its L0 commit: fenced (or refused: the writer already failed)
     with contextlib.suppress(SlateOpsError):
         stale.close()
-    assert_deleted_and_reusable(store, clock, tombstone.id)
+    assert_deleted_and_reusable(local_dir_store, clock, tombstone.id)
     with pytest.raises(SlateOpsError):  # the new database did not un-fence it
         stale.put(b"later", b"3", await_durable=True)
 
 
 @pytest.mark.parametrize("route", ["hard", "gc"])
 def test_a_paused_compactor_cannot_commit_after_a_deletion(
-    store: LocalStore, clock: ManualRuntime, route: str
+    local_dir_store: LocalStore, clock: ManualRuntime, route: str
 ) -> None:
-    fill(store, rounds=3)
-    compactor = Compactor(DB, store, clock=clock)
+    fill(local_dir_store, rounds=3)
+    compactor = Compactor(DB, local_dir_store, clock=clock)
     try:
-        delete(store, clock, route)
-        tombstone = ManifestStore(store, DB).read_current()
+        delete(local_dir_store, clock, route)
+        tombstone = ManifestStore(local_dir_store, DB).read_current()
         assert tombstone is not None
-        before = snapshot(store)
+        before = snapshot(local_dir_store)
         with pytest.raises(SlateOpsError):  # fenced, or its input SSTs are gone
             compactor.run_once(full=True)
         # Its .compactions commits are fenced by the file the deletion kept (and its boundary).
         record = CompactionRecord(str(ULID()), compactor.epoch, "l0", "running", ())
         with pytest.raises(FencedError):
             compactor.compactions.record(record)
-        added = set(snapshot(store)) - set(before)
+        added = set(snapshot(local_dir_store)) - set(before)
         assert not [k for k in added if k.endswith((".manifest", ".compactions"))]
     finally:
         with contextlib.suppress(SlateOpsError):
             compactor.close()
-    assert_deleted_and_reusable(store, clock, tombstone.id)
+    assert_deleted_and_reusable(local_dir_store, clock, tombstone.id)
 
 
 @pytest.mark.parametrize("route", ["hard", "gc"])
 def test_a_stale_admin_process_cannot_commit_after_a_deletion(
-    store: LocalStore, clock: ManualRuntime, route: str
+    local_dir_store: LocalStore, clock: ManualRuntime, route: str
 ) -> None:
-    fill(store)
-    stale = ManifestStore(store, DB)
+    fill(local_dir_store)
+    stale = ManifestStore(local_dir_store, DB)
     stale.read_latest_required()  # holds manifest M
-    delete(store, clock, route)
-    tombstone = ManifestStore(store, DB).read_current()
+    delete(local_dir_store, clock, route)
+    tombstone = ManifestStore(local_dir_store, DB).read_current()
     assert tombstone is not None
     with pytest.raises(DbNotFoundError, match="was deleted at"):
         stale.update(lambda current: current.value.with_changes(last_l0_seq=99))
-    assert_deleted_and_reusable(store, clock, tombstone.id)
+    assert_deleted_and_reusable(local_dir_store, clock, tombstone.id)
 
 
 def test_root_database_deletion_spares_objects_of_no_database_and_nested_databases(
-    store: LocalStore, clock: ManualRuntime
+    local_dir_store: LocalStore, clock: ManualRuntime
 ) -> None:
-    fill(store, "")
-    fill(store, "team/db", rounds=1)
-    store.put("README", b"about this bucket")
-    store.put("backups/2026-11-01.tar", b"a backup")
-    others = {k: v for k, v in snapshot(store).items() if k.startswith(("README", "backups/", "team/"))}
-    dry = admin.destroy("", store, soft=False, dry_run=True, clock=clock)
+    fill(local_dir_store, "")
+    fill(local_dir_store, "team/db", rounds=1)
+    local_dir_store.put("README", b"about this bucket")
+    local_dir_store.put("backups/2026-11-01.tar", b"a backup")
+    others = {
+        k: v for k, v in snapshot(local_dir_store).items() if k.startswith(("README", "backups/", "team/"))
+    }
+    dry = admin.destroy("", local_dir_store, soft=False, dry_run=True, clock=clock)
     assert dry.deleted and all(
         k.startswith(("manifest/", "wal/", "compacted/", "compactions/")) for k in dry.deleted
     )
-    real = admin.destroy("", store, soft=False, clock=clock, dry_run=False)
+    real = admin.destroy("", local_dir_store, soft=False, clock=clock, dry_run=False)
     assert real.deleted == dry.deleted and (real.tombstone, real.kept) == (dry.tombstone, dry.kept)
-    after = snapshot(store)
+    after = snapshot(local_dir_store)
     assert {k: after.get(k) for k in others} == others
     root_left = {k for k in after if k not in others}
     assert root_left == set(real.kept) | {k for k in root_left if k.startswith("gc/")}
-    with DbReader.open("team/db", store, options=QUIET_READER) as reader:
+    with DbReader.open("team/db", local_dir_store, options=QUIET_READER) as reader:
         assert reader.get(b"wal-only") == b"w"
-    assert admin.list_dbs("", store)[0].path == "team/db" and len(admin.list_dbs("", store)) == 1
-    assert_deleted_and_reusable(store, clock, int(real.tombstone.rsplit("/", 1)[1].split(".")[0]), "")
+    assert (
+        admin.list_dbs("", local_dir_store)[0].path == "team/db"
+        and len(admin.list_dbs("", local_dir_store)) == 1
+    )
+    assert_deleted_and_reusable(
+        local_dir_store, clock, int(real.tombstone.rsplit("/", 1)[1].split(".")[0]), ""
+    )
 
 
 RESERVED = ("wal", "manifest", "compacted", "compactions", "gc")

@@ -19,10 +19,10 @@ from slate_ops.gc import GcOptions
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.runtime import ManualRuntime
-from tests.admin.conftest import contents
-from tests.engine.conftest import quiet
-from tests.jsonable import to_jsonable
-from tests.slatedb_support import read_slatedb, write_slatedb
+from tests.support.db_state import contents
+from tests.support.engine import quiet
+from tests.support.jsonable import to_jsonable
+from tests.support.slatedb import read_slatedb, write_slatedb
 
 DB = "dbs/health"
 INTERVAL = timedelta(minutes=10)
@@ -56,23 +56,13 @@ def read_back(engine: str, store: ObjectStore) -> dict[bytes, bytes]:
     return read_slatedb(store, DB)
 
 
-@pytest.fixture(params=["slate_ops", "slatedb"])
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def store(local_or_s3_store: ObjectStore) -> ObjectStore:
-    return local_or_s3_store
-
-
-def test_dead_gc_is_detected_and_a_run_clears_it(engine: str, store: ObjectStore) -> None:
-    expected = write(engine, store)
+def test_dead_gc_is_detected_and_a_run_clears_it(engine_name: str, local_or_s3_store: ObjectStore) -> None:
+    expected = write(engine_name, local_or_s3_store)
     clock = ManualRuntime(time.time())
-    handle: DatabaseHandle = admin.open(DB, store, clock=clock)
+    handle: DatabaseHandle = admin.open(DB, local_or_s3_store, clock=clock)
 
     fresh = handle.gc_health(FAST_GC, intervals=N)
-    assert isinstance(fresh, GcHealth) and fresh.engine == engine
+    assert isinstance(fresh, GcHealth) and fresh.engine == engine_name
     assert fresh.passed, fresh.problems
     assert fresh.overdue_count == 0 and fresh.waiting_count == 0
     assert fresh.last_gc_at is None and fresh.evidence == "oldest_garbage"  # no GC ever deleted
@@ -106,10 +96,12 @@ def test_dead_gc_is_detected_and_a_run_clears_it(engine: str, store: ObjectStore
     # that is an idle database, not a dead GC.
     assert healed.evidence == "boundary" and healed.last_gc_at is not None
     assert healed.since_last_gc_s is not None and healed.since_last_gc_s > SIX_DAYS
-    assert read_back(engine, store) == expected
+    assert read_back(engine_name, local_or_s3_store) == expected
 
 
-def test_a_boundary_not_advanced_while_garbage_waits_fails(engine: str, store: ObjectStore) -> None:
+def test_a_boundary_not_advanced_while_garbage_waits_fails(
+    engine_name: str, local_or_s3_store: ObjectStore
+) -> None:
     """After one real GC run the boundary exists; new garbage then waits while no GC advances it.
 
     Measured on SlateDB 0.17.0: on a local directory its GC cannot advance an existing boundary
@@ -117,19 +109,21 @@ def test_a_boundary_not_advanced_while_garbage_waits_fails(engine: str, store: O
     only logged), so from the second run on it never deletes manifests or ``.compactions`` files
     there: GC is half dead, which the handle's run reports (GcFailedError, planned but not deleted)
     and the health check keeps failing on."""
-    write(engine, store)
+    write(engine_name, local_or_s3_store)
     time.sleep(0.01)
-    admin.open(DB, store).run_gc(FAST_GC, dry_run=False)
-    expected = write(engine, store, round_=1)  # every key overwritten
+    admin.open(DB, local_or_s3_store).run_gc(FAST_GC, dry_run=False)
+    expected = write(engine_name, local_or_s3_store, round_=1)  # every key overwritten
     clock = ManualRuntime(time.time())
-    handle = admin.open(DB, store, clock=clock)
+    handle = admin.open(DB, local_or_s3_store, clock=clock)
     assert handle.gc_health(FAST_GC, intervals=N).passed
     clock.advance(N * INTERVAL.total_seconds() + 60)
     health = handle.gc_health(FAST_GC, intervals=N)
     assert not health.passed and health.evidence == "boundary"
     assert health.since_last_gc_s is not None and health.since_last_gc_s > N * INTERVAL.total_seconds()
     assert any("no GC has advanced a boundary" in p for p in health.problems), health.problems
-    if engine == "slate_ops" or not isinstance(store, LocalStore):  # SlateDB on S3 updates it
+    if engine_name == "slate_ops" or not isinstance(
+        local_or_s3_store, LocalStore
+    ):  # SlateDB on S3 updates it
         handle.run_gc(FAST_GC, dry_run=False)
         assert handle.gc_health(FAST_GC, intervals=N).passed
     else:
@@ -138,31 +132,31 @@ def test_a_boundary_not_advanced_while_garbage_waits_fails(engine: str, store: O
         after = handle.gc_health(FAST_GC, intervals=N)
         assert not after.passed and set(after.overdue_by_resource) == {"manifest", "compactions"}
         assert any("cannot advance an existing boundary" in n for n in after.notes)
-    assert read_back(engine, store) == expected
+    assert read_back(engine_name, local_or_s3_store) == expected
 
 
-def test_the_report_has_the_same_keys_on_both_engines(store: ObjectStore, tmp_path: Path) -> None:
-    write("slate_ops", store)
+def test_the_report_has_the_same_keys_on_both_engines(local_or_s3_store: ObjectStore, tmp_path: Path) -> None:
+    write("slate_ops", local_or_s3_store)
     other = LocalStore(tmp_path / "other")
     (tmp_path / "other").mkdir()
     write("slatedb", other)
-    ours = to_jsonable(admin.open(DB, store).gc_health())
+    ours = to_jsonable(admin.open(DB, local_or_s3_store).gc_health())
     theirs = to_jsonable(admin.open(DB, other).gc_health())
     assert list(ours) == list(theirs)
     assert ours["engine"] == "slate_ops" and theirs["engine"] == "slatedb"
     assert ours["passed"] and theirs["passed"]  # the default policy: nothing older than 5 min
 
 
-def test_gc_health_reads_only(engine: str, store: ObjectStore) -> None:
-    write(engine, store)
-    before = {m.key: m.last_modified for m in store.list(f"{DB}/")}
+def test_gc_health_reads_only(engine_name: str, local_or_s3_store: ObjectStore) -> None:
+    write(engine_name, local_or_s3_store)
+    before = {m.key: m.last_modified for m in local_or_s3_store.list(f"{DB}/")}
     clock = ManualRuntime(time.time() + SIX_DAYS)
-    assert not admin.open(DB, store, clock=clock).gc_health(FAST_GC).passed
-    assert {m.key: m.last_modified for m in store.list(f"{DB}/")} == before
+    assert not admin.open(DB, local_or_s3_store, clock=clock).gc_health(FAST_GC).passed
+    assert {m.key: m.last_modified for m in local_or_s3_store.list(f"{DB}/")} == before
 
 
 @pytest.mark.parametrize("intervals", [0, -1])
-def test_intervals_must_be_positive(store: ObjectStore, intervals: int) -> None:
-    write("slate_ops", store)
+def test_intervals_must_be_positive(local_or_s3_store: ObjectStore, intervals: int) -> None:
+    write("slate_ops", local_or_s3_store)
     with pytest.raises(InvalidArgumentError, match="intervals"):
-        admin.open(DB, store).gc_health(intervals=intervals)
+        admin.open(DB, local_or_s3_store).gc_health(intervals=intervals)

@@ -9,12 +9,11 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from slate_ops import Db, admin
+from slate_ops import admin
 from slate_ops.admin.handle import DatabaseHandle, SlateDbHandle, SlateOpsHandle
 from slate_ops.admin.tags import create_tag
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions
@@ -31,67 +30,12 @@ from slate_ops.errors import (
 )
 from slate_ops.gc import GcOptions, GcReport
 from slate_ops.manifest.model import Checkpoint
-from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import quiet
-from tests.jsonable import to_jsonable
+from tests.support.jsonable import to_jsonable
+from tests.support.writers import DB, write_slate_ops, write_slatedb
 
-DB = "dbs/main"
-ENGINES = ("slate_ops", "slatedb")
 # Young enough that what the writers just left is garbage (tests only).
 FAST_GC = GcOptions.with_min_age(timedelta(milliseconds=1), allow_unsafe_min_age=True)
-
-
-def write_slate_ops(store: ObjectStore, path: str = DB) -> None:
-    """Two L0 flushes, WAL SSTs and several manifests; the writer closed cleanly."""
-    with Db.open(path, store, quiet()) as db:
-        for round_ in range(2):
-            for i in range(50):
-                db.put(b"k%04d" % i, b"v%d" % round_)
-            db.flush_memtable()
-
-
-def write_slatedb(store: ObjectStore, path: str = DB) -> None:
-    """Three L0 flushes and a compaction, by SlateDB's own Db (in a local directory or on S3); the
-    checkpoint its compactor leaves (15 minutes) is removed so that what the compaction replaced
-    is garbage."""
-    sdb = pytest.importorskip("slatedb.uniffi")
-    from slate_ops.engines.slatedb import LOOP
-    from slate_ops.engines.slatedb import SlateDbAdmin as EngineHandle
-    from slate_ops.engines.slatedb.store import binding_path, binding_store
-    from tests.slatedb_support import write_db
-
-    if isinstance(store, LocalStore):
-        store.root.mkdir(parents=True, exist_ok=True)  # the binding's local store needs its root
-    target = binding_store(store)
-    LOOP.run(write_db(sdb, None, binding_path(store, path), rounds=3, keys=50, compact=True, store=target))
-    h = EngineHandle(path, store)
-    for c in h.list_checkpoints():
-        h.delete_checkpoint(c.id)
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    """A local directory, or a bucket (with a key prefix) on moto's S3 server on loopback."""
-    if request.param == "local":
-        return LocalStore(tmp_path / "store")
-    make: Callable[..., ObjectStore] = request.getfixturevalue("make_s3_store")
-    return make()
-
-
-@pytest.fixture
-def handle(engine: str, store: ObjectStore) -> DatabaseHandle:
-    """A database written by ``engine``'s own writer, opened by detection."""
-    if engine == "slate_ops":
-        write_slate_ops(store)
-    else:
-        write_slatedb(store)
-    return admin.open(DB, store)
 
 
 def objects(store: ObjectStore, path: str = DB) -> dict[str, int]:
@@ -103,28 +47,28 @@ def field_names(value: Any) -> list[str]:
 
 
 def test_open_detects_the_engine_and_can_be_forced(
-    engine: str, handle: DatabaseHandle, store: ObjectStore
+    engine_name: str, handle: DatabaseHandle, engine_store: ObjectStore
 ) -> None:
     assert isinstance(handle, DatabaseHandle)
-    assert handle.engine is Engine(engine)
-    assert type(handle) is (SlateOpsHandle if engine == "slate_ops" else SlateDbHandle)
+    assert handle.engine is Engine(engine_name)
+    assert type(handle) is (SlateOpsHandle if engine_name == "slate_ops" else SlateDbHandle)
     assert handle.path == DB
-    forced = admin.open(DB, store, engine)
+    forced = admin.open(DB, engine_store, engine_name)
     assert type(forced) is type(handle) and forced.describe() == handle.describe()
     with pytest.raises(InvalidArgumentError, match="engine 'rocksdb'"):
-        admin.open(DB, store, "rocksdb")
+        admin.open(DB, engine_store, "rocksdb")
     with pytest.raises(DbNotFoundError):
-        admin.open("dbs/missing", store)
+        admin.open("dbs/missing", engine_store)
 
 
-def test_describe_is_a_db_status(engine: str, handle: DatabaseHandle) -> None:
+def test_describe_is_a_db_status(engine_name: str, handle: DatabaseHandle) -> None:
     status = handle.describe()
     assert isinstance(status, admin.DbStatus)
     assert status.path == DB and status.manifest_id > 0 and status.initialized
     assert status.destroyed_at_s is None
     assert status.ssts > 0 and status.sst_bytes > 0
     assert status.l0_ssts + status.sorted_runs > 0
-    if engine == "slatedb":
+    if engine_name == "slatedb":
         assert status.sorted_runs == 1  # the compaction's run
     assert set(to_jsonable(status)) == set(field_names(admin.DbStatus))
 
@@ -169,15 +113,15 @@ def test_reserved_names_are_refused(handle: DatabaseHandle, name: str) -> None:
     assert handle.describe().manifest_id == before
 
 
-def test_tags_are_protected(engine: str, handle: DatabaseHandle, store: ObjectStore) -> None:
+def test_tags_are_protected(engine_name: str, handle: DatabaseHandle, engine_store: ObjectStore) -> None:
     """A tag (a checkpoint named ``tag:<name>``, never expiring) cannot be deleted or given an
     expiry through the checkpoint calls, on either engine; SlateDB itself would allow both."""
-    if engine == "slate_ops":
-        tag_id = create_tag(DB, store, "v1").checkpoint_id
+    if engine_name == "slate_ops":
+        tag_id = create_tag(DB, engine_store, "v1").checkpoint_id
     else:
         from slate_ops.engines.slatedb import SlateDbAdmin as EngineHandle
 
-        tag_id = uuid.UUID(EngineHandle(DB, store).create_checkpoint(name="tag:v1")[0])
+        tag_id = uuid.UUID(EngineHandle(DB, engine_store).create_checkpoint(name="tag:v1")[0])
     before = handle.describe().manifest_id
     with pytest.raises(CheckpointProtectedError, match="tag 'v1'"):
         handle.delete_checkpoint(tag_id, dry_run=False)
@@ -188,56 +132,56 @@ def test_tags_are_protected(engine: str, handle: DatabaseHandle, store: ObjectSt
 
 
 def test_gc_plan_then_run_report_the_same_shape(
-    engine: str, handle: DatabaseHandle, store: ObjectStore
+    engine_name: str, handle: DatabaseHandle, engine_store: ObjectStore
 ) -> None:
     time.sleep(0.05)  # everything the writer left is older than FAST_GC's 1 ms
-    before = objects(store)
+    before = objects(engine_store)
     plan = handle.gc_plan(FAST_GC)
     assert isinstance(plan, GcReport) and plan.dry_run and plan.ok
-    assert objects(store) == before  # the plan writes nothing, on SlateDB too
+    assert objects(engine_store) == before  # the plan writes nothing, on SlateDB too
     planned = plan.deleted_keys()
     assert planned and planned <= set(before)
     assert plan.resource("manifest") is not None and plan.resource("manifest").count > 0  # type: ignore[union-attr]
     assert {r.resource for r in plan.resources} <= {"manifest", "wal", "compacted", "compactions"}
-    if engine == "slatedb":
+    if engine_name == "slatedb":
         assert plan.resource("compacted").count > 0  # type: ignore[union-attr]  # the L0s the compaction replaced
     run = handle.run_gc(FAST_GC, dry_run=False)
     assert isinstance(run, GcReport) and not run.dry_run and run.ok
     assert run.deleted_keys() == planned
-    assert not (planned & set(objects(store)))
+    assert not (planned & set(objects(engine_store)))
     assert set(to_jsonable(run)) == set(to_jsonable(plan)) == set(field_names(GcReport))
 
 
 def test_destroy_dry_run_lists_and_changes_nothing(
-    engine: str, handle: DatabaseHandle, store: ObjectStore
+    engine_name: str, handle: DatabaseHandle, engine_store: ObjectStore
 ) -> None:
-    before = objects(store)
+    before = objects(engine_store)
     report = handle.destroy(soft=False)
     assert isinstance(report, admin.DestroyReport) and report.dry_run and not report.soft
-    assert objects(store) == before
+    assert objects(engine_store) == before
     # every object is deleted or kept (slate_ops' hard destroy keeps its tombstone, fence and
     # marker, and also lists the manifests it writes on the way and deletes)
     assert report.deleted and set(before) <= set(report.deleted) | set(report.kept)
-    if engine == "slatedb":
+    if engine_name == "slatedb":
         assert set(report.deleted) == set(before)  # delete_db deletes everything under the path
         with pytest.raises(UnsupportedOnEngineError, match="soft destroy"):
             handle.destroy()
-        assert objects(store) == before
+        assert objects(engine_store) == before
     done = handle.destroy(soft=False, dry_run=False)
     # SlateDB's real run also reports its `.deleting` marker (written first, deleted last)
     assert set(report.deleted) <= set(done.deleted) <= set(report.deleted) | {f"{DB}/.deleting"}
     # what is left is what the report says it keeps, besides slate_ops' GC boundary files
     # (never deleted, not listed in `kept`: tests/admin/test_destroy.py's kept_objects)
-    assert {k for k in objects(store) if not k.endswith(".boundary")} == set(done.kept)
+    assert {k for k in objects(engine_store) if not k.endswith(".boundary")} == set(done.kept)
     assert set(to_jsonable(done)) == set(to_jsonable(report)) == set(field_names(admin.DestroyReport))
 
 
-def test_a_store_holding_both_engines(store: ObjectStore) -> None:
+def test_a_store_holding_both_engines(engine_store: ObjectStore) -> None:
     """One store, one database of each engine: open() picks the right handle for each, and the
     reports of the same calls have the same JSON keys."""
-    write_slate_ops(store, "dbs/ours")
-    write_slatedb(store, "dbs/theirs")
-    ours, theirs = admin.open("dbs/ours", store), admin.open("dbs/theirs", store)
+    write_slate_ops(engine_store, "dbs/ours")
+    write_slatedb(engine_store, "dbs/theirs")
+    ours, theirs = admin.open("dbs/ours", engine_store), admin.open("dbs/theirs", engine_store)
     assert (ours.engine, theirs.engine) == (Engine.SLATE_OPS, Engine.SLATEDB)
     calls: tuple[Callable[[DatabaseHandle], Any], ...] = (
         lambda h: h.describe(),
@@ -252,20 +196,20 @@ def test_a_store_holding_both_engines(store: ObjectStore) -> None:
         assert set(a) == set(b)
 
 
-def test_a_wrong_forced_engine_fails_safe(store: ObjectStore) -> None:
+def test_a_wrong_forced_engine_fails_safe(engine_store: ObjectStore) -> None:
     """A forced engine is not checked (open reads nothing), but the wrong one refuses on the first
     call and changes nothing: ours names SlateDB, the binding cannot read our manifest."""
     pytest.importorskip("slatedb.uniffi")
     from slate_ops.errors import SlateDbError
 
-    write_slate_ops(store, "dbs/ours")
-    write_slatedb(store, "dbs/theirs")
+    write_slate_ops(engine_store, "dbs/ours")
+    write_slatedb(engine_store, "dbs/theirs")
     for path, forced, error in (
         ("dbs/ours", "slatedb", SlateDbError),
         ("dbs/theirs", "slate_ops", SlateDbManifestError),
     ):
-        before = objects(store, path)
-        h = admin.open(path, store, forced)
+        before = objects(engine_store, path)
+        h = admin.open(path, engine_store, forced)
         calls: tuple[Callable[[DatabaseHandle], Any], ...] = (
             lambda d: d.describe(),
             lambda d: d.run_gc(dry_run=False),
@@ -274,16 +218,16 @@ def test_a_wrong_forced_engine_fails_safe(store: ObjectStore) -> None:
         for call in calls:
             with pytest.raises(error):
                 call(h)
-        assert objects(store, path) == before
+        assert objects(engine_store, path) == before
 
 
 def test_hard_destroy_is_refused_while_a_checkpoint_is_live(
-    handle: DatabaseHandle, store: ObjectStore
+    handle: DatabaseHandle, engine_store: ObjectStore
 ) -> None:
     """slate_ops' rule on both engines: no hard destroy while an unexpired checkpoint needs the data."""
     handle.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="reader"))
-    before = objects(store)
+    before = objects(engine_store)
     for dry_run in (True, False):
         with pytest.raises(InvalidDeletionError, match="unexpired checkpoint"):
             handle.destroy(soft=False, dry_run=dry_run)
-    assert objects(store) == before
+    assert objects(engine_store) == before

@@ -23,11 +23,9 @@ from slate_ops.admin.tags import TAGS_SCHEMA, Tag
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import TagExistsError, TagNotFoundError, UnsupportedOnEngineError
 from slate_ops.objstore.base import ObjectStore
-from tests.admin.conftest import contents
-from tests.admin.test_handle import DB, engine, handle, store
-from tests.jsonable import to_jsonable
-
-__all__ = ["engine", "handle", "store"]  # fixtures
+from tests.support.db_state import contents
+from tests.support.jsonable import to_jsonable
+from tests.support.writers import DB
 
 
 def rows(h: DatabaseHandle, path: str) -> dict[bytes, bytes]:
@@ -37,7 +35,7 @@ def rows(h: DatabaseHandle, path: str) -> dict[bytes, bytes]:
     sdb = pytest.importorskip("slatedb.uniffi")
     from slate_ops.engines.slatedb import LOOP
     from slate_ops.engines.slatedb.store import binding_path, binding_store
-    from tests.slatedb_support import read_all
+    from tests.support.slatedb import read_all
 
     target = binding_store(h.store)
     return LOOP.run(read_all(sdb, None, binding_path(h.store, path), store=target))
@@ -120,26 +118,26 @@ def test_split_and_merge_on_both_engines(handle: DatabaseHandle) -> None:
     assert keys_of(report) == keys_of(merged) == {f.name for f in dataclasses.fields(RescaleReport)}
 
 
-def test_the_same_split_reports_the_same_key_ranges_on_both_engines(store: ObjectStore) -> None:
+def test_the_same_split_reports_the_same_key_ranges_on_both_engines(engine_store: ObjectStore) -> None:
     """slate_ops' convention on both engines: start inclusive, end EXCLUSIVE, None open. SlateDB
     records the last shard's open end as its SST's last key, inclusive; reporting that key as an
     exclusive end would tell a reader that the shard does not hold it."""
-    from tests.admin.test_handle import write_slate_ops, write_slatedb
+    from tests.support.writers import write_slate_ops, write_slatedb
 
     pytest.importorskip("slatedb.uniffi")
-    write_slate_ops(store, "ours/main")
-    write_slatedb(store, "theirs/main")
+    write_slate_ops(engine_store, "ours/main")
+    write_slatedb(engine_store, "theirs/main")
     found: dict[str, Any] = {}
     for name in ("ours", "theirs"):
-        h = admin.open(f"{name}/main", store)
+        h = admin.open(f"{name}/main", engine_store)
         kw = {"flush_wal": True} if isinstance(h, SlateDbHandle) else {}
         split = h.split([b"k0025"], [f"{name}/low", f"{name}/high"], **kw)
-        merged = handles.merge([f"{name}/low", f"{name}/high"], store, f"{name}/merged")
+        merged = handles.merge([f"{name}/low", f"{name}/high"], engine_store, f"{name}/merged")
         found[name] = {
             "split": [{k: d[k] for k in ("key_range",)} for d in to_jsonable(split)["databases"]],
             "merge": [d["key_range"] for d in to_jsonable(merged)["databases"]],
             "describe": {
-                p: to_jsonable(admin.open(f"{name}/{p}", store).describe_detail())["visible_range"]
+                p: to_jsonable(admin.open(f"{name}/{p}", engine_store).describe_detail())["visible_range"]
                 for p in ("low", "high", "merged")
             },
         }

@@ -8,7 +8,6 @@ import threading
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,17 +39,10 @@ from slate_ops.runtime import ManualRuntime
 sdb = pytest.importorskip("slatedb.uniffi")
 
 from slate_ops.engines.slatedb import LOOP  # noqa: E402
-from tests.admin.test_handle import write_slate_ops  # noqa: E402
-from tests.slatedb_support import local_store, read_all, write_db  # noqa: E402
+from tests.support.slatedb import local_store, read_all, write_db  # noqa: E402
+from tests.support.writers import write_slate_ops  # noqa: E402
 
 DB = "dbs/main"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
-    root = tmp_path / "store"
-    root.mkdir()
-    return LocalStore(root)
 
 
 def write(store: LocalStore, path: str = DB, **kw: Any) -> dict[bytes, bytes]:
@@ -85,9 +77,9 @@ def opened(store: LocalStore, path: str = DB) -> SlateDbHandle:
 # --- state ----------------------------------------------------------------------------------------
 
 
-def test_describe_detail_shape_and_history(store: LocalStore) -> None:
-    write(store, compact=True)
-    h = opened(store)
+def test_describe_detail_shape_and_history(local_dir_store: LocalStore) -> None:
+    write(local_dir_store, compact=True)
+    h = opened(local_dir_store)
     detail = h.describe_detail()
     assert detail.status == h.describe()
     assert detail.ssts.sorted_runs == 1 and detail.ssts.sorted_run_views >= 1
@@ -108,11 +100,11 @@ def test_describe_detail_shape_and_history(store: LocalStore) -> None:
     assert len(newest) == 1 and newest[0].kinds == ("tag added",) and "tag v1" in newest[0].details[0]
 
 
-def test_clone_history_and_detail_name_the_parent(store: LocalStore) -> None:
-    write(store)
-    h = opened(store)
+def test_clone_history_and_detail_name_the_parent(local_dir_store: LocalStore) -> None:
+    write(local_dir_store)
+    h = opened(local_dir_store)
     h.clone_to("dbs/copy")
-    copy = opened(store, "dbs/copy")
+    copy = opened(local_dir_store, "dbs/copy")
     first = copy.history()[-1]
     assert first.kinds == ("clone",) and DB in first.details[0]
     detail = copy.describe_detail()
@@ -122,9 +114,9 @@ def test_clone_history_and_detail_name_the_parent(store: LocalStore) -> None:
 # --- expiry ---------------------------------------------------------------------------------------
 
 
-def test_expire_checkpoints_dry_run_first_and_never_tags(store: LocalStore) -> None:
-    write(store)
-    h = opened(store)
+def test_expire_checkpoints_dry_run_first_and_never_tags(local_dir_store: LocalStore) -> None:
+    write(local_dir_store)
+    h = opened(local_dir_store)
     short = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1), name="short"))
     keep = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="keep"))
     # a tag given an expiry outside slate_ops (straight through SlateDB)
@@ -132,53 +124,55 @@ def test_expire_checkpoints_dry_run_first_and_never_tags(store: LocalStore) -> N
     time.sleep(2.1)
     dry = h.expire_checkpoints()
     assert dry.dry_run and [c.id for c in dry.expired] == [short.id]
-    assert {c.id for c in binding_checkpoints(store)} >= {str(short.id), str(keep.id), tag_id}
+    assert {c.id for c in binding_checkpoints(local_dir_store)} >= {str(short.id), str(keep.id), tag_id}
     done = h.expire_checkpoints(dry_run=False)
     assert not done.dry_run and [c.id for c in done.expired] == [short.id]
-    left = {c.id for c in binding_checkpoints(store)}
+    left = {c.id for c in binding_checkpoints(local_dir_store)}
     assert str(short.id) not in left and {str(keep.id), tag_id} <= left
 
 
 # --- tags -----------------------------------------------------------------------------------------
 
 
-def test_tags_create_list_delete_protected_and_read_by_slatedb(store: LocalStore) -> None:
-    expected = write(store)
-    h = opened(store)
+def test_tags_create_list_delete_protected_and_read_by_slatedb(local_dir_store: LocalStore) -> None:
+    expected = write(local_dir_store)
+    h = opened(local_dir_store)
     tag = h.create_tag("v1")
-    (cp,) = [c for c in binding_checkpoints(store) if c.name == "tag:v1"]
+    (cp,) = [c for c in binding_checkpoints(local_dir_store) if c.name == "tag:v1"]
     assert cp.id == str(tag.checkpoint_id) and cp.expire_time_secs is None  # no expiry
-    assert rows(store, DB, cp.id) == expected  # SlateDB reads the tagged state
+    assert rows(local_dir_store, DB, cp.id) == expected  # SlateDB reads the tagged state
     table = h.list_tags()
     assert table.schema == TAGS_SCHEMA
     assert table.column("tag_name").to_pylist() == ["v1"]
     assert table.column("checkpoint_id").to_pylist() == [str(tag.checkpoint_id)]
     assert table.column("bytes").to_pylist()[0] > 0
 
-    before = objects(store)
+    before = objects(local_dir_store)
     with pytest.raises(TagExistsError, match="already exists"):
         h.create_tag("v1")
     with pytest.raises(CheckpointProtectedError):
         h.delete_checkpoint(tag.checkpoint_id, dry_run=False)
     with pytest.raises(CheckpointProtectedError):
         h.refresh_checkpoint(tag.checkpoint_id, timedelta(days=1))
-    assert objects(store) == before  # refused: nothing written
+    assert objects(local_dir_store) == before  # refused: nothing written
 
     replaced = h.create_tag("v1", replace=True)
     assert replaced.checkpoint_id != tag.checkpoint_id
-    assert [c.id for c in binding_checkpoints(store) if c.name == "tag:v1"] == [str(replaced.checkpoint_id)]
+    assert [c.id for c in binding_checkpoints(local_dir_store) if c.name == "tag:v1"] == [
+        str(replaced.checkpoint_id)
+    ]
 
     assert h.delete_tag("v1").name == "v1"  # dry run
-    assert [c.name for c in binding_checkpoints(store)] == ["tag:v1"]
+    assert [c.name for c in binding_checkpoints(local_dir_store)] == ["tag:v1"]
     h.delete_tag("v1", dry_run=False)
-    assert binding_checkpoints(store) == []
+    assert binding_checkpoints(local_dir_store) == []
     with pytest.raises(TagNotFoundError):
         h.delete_tag("v1")
 
 
-def test_tag_from_a_checkpoint_and_an_expired_source(store: LocalStore) -> None:
-    write(store)
-    h = opened(store)
+def test_tag_from_a_checkpoint_and_an_expired_source(local_dir_store: LocalStore) -> None:
+    write(local_dir_store)
+    h = opened(local_dir_store)
     cp = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1), name="src"))
     tagged = h.create_tag("at-src", checkpoint=cp.id)
     assert tagged.manifest_id == cp.manifest_id
@@ -187,12 +181,12 @@ def test_tag_from_a_checkpoint_and_an_expired_source(store: LocalStore) -> None:
         h.create_tag("late", checkpoint=cp.id)
 
 
-def test_a_duplicate_left_by_a_racer_is_invisible_and_resolved(store: LocalStore) -> None:
+def test_a_duplicate_left_by_a_racer_is_invisible_and_resolved(local_dir_store: LocalStore) -> None:
     """SlateDB keeps names neither unique nor protected: a second ``tag:v1`` checkpoint written
     straight through the binding (a racer that died between its create and its check) does not
     show; the first committed is the tag; delete_tag removes both."""
-    write(store)
-    h = opened(store)
+    write(local_dir_store)
+    h = opened(local_dir_store)
     tag = h.create_tag("v1")
     time.sleep(1.1)  # a later create_time: the racer's checkpoint is the newer one
     dup, _ = h.db.create_checkpoint(name="tag:v1")
@@ -201,23 +195,23 @@ def test_a_duplicate_left_by_a_racer_is_invisible_and_resolved(store: LocalStore
         h.create_tag("v1")
     assert h.delete_tag("v1").checkpoint_id == tag.checkpoint_id
     h.delete_tag("v1", dry_run=False)
-    assert not [c for c in binding_checkpoints(store) if c.id in (dup, str(tag.checkpoint_id))]
+    assert not [c for c in binding_checkpoints(local_dir_store) if c.id in (dup, str(tag.checkpoint_id))]
 
 
 @pytest.mark.parametrize("replace", [False, True])
-def test_racing_tag_creations_leave_one_tag(store: LocalStore, replace: bool) -> None:
+def test_racing_tag_creations_leave_one_tag(local_dir_store: LocalStore, replace: bool) -> None:
     """Eight handles create the same tag at once (SlateDB commits each checkpoint through its own
     manifest CAS): exactly one survives in SlateDB's own listing; without ``replace`` every other
     caller gets TagExistsError, with ``replace`` the survivor is one caller's returned tag."""
-    write(store)
+    write(local_dir_store)
     if replace:
-        opened(store).create_tag("v1")
+        opened(local_dir_store).create_tag("v1")
     barrier = threading.Barrier(8)
     results: list[object] = []
     lock = threading.Lock()
 
     def racer() -> None:
-        h = opened(store)
+        h = opened(local_dir_store)
         barrier.wait()
         try:
             out: object = h.create_tag("v1", replace=replace)
@@ -231,7 +225,7 @@ def test_racing_tag_creations_leave_one_tag(store: LocalStore, replace: bool) ->
         t.start()
     for t in threads:
         t.join(60)
-    (survivor,) = [c for c in binding_checkpoints(store) if c.name == "tag:v1"]
+    (survivor,) = [c for c in binding_checkpoints(local_dir_store) if c.name == "tag:v1"]
     winners = [r for r in results if not isinstance(r, Exception)]
     assert len(results) == 8
     assert str(survivor.id) in {str(w.checkpoint_id) for w in winners}  # type: ignore[attr-defined]
@@ -242,67 +236,67 @@ def test_racing_tag_creations_leave_one_tag(store: LocalStore, replace: bool) ->
         assert any("concurrently" in str(r) for r in results)
 
 
-def test_tag_policy_creates_and_retires_as_ours(store: LocalStore) -> None:
-    write(store)
+def test_tag_policy_creates_and_retires_as_ours(local_dir_store: LocalStore) -> None:
+    write(local_dir_store)
     day = 86_400
     clock = ManualRuntime(20_000 * day + 3600)
-    h = SlateDbHandle(DB, store, clock=clock)
+    h = SlateDbHandle(DB, local_dir_store, clock=clock)
     policy = TagPolicy(num_retained_max=2)
     for _ in range(3):
         dry = h.apply_tag_policy(policy)
         assert dry.dry_run and dry.created is not None
-        assert not [c for c in binding_checkpoints(store) if c.name == "tag:" + dry.due_tag]
+        assert not [c for c in binding_checkpoints(local_dir_store) if c.name == "tag:" + dry.due_tag]
         done = h.apply_tag_policy(policy, dry_run=False)
         assert done.created is not None and done.created.name == dry.due_tag
         assert [d.tag.name for d in done.deleted] == [d.tag.name for d in dry.deleted]
         assert h.apply_tag_policy(policy, dry_run=False).created is None  # idempotent
         clock.advance(day)
-    names = sorted(c.name for c in binding_checkpoints(store))
+    names = sorted(c.name for c in binding_checkpoints(local_dir_store))
     assert names == ["tag:auto-2024-10-05", "tag:auto-2024-10-06"]
     assert done.deleted[0].reason == "num_retained_max"
 
 
-def test_rollback_is_refused_and_names_restore_to_new(store: LocalStore) -> None:
-    write(store)
-    h = opened(store)
+def test_rollback_is_refused_and_names_restore_to_new(local_dir_store: LocalStore) -> None:
+    write(local_dir_store)
+    h = opened(local_dir_store)
     h.create_tag("v1")
-    before = objects(store)
+    before = objects(local_dir_store)
     with pytest.raises(UnsupportedOnEngineError, match="restore_to_new"):
         h.rollback_to_tag("v1", dry_run=False)
-    assert objects(store) == before
+    assert objects(local_dir_store) == before
 
 
 # --- clones and restore ---------------------------------------------------------------------------
 
 
-def test_clone_and_restore_to_new_are_read_by_slatedb(store: LocalStore) -> None:
-    first = write(store, rounds=1)
-    h = opened(store)
+def test_clone_and_restore_to_new_are_read_by_slatedb(local_dir_store: LocalStore) -> None:
+    first = write(local_dir_store, rounds=1)
+    h = opened(local_dir_store)
     h.create_tag("v1")
     cp = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="before"))
-    later = write(store, rounds=2)  # overwrites every key
+    later = write(local_dir_store, rounds=2)  # overwrites every key
     assert later != first
 
     status = h.clone_to("dbs/now")
     assert status.path == "dbs/now" and status.initialized and status.external_dbs == 1
-    assert rows(store, "dbs/now") == later
+    assert rows(local_dir_store, "dbs/now") == later
     assert h.restore_to_new("dbs/at-tag", tag="v1").initialized
-    assert rows(store, "dbs/at-tag") == first
+    assert rows(local_dir_store, "dbs/at-tag") == first
     h.restore_to_new("dbs/at-cp", checkpoint=cp.id)
-    assert rows(store, "dbs/at-cp") == first
-    assert rows(store, DB) == later  # the source is unchanged
+    assert rows(local_dir_store, "dbs/at-cp") == first
+    assert rows(local_dir_store, DB) == later  # the source is unchanged
 
 
-def test_clone_refusals_touch_nothing(store: LocalStore) -> None:
-    write(store)
-    write(store, "dbs/other", rounds=1)
-    h = opened(store)
-    (store.root / "dbs/foreign").mkdir(parents=True)
-    (store.root / "dbs/foreign/notes.txt").write_text("not a database")
-    write_slate_ops(store, "dbs/ours")  # a slate_ops database: not SlateDB's, refused as well
+def test_clone_refusals_touch_nothing(local_dir_store: LocalStore) -> None:
+    write(local_dir_store)
+    write(local_dir_store, "dbs/other", rounds=1)
+    h = opened(local_dir_store)
+    (local_dir_store.root / "dbs/foreign").mkdir(parents=True)
+    (local_dir_store.root / "dbs/foreign/notes.txt").write_text("not a database")
+    write_slate_ops(local_dir_store, "dbs/ours")  # a slate_ops database: not SlateDB's, refused as well
     short = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1)))
     time.sleep(2.1)
-    before = objects(store)
+    before = objects(local_dir_store)
     for call, error in (
         (lambda: h.clone_to("dbs/other"), TargetNotEmptyError),
         (lambda: h.clone_to("dbs/foreign"), TargetNotEmptyError),
@@ -315,36 +309,36 @@ def test_clone_refusals_touch_nothing(store: LocalStore) -> None:
     ):
         with pytest.raises(error):
             call()
-        assert objects(store) == before
+        assert objects(local_dir_store) == before
 
 
 # --- split and merge ------------------------------------------------------------------------------
 
 
-def test_split_refuses_wal_data_then_flush_wal_splits(store: LocalStore) -> None:
-    expected = write(store)  # WAL on: SlateDB leaves the last data WAL SST in the replay range
-    h = opened(store)
-    before = objects(store)
+def test_split_refuses_wal_data_then_flush_wal_splits(local_dir_store: LocalStore) -> None:
+    expected = write(local_dir_store)  # WAL on: SlateDB leaves the last data WAL SST in the replay range
+    h = opened(local_dir_store)
+    before = objects(local_dir_store)
     with pytest.raises(SlateDbWalNotFlushedError, match="flush_wal=True") as refused:
         h.split([b"k0020"], ["dbs/low", "dbs/high"])
     assert refused.value.wal_ids
-    assert objects(store) == before  # nothing written
+    assert objects(local_dir_store) == before  # nothing written
     report = h.split([b"k0020"], ["dbs/low", "dbs/high"], flush_wal=True)
     assert isinstance(report, RescaleReport) and report.operation == "split" and report.created
     assert [d.path for d in report.databases] == ["dbs/low", "dbs/high"]
-    low, high = rows(store, "dbs/low"), rows(store, "dbs/high")
+    low, high = rows(local_dir_store, "dbs/low"), rows(local_dir_store, "dbs/high")
     assert low == {k: v for k, v in expected.items() if k < b"k0020"}
     assert high == {k: v for k, v in expected.items() if k >= b"k0020"}
-    assert rows(store, DB) == expected  # the flush changed no row
+    assert rows(local_dir_store, DB) == expected  # the flush changed no row
     assert report.databases[0].key_range is not None and report.databases[0].key_range.end == b"k0020"
-    assert opened(store, "dbs/low").describe_detail().visible_range.end == b"k0020"  # type: ignore[union-attr]
+    assert opened(local_dir_store, "dbs/low").describe_detail().visible_range.end == b"k0020"  # type: ignore[union-attr]
 
 
-def test_split_refusals_touch_nothing(store: LocalStore) -> None:
-    write(store, wal=False)
-    write(store, "dbs/taken", rounds=1)
-    h = opened(store)
-    before = objects(store)
+def test_split_refusals_touch_nothing(local_dir_store: LocalStore) -> None:
+    write(local_dir_store, wal=False)
+    write(local_dir_store, "dbs/taken", rounds=1)
+    h = opened(local_dir_store)
+    before = objects(local_dir_store)
     for keys, targets, error in (
         ([b"k2", b"k1"], ["a", "b", "c"], InvalidArgumentError),
         ([b"k1", b"k1"], ["a", "b", "c"], InvalidArgumentError),
@@ -355,15 +349,15 @@ def test_split_refusals_touch_nothing(store: LocalStore) -> None:
     ):
         with pytest.raises(error):
             h.split(keys, targets)
-        assert objects(store) == before
+        assert objects(local_dir_store) == before
 
 
-def test_merge_of_shards_is_read_by_slatedb_and_refusals_touch_nothing(store: LocalStore) -> None:
-    expected = write(store, wal=False)
-    h = opened(store)
+def test_merge_of_shards_is_read_by_slatedb_and_refusals_touch_nothing(local_dir_store: LocalStore) -> None:
+    expected = write(local_dir_store, wal=False)
+    h = opened(local_dir_store)
     h.split([b"k0015", b"k0030"], ["dbs/s1", "dbs/s2", "dbs/s3"])
-    s1 = opened(store, "dbs/s1")
-    before = objects(store)
+    s1 = opened(local_dir_store, "dbs/s1")
+    before = objects(local_dir_store)
     for call, error in (
         (lambda: s1.merge_with(["dbs/s3"], "dbs/gap"), NonAdjacentSourcesError),
         (lambda: s1.merge_with([DB], "dbs/overlap"), OverlappingSourcesError),
@@ -372,26 +366,26 @@ def test_merge_of_shards_is_read_by_slatedb_and_refusals_touch_nothing(store: Lo
     ):
         with pytest.raises(error):
             call()
-        assert objects(store) == before
-    report = handle.merge(["dbs/s1", "dbs/s2"], store, "dbs/low")  # detects SlateDB
+        assert objects(local_dir_store) == before
+    report = handle.merge(["dbs/s1", "dbs/s2"], local_dir_store, "dbs/low")  # detects SlateDB
     assert report.operation == "merge" and set(report.source_checkpoints) == {"dbs/s1", "dbs/s2"}
-    assert rows(store, "dbs/low") == {k: v for k, v in expected.items() if k < b"k0030"}
-    whole = opened(store, "dbs/low").merge_with(["dbs/s3"], "dbs/all")
+    assert rows(local_dir_store, "dbs/low") == {k: v for k, v in expected.items() if k < b"k0030"}
+    whole = opened(local_dir_store, "dbs/low").merge_with(["dbs/s3"], "dbs/all")
     assert whole.databases[0].path == "dbs/all"
-    assert rows(store, "dbs/all") == expected
+    assert rows(local_dir_store, "dbs/all") == expected
 
 
-def test_merge_refuses_wal_data_of_a_source(store: LocalStore) -> None:
-    write(store, "dbs/a", keys=10)
-    LOOP.run(_write_keys(store, "dbs/b", [b"z%03d" % i for i in range(10)]))
-    a = opened(store, "dbs/a")
-    before = objects(store)
+def test_merge_refuses_wal_data_of_a_source(local_dir_store: LocalStore) -> None:
+    write(local_dir_store, "dbs/a", keys=10)
+    LOOP.run(_write_keys(local_dir_store, "dbs/b", [b"z%03d" % i for i in range(10)]))
+    a = opened(local_dir_store, "dbs/a")
+    before = objects(local_dir_store)
     with pytest.raises(SlateDbWalNotFlushedError):
         a.merge_with(["dbs/b"], "dbs/ab")
-    assert objects(store) == before
+    assert objects(local_dir_store) == before
     a.merge_with(["dbs/b"], "dbs/ab", flush_wal=True)
-    got = rows(store, "dbs/ab")
-    assert len(got) == 20 and got == {**rows(store, "dbs/a"), **rows(store, "dbs/b")}
+    got = rows(local_dir_store, "dbs/ab")
+    assert len(got) == 20 and got == {**rows(local_dir_store, "dbs/a"), **rows(local_dir_store, "dbs/b")}
 
 
 async def _write_keys(store: LocalStore, path: str, keys: list[bytes]) -> None:
@@ -405,11 +399,11 @@ async def _write_keys(store: LocalStore, path: str, keys: list[bytes]) -> None:
 # --- split keys -----------------------------------------------------------------------------------
 
 
-def test_split_keys_from_the_manifest_sst_ranges(store: LocalStore) -> None:
-    write(store, rounds=1, keys=10, wal=False)
+def test_split_keys_from_the_manifest_sst_ranges(local_dir_store: LocalStore) -> None:
+    write(local_dir_store, rounds=1, keys=10, wal=False)
     for start in (10, 20, 30):  # L0 SSTs of disjoint key ranges
-        LOOP.run(_write_keys(store, DB, [b"k%04d" % i for i in range(start, start + 10)]))
-    h = opened(store)
+        LOOP.run(_write_keys(local_dir_store, DB, [b"k%04d" % i for i in range(start, start + 10)]))
+    h = opened(local_dir_store)
     keys = h.suggest_split_keys(4)
     assert keys == [b"k0010", b"k0020", b"k0030"]
     cp = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1)))
@@ -423,11 +417,11 @@ def test_split_keys_from_the_manifest_sst_ranges(store: LocalStore) -> None:
         h.suggest_split_keys(2, checkpoint=uuid.UUID(int=1))
 
 
-def test_flush_wal_empties_the_replay_range_and_keeps_every_row(store: LocalStore) -> None:
+def test_flush_wal_empties_the_replay_range_and_keeps_every_row(local_dir_store: LocalStore) -> None:
     """Measured fix, as its own call: after flush_wal() SlateDB accepts a projection of the
     database (no WAL data left in its replay range) and reads every row."""
-    expected = write(store)
-    h = opened(store)
+    expected = write(local_dir_store)
+    h = opened(local_dir_store)
     from slate_ops.engines.slatedb.clones import wal_data_ids
 
     before = h.db.read_manifest()
@@ -435,6 +429,6 @@ def test_flush_wal_empties_the_replay_range_and_keeps_every_row(store: LocalStor
     h.flush_wal()
     after = h.db.read_manifest()
     assert after is not None and wal_data_ids(h.db, after) == []
-    assert rows(store, DB) == expected
+    assert rows(local_dir_store, DB) == expected
     h.split([b"k0010"], ["dbs/a", "dbs/b"])
-    assert {**rows(store, "dbs/a"), **rows(store, "dbs/b")} == expected
+    assert {**rows(local_dir_store, "dbs/a"), **rows(local_dir_store, "dbs/b")} == expected

@@ -35,9 +35,7 @@ from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore import CountingStore, FaultInjectingStore, MemoryStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import quiet, stop_leftover_threads
-
-FIXTURES = (stop_leftover_threads,)
+from tests.support.engine import quiet
 
 MAIN = "fam/main"
 CLONE = "fam/clone"

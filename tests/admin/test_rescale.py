@@ -30,11 +30,9 @@ from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime, Runtime
-from tests.admin.conftest import contents, manifest
-from tests.conftest import snapshot
-from tests.engine.conftest import engine_store, quiet, stop_leftover_threads
-
-FIXTURES = (engine_store, stop_leftover_threads)
+from tests.support.db_state import contents, manifest
+from tests.support.engine import quiet
+from tests.support.stores import snapshot
 
 SOURCE = "dbs/source"
 FULL = CompactorOptions(min_sources=2, target_sst_bytes=2048, max_subcompaction_bytes=1 << 20)

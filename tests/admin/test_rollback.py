@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -22,8 +22,8 @@ from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import FaultInjectingStore, SimulatedCrash
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import snapshot
-from tests.engine.conftest import quiet, simulate_crash
+from tests.support.engine import quiet, simulate_crash
+from tests.support.stores import snapshot
 
 DB = "tenants/acme"
 FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_bytes=1 << 20)
@@ -32,13 +32,6 @@ FULL = CompactorOptions(min_sources=2, target_sst_bytes=4096, max_subcompaction_
 @pytest.fixture
 def clock() -> ManualRuntime:
     return ManualRuntime(1_000_000.0)
-
-
-@pytest.fixture
-def store(clock: ManualRuntime) -> MemoryStore:
-    memory = MemoryStore("rollback", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
-    admin.create_db(DB, memory)
-    return memory
 
 
 def content(store: ObjectStore, clock: ManualRuntime, checkpoint: object = None) -> dict[bytes, bytes]:
@@ -55,15 +48,15 @@ def writer(store: ObjectStore, clock: ManualRuntime) -> Db:
 
 
 @pytest.fixture
-def tagged(store: MemoryStore, clock: ManualRuntime) -> Iterator[tuple[Db, dict[bytes, bytes]]]:
+def tagged(acme_store: MemoryStore, clock: ManualRuntime) -> Iterator[tuple[Db, dict[bytes, bytes]]]:
     """A tag ``t`` over a sorted run, an L0 SST and WAL-only writes; then later writes in L0 and in
     two WAL SSTs by a writer that is still open. Yields it and the tag's content."""
-    with writer(store, clock) as db:
+    with writer(acme_store, clock) as db:
         for i in range(30):
             db.put(b"k%03d" % i, b"run-%d" % i)
         db.flush_memtable()
-    Compactor(DB, store, FULL, clock=clock).run_once(full=True)
-    db = writer(store, clock)
+    Compactor(DB, acme_store, FULL, clock=clock).run_once(full=True)
+    db = writer(acme_store, clock)
     db.put(b"k000", b"l0")
     db.flush_memtable()
     db.put(b"k001", b"wal-1")
@@ -72,11 +65,11 @@ def tagged(store: MemoryStore, clock: ManualRuntime) -> Iterator[tuple[Db, dict[
     db.put(b"k003", b"wal-2")
     db.put(b"k001", b"wal-1b")
     db.flush()
-    tag = admin.create_tag(DB, store, "t", clock=clock)
+    tag = admin.create_tag(DB, acme_store, "t", clock=clock)
     expected = {b"k%03d" % i: b"run-%d" % i for i in range(30)}
     expected |= {b"k000": b"l0", b"k001": b"wal-1b", b"k003": b"wal-2"}
     del expected[b"k002"]
-    assert content(store, clock, tag.checkpoint_id) == expected
+    assert content(acme_store, clock, tag.checkpoint_id) == expected
 
     clock.advance(60)
     db.put(b"k004", b"after-l0")
@@ -87,19 +80,19 @@ def tagged(store: MemoryStore, clock: ManualRuntime) -> Iterator[tuple[Db, dict[
     db.flush()
     db.put(b"k007", b"after-wal")
     db.flush()  # everything durable: the writer's background flusher has nothing left to race with
-    assert content(store, clock)[b"k006"] == b"after-wal"
+    assert content(acme_store, clock)[b"k006"] == b"after-wal"
     yield db, expected
     if not db.is_closed:
         simulate_crash(db)
 
 
 def test_rollback_restores_the_tag_and_fences_the_old_writer(
-    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
+    acme_store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     old, expected = tagged
-    before = admin.read_manifest(DB, store)
-    report = admin.rollback_to_tag(DB, store, "t", dry_run=False, clock=clock)
-    after = admin.read_manifest(DB, store)
+    before = admin.read_manifest(DB, acme_store)
+    report = admin.rollback_to_tag(DB, acme_store, "t", dry_run=False, clock=clock)
+    after = admin.read_manifest(DB, acme_store)
 
     assert not report.dry_run and report.tag.name == "t"
     assert (report.manifest_id_before, report.manifest_id_after) == (before.id, before.id + 2)
@@ -114,7 +107,7 @@ def test_rollback_restores_the_tag_and_fences_the_old_writer(
     assert after.value.checkpoints == tuple(kept)  # the compaction checkpoint and the tag
     assert report.tag.checkpoint_id in {c.id for c in kept} and len(kept) == 2
     # The tag's two WAL SSTs with writes are flushed into one new L0 SST, in front of the tag's L0.
-    tag_manifest = ManifestStore(store, DB).read(report.tag.manifest_id).value
+    tag_manifest = ManifestStore(acme_store, DB).read(report.tag.manifest_id).value
     assert report.flushed_sst is not None and len(report.flushed_wal_ids) == 2
     assert after.value.l0[0].sst_id == report.flushed_sst.id
     assert after.value.l0[1:] == tag_manifest.l0 and after.value.compacted == tag_manifest.compacted
@@ -139,85 +132,87 @@ def test_rollback_restores_the_tag_and_fences_the_old_writer(
     with pytest.raises(FencedError):
         old.close()
 
-    assert content(store, clock) == expected
-    with writer(store, clock) as db:
+    assert content(acme_store, clock) == expected
+    with writer(acme_store, clock) as db:
         assert dict(db.scan()) == expected
         db.put(b"k001", b"new")  # must win over the flushed tag entry: sequence numbers go on
         db.put(b"k006", b"new")
         db.flush_memtable()
-    with writer(store, clock) as db:
+    with writer(acme_store, clock) as db:
         assert dict(db.scan()) == expected | {b"k001": b"new", b"k006": b"new"}
-    Compactor(DB, store, FULL, clock=clock).run_once(full=True)
-    assert content(store, clock) == expected | {b"k001": b"new", b"k006": b"new"}
+    Compactor(DB, acme_store, FULL, clock=clock).run_once(full=True)
+    assert content(acme_store, clock) == expected | {b"k001": b"new", b"k006": b"new"}
 
 
 def test_dry_run_writes_nothing_and_reports_exactly_the_real_run(
-    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
+    acme_store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     sst_id = ULID()
-    before = snapshot(store)
-    dry = admin.rollback_to_tag(DB, store, "t", clock=clock, new_sst_id=lambda: sst_id)
-    assert dry.dry_run and snapshot(store) == before
+    before = snapshot(acme_store)
+    dry = admin.rollback_to_tag(DB, acme_store, "t", clock=clock, new_sst_id=lambda: sst_id)
+    assert dry.dry_run and snapshot(acme_store) == before
     assert dry.discarded_ssts and dry.discarded_wal and dry.flushed_sst is not None
-    real = admin.rollback_to_tag(DB, store, "t", dry_run=False, clock=clock, new_sst_id=lambda: sst_id)
+    real = admin.rollback_to_tag(DB, acme_store, "t", dry_run=False, clock=clock, new_sst_id=lambda: sst_id)
     assert dataclasses.replace(dry, dry_run=False) == real
     assert real.flushed_sst is not None
-    assert store.head(sst_key(DB, sst_id)).size == real.flushed_sst.info.size_bytes
+    assert acme_store.head(sst_key(DB, sst_id)).size == real.flushed_sst.info.size_bytes
 
 
-def test_rolling_back_to_the_current_state_keeps_everything(store: MemoryStore, clock: ManualRuntime) -> None:
-    with writer(store, clock) as db:
+def test_rolling_back_to_the_current_state_keeps_everything(
+    acme_store: MemoryStore, clock: ManualRuntime
+) -> None:
+    with writer(acme_store, clock) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
         db.put(b"b", b"2")
-    admin.create_tag(DB, store, "now", clock=clock)
-    report = admin.rollback_to_tag(DB, store, "now", dry_run=False, clock=clock)
+    admin.create_tag(DB, acme_store, "now", clock=clock)
+    report = admin.rollback_to_tag(DB, acme_store, "now", dry_run=False, clock=clock)
     assert report.discarded_ssts == () and report.discarded_wal == () and report.flushed_sst is not None
-    assert content(store, clock) == {b"a": b"1", b"b": b"2"}
+    assert content(acme_store, clock) == {b"a": b"1", b"b": b"2"}
     # Again: the tag's WAL is flushed again (the same writes), nothing else changes.
-    admin.rollback_to_tag(DB, store, "now", dry_run=False, clock=clock)
-    assert content(store, clock) == {b"a": b"1", b"b": b"2"}
+    admin.rollback_to_tag(DB, acme_store, "now", dry_run=False, clock=clock)
+    assert content(acme_store, clock) == {b"a": b"1", b"b": b"2"}
 
 
-def test_tag_without_wal_writes_needs_no_flush(store: MemoryStore, clock: ManualRuntime) -> None:
-    with writer(store, clock) as db:
+def test_tag_without_wal_writes_needs_no_flush(acme_store: MemoryStore, clock: ManualRuntime) -> None:
+    with writer(acme_store, clock) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
-    admin.create_tag(DB, store, "l0", clock=clock)
-    with writer(store, clock) as db:
+    admin.create_tag(DB, acme_store, "l0", clock=clock)
+    with writer(acme_store, clock) as db:
         db.put(b"a", b"2")
-    report = admin.rollback_to_tag(DB, store, "l0", dry_run=False, clock=clock)
+    report = admin.rollback_to_tag(DB, acme_store, "l0", dry_run=False, clock=clock)
     assert report.flushed_sst is None and report.flushed_wal_ids == ()
     assert [w.num_entries for w in report.discarded_wal] == [1]
-    assert content(store, clock) == {b"a": b"1"}
+    assert content(acme_store, clock) == {b"a": b"1"}
 
 
 def test_a_running_compactor_cannot_commit_after_the_rollback(
-    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
+    acme_store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     _, expected = tagged
-    compactor = Compactor(DB, store, FULL, clock=clock)
-    admin.rollback_to_tag(DB, store, "t", dry_run=False, clock=clock)
+    compactor = Compactor(DB, acme_store, FULL, clock=clock)
+    admin.rollback_to_tag(DB, acme_store, "t", dry_run=False, clock=clock)
     with pytest.raises(FencedError):
         compactor.run_once(full=True)
-    assert content(store, clock) == expected
+    assert content(acme_store, clock) == expected
 
 
 def test_unknown_tag_and_destroyed_database_are_refused_and_write_nothing(
-    store: MemoryStore, clock: ManualRuntime
+    acme_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    admin.create_tag(DB, store, "t", clock=clock)
-    before = snapshot(store)
+    admin.create_tag(DB, acme_store, "t", clock=clock)
+    before = snapshot(acme_store)
     for dry_run in (True, False):
         with pytest.raises(TagNotFoundError, match=r"no tag 'nope'.*list-tags"):
-            admin.rollback_to_tag(DB, store, "nope", dry_run=dry_run, clock=clock)
-    assert snapshot(store) == before
-    admin.destroy(DB, store, clock=clock, dry_run=False)
-    before = snapshot(store)
+            admin.rollback_to_tag(DB, acme_store, "nope", dry_run=dry_run, clock=clock)
+    assert snapshot(acme_store) == before
+    admin.destroy(DB, acme_store, clock=clock, dry_run=False)
+    before = snapshot(acme_store)
     for dry_run in (True, False):
         with pytest.raises(DbDestroyedError):
-            admin.rollback_to_tag(DB, store, "t", dry_run=dry_run, clock=clock)
-    assert snapshot(store) == before
+            admin.rollback_to_tag(DB, acme_store, "t", dry_run=dry_run, clock=clock)
+    assert snapshot(acme_store) == before
 
 
 @pytest.mark.parametrize(
@@ -229,7 +224,7 @@ def test_unknown_tag_and_destroyed_database_are_refused_and_write_nothing(
     ],
 )
 def test_a_rerun_after_a_crash_completes(
-    store: MemoryStore,
+    acme_store: MemoryStore,
     clock: ManualRuntime,
     tagged: tuple[Db, dict[bytes, bytes]],
     op: str,
@@ -237,41 +232,41 @@ def test_a_rerun_after_a_crash_completes(
     after: bool,
 ) -> None:
     _, expected = tagged
-    faulty = FaultInjectingStore(store)
+    faulty = FaultInjectingStore(acme_store)
     (faulty.fail_after if after else faulty.fail)(op, key_contains=key, error=SimulatedCrash)
-    manifest_before = admin.read_manifest(DB, store).id
-    ssts_before = set(snapshot(store, DB + "/compacted/"))
+    manifest_before = admin.read_manifest(DB, acme_store).id
+    ssts_before = set(snapshot(acme_store, DB + "/compacted/"))
     with pytest.raises(SimulatedCrash):
         admin.rollback_to_tag(DB, faulty, "t", dry_run=False, clock=clock)
-    assert admin.read_manifest(DB, store).id <= manifest_before + 1  # never the rolled-back state
-    report = admin.rollback_to_tag(DB, store, "t", dry_run=False, clock=clock)
-    assert content(store, clock) == expected
-    with writer(store, clock) as db:
+    assert admin.read_manifest(DB, acme_store).id <= manifest_before + 1  # never the rolled-back state
+    report = admin.rollback_to_tag(DB, acme_store, "t", dry_run=False, clock=clock)
+    assert content(acme_store, clock) == expected
+    with writer(acme_store, clock) as db:
         assert dict(db.scan()) == expected
     assert report.flushed_sst is not None
-    written = set(snapshot(store, DB + "/compacted/")) - ssts_before
-    referenced = {sst_key(DB, s.id) for s in admin.read_manifest(DB, store).value.ssts}
+    written = set(snapshot(acme_store, DB + "/compacted/")) - ssts_before
+    referenced = {sst_key(DB, s.id) for s in admin.read_manifest(DB, acme_store).value.ssts}
     # The re-run's L0 SST is referenced; the crashed run's, if it got that far, is an orphan for GC.
     assert written & referenced == {sst_key(DB, report.flushed_sst.id)}
     assert len(written - referenced) == (1 if after else 0)
 
 
 def test_gc_after_rollback_keeps_the_tag_and_drops_the_discarded_state(
-    store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
+    acme_store: MemoryStore, clock: ManualRuntime, tagged: tuple[Db, dict[bytes, bytes]]
 ) -> None:
     _, expected = tagged
-    report = admin.rollback_to_tag(DB, store, "t", dry_run=False, clock=clock)
+    report = admin.rollback_to_tag(DB, acme_store, "t", dry_run=False, clock=clock)
     clock.advance(3600)
     options = GcOptions.with_min_age(timedelta(seconds=1), allow_unsafe_min_age=True)
-    GarbageCollector(DB, store, options, clock=clock).run_once(dry_run=False)
-    keys = set(snapshot(store))
+    GarbageCollector(DB, acme_store, options, clock=clock).run_once(dry_run=False)
+    keys = set(snapshot(acme_store))
     assert sst_key(DB, report.discarded_ssts[0].sst_id) not in keys
-    wal = WalStore(store, DB)
+    wal = WalStore(acme_store, DB)
     assert all(wal.key(w.wal_id) not in keys for w in report.discarded_wal)
     assert all(wal.key(i) in keys for i in report.flushed_wal_ids)  # the tag still pins them
-    assert content(store, clock) == expected
-    assert content(store, clock, report.tag.checkpoint_id) == expected
-    with writer(store, clock) as db:
+    assert content(acme_store, clock) == expected
+    assert content(acme_store, clock, report.tag.checkpoint_id) == expected
+    with writer(acme_store, clock) as db:
         assert dict(db.scan()) == expected
 
 

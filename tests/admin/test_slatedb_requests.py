@@ -15,8 +15,8 @@ from benchmarks.latency_proxy import LatencyProxy
 from slate_ops.admin.handle import SlateDbHandle
 from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import S3Store
-from tests.admin.test_handle import DB, write_slatedb
-from tests.conftest import CREDENTIALS
+from tests.support.s3 import CREDENTIALS
+from tests.support.writers import DB, write_slatedb
 
 pytestmark = pytest.mark.s3
 sdb = pytest.importorskip("slatedb.uniffi")

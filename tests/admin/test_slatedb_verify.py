@@ -8,8 +8,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from slate_ops import admin
 from slate_ops.admin.handle import SlateDbHandle
 from slate_ops.admin.handle.slatedb_verify import verify
@@ -21,14 +19,9 @@ from slate_ops.layout import manifest_key
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.runtime import ManualRuntime
-from tests.slatedb_support import write_slatedb
+from tests.support.slatedb import write_slatedb
 
 DB = "dbs/verify"
-
-
-@pytest.fixture
-def store(local_dir_store: LocalStore) -> LocalStore:
-    return local_dir_store
 
 
 def write(sdb: Any, store: LocalStore, *, compact: bool = True, rounds: int = 3) -> None:
@@ -46,9 +39,9 @@ def handle_of(store: LocalStore, clock: ManualRuntime | None = None) -> SlateDbH
     return h
 
 
-def test_a_healthy_database_passes_every_check(sdb: Any, store: LocalStore) -> None:
-    write(sdb, store)
-    h = handle_of(store)
+def test_a_healthy_database_passes_every_check(sdb: Any, local_dir_store: LocalStore) -> None:
+    write(sdb, local_dir_store)
+    h = handle_of(local_dir_store)
     h.create_checkpoint(CheckpointOptions(name="keep"))
     results = by_name(h.verify())
     assert all(r.passed for r in results.values()), [r.problems for r in results.values()]
@@ -56,24 +49,24 @@ def test_a_healthy_database_passes_every_check(sdb: Any, store: LocalStore) -> N
     assert "no boundary written yet" in results["boundaries_below_latest"].description
 
 
-def test_a_missing_sst_fails_ssts_exist(sdb: Any, store: LocalStore) -> None:
-    write(sdb, store)
-    h = handle_of(store)
+def test_a_missing_sst_fails_ssts_exist(sdb: Any, local_dir_store: LocalStore) -> None:
+    write(sdb, local_dir_store)
+    h = handle_of(local_dir_store)
     m = h.db.read_manifest()
     assert m is not None
     sst = m.sorted_runs[0].ssts[0].sst_id
     key = f"{DB}/compacted/{sst}.sst"
-    store.delete(key)
+    local_dir_store.delete(key)
     result = by_name(h.verify())["ssts_exist"]
     assert not result.passed and result.severity is Severity.ERROR
     assert result.problems[0].startswith(f"{key} is missing (SST {sst}); needed by latest manifest")
 
 
-def test_overlapping_views_in_a_sorted_run_fail_ordering(sdb: Any, store: LocalStore) -> None:
+def test_overlapping_views_in_a_sorted_run_fail_ordering(sdb: Any, local_dir_store: LocalStore) -> None:
     """SlateDB's L0 views of three flushes of the same keys, arranged as one sorted run: they
     overlap, which the check names (SlateDB's writer never makes such a run; the views are real)."""
-    write(sdb, store, compact=False)
-    h = handle_of(store)
+    write(sdb, local_dir_store, compact=False)
+    h = handle_of(local_dir_store)
     m = h.db.read_manifest()
     assert m is not None and len(m.l0) == 3
     bad = dataclasses.replace(m, l0=(), sorted_runs=(SortedRunView(7, m.l0, 0),))
@@ -89,12 +82,14 @@ def test_overlapping_views_in_a_sorted_run_fail_ordering(sdb: Any, store: LocalS
     assert by_name(h.verify())["sorted_runs_ordered"].passed  # the real database is fine
 
 
-def test_a_checkpoint_whose_manifest_is_gone_fails(sdb: Any, store: LocalStore) -> None:
-    write(sdb, store)
-    h = handle_of(store)
+def test_a_checkpoint_whose_manifest_is_gone_fails(sdb: Any, local_dir_store: LocalStore) -> None:
+    write(sdb, local_dir_store)
+    h = handle_of(local_dir_store)
     created = h.create_checkpoint(CheckpointOptions(name="pinned"))
-    write(sdb, store, compact=False, rounds=1)  # newer manifests: the checkpoint's is not the latest
-    store.delete(manifest_key(DB, created.manifest_id))
+    write(
+        sdb, local_dir_store, compact=False, rounds=1
+    )  # newer manifests: the checkpoint's is not the latest
+    local_dir_store.delete(manifest_key(DB, created.manifest_id))
     result = by_name(h.verify())["checkpoint_manifests_exist"]
     assert not result.passed and result.severity is Severity.ERROR
     assert result.problems == (
@@ -103,10 +98,10 @@ def test_a_checkpoint_whose_manifest_is_gone_fails(sdb: Any, store: LocalStore) 
     )
 
 
-def test_an_expired_checkpoint_still_listed_warns(sdb: Any, store: LocalStore) -> None:
-    write(sdb, store)
+def test_an_expired_checkpoint_still_listed_warns(sdb: Any, local_dir_store: LocalStore) -> None:
+    write(sdb, local_dir_store)
     clock = ManualRuntime(time.time())
-    h = handle_of(store, clock)
+    h = handle_of(local_dir_store, clock)
     created = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(minutes=5)))
     assert by_name(h.verify())["no_expired_checkpoints"].passed
     clock.advance(600)
@@ -115,9 +110,11 @@ def test_an_expired_checkpoint_still_listed_warns(sdb: Any, store: LocalStore) -
     assert str(created.id) in result.problems[0] and "still listed" in result.problems[0]
 
 
-def test_l0_at_the_threshold_warns_and_at_the_stall_limit_is_an_error(sdb: Any, store: LocalStore) -> None:
-    write(sdb, store, compact=False)  # 3 L0 SSTs
-    h = handle_of(store)
+def test_l0_at_the_threshold_warns_and_at_the_stall_limit_is_an_error(
+    sdb: Any, local_dir_store: LocalStore
+) -> None:
+    write(sdb, local_dir_store, compact=False)  # 3 L0 SSTs
+    h = handle_of(local_dir_store)
     assert by_name(h.verify())["l0_below_threshold"].passed
     warn = by_name(h.verify(l0_threshold=3))["l0_below_threshold"]
     assert not warn.passed and warn.severity is Severity.WARN
@@ -127,9 +124,9 @@ def test_l0_at_the_threshold_warns_and_at_the_stall_limit_is_an_error(sdb: Any, 
     assert "the writer stops flushing" in error.problems[0]
 
 
-def test_a_boundary_at_the_latest_id_fails(sdb: Any, store: LocalStore) -> None:
-    write(sdb, store)
-    h = handle_of(store)
+def test_a_boundary_at_the_latest_id_fails(sdb: Any, local_dir_store: LocalStore) -> None:
+    write(sdb, local_dir_store)
+    h = handle_of(local_dir_store)
     for c in h.db.list_checkpoints():
         h.db.delete_checkpoint(c.id)  # the writer's compactor's, so that GC has manifests to delete
     time.sleep(0.01)
@@ -137,7 +134,7 @@ def test_a_boundary_at_the_latest_id_fails(sdb: Any, store: LocalStore) -> None:
     ok = by_name(h.verify())["boundaries_below_latest"]
     assert ok.passed and f"{DB}/gc/manifest.boundary=" in ok.description  # SlateDB wrote it
     latest = h.describe().manifest_id
-    store.put(f"{DB}/gc/manifest.boundary", str(latest).encode())
+    local_dir_store.put(f"{DB}/gc/manifest.boundary", str(latest).encode())
     # Measured: SlateDB's own manifest reads never return now; verify reads nothing through it.
     results = by_name(h.verify())
     result = results["boundaries_below_latest"]
@@ -147,7 +144,7 @@ def test_a_boundary_at_the_latest_id_fails(sdb: Any, store: LocalStore) -> None:
     assert all(r.passed and r.description.startswith("not checked:") for r in others)
     health = h.gc_health()
     assert not health.passed and health.problems[0] == result.problems[0]
-    store.put(f"{DB}/gc/manifest.boundary", b"garbage")
+    local_dir_store.put(f"{DB}/gc/manifest.boundary", b"garbage")
     assert "not an ASCII unsigned integer" in by_name(h.verify())["boundaries_below_latest"].problems[0]
 
 

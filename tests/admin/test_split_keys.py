@@ -22,7 +22,7 @@ from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import GetResult
 from slate_ops.runtime import ManualRuntime
 from slate_ops.sst import KIND_VALUE, SstReader, encode_sst, entries_to_table
-from tests.engine.conftest import quiet
+from tests.support.engine import quiet
 
 DB = "split"
 N = 4

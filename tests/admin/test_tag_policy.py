@@ -15,8 +15,8 @@ from slate_ops.admin.tag_policy import TagPolicy, apply_tag_policy
 from slate_ops.errors import DbDestroyedError
 from slate_ops.objstore import MemoryStore
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import snapshot
-from tests.engine.conftest import quiet
+from tests.support.engine import quiet
+from tests.support.stores import snapshot
 
 DB = "tenants/acme"
 DAY = 86_400.0
@@ -29,13 +29,6 @@ def at(text: str) -> float:
 @pytest.fixture
 def clock() -> ManualRuntime:
     return ManualRuntime(at("2024-01-05T01:00"))
-
-
-@pytest.fixture
-def store(clock: ManualRuntime) -> MemoryStore:
-    memory = MemoryStore("policy", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
-    admin.create_db(DB, memory)
-    return memory
 
 
 def names(store: MemoryStore) -> list[str]:
@@ -77,86 +70,90 @@ def test_periods_start_at_create_time_every_interval_from_the_epoch_day() -> Non
 
 
 def test_dry_run_writes_nothing_and_reports_exactly_the_real_run(
-    store: MemoryStore, clock: ManualRuntime
+    acme_store: MemoryStore, clock: ManualRuntime
 ) -> None:
     policy = TagPolicy(num_retained_max=2)
     checkpoint_id = uuid.uuid4()
-    before = snapshot(store)
-    dry = apply_tag_policy(DB, store, policy, clock=clock, new_id=lambda: checkpoint_id)
-    assert snapshot(store) == before
+    before = snapshot(acme_store)
+    dry = apply_tag_policy(DB, acme_store, policy, clock=clock, new_id=lambda: checkpoint_id)
+    assert snapshot(acme_store) == before
     assert dry.dry_run and dry.due_tag == "auto-2024-01-05" and dry.created is not None
-    real = apply_tag_policy(DB, store, policy, dry_run=False, clock=clock, new_id=lambda: checkpoint_id)
+    real = apply_tag_policy(DB, acme_store, policy, dry_run=False, clock=clock, new_id=lambda: checkpoint_id)
     assert real == dataclasses.replace(dry, dry_run=False)
-    assert names(store) == ["auto-2024-01-05"] and real.manifest_id == 2
+    assert names(acme_store) == ["auto-2024-01-05"] and real.manifest_id == 2
 
 
-def test_applying_twice_at_the_same_time_changes_nothing(store: MemoryStore, clock: ManualRuntime) -> None:
+def test_applying_twice_at_the_same_time_changes_nothing(
+    acme_store: MemoryStore, clock: ManualRuntime
+) -> None:
     policy = TagPolicy(num_retained_max=1, expire_after="2days")
-    first = apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
+    first = apply_tag_policy(DB, acme_store, policy, dry_run=False, clock=clock)
     assert first.created is not None and first.deleted == ()
-    before = snapshot(store)
+    before = snapshot(acme_store)
     for dry_run in (True, False):
-        again = apply_tag_policy(DB, store, policy, dry_run=dry_run, clock=clock)
+        again = apply_tag_policy(DB, acme_store, policy, dry_run=dry_run, clock=clock)
         assert again.created is None and again.deleted == () and again.manifest_id == first.manifest_id
         assert again.retained == ("auto-2024-01-05",)
-    assert snapshot(store) == before
+    assert snapshot(acme_store) == before
 
 
 def test_days_pass_tags_are_created_and_only_the_newest_are_kept(
-    store: MemoryStore, clock: ManualRuntime
+    acme_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    manual = admin.create_tag(DB, store, "release-1", clock=clock)
-    look_alike = admin.create_tag(DB, store, "auto-2024-01-01-manual", clock=clock)
+    manual = admin.create_tag(DB, acme_store, "release-1", clock=clock)
+    look_alike = admin.create_tag(DB, acme_store, "auto-2024-01-01-manual", clock=clock)
     policy = TagPolicy(create_time="02:30", num_retained_max=3)
     for _ in range(5):
-        apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
+        apply_tag_policy(DB, acme_store, policy, dry_run=False, clock=clock)
         clock.advance(DAY)
-    assert names(store) == [
+    assert names(acme_store) == [
         "auto-2024-01-01-manual",
         "auto-2024-01-06",
         "auto-2024-01-07",
         "auto-2024-01-08",
         "release-1",
     ]
-    report = apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
+    report = apply_tag_policy(DB, acme_store, policy, dry_run=False, clock=clock)
     assert report.created is not None and report.created.name == "auto-2024-01-09"
     assert [(d.tag.name, d.reason) for d in report.deleted] == [("auto-2024-01-06", "num_retained_max")]
     assert report.retained == ("auto-2024-01-09", "auto-2024-01-08", "auto-2024-01-07")
-    tags = {c.name: c.id for c in admin.list_checkpoints(DB, store)}
+    tags = {c.name: c.id for c in admin.list_checkpoints(DB, acme_store)}
     assert tags["tag:release-1"] == manual.checkpoint_id  # hand-made tags are never touched
     assert tags["tag:auto-2024-01-01-manual"] == look_alike.checkpoint_id
 
 
-def test_expired_tags_are_deleted_and_never_created_again(store: MemoryStore, clock: ManualRuntime) -> None:
+def test_expired_tags_are_deleted_and_never_created_again(
+    acme_store: MemoryStore, clock: ManualRuntime
+) -> None:
     policy = TagPolicy(create_time="00:00", expire_after="36h")
-    admin.create_tag(DB, store, "auto-2023-12-01", clock=clock)  # an old one, by name the policy's
-    report = apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
+    admin.create_tag(DB, acme_store, "auto-2023-12-01", clock=clock)  # an old one, by name the policy's
+    report = apply_tag_policy(DB, acme_store, policy, dry_run=False, clock=clock)
     assert [(d.tag.name, d.reason) for d in report.deleted] == [("auto-2023-12-01", "expired")]
     assert report.deleted[0].period_start_s == at("2023-12-01T00:00")
-    assert names(store) == ["auto-2024-01-05"]
+    assert names(acme_store) == ["auto-2024-01-05"]
     clock.advance(DAY)
-    apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
-    assert names(store) == ["auto-2024-01-05", "auto-2024-01-06"]
+    apply_tag_policy(DB, acme_store, policy, dry_run=False, clock=clock)
+    assert names(acme_store) == ["auto-2024-01-05", "auto-2024-01-06"]
     clock.advance(DAY / 2)  # 2024-01-06T13:00: the 01-05 tag is 37 h old
-    report = apply_tag_policy(DB, store, policy, dry_run=False, clock=clock)
+    report = apply_tag_policy(DB, acme_store, policy, dry_run=False, clock=clock)
     assert [d.tag.name for d in report.deleted] == ["auto-2024-01-05"] and report.created is None
     # A policy whose tags expire within their own period does not create the due one once expired.
     short = TagPolicy(create_time="00:00", expire_after="1h", name_format="short-%Y-%m-%d")
-    report = apply_tag_policy(DB, store, short, dry_run=False, clock=clock)
+    report = apply_tag_policy(DB, acme_store, short, dry_run=False, clock=clock)
     assert report.created is None and report.due_tag == "short-2024-01-06"
-    assert names(store) == ["auto-2024-01-06"]
+    assert names(acme_store) == ["auto-2024-01-06"]
 
 
-def test_the_created_tag_covers_writes_only_in_the_wal(store: MemoryStore, clock: ManualRuntime) -> None:
-    with Db.open(DB, store, quiet(), clock=clock) as db:
+def test_the_created_tag_covers_writes_only_in_the_wal(acme_store: MemoryStore, clock: ManualRuntime) -> None:
+    with Db.open(DB, acme_store, quiet(), clock=clock) as db:
         db.put(b"a", b"l0")
         db.flush_memtable()
         db.put(b"b", b"wal-only")
         db.flush()
-        report = apply_tag_policy(DB, store, TagPolicy(), dry_run=False, clock=clock)
+        report = apply_tag_policy(DB, acme_store, TagPolicy(), dry_run=False, clock=clock)
         db.put(b"c", b"after")
     assert report.created is not None
-    reader = DbReader.open(DB, store, checkpoint_id=report.created.checkpoint_id, clock=clock)
+    reader = DbReader.open(DB, acme_store, checkpoint_id=report.created.checkpoint_id, clock=clock)
     try:
         assert dict(reader.scan()) == {b"a": b"l0", b"b": b"wal-only"}
     finally:
@@ -164,14 +161,14 @@ def test_the_created_tag_covers_writes_only_in_the_wal(store: MemoryStore, clock
 
 
 def test_destroyed_database_is_refused_and_nothing_is_written(
-    store: MemoryStore, clock: ManualRuntime
+    acme_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    admin.destroy(DB, store, clock=clock, dry_run=False)
-    before = snapshot(store)
+    admin.destroy(DB, acme_store, clock=clock, dry_run=False)
+    before = snapshot(acme_store)
     for dry_run in (True, False):
         with pytest.raises(DbDestroyedError):
-            apply_tag_policy(DB, store, TagPolicy(), dry_run=dry_run, clock=clock)
-    assert snapshot(store) == before
+            apply_tag_policy(DB, acme_store, TagPolicy(), dry_run=dry_run, clock=clock)
+    assert snapshot(acme_store) == before
 
 
 def test_expire_after_is_a_duration() -> None:

@@ -17,20 +17,13 @@ from slate_ops.objstore import open_store
 from slate_ops.runtime import ManualRuntime
 
 
-@pytest.fixture
-def store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = (tmp_path / "store").as_uri()
-    monkeypatch.setenv("SLATE_OPS_STORE", url)
-    return url
-
-
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, object, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out and code == 0 and "--format" not in argv else out), err
 
 
-def test_checkpoint_lifecycle_in_json(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_checkpoint_lifecycle_in_json(cli_store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "--path", "db", "create-db")[1] == {"path": "db", "manifest_id": 1}
     code, created, _ = run(
         capsys, "--path", "db", "create-checkpoint", "-l", "7days 30min 10s", "-n", "nightly"
@@ -55,10 +48,14 @@ def test_checkpoint_lifecycle_in_json(store_url: str, capsys: pytest.CaptureFixt
     assert isinstance(manifests, list) and [m["id"] for m in manifests] == [1, 2, 3, 4, 5]
 
 
-def test_expire_checkpoints_defaults_to_dry_run(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_expire_checkpoints_defaults_to_dry_run(
+    cli_store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     run(capsys, "--path", "db", "create-db")
     an_hour_ago = ManualRuntime(time.time() - 3600)
-    admin.create_checkpoint("db", open_store(store_url), CheckpointOptions(lifetime="10s"), clock=an_hour_ago)
+    admin.create_checkpoint(
+        "db", open_store(cli_store_url), CheckpointOptions(lifetime="10s"), clock=an_hour_ago
+    )
     run(capsys, "--path", "db", "create-checkpoint", "-l", "1day")
     _, dry, _ = run(capsys, "--path", "db", "expire-checkpoints")
     assert isinstance(dry, dict) and dry["dry_run"] and len(dry["expired"]) == 1
@@ -68,7 +65,7 @@ def test_expire_checkpoints_defaults_to_dry_run(store_url: str, capsys: pytest.C
     assert len(run(capsys, "--path", "db", "list-checkpoints")[1]) == 1  # type: ignore[arg-type]
 
 
-def test_table_format(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_table_format(cli_store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     run(capsys, "--path", "db", "create-db")
     run(capsys, "--path", "db", "create-checkpoint", "-n", "n1")
     code, out, _ = run(capsys, "--path", "db", "--format", "table", "list-checkpoints")
@@ -89,14 +86,16 @@ def test_table_format(store_url: str, capsys: pytest.CaptureFixture[str]) -> Non
         ["--path", "db", "frobnicate"],
     ],
 )
-def test_usage_errors_exit_2(store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(cli_store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         main(argv)
     assert raised.value.code == 2
     assert "usage:" in capsys.readouterr().err
 
 
-def test_operation_errors_exit_1_with_one_line(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_operation_errors_exit_1_with_one_line(
+    cli_store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = str(uuid.uuid4())
     code, _, err = run(capsys, "--path", "db", "list-checkpoints")
     assert code == 1 and err.count("\n") == 1 and "no database at" in err and "create-db" in err
@@ -131,7 +130,7 @@ def test_default_store_is_dot_slate_in_cwd(tmp_path: Path) -> None:
 
 
 def test_verify_reports_every_check_and_fails_on_a_missing_sst(
-    store_url: str, capsys: pytest.CaptureFixture[str]
+    cli_store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run(capsys, "--path", "db", "put", "--create", "k", "v")[0] == 0
     assert run(capsys, "--path", "db", "flush")[0] == 0
@@ -140,7 +139,7 @@ def test_verify_reports_every_check_and_fails_on_a_missing_sst(
     assert {c["name"] for c in checks} >= {"ssts_exist", "sorted_runs_ordered"}
     assert all(c["passed"] for c in checks if c["severity"] == "error")
 
-    store = open_store(store_url)
+    store = open_store(cli_store_url)
     (sst,) = [m.key for m in store.list("db/compacted/")]
     store.delete(sst)
     code, out, _ = run(capsys, "--path", "db", "verify")
@@ -149,7 +148,7 @@ def test_verify_reports_every_check_and_fails_on_a_missing_sst(
     assert [c["name"] for c in failed] == ["ssts_exist"] and sst in failed[0]["problems"][0]
 
 
-def test_the_operator_api_names_are_aliases(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_operator_api_names_are_aliases(cli_store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """docs/cli.md's naming table: each command also answers to its operator-API name."""
     run(capsys, "--path", "db", "create-db")
     assert run(capsys, "--path", "db", "describe-db")[1] == run(capsys, "--path", "db", "describe")[1]

@@ -26,16 +26,9 @@ from slate_ops.gc import GcOptions
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import open_store
-from tests.conftest import snapshot
+from tests.support.stores import snapshot
 
 U64_MAX = 2**64 - 1
-
-
-@pytest.fixture
-def store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = (tmp_path / "store").as_uri()
-    monkeypatch.setenv("SLATE_OPS_STORE", url)
-    return url
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -56,19 +49,19 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     ],
 )
 def test_too_long_durations_are_usage_errors_naming_the_maximum(
-    store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]
+    cli_store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run(capsys, "--path", "db", "create-db")[0] == 0
-    before = snapshot(open_store(store_url))
+    before = snapshot(open_store(cli_store_url))
     with pytest.raises(SystemExit) as raised:
         main(["--path", "db", *argv])
     err = capsys.readouterr().err
     assert raised.value.code == 2 and "maximum of 100 years" in err and "Traceback" not in err
-    assert snapshot(open_store(store_url)) == before
+    assert snapshot(open_store(cli_store_url)) == before
 
 
 def test_the_maximum_itself_is_accepted_and_listed(
-    store_url: str, capsys: pytest.CaptureFixture[str]
+    cli_store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(capsys, "--path", "db", "create-db")
     code, out, _ = run(capsys, "--path", "db", "create-checkpoint", "-l", "100years")
@@ -89,10 +82,10 @@ def plant_expiry(store_url: str, expire_time_s: int) -> uuid.UUID:
 
 @pytest.mark.parametrize("expire_time_s", [U64_MAX, 2**63, 253402300800, 10**15])
 def test_any_stored_expiry_renders(
-    store_url: str, expire_time_s: int, capsys: pytest.CaptureFixture[str]
+    cli_store_url: str, expire_time_s: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(capsys, "--path", "db", "create-db")
-    plant_expiry(store_url, expire_time_s)
+    plant_expiry(cli_store_url, expire_time_s)
     beyond = f"{expire_time_s} (beyond year 9999)"
     code, out, err = run(capsys, "--path", "db", "list-checkpoints")
     assert code == 0, err
@@ -160,9 +153,11 @@ def test_times_are_rendered_by_one_function() -> None:
     assert offenders == []
 
 
-def test_a_tag_created_beyond_the_calendar_lists(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_tag_created_beyond_the_calendar_lists(
+    cli_store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     run(capsys, "--path", "db", "create-db")
-    manifests = ManifestStore(open_store(store_url), "db")
+    manifests = ManifestStore(open_store(cli_store_url), "db")
     tag = Checkpoint(uuid.uuid4(), 1, U64_MAX, expire_time_s=None, name="tag:far")
     manifests.update(lambda c: c.value.with_changes(checkpoints=(*c.value.checkpoints, tag)))
     code, out, err = run(capsys, "--path", "db", "list-tags")

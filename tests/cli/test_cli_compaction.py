@@ -13,21 +13,9 @@ import pytest
 
 from slate_ops import Db, DbReader
 from slate_ops.cli import main
-from slate_ops.objstore import ObjectStore, open_store
+from slate_ops.objstore import ObjectStore
 
 KEYS = [f"k{i:02d}".encode() for i in range(10)]
-
-
-@pytest.fixture
-def store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = (tmp_path / "store").as_uri()
-    monkeypatch.setenv("SLATE_OPS_STORE", url)
-    return url
-
-
-@pytest.fixture
-def store(store_url: str) -> ObjectStore:
-    return open_store(store_url)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
@@ -57,9 +45,9 @@ def contents(store: ObjectStore) -> dict[bytes, bytes]:
 
 
 def test_compact_merges_l0_into_one_sorted_run(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    flush_rounds(store, 5)
+    flush_rounds(cli_store, 5)
     _, before, _ = cli(capsys, "shape")
     assert len(before["l0"]) == 5 and before["sorted_runs"] == []
     assert before["l0"][0] == {
@@ -91,13 +79,13 @@ def test_compact_merges_l0_into_one_sorted_run(
             "num_entries": 10,
         }
     ]
-    assert contents(store) == {key: b"v4" for key in KEYS}  # the newest round won
+    assert contents(cli_store) == {key: b"v4" for key in KEYS}  # the newest round won
 
 
-def test_nothing_to_compact_then_full(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
-    flush_rounds(store, 4)
+def test_nothing_to_compact_then_full(cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+    flush_rounds(cli_store, 4)
     assert cli(capsys, "compact")[1]["kind"] == "l0"
-    flush_rounds(store, 2, first=4)  # 2 L0 SSTs + 1 sorted run: below min_sources
+    flush_rounds(cli_store, 2, first=4)  # 2 L0 SSTs + 1 sorted run: below min_sources
 
     code, idle, _ = cli(capsys, "compact")
     assert code == 0
@@ -121,14 +109,14 @@ def test_nothing_to_compact_then_full(store: ObjectStore, capsys: pytest.Capture
     assert full["sources"][-1] == "sr:0"
     _, shape, _ = cli(capsys, "shape")
     assert shape["l0"] == [] and [r["id"] for r in shape["sorted_runs"]] == [0]
-    assert contents(store) == {key: b"v5" for key in KEYS}
+    assert contents(cli_store) == {key: b"v5" for key in KEYS}
 
     code, again, _ = cli(capsys, "compact", "--full")
     assert code == 0 and again["compacted"] is False
     assert again["reason"].startswith("nothing to compact: 0 L0 view(s) and 1 sorted run(s)")
 
 
-def test_empty_database(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_empty_database(cli_store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(capsys, "create-db")[0] == 0
     _, shape, _ = cli(capsys, "shape")
     assert shape == {"manifest_id": 1, "l0": [], "sorted_runs": []}
@@ -139,11 +127,11 @@ def test_empty_database(store_url: str, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_shape_table_has_a_row_per_l0_sst_and_sorted_run(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    flush_rounds(store, 4)
+    flush_rounds(cli_store, 4)
     cli(capsys, "compact")
-    with Db.open("db", store) as db:
+    with Db.open("db", cli_store) as db:
         db.put(b"\x00\xff", b"binary")
         db.put(b"zz", b"text")
         db.flush_memtable()
@@ -158,8 +146,8 @@ def test_shape_table_has_a_row_per_l0_sst_and_sorted_run(
     assert shape["l0"][0]["first_key"] == "hex:00ff"  # pasteable into scan --from
 
 
-def test_compact_report_as_table(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
-    flush_rounds(store, 4)
+def test_compact_report_as_table(cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+    flush_rounds(cli_store, 4)
     code, table, _ = cli(capsys, "compact", "--format", "table")
     assert code == 0
     lines = dict(line.split(None, 1) for line in table.splitlines())
@@ -181,7 +169,7 @@ def test_compact_report_as_table(store: ObjectStore, capsys: pytest.CaptureFixtu
         ["shape", "--format", "csv"],
     ],
 )
-def test_usage_errors_exit_2(store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(cli_store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         main(["--path", "db", *argv])
     assert raised.value.code == 2
@@ -189,14 +177,14 @@ def test_usage_errors_exit_2(store_url: str, argv: list[str], capsys: pytest.Cap
     assert "usage: slate-ops" in err and "invalid choice: '" + argv[0] not in err
 
 
-def test_missing_database_exits_1(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_database_exits_1(cli_store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["compact"], ["shape"]):
         code, out, err = cli(capsys, *argv)
         assert code == 1 and out == "" and err.startswith("slate-ops: error:") and err.count("\n") == 1
 
 
-def test_cli_imports_pyspark_only_for_spark_compactions(store: ObjectStore, store_url: str) -> None:
-    flush_rounds(store, 4)
+def test_cli_imports_pyspark_only_for_spark_compactions(cli_store: ObjectStore, cli_store_url: str) -> None:
+    flush_rounds(cli_store, 4)
     script = (
         "import sys\nfrom slate_ops.cli import main\n"
         "assert main(['--path', 'db', 'compact']) == 0\nassert main(['--path', 'db', 'shape']) == 0\n"
@@ -204,7 +192,7 @@ def test_cli_imports_pyspark_only_for_spark_compactions(store: ObjectStore, stor
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
-        env={**os.environ, "SLATE_OPS_STORE": store_url},
+        env={**os.environ, "SLATE_OPS_STORE": cli_store_url},
         capture_output=True,
         text=True,
         timeout=120,
@@ -214,15 +202,15 @@ def test_cli_imports_pyspark_only_for_spark_compactions(store: ObjectStore, stor
 
 
 @pytest.mark.spark
-def test_compact_on_spark(store: ObjectStore, store_url: str) -> None:
+def test_compact_on_spark(cli_store: ObjectStore, cli_store_url: str) -> None:
     """``compact --executor spark`` starts a local session and stops it (own process: the stop must
     not end another test's session)."""
     pytest.importorskip("slate_ops.spark")
-    flush_rounds(store, 4)
+    flush_rounds(cli_store, 4)
     slate_ops = str(Path(sys.executable).with_name("slate-ops"))
     done = subprocess.run(
         [slate_ops, "--path", "db", "compact", "--executor", "spark"],
-        env={**os.environ, "SLATE_OPS_STORE": store_url},
+        env={**os.environ, "SLATE_OPS_STORE": cli_store_url},
         capture_output=True,
         text=True,
         timeout=240,
@@ -236,4 +224,4 @@ def test_compact_on_spark(store: ObjectStore, store_url: str) -> None:
         "spark",
         10,
     )
-    assert contents(store) == {key: b"v3" for key in KEYS}
+    assert contents(cli_store) == {key: b"v3" for key in KEYS}

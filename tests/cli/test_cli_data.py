@@ -6,7 +6,6 @@ import contextlib
 import io
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,19 +16,7 @@ from slate_ops.cli.args import parse_bytes
 from slate_ops.cli.output import print_json_lines
 from slate_ops.errors import FencedError
 from slate_ops.keytext import render_bytes
-from slate_ops.objstore import ObjectStore, open_store
-
-
-@pytest.fixture
-def store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = (tmp_path / "store").as_uri()
-    monkeypatch.setenv("SLATE_OPS_STORE", url)
-    return url
-
-
-@pytest.fixture
-def store(store_url: str) -> ObjectStore:
-    return open_store(store_url)
+from slate_ops.objstore import ObjectStore
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[Any], str]:
@@ -64,7 +51,7 @@ def test_render_and_parse_round_trip(raw: bytes, text: str) -> None:
     assert parse_bytes(text) == raw
 
 
-def test_text_round_trip(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_round_trip(cli_store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(capsys, "put", "--create", "greeting", "héllo wörld")[:2] == (
         0,
         [{"key": "greeting", "value": "héllo wörld"}],
@@ -75,14 +62,16 @@ def test_text_round_trip(store_url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert cli(capsys, "get", "greeting")[:2] == (0, [{"key": "greeting", "value": None}])
 
 
-def test_hex_round_trip(store_url: str, store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_hex_round_trip(
+    cli_store_url: str, cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli(capsys, "put", "--create", "hex:00FF", "hex:deadbeef")[:2] == (
         0,
         [{"key": "hex:00ff", "value": "hex:deadbeef"}],
     )
     assert cli(capsys, "get", "hex:00ff")[1] == [{"key": "hex:00ff", "value": "hex:deadbeef"}]
     assert cli(capsys, "put", "hex:6865783a31", "hex:")[1] == [{"key": "hex:6865783a31", "value": ""}]
-    with Db.open("db", store) as db:
+    with Db.open("db", cli_store) as db:
         assert db.get(b"\x00\xff") == b"\xde\xad\xbe\xef"
         assert db.get(b"hex:1") == b""
         db.put(b"bin", b"\x80\x81")
@@ -95,8 +84,8 @@ def test_hex_round_trip(store_url: str, store: ObjectStore, capsys: pytest.Captu
     assert {"key": "bin", "value": "hex:8081"} in rows
 
 
-def test_prefix_and_range_scans(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
-    load(store, {k.encode(): k.upper().encode() for k in ("a1", "a2", "b1", "b2", "c1")})
+def test_prefix_and_range_scans(cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+    load(cli_store, {k.encode(): k.upper().encode() for k in ("a1", "a2", "b1", "b2", "c1")})
 
     def keys(*argv: str) -> list[str]:
         code, rows, err = cli(capsys, "scan", *argv)
@@ -116,9 +105,9 @@ def test_prefix_and_range_scans(store: ObjectStore, capsys: pytest.CaptureFixtur
 
 
 def test_scan_at_a_checkpoint_sees_the_state_then(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with Db.open("db", store) as db:
+    with Db.open("db", cli_store) as db:
         db.put(b"k1", b"old")
         checkpoint = db.create_checkpoint(CheckpointScope.ALL)
         db.put(b"k1", b"new")
@@ -131,9 +120,9 @@ def test_scan_at_a_checkpoint_sees_the_state_then(
 
 
 def test_reads_do_not_fence_the_writer_but_writes_do(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    db = Db.open("db", store, options=DbOptions(await_durable=True))
+    db = Db.open("db", cli_store, options=DbOptions(await_durable=True))
     try:
         db.put(b"a", b"1")
         assert cli(capsys, "scan")[:2] == (0, [{"key": "a", "value": "1"}])
@@ -170,7 +159,7 @@ def test_reads_do_not_fence_the_writer_but_writes_do(
         ["scan", "--from", "hex:xy"],
     ],
 )
-def test_usage_errors_exit_2(store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(cli_store_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         main(["--path", "db", *argv])
     assert raised.value.code == 2
@@ -178,7 +167,7 @@ def test_usage_errors_exit_2(store_url: str, argv: list[str], capsys: pytest.Cap
     assert "usage: slate-ops" in err and "invalid choice" not in err  # the data command was parsed
 
 
-def test_operation_errors_exit_1(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_operation_errors_exit_1(cli_store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["get", "k"], ["scan"]):
         code, rows, err = cli(capsys, *argv)
         assert code == 1 and rows == [] and err.count("\n") == 1 and err.startswith("slate-ops: error:")

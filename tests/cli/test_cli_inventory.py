@@ -18,17 +18,10 @@ from slate_ops.cli import build_parser, main
 from slate_ops.cli.output import render_time
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import ObjectStore, open_store
-from tests.engine.conftest import simulate_crash
+from slate_ops.objstore import ObjectStore
+from tests.support.engine import simulate_crash
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ObjectStore:
-    url = (tmp_path / "store").as_uri()
-    monkeypatch.setenv("SLATE_OPS_STORE", url)
-    return open_store(url)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
@@ -59,26 +52,26 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_list_dbs_shows_each_database_with_its_state(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    load(store, "team/a", range(20))
-    admin.create_clone("team/b", "team/a", store)
-    admin.create_db("other", store)
-    admin.destroy("other", store, soft=True, dry_run=False)
-    ManifestStore(store, "team/unfinished").create_initial(Manifest(initialized=False))
+    load(cli_store, "team/a", range(20))
+    admin.create_clone("team/b", "team/a", cli_store)
+    admin.create_db("other", cli_store)
+    admin.destroy("other", cli_store, soft=True, dry_run=False)
+    ManifestStore(cli_store, "team/unfinished").create_initial(Manifest(initialized=False))
 
     code, rows, _ = cli(capsys, "list-dbs")  # no --path: the whole store
     assert code == 0 and [r["path"] for r in rows] == ["other", "team/a", "team/b", "team/unfinished"]
     by_path = {r["path"]: r for r in rows}
     a, b = by_path["team/a"], by_path["team/b"]
-    current_a = admin.read_manifest("team/a", store)
+    current_a = admin.read_manifest("team/a", cli_store)
     assert (a["state"], a["manifest_id"], a["initialized"]) == ("live", current_a.id, True)
     assert a["sst_bytes"] == sum(s.info.size_bytes for s in current_a.value.ssts) > 0 and a["ssts"] == 1
     assert (b["state"], b["sst_bytes"], b["ssts"], b["external_dbs"]) == ("live", 0, 0, 1)  # reads a's SSTs
     other = by_path["other"]
     assert other["state"] == "destroyed" and other["destroyed_at"] == render_time(other["destroyed_at_s"])
     assert by_path["team/unfinished"]["state"] == "uninitialized"
-    latest = ManifestStore(store, "team/a").list()[-1]
+    latest = ManifestStore(cli_store, "team/a").list()[-1]
     assert a["last_write"] == render_time(latest.meta.last_modified)
 
     code, rows, _ = cli(capsys, "--path", "team/", "list-dbs")
@@ -93,7 +86,7 @@ def test_list_dbs_shows_each_database_with_its_state(
     assert "KiB" in table or " B " in table
 
 
-def test_list_dbs_refuses_dot_dot(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_dbs_refuses_dot_dot(cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "--path", "../x", "list-dbs")
     assert code == 1 and "must not contain" in err
 
@@ -106,14 +99,14 @@ def kinds_of(rows: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def test_history_names_what_each_version_changed(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli(capsys, "--path", "db", "create-db")
-    load(store, "db", range(10), flushes=4)
+    load(cli_store, "db", range(10), flushes=4)
     cli(capsys, "--path", "db", "create-tag", "-n", "v1")
     cli(capsys, "--path", "db", "compact")
     _, checkpoint, _ = cli(capsys, "--path", "db", "create-checkpoint", "-l", "1h")
-    admin.delete_checkpoint("db", store, uuid.UUID(checkpoint["id"]), dry_run=False)
+    admin.delete_checkpoint("db", cli_store, uuid.UUID(checkpoint["id"]), dry_run=False)
     cli(capsys, "--path", "db", "rollback", "-n", "v1", "--no-dry-run")
     cli(capsys, "--path", "db", "delete-tag", "-n", "v1", "--no-dry-run")
     cli(capsys, "--path", "db", "destroy", "--no-dry-run")
@@ -152,8 +145,10 @@ def test_history_names_what_each_version_changed(
     assert "destroy" in table.splitlines()[1]
 
 
-def test_history_of_clones_splits_and_merges(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
-    load(store, "db", range(20))
+def test_history_of_clones_splits_and_merges(
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load(cli_store, "db", range(20))
     assert cli(capsys, "--path", "copy", "clone", "--parent", "db")[0] == 0
     assert cli(capsys, "--path", "db", "split", "--at", "k010", "--into", "low", "--into", "high")[0] == 0
     assert cli(capsys, "--path", "all", "merge", "--source", "low", "--source", "high")[0] == 0
@@ -175,7 +170,7 @@ def test_history_starts_at_the_oldest_stored_version() -> None:
 
 
 def test_history_of_a_missing_database_is_an_error(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = cli(capsys, "--path", "nope", "history")
     assert code == 1 and "no database at" in err
@@ -185,11 +180,11 @@ def test_history_of_a_missing_database_is_an_error(
 
 
 def test_describe_tells_views_from_sst_objects(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    load(store, "db", range(30), flushes=2)
-    admin.split("db", store, [b"k015"], ["low", "high"])
-    admin.merge(["low", "high"], store, "all")
+    load(cli_store, "db", range(30), flushes=2)
+    admin.split("db", cli_store, [b"k015"], ["low", "high"])
+    admin.merge(["low", "high"], cli_store, "all")
     code, described, _ = cli(capsys, "--path", "all", "describe")
     assert code == 0
     # Each of the 2 SST objects backs one view per shard: 4 L0 views over 2 objects, all external.
@@ -202,7 +197,7 @@ def test_describe_tells_views_from_sst_objects(
     _, shard, _ = cli(capsys, "--path", "high", "describe")
     assert shard["key_range"] == {"start": "k015", "end": None}
     # The Python API (and the Dagster metadata built from it) keeps its names.
-    status = admin.describe_db("all", store)
+    status = admin.describe_db("all", cli_store)
     assert (status.l0_ssts, status.ssts) == (4, 2)
 
 
@@ -210,27 +205,27 @@ def test_describe_tells_views_from_sst_objects(
 
 
 def test_suggest_split_keys_explains_an_empty_answer(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli(capsys, "--path", "empty", "create-db")
     code, out, _ = cli(capsys, "--path", "empty", "suggest-split-keys", "-n", "4")
     assert code == 0 and out["split_keys"] == [] and "no SSTs" in out["reason"] and "flush" in out["reason"]
 
-    load(store, "small", range(3))
+    load(cli_store, "small", range(3))
     code, out, _ = cli(capsys, "--path", "small", "suggest-split-keys", "-n", "2")
     assert code == 0 and out["split_keys"] == []
     assert "3 entries in one block" in out["reason"] and "nothing to split by size" in out["reason"]
     code, out, _ = cli(capsys, "--path", "small", "suggest-split-keys", "-n", "1")
     assert out["split_keys"] == [] and "n is 1" in out["reason"]
 
-    with Db.open("walonly", store) as db:
+    with Db.open("walonly", cli_store) as db:
         db.put(b"k", b"v")
         db.flush()
         simulate_crash(db)
     code, out, _ = cli(capsys, "--path", "walonly", "suggest-split-keys", "-n", "2")
     assert code == 0 and out["split_keys"] == [] and "flush" in out["reason"]
 
-    with Db.open("big", store) as db:
+    with Db.open("big", cli_store) as db:
         for i in range(4000):
             db.put(b"k%05d" % i, b"x" * 100)
         db.flush_memtable()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,15 +22,8 @@ from slate_ops.cli.output import (
 )
 from slate_ops.keytext import parse_bytes, render_bytes
 from slate_ops.manifest.model import KeyRange
-from slate_ops.objstore import ObjectStore, open_store
-from tests.engine.conftest import simulate_crash
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ObjectStore:
-    url = (tmp_path / "store").as_uri()
-    monkeypatch.setenv("SLATE_OPS_STORE", url)
-    return open_store(url)
+from slate_ops.objstore import ObjectStore
+from tests.support.engine import simulate_crash
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
@@ -81,9 +73,9 @@ def test_key_ranges_in_messages_use_the_same_form() -> None:
 
 
 def test_read_manifest_shape_and_scan_print_keys_alike(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    load(store, "db", {b"a\nb": b"line\nbreak", b"k1": b"v1", b"\xff": b"x"})
+    load(cli_store, "db", {b"a\nb": b"line\nbreak", b"k1": b"v1", b"\xff": b"x"})
     _, manifest, _ = cli(capsys, "--path", "db", "read-manifest")
     (sst,) = manifest["manifest"]["ssts"]
     assert (sst["info"]["first_key"], sst["info"]["last_key"]) == ("hex:610a62", "hex:ff")
@@ -101,10 +93,10 @@ def test_read_manifest_shape_and_scan_print_keys_alike(
 
 
 def test_read_manifest_prints_view_ranges_as_keys(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    load(store, "db", {b"k1": b"v", b"k5": b"v", b"k9": b"v"})
-    admin.split("db", store, [b"k5"], ["low", "high"])
+    load(cli_store, "db", {b"k1": b"v", b"k5": b"v", b"k9": b"v"})
+    admin.split("db", cli_store, [b"k5"], ["low", "high"])
     _, manifest, _ = cli(capsys, "--path", "high", "read-manifest")
     assert manifest["manifest"]["visible_range"] == {"start": "k5", "end": None}
     (view,) = manifest["manifest"]["l0"]
@@ -112,9 +104,9 @@ def test_read_manifest_prints_view_ranges_as_keys(
 
 
 def test_errors_show_keys_as_the_cli_prints_them(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    load(store, "db", {b"k1": b"v", b"k5": b"v", b"k9": b"v"})
+    load(cli_store, "db", {b"k1": b"v", b"k5": b"v", b"k9": b"v"})
     assert cli(capsys, "--path", "db", "split", "--at", "k5", "--into", "low", "--into", "high")[0] == 0
     code, _, err = cli(capsys, "--path", "low", "put", "order:2", "x")
     assert code == 1 and "key order:2 is outside" in err and "[-inf, k5)" in err and "b'" not in err
@@ -174,7 +166,7 @@ def test_render_time_is_iso_8601_utc() -> None:
 
 
 def test_checkpoints_tags_destroy_and_manifests_print_iso_times(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli(capsys, "--path", "db", "create-db")
     _, created, _ = cli(capsys, "--path", "db", "create-checkpoint", "-l", "1day")
@@ -221,7 +213,7 @@ def test_render_duration(seconds: float, text: str) -> None:
 
 
 def test_tables_are_for_people_and_json_keeps_numbers(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     value = jsonable({"duration_s": 0.3837562399999115, "bytes_read": 4096, "sst_bytes": 2256, "rows_in": 40})
     assert json.loads(render(value, "json")) == value
@@ -229,7 +221,7 @@ def test_tables_are_for_people_and_json_keeps_numbers(
     assert "384ms" in table and "4.0 KiB" in table and "2.2 KiB" in table and "40" in table
     assert "0.3837" not in table
 
-    with Db.open("db", store) as db:
+    with Db.open("db", cli_store) as db:
         for round_ in range(4):
             db.put(b"k", b"v%d" % round_)
             db.flush_memtable()
@@ -279,7 +271,9 @@ def test_cli_message_names_flags_and_commands(message: str, expected: str) -> No
     assert not any(hint.python in translated for hint in HINTS)
 
 
-def test_errors_reaching_the_cli_name_flags(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_reaching_the_cli_name_flags(
+    cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli(capsys, "--path", "db", "create-db")
     code, _, err = cli(capsys, "--path", "db", "create-db")
     assert code == 1 and "`slate-ops create-db --exist-ok`" in err and "exist_ok" not in err
@@ -289,7 +283,7 @@ def test_errors_reaching_the_cli_name_flags(store: ObjectStore, capsys: pytest.C
     code, _, err = cli(capsys, "--path", "db", "create-checkpoint", "-n", "tag:x")
     assert code == 1 and "use `slate-ops create-tag`" in err and "create_tag" not in err
 
-    with Db.open("db", store) as db:
+    with Db.open("db", cli_store) as db:
         db.put(b"k", b"wal only")
         db.flush()
         simulate_crash(db)

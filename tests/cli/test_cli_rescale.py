@@ -11,14 +11,14 @@ import pytest
 from slate_ops import Db, DbReader
 from slate_ops.cli import main
 from slate_ops.objstore import ObjectStore, open_store
-from tests.conftest import snapshot
-from tests.engine.conftest import simulate_crash
+from tests.support.engine import simulate_crash
+from tests.support.stores import snapshot
 
 MODEL = {b"k%02d" % i: b"v%d" % i for i in range(40)}
 
 
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ObjectStore:
+def model_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ObjectStore:
     url = (tmp_path / "store").as_uri()
     monkeypatch.setenv("SLATE_OPS_STORE", url)
     store = open_store(url)
@@ -40,7 +40,7 @@ def scan(store: ObjectStore, path: str) -> dict[bytes, bytes]:
         return dict(reader.scan())
 
 
-def test_split_then_merge(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_split_then_merge(model_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     code, report, _ = cli(
         capsys, "--path", "db", "split", "--at", "k10", "--at", "hex:6b3330", "--into", "a", "--into", "b",
         "--into", "c",
@@ -51,39 +51,39 @@ def test_split_then_merge(store: ObjectStore, capsys: pytest.CaptureFixture[str]
         {"start": "k10", "end": "k30"},
         {"start": "k30", "end": None},
     ]
-    assert scan(store, "b") == {k: v for k, v in MODEL.items() if b"k10" <= k < b"k30"}
+    assert scan(model_store, "b") == {k: v for k, v in MODEL.items() if b"k10" <= k < b"k30"}
 
     code, report, _ = cli(capsys, "--path", "all", "merge", "--source", "a", "--source", "b", "--source", "c")
     assert code == 0 and report["databases"][0]["key_range"] == {"start": None, "end": None}
-    assert scan(store, "all") == MODEL
+    assert scan(model_store, "all") == MODEL
 
     code, _, err = cli(capsys, "--path", "a", "put", "k20", "x")
     assert code != 0 and "outside" in err and "k20" in err
 
 
-def test_suggest_split_keys_and_flush(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_suggest_split_keys_and_flush(model_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     code, suggestion, _ = cli(capsys, "--path", "db", "suggest-split-keys", "-n", "2")
     assert code == 0 and suggestion["n"] == 2 and len(suggestion["split_keys"]) <= 1
 
-    with Db.open("db", store) as db:
+    with Db.open("db", model_store) as db:
         db.put(b"k99", b"wal-only")
         db.flush()
         simulate_crash(db)
-    before = snapshot(store)
+    before = snapshot(model_store)
     code, _, err = cli(capsys, "--path", "db", "split", "--at", "k20", "--into", "a", "--into", "b")
     assert code != 0 and "flush" in err and "Traceback" not in err
-    assert snapshot(store) == before
+    assert snapshot(model_store) == before
     code, flushed, _ = cli(capsys, "--path", "db", "flush")
     assert code == 0 and flushed["l0_views"] >= 2
     code, _, _ = cli(capsys, "--path", "db", "split", "--at", "k20", "--into", "a", "--into", "b")
-    assert code == 0 and scan(store, "b")[b"k99"] == b"wal-only"
+    assert code == 0 and scan(model_store, "b")[b"k99"] == b"wal-only"
 
 
 def test_suggest_split_keys_says_why_it_found_fewer_than_asked(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    model_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before issue 20 a short but non-empty answer came without a reason."""
-    with Db.open("two", store) as db:  # two L0 SSTs of one block each: one block boundary between them
+    with Db.open("two", model_store) as db:  # two L0 SSTs of one block each: one block boundary between them
         for prefix in (b"a", b"m"):
             for i in range(20):
                 db.put(prefix + b"%02d" % i, b"x" * 20)
@@ -100,17 +100,19 @@ def test_suggest_split_keys_says_why_it_found_fewer_than_asked(
     assert code == 0 and enough["split_keys"] == ["m00"] and "reason" not in enough
 
 
-def test_overlapping_merge_fails_naming_both(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
-    with Db.open("other", store) as db:
+def test_overlapping_merge_fails_naming_both(
+    model_store: ObjectStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Db.open("other", model_store) as db:
         db.put(b"k05", b"clash")
         db.flush_memtable()
-    before = snapshot(store)
+    before = snapshot(model_store)
     code, _, err = cli(capsys, "--path", "m", "merge", "--source", "db", "--source", "other")
     assert code != 0 and "'db'" in err and "'other'" in err and "overlap" in err
-    assert snapshot(store) == before
+    assert snapshot(model_store) == before
 
 
-def test_split_needs_arguments(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_split_needs_arguments(model_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--path", "db", "split", "--into", "a"])
     assert exited.value.code == 2
@@ -118,9 +120,9 @@ def test_split_needs_arguments(store: ObjectStore, capsys: pytest.CaptureFixture
     assert code != 0 and "one more path than keys" in err
 
 
-def test_split_and_merge_flush_wal(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+def test_split_and_merge_flush_wal(model_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     """``--flush-wal`` (both engines' flag): the WAL-only writes refused above reach L0 first."""
-    with Db.open("db", store) as db:
+    with Db.open("db", model_store) as db:
         db.put(b"k99", b"wal-only")
         db.flush()
         simulate_crash(db)
@@ -128,12 +130,15 @@ def test_split_and_merge_flush_wal(store: ObjectStore, capsys: pytest.CaptureFix
     assert cli(capsys, *argv)[0] == 1
     code, report, err = cli(capsys, *argv, "--flush-wal")
     assert code == 0, err
-    assert scan(store, "b")[b"k99"] == b"wal-only" and [d["path"] for d in report["databases"]] == ["a", "b"]
-    with Db.open("b", store) as db:
+    assert scan(model_store, "b")[b"k99"] == b"wal-only" and [d["path"] for d in report["databases"]] == [
+        "a",
+        "b",
+    ]
+    with Db.open("b", model_store) as db:
         db.put(b"k98", b"wal-only")
         db.flush()
         simulate_crash(db)
     assert cli(capsys, "--path", "m", "merge", "--source", "a", "--source", "b")[0] == 1
     code, _, err = cli(capsys, "--path", "m", "merge", "--source", "a", "--source", "b", "--flush-wal")
     assert code == 0, err
-    assert scan(store, "m") == {**MODEL, b"k99": b"wal-only", b"k98": b"wal-only"}
+    assert scan(model_store, "m") == {**MODEL, b"k99": b"wal-only", b"k98": b"wal-only"}

@@ -12,7 +12,7 @@ import pytest
 
 from slate_ops.cli import main
 from slate_ops.objstore import S3_CREDENTIAL_VARIABLES
-from tests.conftest import remove_credentials
+from tests.support.s3 import remove_credentials
 
 pytestmark = pytest.mark.s3
 

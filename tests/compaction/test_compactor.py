@@ -24,8 +24,8 @@ from slate_ops.manifest.model import ExternalDb
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore, open_store
 from slate_ops.objstore.base import ObjectStore
-from tests.compaction.conftest import SMALL, fill
-from tests.engine.conftest import QUIET_READER, quiet, simulate_crash
+from tests.support.compaction import SMALL, fill
+from tests.support.engine import QUIET_READER, quiet, simulate_crash
 
 
 def contents(store: ObjectStore, path: str = "db") -> dict[bytes, bytes]:
@@ -49,69 +49,69 @@ def test_l0_compaction_keeps_every_key_and_empties_l0(engine_store: ObjectStore)
     assert compactor.run_once() is None
 
 
-def test_output_ssts_are_ordered_and_non_overlapping(memory: MemoryStore) -> None:
-    fill(memory, keys=400)
-    Compactor("db", memory, SMALL).run_once()
-    manifest = ManifestStore(memory, "db").read_latest_required().value
+def test_output_ssts_are_ordered_and_non_overlapping(memory_store: MemoryStore) -> None:
+    fill(memory_store, keys=400)
+    Compactor("db", memory_store, SMALL).run_once()
+    manifest = ManifestStore(memory_store, "db").read_latest_required().value
     infos = {s.id: s.info for s in manifest.ssts}
     views = manifest.compacted[0].views
     for left, right in itertools.pairwise(views):
         assert infos[left.sst_id].last_key < infos[right.sst_id].first_key
 
 
-def test_tombstones_survive_when_older_runs_exist(memory: MemoryStore) -> None:
-    with Db.open("db", memory, quiet(l0_max_ssts=100)) as db:
+def test_tombstones_survive_when_older_runs_exist(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, quiet(l0_max_ssts=100)) as db:
         for i in range(10):
             db.put(b"k%d" % i, b"old")
         db.flush_memtable()
         db.flush_memtable()
-    Compactor("db", memory, SMALL).run_once(full=True)  # run 0 holds k0..k9
-    with Db.open("db", memory, quiet(l0_max_ssts=100)) as db:
+    Compactor("db", memory_store, SMALL).run_once(full=True)  # run 0 holds k0..k9
+    with Db.open("db", memory_store, quiet(l0_max_ssts=100)) as db:
         db.delete(b"k3")
         db.flush_memtable()
         db.put(b"k4", b"new")
         db.flush_memtable()
-    report = Compactor("db", memory, SMALL).run_once()
+    report = Compactor("db", memory_store, SMALL).run_once()
     assert report is not None and report.kind == "l0" and report.rows_out == 2  # the tombstone is kept
-    assert contents(memory) == {b"k%d" % i: (b"new" if i == 4 else b"old") for i in range(10) if i != 3}
-    full = Compactor("db", memory, SMALL).run_once(full=True)
+    assert contents(memory_store) == {b"k%d" % i: (b"new" if i == 4 else b"old") for i in range(10) if i != 3}
+    full = Compactor("db", memory_store, SMALL).run_once(full=True)
     assert full is not None and full.rows_out == 9  # now the oldest run: the tombstone is dropped
-    assert contents(memory) == {b"k%d" % i: (b"new" if i == 4 else b"old") for i in range(10) if i != 3}
+    assert contents(memory_store) == {b"k%d" % i: (b"new" if i == 4 else b"old") for i in range(10) if i != 3}
 
 
-def test_a_second_compactor_fences_the_first(memory: MemoryStore) -> None:
-    fill(memory, flushes=2)
-    first = Compactor("db", memory, SMALL)
-    second = Compactor("db", memory, SMALL)
+def test_a_second_compactor_fences_the_first(memory_store: MemoryStore) -> None:
+    fill(memory_store, flushes=2)
+    first = Compactor("db", memory_store, SMALL)
+    second = Compactor("db", memory_store, SMALL)
     assert second.epoch == first.epoch + 1
     with pytest.raises(FencedError, match="compactor"):
         first.run_once()
     assert second.run_once() is not None
-    fill(memory, flushes=2)
+    fill(memory_store, flushes=2)
     with pytest.raises(FencedError):
         first.run_once()
 
 
-def test_state_records_compactions_and_failed_ones(memory: MemoryStore) -> None:
-    fill(memory, flushes=2)
+def test_state_records_compactions_and_failed_ones(memory_store: MemoryStore) -> None:
+    fill(memory_store, flushes=2)
 
     class Exploding(LocalExecutor):
         def execute(self, store: ObjectStore, spec: object) -> object:  # type: ignore[override]
             raise RuntimeError("worker lost")
 
     with pytest.raises(RuntimeError, match="worker lost"):
-        Compactor("db", memory, SMALL, executor=Exploding()).run_once()
-    report = Compactor("db", memory, SMALL).run_once()
+        Compactor("db", memory_store, SMALL, executor=Exploding()).run_once()
+    report = Compactor("db", memory_store, SMALL).run_once()
     assert report is not None
-    records = CompactionsStore(memory, "db").read().compactions
+    records = CompactionsStore(memory_store, "db").read().compactions
     assert [r.status for r in records] == ["failed", "completed"]
     assert records[1].outputs == report.output_ssts and records[1].manifest_id == report.manifest_id
     # the failed compaction committed nothing; the second one did
-    assert ManifestStore(memory, "db").read_latest_required().value.l0 == ()
+    assert ManifestStore(memory_store, "db").read_latest_required().value.l0 == ()
 
 
-def test_restart_marks_unfinished_compactions_failed(memory: MemoryStore) -> None:
-    fill(memory, flushes=2)
+def test_restart_marks_unfinished_compactions_failed(memory_store: MemoryStore) -> None:
+    fill(memory_store, flushes=2)
     gate = threading.Event()
 
     class Stalling(LocalExecutor):
@@ -119,7 +119,7 @@ def test_restart_marks_unfinished_compactions_failed(memory: MemoryStore) -> Non
             gate.wait(5)
             raise RuntimeError("process died")
 
-    first = Compactor("db", memory, SMALL, executor=Stalling())
+    first = Compactor("db", memory_store, SMALL, executor=Stalling())
 
     def run() -> None:
         with pytest.raises(RuntimeError, match="process died"):
@@ -128,54 +128,54 @@ def test_restart_marks_unfinished_compactions_failed(memory: MemoryStore) -> Non
     worker = threading.Thread(target=run)
     worker.start()
     for _ in range(100):
-        if CompactionsStore(memory, "db").read().compactions:
+        if CompactionsStore(memory_store, "db").read().compactions:
             break
         threading.Event().wait(0.02)
-    Compactor("db", memory, SMALL)  # a new compactor takes over while the first is stuck
-    assert [r.status for r in CompactionsStore(memory, "db").read().compactions] == ["failed"]
+    Compactor("db", memory_store, SMALL)  # a new compactor takes over while the first is stuck
+    assert [r.status for r in CompactionsStore(memory_store, "db").read().compactions] == ["failed"]
     gate.set()
     worker.join()
 
 
-def test_checkpoint_readers_keep_reading_old_ssts(memory: MemoryStore) -> None:
-    model = fill(memory)
-    with Db.open("db", memory, quiet(l0_max_ssts=1000)) as db:
+def test_checkpoint_readers_keep_reading_old_ssts(memory_store: MemoryStore) -> None:
+    model = fill(memory_store)
+    with Db.open("db", memory_store, quiet(l0_max_ssts=1000)) as db:
         checkpoint = db.create_checkpoint()
-    before = ManifestStore(memory, "db").read_latest_required().value
-    report = Compactor("db", memory, SMALL).run_once()
+    before = ManifestStore(memory_store, "db").read_latest_required().value
+    report = Compactor("db", memory_store, SMALL).run_once()
     assert report is not None
-    after = ManifestStore(memory, "db").read_latest_required().value
+    after = ManifestStore(memory_store, "db").read_latest_required().value
     compaction_checkpoints = [c for c in after.checkpoints if c.name == COMPACTION_CHECKPOINT]
     assert len(compaction_checkpoints) == 1
-    pinned = ManifestStore(memory, "db").read(compaction_checkpoints[0].manifest_id).value
+    pinned = ManifestStore(memory_store, "db").read(compaction_checkpoints[0].manifest_id).value
     assert {v.sst_id for v in pinned.l0} == {v.sst_id for v in before.l0}  # the inputs stay pinned
-    with DbReader.open("db", memory, checkpoint.id, QUIET_READER) as reader:
+    with DbReader.open("db", memory_store, checkpoint.id, QUIET_READER) as reader:
         assert dict(reader.scan()) == model  # reads the pre-compaction SSTs
 
 
-def test_compaction_prunes_external_sst_ids(memory: MemoryStore) -> None:
-    fill(memory, flushes=2, path="parent")
-    parent = ManifestStore(memory, "parent").read_latest_required().value
+def test_compaction_prunes_external_sst_ids(memory_store: MemoryStore) -> None:
+    fill(memory_store, flushes=2, path="parent")
+    parent = ManifestStore(memory_store, "parent").read_latest_required().value
     external = ExternalDb("parent", uuid.uuid4(), uuid.uuid4(), tuple(s.id for s in parent.ssts))
     clone = replace(parent, external_dbs=(external,), checkpoints=(), writer_epoch=0, compactor_epoch=0)
-    ManifestStore(memory, "clone").create_initial(clone)
-    expected = contents(memory, "parent")
-    assert contents(memory, "clone") == expected  # reads resolve to the parent's SSTs
-    Compactor("clone", memory, SMALL).run_once()
-    manifest = ManifestStore(memory, "clone").read_latest_required().value
+    ManifestStore(memory_store, "clone").create_initial(clone)
+    expected = contents(memory_store, "parent")
+    assert contents(memory_store, "clone") == expected  # reads resolve to the parent's SSTs
+    Compactor("clone", memory_store, SMALL).run_once()
+    manifest = ManifestStore(memory_store, "clone").read_latest_required().value
     assert manifest.external_dbs[0].sst_ids == ()  # no longer referenced: pruned in the same commit
-    assert list(memory.list("clone/compacted/"))  # outputs are written under the clone
-    assert contents(memory, "clone") == expected
+    assert list(memory_store.list("clone/compacted/"))  # outputs are written under the clone
+    assert contents(memory_store, "clone") == expected
 
 
-def test_embedded_compactor_relieves_l0_backpressure(memory: MemoryStore) -> None:
+def test_embedded_compactor_relieves_l0_backpressure(memory_store: MemoryStore) -> None:
     options = quiet(
         l0_max_ssts=3,
         backpressure_timeout=timedelta(seconds=30),
         manifest_poll_interval=timedelta(milliseconds=20),
     )
     with Db.open(
-        "db", memory, options, compactor=embedded(SMALL.model_copy(update={"min_sources": 3}))
+        "db", memory_store, options, compactor=embedded(SMALL.model_copy(update={"min_sources": 3}))
     ) as db:
         for i in range(12):  # four times l0_max_ssts: only possible if compaction keeps up
             db.put(b"k%02d" % i, b"v%d" % i)
@@ -243,13 +243,13 @@ def test_writer_and_compactor_in_separate_processes(engine_store: ObjectStore, t
     assert contents(store) == model
 
 
-def test_compactor_refuses_a_destroyed_database_and_writes_nothing(memory: MemoryStore) -> None:
+def test_compactor_refuses_a_destroyed_database_and_writes_nothing(memory_store: MemoryStore) -> None:
     from slate_ops.errors import DbDestroyedError
     from slate_ops.manifest.model import Manifest
-    from tests.conftest import snapshot
+    from tests.support.stores import snapshot
 
-    ManifestStore(memory, "gone").create_initial(Manifest(destroyed_at_s=5))
-    before = snapshot(memory)
+    ManifestStore(memory_store, "gone").create_initial(Manifest(destroyed_at_s=5))
+    before = snapshot(memory_store)
     with pytest.raises(DbDestroyedError):
-        Compactor("gone", memory, SMALL)
-    assert snapshot(memory) == before
+        Compactor("gone", memory_store, SMALL)
+    assert snapshot(memory_store) == before

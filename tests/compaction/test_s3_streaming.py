@@ -27,8 +27,8 @@ from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode,
 from slate_ops.objstore.s3 import MIN_PART_BYTES, make_s3_client
 from slate_ops.objstore.wrappers import FaultInjectingStore
 from slate_ops.sst import KIND_VALUE, SCHEMA, SstReader, encode_sst
-from tests.compaction.conftest import SMALL, fill
-from tests.conftest import CREDENTIALS
+from tests.support.compaction import SMALL, fill
+from tests.support.s3 import CREDENTIALS
 
 pytestmark = pytest.mark.s3
 

@@ -24,7 +24,7 @@ from slate_ops.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.sst import encode_sst, entries_to_table
-from tests.engine.conftest import QUIET, QUIET_READER
+from tests.support.engine import QUIET, QUIET_READER
 
 KEYS = 400
 
@@ -45,14 +45,14 @@ def value(i: int) -> bytes:
     return b"value-%d-" % i + b"x" * 40
 
 
-def test_first_and_last_keys_of_every_sst_in_a_compacted_run(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_first_and_last_keys_of_every_sst_in_a_compacted_run(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         for part in range(4):  # four L0 SSTs of interleaved keys
             for i in range(part, KEYS, 4):
                 db.put(key(i), value(i))
             db.flush_memtable()
-    Compactor("db", memory, CompactorOptions(target_sst_bytes=2_000)).run_once(full=True)
-    manifest = ManifestStore(memory, "db").read_latest_required().value
+    Compactor("db", memory_store, CompactorOptions(target_sst_bytes=2_000)).run_once(full=True)
+    manifest = ManifestStore(memory_store, "db").read_latest_required().value
     assert manifest.l0 == () and len(manifest.compacted) == 1
     ssts = {s.id: s for s in manifest.ssts}
     run = [ssts[view.sst_id].info for view in manifest.compacted[0].views]
@@ -61,7 +61,10 @@ def test_first_and_last_keys_of_every_sst_in_a_compacted_run(memory: MemoryStore
     probes = sorted(boundaries | {below(k) for k in boundaries} | {above(k) for k in boundaries})
     expected = {key(i): value(i) for i in range(KEYS)}
 
-    with Db.open("db", memory, QUIET) as db, DbReader.open("db", memory, options=QUIET_READER) as reader:
+    with (
+        Db.open("db", memory_store, QUIET) as db,
+        DbReader.open("db", memory_store, options=QUIET_READER) as reader,
+    ):
         for probe in probes:
             want = expected.get(probe)
             assert db.get(probe) == want, probe

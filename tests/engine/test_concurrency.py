@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from slate_ops import Db, DbReader, ReaderOptions, WriteBatch
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import QUIET_READER, quiet
+from tests.support.engine import QUIET_READER, quiet
 
 KEYS = (b"x", b"y", b"z")
 

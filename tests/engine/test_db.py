@@ -18,7 +18,7 @@ from slate_ops.manifest.model import Manifest, SortedRun, WriterCheckpoint
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import QUIET, QUIET_READER, quiet, simulate_crash
+from tests.support.engine import QUIET, QUIET_READER, quiet, simulate_crash
 
 
 def writer_checkpoints(manifest: Manifest) -> list[tuple[object, int, int]]:
@@ -40,8 +40,8 @@ def test_put_get_delete_and_overwrite(engine_store: ObjectStore) -> None:
         assert db.get(b"empty") == b""
 
 
-def test_scan_ranges_and_prefixes_across_memtable_and_l0(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_scan_ranges_and_prefixes_across_memtable_and_l0(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         for i in range(0, 100, 2):
             db.put(b"k%03d" % i, b"old%d" % i)
         db.flush_memtable()
@@ -65,8 +65,8 @@ def test_scan_ranges_and_prefixes_across_memtable_and_l0(memory: MemoryStore) ->
         assert list(db.scan_prefix(b"\xff\xff")) == [(b"\xff\xff", b"x"), (b"\xff\xff\x00", b"y")]
 
 
-def test_write_batch_is_atomic_and_last_op_wins(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_write_batch_is_atomic_and_last_op_wins(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         db.put(b"gone", b"x")
         batch = WriteBatch().put(b"a", b"1").put(b"a", b"2").delete(b"gone").put(b"c", b"3")
         db.write(batch)
@@ -83,13 +83,13 @@ def test_write_batch_is_atomic_and_last_op_wins(memory: MemoryStore) -> None:
         (lambda db: WriteBatch().delete(b""), "keys must not be empty"),
     ],
 )
-def test_bad_arguments_get_clear_errors(memory: MemoryStore, call: object, message: str) -> None:
-    with Db.open("db", memory, QUIET) as db, pytest.raises(InvalidArgumentError, match=message):
+def test_bad_arguments_get_clear_errors(memory_store: MemoryStore, call: object, message: str) -> None:
+    with Db.open("db", memory_store, QUIET) as db, pytest.raises(InvalidArgumentError, match=message):
         call(db)  # type: ignore[operator]
 
 
-def test_closed_db_refuses_use(memory: MemoryStore) -> None:
-    db = Db.open("db", memory, QUIET)
+def test_closed_db_refuses_use(memory_store: MemoryStore) -> None:
+    db = Db.open("db", memory_store, QUIET)
     db.close()
     db.close()  # idempotent
     with pytest.raises(DbClosedError):
@@ -116,22 +116,24 @@ def test_flushed_writes_survive_a_crash_and_replay_stops_at_l0(engine_store: Obj
     reopened.close()
 
 
-def test_flush_memtable_empties_the_wal(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_flush_memtable_empties_the_wal(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         for i in range(50):
             db.put(b"k%d" % i, b"v%d" % i)
         db.flush_memtable()
         manifest = db.manifest
-    wal_ids = sorted(int(m.key.rsplit("/", 1)[-1][:20]) for m in memory.list("db/wal/"))
-    assert manifest.replay_after_wal_id == max(i for i in wal_ids if memory.head(f"db/wal/{i:020d}.sst").size)
+    wal_ids = sorted(int(m.key.rsplit("/", 1)[-1][:20]) for m in memory_store.list("db/wal/"))
+    assert manifest.replay_after_wal_id == max(
+        i for i in wal_ids if memory_store.head(f"db/wal/{i:020d}.sst").size
+    )
     for i in wal_ids:  # the WAL is not needed any more: L0 has everything
-        memory.delete(f"db/wal/{i:020d}.sst")
-    with Db.open("db", memory, QUIET) as db:
+        memory_store.delete(f"db/wal/{i:020d}.sst")
+    with Db.open("db", memory_store, QUIET) as db:
         assert dict(db.scan()) == {b"k%d" % i: b"v%d" % i for i in range(50)}
 
 
-def test_memtables_freeze_at_the_size_limit(memory: MemoryStore) -> None:
-    with Db.open("db", memory, quiet(l0_sst_size_bytes=4096, l0_max_ssts=1000)) as db:
+def test_memtables_freeze_at_the_size_limit(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, quiet(l0_sst_size_bytes=4096, l0_max_ssts=1000)) as db:
         for i in range(400):
             db.put(b"key%05d" % i, b"v" * 40)
         db.flush_memtable()
@@ -140,17 +142,17 @@ def test_memtables_freeze_at_the_size_limit(memory: MemoryStore) -> None:
         assert sum(1 for _ in db.scan()) == 400
 
 
-def test_writer_checkpoint_is_kept_current_and_released(memory: MemoryStore) -> None:
-    db = Db.open("db", memory, QUIET)
+def test_writer_checkpoint_is_kept_current_and_released(memory_store: MemoryStore) -> None:
+    db = Db.open("db", memory_store, QUIET)
     (first,) = writer_checkpoints(db.manifest)
-    current = ManifestStore(memory, "db").read_latest_required()
+    current = ManifestStore(memory_store, "db").read_latest_required()
     assert first[1] == current.id and first[2] == db.writer_epoch == 1
     db.put(b"a", b"1")
     db.flush_memtable()
-    (second,) = writer_checkpoints(ManifestStore(memory, "db").read_latest_required().value)
+    (second,) = writer_checkpoints(ManifestStore(memory_store, "db").read_latest_required().value)
     assert second[0] != first[0] and second[1] > first[1]
     db.close()
-    assert writer_checkpoints(ManifestStore(memory, "db").read_latest_required().value) == []
+    assert writer_checkpoints(ManifestStore(memory_store, "db").read_latest_required().value) == []
 
 
 def test_second_writer_fences_the_first_and_keeps_its_durable_writes(engine_store: ObjectStore) -> None:
@@ -176,22 +178,22 @@ def test_second_writer_fences_the_first_and_keeps_its_durable_writes(engine_stor
     second.close()
 
 
-def test_fenced_writer_detects_it_on_memtable_flush(memory: MemoryStore) -> None:
-    first = Db.open("db", memory, QUIET)
+def test_fenced_writer_detects_it_on_memtable_flush(memory_store: MemoryStore) -> None:
+    first = Db.open("db", memory_store, QUIET)
     first.put(b"a", b"1")
-    simulate_crash(Db.open("db", memory, QUIET))
+    simulate_crash(Db.open("db", memory_store, QUIET))
     with pytest.raises(FencedError):
         first.flush_memtable()
     assert first.manifest.l0 == ()
 
 
-def test_l0_backpressure_waits_then_fails_clearly(memory: MemoryStore) -> None:
+def test_l0_backpressure_waits_then_fails_clearly(memory_store: MemoryStore) -> None:
     options = quiet(
         l0_max_ssts=2,
         backpressure_timeout=timedelta(milliseconds=300),
         manifest_poll_interval=timedelta(milliseconds=50),
     )
-    with Db.open("db", memory, options) as db:
+    with Db.open("db", memory_store, options) as db:
         for i in range(2):
             db.put(b"k%d" % i, b"v")
             db.flush_memtable()
@@ -201,13 +203,13 @@ def test_l0_backpressure_waits_then_fails_clearly(memory: MemoryStore) -> None:
         assert db.get(b"k2") == b"v"  # still readable from the frozen memtable
 
 
-def test_blocked_flush_continues_when_l0_shrinks(memory: MemoryStore) -> None:
+def test_blocked_flush_continues_when_l0_shrinks(memory_store: MemoryStore) -> None:
     options = quiet(
         l0_max_ssts=2,
         backpressure_timeout=timedelta(seconds=20),
         manifest_poll_interval=timedelta(milliseconds=20),
     )
-    with Db.open("db", memory, options) as db:
+    with Db.open("db", memory_store, options) as db:
         for i in range(2):
             db.put(b"k%d" % i, b"v%d" % i)
             db.flush_memtable()
@@ -217,7 +219,7 @@ def test_blocked_flush_continues_when_l0_shrinks(memory: MemoryStore) -> None:
         worker.start()
         assert not done.wait(0.3)  # blocked on L0
         # a stand-in compactor: the oldest L0 SST becomes a sorted run (keeps every key readable)
-        compactor, _ = ManifestStore(memory, "db").claim(COMPACTOR_EPOCH)
+        compactor, _ = ManifestStore(memory_store, "db").claim(COMPACTOR_EPOCH)
         compactor.update(
             lambda v: v.value.with_changes(
                 l0=v.value.l0[:-1], compacted=(SortedRun(0, (v.value.l0[-1],)), *v.value.compacted)
@@ -228,8 +230,8 @@ def test_blocked_flush_continues_when_l0_shrinks(memory: MemoryStore) -> None:
         assert dict(db.scan()) == {b"k0": b"v0", b"k1": b"v1", b"k2": b"v2"}
 
 
-def test_checkpoint_scopes(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_checkpoint_scopes(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         db.put(b"durable", b"1")
         db.flush()
         db.put(b"buffered", b"2")
@@ -237,27 +239,27 @@ def test_checkpoint_scopes(memory: MemoryStore) -> None:
         everything = db.create_checkpoint(CheckpointScope.ALL)
         db.put(b"later", b"3")
         db.flush_memtable()
-    with DbReader.open("db", memory, durable.id, QUIET_READER) as reader:
+    with DbReader.open("db", memory_store, durable.id, QUIET_READER) as reader:
         assert dict(reader.scan()) == {b"durable": b"1"}
-    with DbReader.open("db", memory, everything.id, QUIET_READER) as reader:
+    with DbReader.open("db", memory_store, everything.id, QUIET_READER) as reader:
         assert dict(reader.scan()) == {b"durable": b"1", b"buffered": b"2"}
 
 
-def test_destroyed_database_cannot_be_opened(memory: MemoryStore) -> None:
-    ManifestStore(memory, "db").create_initial(Manifest(destroyed_at_s=10))
+def test_destroyed_database_cannot_be_opened(memory_store: MemoryStore) -> None:
+    ManifestStore(memory_store, "db").create_initial(Manifest(destroyed_at_s=10))
     with pytest.raises(DbDestroyedError):
-        Db.open("db", memory, QUIET)
+        Db.open("db", memory_store, QUIET)
 
 
-def test_background_flusher_makes_writes_durable(memory: MemoryStore) -> None:
-    with Db.open("db", memory, quiet(wal_flush_interval=timedelta(milliseconds=20))) as db:
+def test_background_flusher_makes_writes_durable(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, quiet(wal_flush_interval=timedelta(milliseconds=20))) as db:
         db.put(b"a", b"1")
         deadline = threading.Event()
         for _ in range(100):
-            if list(memory.list("db/wal/")) and any(m.size for m in memory.list("db/wal/")):
+            if list(memory_store.list("db/wal/")) and any(m.size for m in memory_store.list("db/wal/")):
                 break
             deadline.wait(0.02)
-        assert any(m.size for m in memory.list("db/wal/"))
+        assert any(m.size for m in memory_store.list("db/wal/"))
         simulate_crash(db)
-    with Db.open("db", memory, QUIET) as db:
+    with Db.open("db", memory_store, QUIET) as db:
         assert db.get(b"a") == b"1"

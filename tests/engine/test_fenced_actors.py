@@ -9,6 +9,7 @@ that exercises only that path.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -26,7 +27,7 @@ from slate_ops.manifest.model import CompactedSst
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.sst import encode_sst, entries_to_table
-from tests.engine.conftest import QUIET, QUIET_READER
+from tests.support.engine import QUIET, QUIET_READER
 
 
 def latest_id(memory: MemoryStore) -> int:
@@ -41,65 +42,71 @@ def read_with_a_reader(memory: MemoryStore, key: bytes) -> bytes | None:
 # --- the writer ---------------------------------------------------------------------------------
 
 
-def test_a_fenced_writer_whose_wal_write_succeeded_cannot_commit_its_l0(memory: MemoryStore) -> None:
-    a = Db.open("db", memory, QUIET)
+def test_a_fenced_writer_whose_wal_write_succeeded_cannot_commit_its_l0(memory_store: MemoryStore) -> None:
+    a = Db.open("db", memory_store, QUIET)
     a.put(b"k", b"old", await_durable=True)  # A's WAL write went through
-    b = Db.open("db", memory, QUIET)  # replays A's WAL, fences A
+    b = Db.open("db", memory_store, QUIET)  # replays A's WAL, fences A
     b.put(b"k", b"new", await_durable=True)
     b.flush_memtable()
-    committed = latest_id(memory)
+    committed = latest_id(memory_store)
     with pytest.raises(FencedError):
         a.flush_memtable()  # A's memtable (k=old) must not reach L0 above B's
-    assert latest_id(memory) == committed
-    assert read_with_a_reader(memory, b"k") == b"new"
+    assert latest_id(memory_store) == committed
+    assert read_with_a_reader(memory_store, b"k") == b"new"
     with pytest.raises(FencedError):
         a.put(b"x", b"y")
     b.close()
-    with Db.open("db", memory, QUIET) as reopened:
+    with Db.open("db", memory_store, QUIET) as reopened:
         assert reopened.get(b"k") == b"new"
 
 
 @pytest.mark.parametrize("scope", [CheckpointScope.ALL, CheckpointScope.DURABLE])
-def test_a_fenced_writer_cannot_create_a_checkpoint(memory: MemoryStore, scope: CheckpointScope) -> None:
-    a = Db.open("db", memory, QUIET)
+def test_a_fenced_writer_cannot_create_a_checkpoint(
+    memory_store: MemoryStore, scope: CheckpointScope
+) -> None:
+    a = Db.open("db", memory_store, QUIET)
     a.put(b"k", b"old", await_durable=True)
-    b = Db.open("db", memory, QUIET)
-    committed = latest_id(memory)
+    b = Db.open("db", memory_store, QUIET)
+    committed = latest_id(memory_store)
     with pytest.raises(FencedError):
         a.create_checkpoint(scope)
-    assert latest_id(memory) == committed
-    manifest = ManifestStore(memory, "db").read_latest_required().value
+    assert latest_id(memory_store) == committed
+    manifest = ManifestStore(memory_store, "db").read_latest_required().value
     assert [c.id for c in manifest.checkpoints if c.id == a.writer_checkpoint_id] == []
     b.close()
+    with contextlib.suppress(FencedError):
+        a.close()  # stops its flusher; fenced, it cannot release its checkpoint
 
 
-def test_a_fenced_writer_cannot_release_its_checkpoint_on_close(memory: MemoryStore) -> None:
-    a = Db.open("db", memory, QUIET)
-    b = Db.open("db", memory, QUIET)
-    committed = latest_id(memory)
+def test_a_fenced_writer_cannot_release_its_checkpoint_on_close(memory_store: MemoryStore) -> None:
+    a = Db.open("db", memory_store, QUIET)
+    b = Db.open("db", memory_store, QUIET)
+    committed = latest_id(memory_store)
     with pytest.raises(FencedError):
         a.close()
-    assert latest_id(memory) == committed
+    assert latest_id(memory_store) == committed
     b.put(b"k", b"v", await_durable=True)
     b.close()
 
 
-def test_a_fenced_writer_cannot_ingest_l0(memory: MemoryStore) -> None:
-    a = Db.open("db", memory, QUIET)
+def test_a_fenced_writer_cannot_ingest_l0(memory_store: MemoryStore) -> None:
+    a = Db.open("db", memory_store, QUIET)
     a.put(b"k", b"old", await_durable=True)
     seq = a.reserve_ingest_seq()  # flushes to L0 and reserves the number
     sst_id = ULID()
     data, info = encode_sst(entries_to_table([(b"k", seq, 0, b"ingested")]))
-    memory.put(sst_key("db", sst_id), data)
-    b = Db.open("db", memory, QUIET)
-    committed = latest_id(memory)
+    memory_store.put(sst_key("db", sst_id), data)
+    b = Db.open("db", memory_store, QUIET)
+    committed = latest_id(memory_store)
     with pytest.raises(FencedError):
         a.ingest_l0([CompactedSst(sst_id, info)], seq)
-    assert latest_id(memory) == committed
-    manifest = ManifestStore(memory, "db").read_latest_required().value
+    assert latest_id(memory_store) == committed
+    manifest = ManifestStore(memory_store, "db").read_latest_required().value
     assert sst_id not in {s.id for s in manifest.ssts}
     assert b.get(b"k") == b"old"
     b.close()
+    with contextlib.suppress(FencedError):
+        a.close()  # stops its flusher; fenced, it cannot release its checkpoint
 
 
 # --- the compactor ------------------------------------------------------------------------------
@@ -127,57 +134,57 @@ def run_in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[Ba
     return thread, errors
 
 
-def test_a_fenced_compactor_cannot_commit_its_result_to_the_manifest(memory: MemoryStore) -> None:
-    a_database_with_l0(memory)
-    gated = FaultInjectingStore(memory)
+def test_a_fenced_compactor_cannot_commit_its_result_to_the_manifest(memory_store: MemoryStore) -> None:
+    a_database_with_l0(memory_store)
+    gated = FaultInjectingStore(memory_store)
     first = Compactor("db", gated, CompactorOptions())
     outputs = gated.gate("put", key_contains="db/compacted/")  # the first compactor's output SSTs
     running, errors = run_in_thread(lambda: first.run_once(full=True))
     assert outputs.wait_until_reached(20)
-    second = Compactor("db", memory, CompactorOptions())  # bumps the compactor epoch
-    before = ManifestStore(memory, "db").read_latest_required()
+    second = Compactor("db", memory_store, CompactorOptions())  # bumps the compactor epoch
+    before = ManifestStore(memory_store, "db").read_latest_required()
     outputs.release()
     running.join(20)
     assert not running.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], FencedError)
-    after = ManifestStore(memory, "db").read_latest_required()
+    after = ManifestStore(memory_store, "db").read_latest_required()
     assert after.id == before.id and after.value.compacted == before.value.compacted
-    state = CompactionsStore(memory, "db").read()
+    state = CompactionsStore(memory_store, "db").read()
     assert all(r.status != "completed" for r in state.compactions if r.epoch == first.epoch)
     assert second.run_once(full=True) is not None  # the newer compactor works on
-    assert read_with_a_reader(memory, b"k001") == b"r2"
+    assert read_with_a_reader(memory_store, b"k001") == b"r2"
 
 
-def test_a_fenced_compactor_cannot_commit_to_compactions(memory: MemoryStore) -> None:
-    a_database_with_l0(memory)
-    gated = FaultInjectingStore(memory)
+def test_a_fenced_compactor_cannot_commit_to_compactions(memory_store: MemoryStore) -> None:
+    a_database_with_l0(memory_store)
+    gated = FaultInjectingStore(memory_store)
     first = Compactor("db", gated, CompactorOptions())
     records = gated.gate("put", key_contains="db/compactions/")  # recording "running"
     running, errors = run_in_thread(lambda: first.run_once(full=True))
     assert records.wait_until_reached(20)
-    Compactor("db", memory, CompactorOptions())
-    compactions_before = [f.id for f in CompactionsStore(memory, "db").sequence.list()]
+    Compactor("db", memory_store, CompactorOptions())
+    compactions_before = [f.id for f in CompactionsStore(memory_store, "db").sequence.list()]
     records.release()
     running.join(20)
     assert not running.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], FencedError)
-    assert [f.id for f in CompactionsStore(memory, "db").sequence.list()] == compactions_before
-    assert all(r.epoch != first.epoch for r in CompactionsStore(memory, "db").read().compactions)
+    assert [f.id for f in CompactionsStore(memory_store, "db").sequence.list()] == compactions_before
+    assert all(r.epoch != first.epoch for r in CompactionsStore(memory_store, "db").read().compactions)
 
 
 # --- an admin process ----------------------------------------------------------------------------
 
 
-def test_an_admin_update_from_a_stale_cache_applies_to_the_latest(memory: MemoryStore) -> None:
+def test_an_admin_update_from_a_stale_cache_applies_to_the_latest(memory_store: MemoryStore) -> None:
     """The admin's cached manifest is older than a writer's commits: its change is re-applied to the
     latest version, so nothing the writer committed (its checkpoint, its L0) is lost."""
-    Db.open("db", memory, QUIET).close()
-    admin = ManifestStore(memory, "db")
+    Db.open("db", memory_store, QUIET).close()
+    admin = ManifestStore(memory_store, "db")
     stale = admin.read_latest_required()
-    with Db.open("db", memory, QUIET) as db:
+    with Db.open("db", memory_store, QUIET) as db:
         db.put(b"k", b"v")
         db.flush_memtable()
-        writer_state = ManifestStore(memory, "db").read_latest_required()
+        writer_state = ManifestStore(memory_store, "db").read_latest_required()
         assert writer_state.id > stale.id
         committed = admin.update(lambda current: current.value.with_changes(wal_id_last_seen=99))
         assert committed.id == writer_state.id + 1
@@ -185,24 +192,26 @@ def test_an_admin_update_from_a_stale_cache_applies_to_the_latest(memory: Memory
         assert committed.value.checkpoints == writer_state.value.checkpoints
         assert committed.value.writer_epoch == writer_state.value.writer_epoch
         db.put(b"k2", b"v2", await_durable=True)  # the writer is not fenced by an admin commit
-    assert read_with_a_reader(memory, b"k") == b"v"
+    assert read_with_a_reader(memory_store, b"k") == b"v"
 
 
-def test_an_admin_update_from_a_stale_cache_cannot_recreate_a_deleted_database(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_an_admin_update_from_a_stale_cache_cannot_recreate_a_deleted_database(
+    memory_store: MemoryStore,
+) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         db.put(b"k", b"v", await_durable=True)
-    admin = ManifestStore(memory, "db")
+    admin = ManifestStore(memory_store, "db")
     admin.read_latest_required()
     from slate_ops.admin.destroy import destroy
 
-    destroy("db", memory, soft=True, dry_run=False)
-    destroy("db", memory, soft=False, dry_run=False)
-    tombstone = ManifestStore(memory, "db").list()[-1].id
+    destroy("db", memory_store, soft=True, dry_run=False)
+    destroy("db", memory_store, soft=False, dry_run=False)
+    tombstone = ManifestStore(memory_store, "db").list()[-1].id
     with pytest.raises(SlateOpsError):
         admin.update(lambda current: current.value.with_changes(wal_id_last_seen=99))
     # Its create below the tombstone is a stale write the boundary rejected (withdrawn by the admin
     # process itself); nothing follows the tombstone and the path still reads as "no database".
-    assert ManifestStore(memory, "db").list()[-1].id == tombstone
-    assert ManifestStore(memory, "db").read_latest() is None
-    with Db.open("db", memory, QUIET) as fresh:
+    assert ManifestStore(memory_store, "db").list()[-1].id == tombstone
+    assert ManifestStore(memory_store, "db").read_latest() is None
+    with Db.open("db", memory_store, QUIET) as fresh:
         assert fresh.get(b"k") is None

@@ -15,6 +15,7 @@ timeout turns "never returns" into a failure instead of a hung suite.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -28,7 +29,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.sst import entries_to_table
-from tests.engine.conftest import QUIET, QUIET_READER
+from tests.support.engine import QUIET, QUIET_READER
 
 TIMEOUT_S = 20
 
@@ -53,48 +54,48 @@ def finished(thread: threading.Thread) -> bool:
     return not thread.is_alive()
 
 
-def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory: MemoryStore) -> None:
-    Db.open("db", memory, QUIET).close()
-    racing = FaultInjectingStore(memory)
+def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory_store: MemoryStore) -> None:
+    Db.open("db", memory_store, QUIET).close()
+    racing = FaultInjectingStore(memory_store)
     held = racing.gate("list", key_contains="db/wal/")  # A's WAL listing, after A's claim
     opening, open_errors, opened = in_thread(lambda: Db.open("db", racing, QUIET))
     assert held.wait_until_reached(TIMEOUT_S)
-    b = Db.open("db", memory, QUIET)  # claims e + 1 and fences the WAL while A's listing is held
+    b = Db.open("db", memory_store, QUIET)  # claims e + 1 and fences the WAL while A's listing is held
     held.release()  # A now fences above B's fence: at B's next WAL id
     assert finished(opening)
     assert opened == [] and len(open_errors) == 1 and isinstance(open_errors[0], FencedError)
     a_fence = b.next_wal_id
-    assert WalStore(memory, "db").size(a_fence) == 0  # A's fence is there, empty
+    assert WalStore(memory_store, "db").size(a_fence) == 0  # A's fence is there, empty
 
     putting, put_errors, _ = in_thread(lambda: b.put(b"k", b"from-b", await_durable=True))
     assert finished(putting), "B's durable put never returned"
     assert put_errors == []
     assert b.next_wal_id == a_fence + 2  # A's fence skipped, B's WAL SST right after it
     b.close()
-    with Db.open("db", memory, QUIET) as reopened:
+    with Db.open("db", memory_store, QUIET) as reopened:
         assert reopened.get(b"k") == b"from-b"
 
 
 def test_a_lower_epoch_opener_whose_fence_lands_first_is_fenced_at_its_first_write(
-    memory: MemoryStore,
+    memory_store: MemoryStore,
 ) -> None:
     """The other order: A's fence and post-fence check pass before B claims; A's first WAL write then
     finds B's fence (or its confirmation B's epoch) and nothing A writes is acknowledged."""
-    a = Db.open("db", memory, QUIET)
-    b = Db.open("db", memory, QUIET)
+    a = Db.open("db", memory_store, QUIET)
+    b = Db.open("db", memory_store, QUIET)
     with pytest.raises(FencedError):
         a.put(b"k", b"from-a", await_durable=True)
     b.put(b"k", b"from-b", await_durable=True)
     b.close()
-    with Db.open("db", memory, QUIET) as reopened:
+    with Db.open("db", memory_store, QUIET) as reopened:
         assert reopened.get(b"k") == b"from-b"
 
 
-def test_data_at_the_next_wal_id_at_our_epoch_fails_the_writer(memory: MemoryStore) -> None:
-    db = Db.open("db", memory, QUIET)
+def test_data_at_the_next_wal_id_at_our_epoch_fails_the_writer(memory_store: MemoryStore) -> None:
+    db = Db.open("db", memory_store, QUIET)
     db.put(b"a", b"1", await_durable=True)
     intruder = entries_to_table([(b"x", 999, 0, b"intruder")])
-    assert WalStore(memory, "db").write(db.next_wal_id, intruder)  # same epoch: no manifest change
+    assert WalStore(memory_store, "db").write(db.next_wal_id, intruder)  # same epoch: no manifest change
 
     putting, errors, _ = in_thread(lambda: db.put(b"b", b"2", await_durable=True))
     assert finished(putting), "the durable put was retried for ever"
@@ -105,16 +106,16 @@ def test_data_at_the_next_wal_id_at_our_epoch_fails_the_writer(memory: MemorySto
             call()
 
 
-def test_many_lower_epoch_fences_are_skipped_up_to_the_bound(memory: MemoryStore) -> None:
-    db = Db.open("db", memory, QUIET)
-    wal = WalStore(memory, "db")
+def test_many_lower_epoch_fences_are_skipped_up_to_the_bound(memory_store: MemoryStore) -> None:
+    db = Db.open("db", memory_store, QUIET)
+    wal = WalStore(memory_store, "db")
     first = db.next_wal_id
     for offset in range(3):  # three failed openers' fences in a row
         assert wal.create(first + offset, b"")
     db.put(b"k", b"v", await_durable=True)
     assert wal.size(first + 3) not in (None, 0)
     db.close()
-    with Db.open("db", memory, QUIET) as reopened:
+    with Db.open("db", memory_store, QUIET) as reopened:
         assert reopened.get(b"k") == b"v"
 
 
@@ -139,83 +140,87 @@ def soft_then_hard_destroy(store: ObjectStore, path: str) -> None:
 
 @pytest.mark.parametrize("deletion", ["soft+hard", "objects deleted"])
 def test_a_paused_writer_cannot_acknowledge_or_commit_into_a_destroyed_database(
-    memory: MemoryStore, deletion: str
+    memory_store: MemoryStore, deletion: str
 ) -> None:
-    db = Db.open("db", memory, QUIET)
+    db = Db.open("db", memory_store, QUIET)
     db.put(b"before", b"1", await_durable=True)
     db.flush_memtable()
     if deletion == "soft+hard":
-        soft_then_hard_destroy(memory, "db")
+        soft_then_hard_destroy(memory_store, "db")
     else:
-        delete_everything_under(memory, "db")
-    manifests_after_deletion = [f.meta.key for f in ManifestStore(memory, "db").list()]
+        delete_everything_under(memory_store, "db")
+    manifests_after_deletion = [f.meta.key for f in ManifestStore(memory_store, "db").list()]
 
     putting, errors, _ = in_thread(lambda: db.put(b"after", b"2", await_durable=True))
     assert finished(putting)
     assert len(errors) == 1 and isinstance(errors[0], FencedError)
     with pytest.raises(FencedError):
         db.close()
-    assert [f.meta.key for f in ManifestStore(memory, "db").list()] == manifests_after_deletion
+    assert [f.meta.key for f in ManifestStore(memory_store, "db").list()] == manifests_after_deletion
     # The refused write's WAL SST was withdrawn: no WAL data is left (empty fence objects may stay).
-    assert [m.key for m in memory.list("db/wal/") if m.size] == []
+    assert [m.key for m in memory_store.list("db/wal/") if m.size] == []
 
 
-def test_a_paused_idle_writer_closing_after_deletion_commits_no_manifest(memory: MemoryStore) -> None:
+def test_a_paused_idle_writer_closing_after_deletion_commits_no_manifest(memory_store: MemoryStore) -> None:
     """No write pending: close's own confirmation finds the database gone before releasing its checkpoint."""
-    db = Db.open("db", memory, QUIET)
+    db = Db.open("db", memory_store, QUIET)
     db.put(b"before", b"1", await_durable=True)
-    delete_everything_under(memory, "db")
+    delete_everything_under(memory_store, "db")
     with pytest.raises(DbDeletedError, match="destroyed or deleted"):
         db.close()
-    assert ManifestStore(memory, "db").list() == []
-    with Db.open("db", memory, QUIET) as fresh:  # the path is reusable and holds nothing old
+    assert ManifestStore(memory_store, "db").list() == []
+    with Db.open("db", memory_store, QUIET) as fresh:  # the path is reusable and holds nothing old
         assert fresh.get(b"before") is None
 
 
-def test_a_paused_writer_flushing_after_deletion_raises(memory: MemoryStore) -> None:
-    db = Db.open("db", memory, QUIET)
+def test_a_paused_writer_flushing_after_deletion_raises(memory_store: MemoryStore) -> None:
+    db = Db.open("db", memory_store, QUIET)
     db.put(b"before", b"1", await_durable=True)
-    delete_everything_under(memory, "db")
+    delete_everything_under(memory_store, "db")
     db.put(b"after", b"2")
     with pytest.raises(DbDeletedError):
         db.flush()
     with pytest.raises(DbDeletedError):
         db.put(b"later", b"3")
-    assert ManifestStore(memory, "db").list() == []
+    assert ManifestStore(memory_store, "db").list() == []
     # The WAL SST of the refused write was withdrawn: a database created here later cannot replay it.
-    assert list(memory.list("db/wal/")) == []
-    with Db.open("db", memory, QUIET) as fresh:
+    assert list(memory_store.list("db/wal/")) == []
+    with Db.open("db", memory_store, QUIET) as fresh:
         assert fresh.get(b"after") is None and fresh.get(b"before") is None
+    with contextlib.suppress(DbDeletedError):
+        db.close()  # stops its flusher
 
 
-def test_a_reader_of_the_newer_writer_sees_its_value(memory: MemoryStore) -> None:
-    Db.open("db", memory, QUIET).close()
-    racing = FaultInjectingStore(memory)
+def test_a_reader_of_the_newer_writer_sees_its_value(memory_store: MemoryStore) -> None:
+    Db.open("db", memory_store, QUIET).close()
+    racing = FaultInjectingStore(memory_store)
     held = racing.gate("list", key_contains="db/wal/")
     opening, open_errors, _ = in_thread(lambda: Db.open("db", racing, QUIET))
     assert held.wait_until_reached(TIMEOUT_S)
-    with Db.open("db", memory, QUIET) as b:
+    with Db.open("db", memory_store, QUIET) as b:
         held.release()
         assert finished(opening) and open_errors and isinstance(open_errors[0], FencedError)
         b.put(b"k", b"b", await_durable=True)
         b.flush_memtable()
-    with DbReader.open("db", memory, options=QUIET_READER) as reader:
+    with DbReader.open("db", memory_store, options=QUIET_READER) as reader:
         assert reader.get(b"k") == b"b"
 
 
-def test_a_paused_writer_of_a_path_removed_by_hand_and_created_again_is_fenced(memory: MemoryStore) -> None:
+def test_a_paused_writer_of_a_path_removed_by_hand_and_created_again_is_fenced(
+    memory_store: MemoryStore,
+) -> None:
     """The new database's epochs start again below the stale writer's: never read as corruption and
     retried for ever — the stale writer is fenced (DbDeletedError) and its durable put returns."""
     for _ in range(3):
-        Db.open("db", memory, QUIET).close()
-    stale = Db.open("db", memory, QUIET)  # writer epoch 4
+        Db.open("db", memory_store, QUIET).close()
+    stale = Db.open("db", memory_store, QUIET)  # writer epoch 4
     stale.put(b"old", b"1", await_durable=True)
-    delete_everything_under(memory, "db")
-    with Db.open("db", memory, QUIET) as fresh:  # writer epoch 1, more versions than the stale one saw
+    delete_everything_under(memory_store, "db")
+    with Db.open("db", memory_store, QUIET) as fresh:  # writer epoch 1, more versions than the stale one saw
         fresh.put(b"new", b"2", await_durable=True)
         for _ in range(8):
             fresh.create_checkpoint(CheckpointScope.DURABLE)
-    assert ManifestStore(memory, "db").read_latest_required().value.writer_epoch < stale.writer_epoch
+    assert ManifestStore(memory_store, "db").read_latest_required().value.writer_epoch < stale.writer_epoch
 
     putting, errors, _ = in_thread(lambda: stale.put(b"b", b"refused", await_durable=True))
     assert finished(putting), "the stale writer's durable put never returned"
@@ -226,18 +231,18 @@ def test_a_paused_writer_of_a_path_removed_by_hand_and_created_again_is_fenced(m
 
 
 def test_an_opener_whose_wal_replay_is_deleted_under_it_is_told_the_database_was_destroyed(
-    memory: MemoryStore,
+    memory_store: MemoryStore,
 ) -> None:
     """The interleaving explorer's schedule: W claims and fences, a soft + hard destroy runs while W's
     replay has listed the WAL but not fetched it; the missing WAL SST is reported as the fence it is
     (FencedError / DbDeletedError), never as ObjectNotFoundError."""
-    with Db.open("db", memory, QUIET) as db:
+    with Db.open("db", memory_store, QUIET) as db:
         db.put(b"k", b"in the WAL", await_durable=True)  # not in L0: the next open replays it
-    racing = FaultInjectingStore(memory)
+    racing = FaultInjectingStore(memory_store)
     held = racing.gate("get", key_contains="db/wal/")  # W's replay fetch, after its listing
     opening, errors, opened = in_thread(lambda: Db.open("db", racing, QUIET))
     assert held.wait_until_reached(TIMEOUT_S)
-    soft_then_hard_destroy(memory, "db")
+    soft_then_hard_destroy(memory_store, "db")
     held.release()
     assert finished(opening)
     assert opened == [] and len(errors) == 1 and isinstance(errors[0], FencedError), errors

@@ -26,7 +26,7 @@ from slate_ops.errors import FencedError
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import QUIET, quiet
+from tests.support.engine import QUIET, quiet
 
 VALUE = b"v" * 20
 
@@ -46,9 +46,9 @@ def wal_entries_after_replay_point(store: ObjectStore, path: str = "db") -> list
 # --- flush_memtable -----------------------------------------------------------------------------
 
 
-def test_a_memtable_frozen_during_a_wal_flush_goes_to_l0_after_its_wal(memory: MemoryStore) -> None:
+def test_a_memtable_frozen_during_a_wal_flush_goes_to_l0_after_its_wal(memory_store: MemoryStore) -> None:
     """Deterministic: a writer fills (and so freezes) the memtable while the flusher writes the WAL."""
-    store = FaultInjectingStore(memory)
+    store = FaultInjectingStore(memory_store)
     db = Db.open("db", store, quiet(l0_sst_size_bytes=1_000_000))
     for i in range(10_000):  # ~750 kB of memtable: below the freeze size
         db.put(b"k%06d" % i, VALUE)
@@ -63,15 +63,15 @@ def test_a_memtable_frozen_during_a_wal_flush_goes_to_l0_after_its_wal(memory: M
     assert not flushing.is_alive()
     db.close()  # writes the WAL of the writes after the second freeze, and nothing else
 
-    manifest = ManifestStore(memory, "db").read_latest_required().value
+    manifest = ManifestStore(memory_store, "db").read_latest_required().value
     assert 20_000 < manifest.last_l0_seq < 25_000  # both frozen memtables are in L0
-    after_replay_point = wal_entries_after_replay_point(memory)
+    after_replay_point = wal_entries_after_replay_point(memory_store)
     # Only the writes after the second freeze may be there; none that L0 already holds.
     assert [found for found in after_replay_point if found[2] <= manifest.last_l0_seq] == []
-    with Db.open("db", memory, QUIET) as reopened:
+    with Db.open("db", memory_store, QUIET) as reopened:
         assert reopened.get(b"k000000") == VALUE and reopened.get(b"k024999") == VALUE
         reopened.flush_memtable()
-    assert wal_entries_after_replay_point(memory) == []
+    assert wal_entries_after_replay_point(memory_store) == []
 
 
 @pytest.mark.parametrize(
@@ -83,41 +83,41 @@ def test_a_memtable_frozen_during_a_wal_flush_goes_to_l0_after_its_wal(memory: M
     ],
 )
 def test_flush_memtable_then_close_leaves_nothing_to_replay(
-    memory: MemoryStore, changes: dict[str, int]
+    memory_store: MemoryStore, changes: dict[str, int]
 ) -> None:
     """The issue's scenario with a busy background flusher (1 ms): 20,000 keys, flush_memtable, close."""
     options = QUIET.model_copy(update={"wal_flush_interval": timedelta(milliseconds=1), **changes})
-    db = Db.open("db", memory, options)
+    db = Db.open("db", memory_store, options)
     for i in range(20_000):
         db.put(b"k%06d" % i, VALUE)
     db.flush_memtable()
     db.close()
 
-    manifest = ManifestStore(memory, "db").read_latest_required().value
+    manifest = ManifestStore(memory_store, "db").read_latest_required().value
     assert manifest.last_l0_seq == 20_000
     # Every WAL SST after the replay point would be replayed: none may hold anything.
-    assert wal_entries_after_replay_point(memory) == []
+    assert wal_entries_after_replay_point(memory_store) == []
 
 
-def test_an_empty_close_writes_no_wal_sst(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_an_empty_close_writes_no_wal_sst(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
-        ids_after_flush = WalStore(memory, "db").list_ids()
-    assert WalStore(memory, "db").list_ids() == ids_after_flush
-    with Db.open("db", memory, QUIET):
+        ids_after_flush = WalStore(memory_store, "db").list_ids()
+    assert WalStore(memory_store, "db").list_ids() == ids_after_flush
+    with Db.open("db", memory_store, QUIET):
         pass
-    wal = WalStore(memory, "db")
+    wal = WalStore(memory_store, "db")
     assert all(not list(wal.read(i)) for i in wal.list_ids(ids_after_flush[-1]))  # only the new fence
 
 
 # --- fencing --------------------------------------------------------------------------------------
 
 
-def test_after_a_fenced_flush_every_call_raises_fenced_error(memory: MemoryStore) -> None:
-    first = Db.open("db", memory, QUIET)
+def test_after_a_fenced_flush_every_call_raises_fenced_error(memory_store: MemoryStore) -> None:
+    first = Db.open("db", memory_store, QUIET)
     first.put(b"durable", b"1", await_durable=True)
-    second = Db.open("db", memory, QUIET)  # fences the first
+    second = Db.open("db", memory_store, QUIET)  # fences the first
     first.put(b"lost", b"x")  # accepted: the first writer cannot know yet
     with pytest.raises(FencedError):
         first.flush()
@@ -146,11 +146,11 @@ def test_after_a_fenced_flush_every_call_raises_fenced_error(memory: MemoryStore
     second.close()
 
 
-def test_a_fenced_checkpoint_commit_fails_the_writer(memory: MemoryStore) -> None:
+def test_a_fenced_checkpoint_commit_fails_the_writer(memory_store: MemoryStore) -> None:
     """create_checkpoint(DURABLE) writes no WAL: its manifest commit is where the fence shows."""
-    first = Db.open("db", memory, QUIET)
+    first = Db.open("db", memory_store, QUIET)
     first.put(b"a", b"1", await_durable=True)
-    second = Db.open("db", memory, QUIET)
+    second = Db.open("db", memory_store, QUIET)
     with pytest.raises(FencedError):
         first.create_checkpoint(CheckpointScope.DURABLE)
     with pytest.raises(FencedError):
@@ -162,12 +162,12 @@ def test_a_fenced_checkpoint_commit_fails_the_writer(memory: MemoryStore) -> Non
 
 
 def test_the_background_flusher_observes_the_fence_and_no_put_is_accepted_afterwards(
-    memory: MemoryStore,
+    memory_store: MemoryStore,
 ) -> None:
     """Writers hammer the old writer while a new one opens: every durable acknowledgement survives,
     and no put that starts after the fence was observed (any call raised FencedError) is accepted."""
     options = QUIET.model_copy(update={"wal_flush_interval": timedelta(milliseconds=2)})
-    first = Db.open("db", memory, options)
+    first = Db.open("db", memory_store, options)
     observed = threading.Event()
     durable: list[bytes] = []
     accepted_after: list[bytes] = []
@@ -195,7 +195,7 @@ def test_the_background_flusher_observes_the_fence_and_no_put_is_accepted_afterw
     deadline = time.monotonic() + 30
     while len(durable) < 50 and time.monotonic() < deadline:
         time.sleep(0.001)
-    second = Db.open("db", memory, QUIET)
+    second = Db.open("db", memory_store, QUIET)
     for thread in threads:
         thread.join(30)
         assert not thread.is_alive()

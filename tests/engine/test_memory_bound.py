@@ -30,7 +30,7 @@ from slate_ops.engine.memtable import Memtable
 from slate_ops.errors import BackpressureTimeoutError, DbClosedError
 from slate_ops.objstore import MemoryStore
 from slate_ops.sst import SCHEMA
-from tests.engine.conftest import quiet
+from tests.support.engine import quiet
 
 Entry = tuple[bytes, int, int, bytes]
 

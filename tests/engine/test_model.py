@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from slate_ops import Db, WriteBatch
 from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import quiet, simulate_crash
+from tests.support.engine import quiet, simulate_crash
 
 # mostly a few hot keys (overwrites and deletes across memtables, SSTs and runs), sometimes any key
 KEYS = st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f\x00", b"\xff"]) | st.binary(min_size=1, max_size=3)

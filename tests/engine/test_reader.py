@@ -12,7 +12,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import QUIET, QUIET_READER
+from tests.support.engine import QUIET, QUIET_READER
 
 
 def reader_checkpoints(store: ObjectStore) -> list[object]:
@@ -42,17 +42,17 @@ def test_reader_with_checkpoint_sees_a_fixed_state(engine_store: ObjectStore) ->
     assert checkpoint.id in reader_checkpoints(engine_store)  # a given checkpoint is left alone
 
 
-def test_reader_refuses_missing_or_expired_checkpoints(memory: MemoryStore) -> None:
+def test_reader_refuses_missing_or_expired_checkpoints(memory_store: MemoryStore) -> None:
     clock = ManualRuntime(1_000.0)
-    with Db.open("db", memory, QUIET, clock=clock) as db:
+    with Db.open("db", memory_store, QUIET, clock=clock) as db:
         short = db.create_checkpoint(options=CheckpointOptions(lifetime="10s"))
     import uuid
 
     with pytest.raises(CheckpointNotFoundError):
-        DbReader.open("db", memory, uuid.uuid4(), QUIET_READER, clock=clock)
+        DbReader.open("db", memory_store, uuid.uuid4(), QUIET_READER, clock=clock)
     clock.advance(11)
     with pytest.raises(CheckpointExpiredError):
-        DbReader.open("db", memory, short.id, QUIET_READER, clock=clock)
+        DbReader.open("db", memory_store, short.id, QUIET_READER, clock=clock)
 
 
 def test_reader_lifetime_must_exceed_two_polls() -> None:
@@ -83,74 +83,76 @@ def test_managed_reader_follows_the_writer_without_fencing_it(engine_store: Obje
     db.close()
 
 
-def test_polls_without_change_do_not_write_the_manifest(memory: MemoryStore) -> None:
+def test_polls_without_change_do_not_write_the_manifest(memory_store: MemoryStore) -> None:
     clock = ManualRuntime(10_000.0)
     options = ReaderOptions(
         manifest_poll_interval=timedelta(minutes=1), checkpoint_lifetime=timedelta(minutes=10)
     )
-    with Db.open("db", memory, QUIET, clock=clock) as db:
+    with Db.open("db", memory_store, QUIET, clock=clock) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
-        reader = DbReader.open("db", memory, options=options, clock=clock)
-        before = manifest_count(memory)
+        reader = DbReader.open("db", memory_store, options=options, clock=clock)
+        before = manifest_count(memory_store)
         for _ in range(20):
             clock.advance(10)
             reader.poll()
-        assert manifest_count(memory) == before  # issue 1750: no rewrite per poll
+        assert manifest_count(memory_store) == before  # issue 1750: no rewrite per poll
         expire_before = (
-            ManifestStore(memory, "db").read_latest_required().value.checkpoint(reader.checkpoint_id)
+            ManifestStore(memory_store, "db").read_latest_required().value.checkpoint(reader.checkpoint_id)
         )
         assert expire_before is not None and expire_before.expire_time_s is not None
         clock.advance(200)  # now past half of the 10 min lifetime
         reader.poll()
-        refreshed = ManifestStore(memory, "db").read_latest_required().value.checkpoint(reader.checkpoint_id)
+        refreshed = (
+            ManifestStore(memory_store, "db").read_latest_required().value.checkpoint(reader.checkpoint_id)
+        )
         assert refreshed is not None and refreshed.expire_time_s == expire_before.expire_time_s + 400
-        assert manifest_count(memory) == before + 1
+        assert manifest_count(memory_store) == before + 1
         reader.close()
 
 
-def test_replaced_checkpoints_do_not_pile_up(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
-        reader = DbReader.open("db", memory, options=QUIET_READER)
+def test_replaced_checkpoints_do_not_pile_up(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
+        reader = DbReader.open("db", memory_store, options=QUIET_READER)
         for i in range(5):
             db.put(b"k%d" % i, b"v")
             db.flush_memtable()
             reader.poll()
-            assert len(reader_checkpoints(memory)) == 1
+            assert len(reader_checkpoints(memory_store)) == 1
         assert len(dict(reader.scan())) == 5
         reader.close()
 
 
-def test_a_running_scan_pins_its_checkpoint(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_a_running_scan_pins_its_checkpoint(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         for i in range(10):
             db.put(b"k%d" % i, b"v")
         db.flush_memtable()
-        reader = DbReader.open("db", memory, options=QUIET_READER)
+        reader = DbReader.open("db", memory_store, options=QUIET_READER)
         scan = reader.scan()
         assert next(scan) == (b"k0", b"v")
         pinned = reader.checkpoint_id
         db.put(b"new", b"v")
         db.flush_memtable()
         reader.poll()  # re-established, but the scan still reads the old state
-        assert pinned in reader_checkpoints(memory)
+        assert pinned in reader_checkpoints(memory_store)
         assert len(list(scan)) == 9
         db.put(b"newer", b"v")
         db.flush_memtable()
         reader.poll()
-        assert pinned not in reader_checkpoints(memory)
-        assert reader_checkpoints(memory) == [reader.checkpoint_id]
+        assert pinned not in reader_checkpoints(memory_store)
+        assert reader_checkpoints(memory_store) == [reader.checkpoint_id]
         reader.close()
 
 
-def test_writer_scan_pins_the_writer_checkpoint(memory: MemoryStore) -> None:
-    with Db.open("db", memory, QUIET) as db:
+def test_writer_scan_pins_the_writer_checkpoint(memory_store: MemoryStore) -> None:
+    with Db.open("db", memory_store, QUIET) as db:
         db.put(b"a", b"1")
         db.put(b"b", b"2")
         db.flush_memtable()
         scan = db.scan()
         next(scan)
-        manifest = ManifestStore(memory, "db")
+        manifest = ManifestStore(memory_store, "db")
         pinned = [c.id for c in manifest.read_latest_required().value.checkpoints]
         db.put(b"c", b"3")
         db.flush_memtable()
@@ -162,18 +164,18 @@ def test_writer_scan_pins_the_writer_checkpoint(memory: MemoryStore) -> None:
         assert len(manifest.read_latest_required().value.checkpoints) == 1
 
 
-def test_an_expired_reader_checkpoint_is_replaced_not_revived(memory: MemoryStore) -> None:
+def test_an_expired_reader_checkpoint_is_replaced_not_revived(memory_store: MemoryStore) -> None:
     clock = ManualRuntime(50_000.0)
     options = ReaderOptions(
         manifest_poll_interval=timedelta(minutes=1), checkpoint_lifetime=timedelta(minutes=10)
     )
-    with Db.open("db", memory, QUIET, clock=clock) as db:
+    with Db.open("db", memory_store, QUIET, clock=clock) as db:
         db.put(b"a", b"1")
         db.flush_memtable()
-        reader = DbReader.open("db", memory, options=options, clock=clock)
+        reader = DbReader.open("db", memory_store, options=options, clock=clock)
         stale = reader.checkpoint_id
         clock.advance(601)  # the reader stalled past its checkpoint's expiry
         reader.poll()
-        assert reader.checkpoint_id != stale and reader_checkpoints(memory) == [reader.checkpoint_id]
+        assert reader.checkpoint_id != stale and reader_checkpoints(memory_store) == [reader.checkpoint_id]
         assert reader.get(b"a") == b"1"
         reader.close()

@@ -20,7 +20,7 @@ from slate_ops.engine.wal_store import WalStore
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import quiet, simulate_crash
+from tests.support.engine import quiet, simulate_crash
 
 DB = "db"
 
@@ -111,10 +111,10 @@ def test_replay_gives_the_same_state_with_one_get_per_wal_sst(
         assert len(wal_lists) == 2  # the fence's LIST and the replay's LIST
 
 
-def test_replay_fetches_overlap(memory: MemoryStore) -> None:
+def test_replay_fetches_overlap(memory_store: MemoryStore) -> None:
     n, latency = 32, 0.05
-    write_wal(memory, 0, n, {})
-    store = FaultInjectingStore(memory)
+    write_wal(memory_store, 0, n, {})
+    store = FaultInjectingStore(memory_store)
     store.latency("get", latency)
     started = time.perf_counter()
     with Db.open(DB, store, quiet()) as db:
@@ -153,21 +153,21 @@ class _Slow:
         return getattr(self.inner, name)
 
 
-def test_read_many_yields_in_id_order_with_bounded_parallelism(memory: MemoryStore) -> None:
-    write_wal(memory, 0, 30, {})
-    slow = _Slow(memory)
+def test_read_many_yields_in_id_order_with_bounded_parallelism(memory_store: MemoryStore) -> None:
+    write_wal(memory_store, 0, 30, {})
+    slow = _Slow(memory_store)
     wal = WalStore(slow, DB)
     sizes = wal.list_sizes()
     got = [(wal_id, list(entries)) for wal_id, entries in wal.read_many(sizes, parallelism=4)]
     assert [wal_id for wal_id, _ in got] == [wal_id for wal_id, _ in sizes]
-    plain = WalStore(memory, DB)
+    plain = WalStore(memory_store, DB)
     assert [entries for _, entries in got] == [list(plain.read(wal_id)) for wal_id, _ in sizes]
     assert 1 < slow.most_in_flight <= 4
 
 
-def test_read_many_stops_early_and_reports_errors(memory: MemoryStore) -> None:
-    write_wal(memory, 0, 30, {})
-    store = FaultInjectingStore(memory)
+def test_read_many_stops_early_and_reports_errors(memory_store: MemoryStore) -> None:
+    write_wal(memory_store, 0, 30, {})
+    store = FaultInjectingStore(memory_store)
     wal = WalStore(store, DB)
     sizes = wal.list_sizes()
     stream = wal.read_many(sizes, parallelism=4)

@@ -16,11 +16,11 @@ from slate_ops import Db, DbReader
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import FencedError, ObjectStoreError
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
-from tests.engine.conftest import QUIET_READER, quiet, simulate_crash
+from tests.support.engine import QUIET_READER, quiet, simulate_crash
 
 
-def test_a_retried_wal_write_recognises_its_own_earlier_write(memory: MemoryStore) -> None:
-    store = FaultInjectingStore(memory)
+def test_a_retried_wal_write_recognises_its_own_earlier_write(memory_store: MemoryStore) -> None:
+    store = FaultInjectingStore(memory_store)
     with Db.open("db", store, quiet()) as db:
         db.put(b"a", b"1")
         store.fail_after("put", key_contains="/wal/")  # applied, then the response is lost
@@ -30,17 +30,17 @@ def test_a_retried_wal_write_recognises_its_own_earlier_write(memory: MemoryStor
         db.flush()  # the retry finds the segment's own write: durable, not a foreign writer
         db.put(b"b", b"2", await_durable=True)
         assert db.get(b"a") == b"1"
-    wal = WalStore(memory, "db")
+    wal = WalStore(memory_store, "db")
     ids = wal.list_ids()
     assert ids == list(range(ids[0], ids[0] + len(ids)))
-    with DbReader.open("db", memory, options=QUIET_READER) as reader:
+    with DbReader.open("db", memory_store, options=QUIET_READER) as reader:
         assert reader.get(b"a") == b"1" and reader.get(b"b") == b"2"
 
 
-def test_a_wal_id_taken_by_a_newer_writer_still_fences(memory: MemoryStore) -> None:
-    old = Db.open("db", memory, quiet())
+def test_a_wal_id_taken_by_a_newer_writer_still_fences(memory_store: MemoryStore) -> None:
+    old = Db.open("db", memory_store, quiet())
     old.put(b"a", b"1")
-    with Db.open("db", memory, quiet()) as new:  # fences at the next WAL id
+    with Db.open("db", memory_store, quiet()) as new:  # fences at the next WAL id
         with pytest.raises(FencedError):
             old.flush()
         new.put(b"b", b"2")

@@ -16,7 +16,7 @@ from slate_ops import Db, WriteBatch
 from slate_ops.engine import CheckpointScope
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
-from tests.engine.conftest import QUIET
+from tests.support.engine import QUIET
 
 TIMEOUT_S = 10.0
 

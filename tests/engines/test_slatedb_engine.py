@@ -22,7 +22,7 @@ from slate_ops.errors import SlateDbBindingMissingError, SlateDbError
 from slate_ops.layout import own_directory
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.wrappers import CountingStore
-from tests.slatedb_support import in_child, local_store, read_all, write_db
+from tests.support.slatedb import in_child, local_store, read_all, write_db
 
 ALL_NOW = GcPolicy(manifest=0, wal=0, wal_fence=0, compacted=0, compactions=0)
 
@@ -307,7 +307,7 @@ def test_compaction_request_with_and_without_a_compactor(sdb: Any, tmp_path: Pat
 
     # a writer's embedded compactor (polling every 100 ms) picks the queued request up
     async def open_writer() -> Any:
-        from tests.slatedb_support import fast_settings
+        from tests.support.slatedb import fast_settings
 
         b = sdb.DbBuilder("db", local_store(sdb, tmp_path))
         b.with_settings(fast_settings(sdb))

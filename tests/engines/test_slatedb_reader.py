@@ -15,8 +15,8 @@ from slate_ops.engines.slatedb.reader import CheckpointReader, key_ranges
 from slate_ops.engines.slatedb.views import ManifestView, SortedRunView, SstView
 from slate_ops.errors import SlateDbError
 from slate_ops.objstore import LocalStore
-from tests.conftest import snapshot
-from tests.slatedb_support import read_all, write_db
+from tests.support.slatedb import read_all, write_db
+from tests.support.stores import snapshot
 
 
 def manifest(l0: list[SstView], runs: list[list[SstView]] = ()) -> ManifestView:  # type: ignore[assignment]

@@ -19,8 +19,8 @@ from slate_ops.engines.slatedb import LOOP, CloneSource, GcPolicy, SlateDbAdmin
 from slate_ops.engines.slatedb.store import binding_path, binding_s3_config, binding_store
 from slate_ops.errors import SlateDbError, UnsupportedStoreError
 from slate_ops.objstore import MemoryStore, S3Store
-from tests.conftest import CREDENTIALS
-from tests.slatedb_support import read_all, write_db
+from tests.support.s3 import CREDENTIALS
+from tests.support.slatedb import read_all, write_db
 
 pytestmark = pytest.mark.s3
 

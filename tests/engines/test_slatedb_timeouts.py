@@ -20,8 +20,9 @@ from slate_ops.engines.slatedb.reader import CheckpointReader
 from slate_ops.engines.slatedb.store import check_bucket_exists
 from slate_ops.errors import ObjectStoreError, SlateDbError, SlateDbTimeoutError
 from slate_ops.objstore import LocalStore, S3Store
-from tests.conftest import CREDENTIALS, snapshot
-from tests.slatedb_support import write_slatedb
+from tests.support.s3 import CREDENTIALS
+from tests.support.slatedb import write_slatedb
+from tests.support.stores import snapshot
 
 # End to end (real binding calls run into their time limits, ~10 s): in CI's second step.
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

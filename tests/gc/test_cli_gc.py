@@ -16,11 +16,11 @@ from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.errors import ObjectStoreError
 from slate_ops.objstore import LocalStore
 from slate_ops.runtime import ManualRuntime
-from tests.gc.conftest import quiet
+from tests.support.engine import quiet
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def aged_store_root(tmp_path: Path) -> Path:
     """A local store holding database ``db`` with garbage in every namespace, aged by a day."""
     root = tmp_path / "store"
     store = LocalStore(root)
@@ -57,11 +57,11 @@ def run(root: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int
 
 
 def test_dry_run_prints_what_the_real_run_then_deletes(
-    root: Path, capsys: pytest.CaptureFixture[str]
+    aged_store_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    before = files(root)
-    code, out, err = run(root, capsys)  # a dry run by default
-    assert code == 0 and files(root) == before
+    before = files(aged_store_root)
+    code, out, err = run(aged_store_root, capsys)  # a dry run by default
+    assert code == 0 and files(aged_store_root) == before
     assert "nothing was changed" in err and "--no-dry-run" in err
     dry: dict[str, Any] = json.loads(out)
     assert dry["dry_run"] is True and dry["errors"] == []
@@ -73,19 +73,19 @@ def test_dry_run_prints_what_the_real_run_then_deletes(
         "compacted",
     }
 
-    code, out, _ = run(root, capsys, "--no-dry-run")
+    code, out, _ = run(aged_store_root, capsys, "--no-dry-run")
     assert code == 0
     real = json.loads(out)
     assert real["dry_run"] is False
     assert {d["key"] for r in real["resources"] for d in r["deleted"]} == would
-    assert not would & files(root)
-    added = files(root) - before  # the boundaries, and the manifest that expired the checkpoint
+    assert not would & files(aged_store_root)
+    added = files(aged_store_root) - before  # the boundaries, and the manifest that expired the checkpoint
     assert {"db/gc/manifest.boundary", "db/gc/compactions.boundary"} <= added
     assert {f for f in added if "/gc/" not in f} == {f"db/manifest/{real['manifest_id'] + 1:020d}.manifest"}
 
 
-def test_table_format(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(root, capsys, "--dry-run", "--format", "table")
+def test_table_format(aged_store_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(aged_store_root, capsys, "--dry-run", "--format", "table")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["resource", "action", "objects", "bytes", "listed", "boundary", "errors"]
@@ -95,25 +95,29 @@ def test_table_format(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "would delete" in lines[1] and "would expire" in lines[5]
 
 
-def test_one_resource_and_a_min_age(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(root, capsys, "--resource", "wal", "--min-age", "2days", "--dry-run")
+def test_one_resource_and_a_min_age(aged_store_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(aged_store_root, capsys, "--resource", "wal", "--min-age", "2days", "--dry-run")
     assert code == 0
     report = json.loads(out)
     assert [r["resource"] for r in report["resources"]] == ["wal"]
     assert report["resources"][0]["count"] == 0  # nothing is two days old
-    code, out, _ = run(root, capsys, "--resource", "wal", "--resource", "manifest", "--min-age", "10min")
+    code, out, _ = run(
+        aged_store_root, capsys, "--resource", "wal", "--resource", "manifest", "--min-age", "10min"
+    )
     assert code == 0 and {r["resource"] for r in json.loads(out)["resources"]} == {"wal", "manifest"}
 
 
-def test_min_age_below_the_floor_is_a_usage_error(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_min_age_below_the_floor_is_a_usage_error(
+    aged_store_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
-        run(root, capsys, "--min-age", "30s")
+        run(aged_store_root, capsys, "--min-age", "30s")
     assert exited.value.code == 2
     assert "below the minimum age floor of 2min" in capsys.readouterr().err
 
 
 def test_failure_prints_the_report_then_the_error_and_exits_1(
-    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    aged_store_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_delete = LocalStore.delete
 
@@ -123,7 +127,7 @@ def test_failure_prints_the_report_then_the_error_and_exits_1(
         real_delete(self, key)
 
     monkeypatch.setattr(LocalStore, "delete", failing_delete)
-    code, out, err = run(root, capsys, "--no-dry-run")
+    code, out, err = run(aged_store_root, capsys, "--no-dry-run")
     assert code == 1
     report = json.loads(out)
     assert report["errors"] and all("wal: deleting" in e for e in report["errors"])

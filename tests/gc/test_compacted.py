@@ -13,7 +13,7 @@ from slate_ops.layout import sst_key
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.runtime import ManualRuntime
-from tests.gc.conftest import MIN_AGE, gc, keys, latest, write_rounds
+from tests.support.gc import MIN_AGE, gc, keys, latest, write_rounds
 
 FAST_CHECKPOINT = CompactorOptions(min_sources=2, compaction_checkpoint_lifetime=timedelta(seconds=1))
 
@@ -35,41 +35,45 @@ def compact(store: MemoryStore, clock: ManualRuntime, options: CompactorOptions 
 
 
 def test_sst_written_long_ago_and_dereferenced_now_survives_min_age(
-    store: MemoryStore, clock: ManualRuntime
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
 ) -> None:
     """Issue 204: SlateDB would delete these inputs at once, because they were written long ago."""
-    write_rounds(store, clock, 4)
-    inputs = ssts(store)
+    write_rounds(clocked_memory_store, clock, 4)
+    inputs = ssts(clocked_memory_store)
     clock.advance(10_000)
-    compact(store, clock)  # dereferences all 4 inputs at T; its checkpoint pins them until T + 1
+    compact(
+        clocked_memory_store, clock
+    )  # dereferences all 4 inputs at T; its checkpoint pins them until T + 1
     clock.advance(2)
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert report.resource("compacted").count == 0  # type: ignore[union-attr]
-    assert inputs <= ssts(store)
+    assert inputs <= ssts(clocked_memory_store)
     clock.advance(MIN_AGE - 2)  # T + min_age: the last reference ended only min_age - 1 s ago
-    assert gc(store, clock).run_once(dry_run=False).resource("compacted").count == 0  # type: ignore[union-attr]
+    assert gc(clocked_memory_store, clock).run_once(dry_run=False).resource("compacted").count == 0  # type: ignore[union-attr]
     clock.advance(1)
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == inputs  # type: ignore[union-attr]
-    assert ssts(store) == referenced(store)
+    assert ssts(clocked_memory_store) == referenced(clocked_memory_store)
 
 
 def test_checkpointed_ssts_are_kept_until_the_checkpoint_goes(
-    store: MemoryStore, clock: ManualRuntime
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    model = write_rounds(store, clock, 4)
-    checkpoint = admin.create_checkpoint("db", store, CheckpointOptions(name="keep"), clock=clock)
-    inputs = ssts(store)
-    compact(store, clock)
+    model = write_rounds(clocked_memory_store, clock, 4)
+    checkpoint = admin.create_checkpoint(
+        "db", clocked_memory_store, CheckpointOptions(name="keep"), clock=clock
+    )
+    inputs = ssts(clocked_memory_store)
+    compact(clocked_memory_store, clock)
     clock.advance(10_000)
-    gc(store, clock).run_once(dry_run=False)
-    assert inputs <= ssts(store)
-    with DbReader.open("db", store, checkpoint.id, clock=clock) as reader:
+    gc(clocked_memory_store, clock).run_once(dry_run=False)
+    assert inputs <= ssts(clocked_memory_store)
+    with DbReader.open("db", clocked_memory_store, checkpoint.id, clock=clock) as reader:
         assert dict(reader.scan()) == model
-    admin.delete_checkpoint("db", store, checkpoint.id, dry_run=False)
-    assert gc(store, clock).run_once(dry_run=False).resource("compacted").count == 0  # type: ignore[union-attr]
+    admin.delete_checkpoint("db", clocked_memory_store, checkpoint.id, dry_run=False)
+    assert gc(clocked_memory_store, clock).run_once(dry_run=False).resource("compacted").count == 0  # type: ignore[union-attr]
     clock.advance(MIN_AGE)  # min_age counts from the checkpoint's removal
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == inputs  # type: ignore[union-attr]
 
 
@@ -80,46 +84,48 @@ def put_orphan(store: MemoryStore) -> str:
 
 
 def test_orphans_are_deleted_once_old_but_outputs_of_a_running_compaction_are_kept(
-    store: MemoryStore, clock: ManualRuntime
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    write_rounds(store, clock, 1)
-    fenced, _ = ManifestStore(store, "db").claim(COMPACTOR_EPOCH)  # a compactor at epoch 1 ...
-    state = CompactionsStore(store, "db")
+    write_rounds(clocked_memory_store, clock, 1)
+    fenced, _ = ManifestStore(clocked_memory_store, "db").claim(COMPACTOR_EPOCH)  # a compactor at epoch 1 ...
+    state = CompactionsStore(clocked_memory_store, "db")
     state.claim(fenced.epoch, clock.now())
-    old_orphan = put_orphan(store)
+    old_orphan = put_orphan(clocked_memory_store)
     clock.advance(1000)
     running = CompactionRecord("c1", fenced.epoch, "l0", "running", (), started_at_s=clock.now())
     state.record(running)  # ... starts a compaction that runs for an hour
     clock.advance(60)
-    output = put_orphan(store)
+    output = put_orphan(clocked_memory_store)
     clock.advance(3600)
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == {old_orphan}  # type: ignore[union-attr]
-    assert output in ssts(store)
+    assert output in ssts(clocked_memory_store)
 
     state.record(CompactionRecord("c1", fenced.epoch, "l0", "failed", (), started_at_s=running.started_at_s))
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == {output}  # type: ignore[union-attr]
 
 
 def test_a_running_record_of_a_fenced_compactor_protects_nothing(
-    store: MemoryStore, clock: ManualRuntime
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    write_rounds(store, clock, 1)
-    fenced, _ = ManifestStore(store, "db").claim(COMPACTOR_EPOCH)
-    state = CompactionsStore(store, "db")
+    write_rounds(clocked_memory_store, clock, 1)
+    fenced, _ = ManifestStore(clocked_memory_store, "db").claim(COMPACTOR_EPOCH)
+    state = CompactionsStore(clocked_memory_store, "db")
     state.claim(fenced.epoch, clock.now())
     state.record(CompactionRecord("c1", fenced.epoch, "l0", "running", (), started_at_s=clock.now()))
-    output = put_orphan(store)
-    ManifestStore(store, "db").claim(COMPACTOR_EPOCH)  # a newer compactor fenced it (state not yet claimed)
+    output = put_orphan(clocked_memory_store)
+    ManifestStore(clocked_memory_store, "db").claim(
+        COMPACTOR_EPOCH
+    )  # a newer compactor fenced it (state not yet claimed)
     clock.advance(10_000)
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert {d.key for d in report.resource("compacted").deleted} == {output}  # type: ignore[union-attr]
 
 
-def test_referenced_ssts_are_never_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
-    write_rounds(store, clock, 5)
-    compact(store, clock)
+def test_referenced_ssts_are_never_deleted(clocked_memory_store: MemoryStore, clock: ManualRuntime) -> None:
+    write_rounds(clocked_memory_store, clock, 5)
+    compact(clocked_memory_store, clock)
     clock.advance(100_000)
-    gc(store, clock).run_once(dry_run=False)
-    assert ssts(store) == referenced(store) and referenced(store)
+    gc(clocked_memory_store, clock).run_once(dry_run=False)
+    assert ssts(clocked_memory_store) == referenced(clocked_memory_store) and referenced(clocked_memory_store)

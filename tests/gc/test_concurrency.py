@@ -28,7 +28,7 @@ from slate_ops.manifest.model import resolve_sst_path
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore, S3Store
 from slate_ops.objstore.base import ObjectStore
-from tests.gc.conftest import unsafe
+from tests.support.gc import unsafe
 
 WRITER = DbOptions(
     wal_flush_interval=timedelta(milliseconds=20),

@@ -16,7 +16,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.runtime import ManualRuntime
 from slate_ops.txn.boundary import METRICS, BoundaryObject
-from tests.gc.conftest import MIN_AGE, gc, keys
+from tests.support.gc import MIN_AGE, gc, keys
 
 MANIFEST = "db/manifest/{:020d}.manifest"
 COMPACTIONS = "db/compactions/{:020d}.compactions"
@@ -50,38 +50,46 @@ def deleted(report: GcReport, resource: str) -> set[str]:
     return {d.key for d in found.deleted}
 
 
-def test_latest_manifest_is_never_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
-    commit_manifests(store, clock, 5)
+def test_latest_manifest_is_never_deleted(clocked_memory_store: MemoryStore, clock: ManualRuntime) -> None:
+    commit_manifests(clocked_memory_store, clock, 5)
     clock.advance(10_000)
-    report = gc(store, clock).run_once(dry_run=False)
-    assert manifest_ids(store) == [5]
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
+    assert manifest_ids(clocked_memory_store) == [5]
     assert deleted(report, "manifest") == {MANIFEST.format(i) for i in range(1, 5)}
     assert report.resource("manifest").boundary == 4  # type: ignore[union-attr]
-    assert BoundaryObject(store, "db", "manifest").read()[0] == 4
-    again = gc(store, clock).run_once(dry_run=False)  # a lone latest manifest stays, however old
-    assert deleted(again, "manifest") == set() and manifest_ids(store) == [5]
+    assert BoundaryObject(clocked_memory_store, "db", "manifest").read()[0] == 4
+    again = gc(clocked_memory_store, clock).run_once(
+        dry_run=False
+    )  # a lone latest manifest stays, however old
+    assert deleted(again, "manifest") == set() and manifest_ids(clocked_memory_store) == [5]
 
 
-def test_only_manifests_older_than_min_age_are_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
-    commit_manifests(store, clock, 10, step=60)  # manifest i written at (i - 1) * 60 s; now = 540 s
+def test_only_manifests_older_than_min_age_are_deleted(
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
+) -> None:
+    commit_manifests(
+        clocked_memory_store, clock, 10, step=60
+    )  # manifest i written at (i - 1) * 60 s; now = 540 s
     # manifest 5 is exactly MIN_AGE old, manifest 6 is 240 s old
-    report = gc(store, clock, resources=["manifest"]).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock, resources=["manifest"]).run_once(dry_run=False)
     assert deleted(report, "manifest") == {MANIFEST.format(i) for i in range(1, 5)}
     assert report.resource("manifest").boundary == 5  # type: ignore[union-attr]
-    assert manifest_ids(store) == [5, 6, 7, 8, 9, 10]  # 5 is the issue-204 edge: kept
+    assert manifest_ids(clocked_memory_store) == [5, 6, 7, 8, 9, 10]  # 5 is the issue-204 edge: kept
 
 
 def test_manifest_of_a_live_checkpoint_is_kept_and_of_an_expired_one_deleted(
-    store: MemoryStore, clock: ManualRuntime
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    commit_manifests(store, clock, 3)
-    live = admin.create_checkpoint("db", store, CheckpointOptions(lifetime="2h"), clock=clock)
-    short = admin.create_checkpoint("db", store, CheckpointOptions(lifetime="1min"), clock=clock)
-    commit_manifests_more(store, clock, 3)
+    commit_manifests(clocked_memory_store, clock, 3)
+    live = admin.create_checkpoint("db", clocked_memory_store, CheckpointOptions(lifetime="2h"), clock=clock)
+    short = admin.create_checkpoint(
+        "db", clocked_memory_store, CheckpointOptions(lifetime="1min"), clock=clock
+    )
+    commit_manifests_more(clocked_memory_store, clock, 3)
     clock.advance(3600)
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert [c.id for c in report.checkpoints_expired] == [short.id]
-    remaining = manifest_ids(store)
+    remaining = manifest_ids(clocked_memory_store)
     assert live.manifest_id in remaining
     assert short.manifest_id not in remaining
     assert remaining == [live.manifest_id, 8, 9]  # 8 was latest when the run began; 9 its expiry commit
@@ -96,51 +104,57 @@ def commit_manifests_more(store: MemoryStore, clock: ManualRuntime, count: int) 
 
 @pytest.mark.parametrize("namespace", ["manifest", "compactions"])
 def test_boundary_is_advanced_before_any_file_is_deleted(
-    store: MemoryStore, clock: ManualRuntime, namespace: str
+    clocked_memory_store: MemoryStore, clock: ManualRuntime, namespace: str
 ) -> None:
-    commit_manifests(store, clock, 6)
-    commit_compactions(store, clock, 6)
+    commit_manifests(clocked_memory_store, clock, 6)
+    commit_compactions(clocked_memory_store, clock, 6)
     clock.advance(10_000)
-    faulty = FaultInjectingStore(store)
+    faulty = FaultInjectingStore(clocked_memory_store)
     gc(faulty, clock, resources=[namespace]).run_once(dry_run=False)
     calls = [(op, key) for op, key in faulty.calls if op in ("put", "delete")]
     boundary_put = calls.index(("put", f"db/gc/{namespace}.boundary"))
     deletes = [i for i, (op, key) in enumerate(calls) if op == "delete" and f"/{namespace}/" in key]
     assert deletes and min(deletes) > boundary_put
-    assert store.get(f"db/gc/{namespace}.boundary").data == b"5"
+    assert clocked_memory_store.get(f"db/gc/{namespace}.boundary").data == b"5"
 
 
-def test_compactions_files_follow_the_same_rules(store: MemoryStore, clock: ManualRuntime) -> None:
-    admin.create_db("db", store)
-    commit_compactions(store, clock, 8, step=60)  # file i written at (i - 1) * 60 s; now = 420 s
+def test_compactions_files_follow_the_same_rules(
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
+) -> None:
+    admin.create_db("db", clocked_memory_store)
+    commit_compactions(
+        clocked_memory_store, clock, 8, step=60
+    )  # file i written at (i - 1) * 60 s; now = 420 s
     clock.advance(540 - 420)  # file 5 is exactly MIN_AGE old
-    report = gc(store, clock, resources=["compactions"]).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock, resources=["compactions"]).run_once(dry_run=False)
     assert deleted(report, "compactions") == {COMPACTIONS.format(i) for i in range(1, 6)}
     assert report.resource("compactions").boundary == 5  # type: ignore[union-attr]
     clock.advance(10_000)
-    gc(store, clock, resources=["compactions"]).run_once(dry_run=False)
-    assert {k for k in keys(store) if "/compactions/" in k} == {COMPACTIONS.format(8)}  # the latest
-    assert CompactionsStore(store, "db").read().compactor_epoch == 1
+    gc(clocked_memory_store, clock, resources=["compactions"]).run_once(dry_run=False)
+    assert {k for k in keys(clocked_memory_store) if "/compactions/" in k} == {
+        COMPACTIONS.format(8)
+    }  # the latest
+    assert CompactionsStore(clocked_memory_store, "db").read().compactor_epoch == 1
 
 
-def test_boundary_files_are_never_deleted(store: MemoryStore, clock: ManualRuntime) -> None:
-    commit_manifests(store, clock, 4)
-    commit_compactions(store, clock, 4)
+def test_boundary_files_are_never_deleted(clocked_memory_store: MemoryStore, clock: ManualRuntime) -> None:
+    commit_manifests(clocked_memory_store, clock, 4)
+    commit_compactions(clocked_memory_store, clock, 4)
     for _ in range(3):
         clock.advance(10_000)
-        report = gc(store, clock).run_once(dry_run=False)
+        report = gc(clocked_memory_store, clock).run_once(dry_run=False)
         assert not any("/gc/" in key for key in report.deleted_keys())
-        commit_manifests_more(store, clock, 2)
-    assert {"db/gc/manifest.boundary", "db/gc/compactions.boundary"} <= keys(store)
+        commit_manifests_more(clocked_memory_store, clock, 2)
+    assert {"db/gc/manifest.boundary", "db/gc/compactions.boundary"} <= keys(clocked_memory_store)
 
 
 def test_failed_boundary_advance_deletes_nothing_and_is_reported_and_raised(
-    store: MemoryStore, clock: ManualRuntime, caplog: pytest.LogCaptureFixture
+    clocked_memory_store: MemoryStore, clock: ManualRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    commit_manifests(store, clock, 5)
-    commit_compactions(store, clock, 3)
+    commit_manifests(clocked_memory_store, clock, 5)
+    commit_compactions(clocked_memory_store, clock, 3)
     clock.advance(10_000)
-    faulty = FaultInjectingStore(store)
+    faulty = FaultInjectingStore(clocked_memory_store)
     faulty.fail("put", key_contains="manifest.boundary", times=None)
     failures_before = METRICS.snapshot()["advance_failures"]
     with caplog.at_level(logging.WARNING), pytest.raises(GcFailedError) as raised:
@@ -150,7 +164,7 @@ def test_failed_boundary_advance_deletes_nothing_and_is_reported_and_raised(
     manifest = report.resource("manifest")
     assert manifest is not None and manifest.count == 0 and manifest.errors
     assert "advancing the boundary to 4 failed, nothing deleted" in report.errors[0]
-    assert manifest_ids(store) == [1, 2, 3, 4, 5]
+    assert manifest_ids(clocked_memory_store) == [1, 2, 3, 4, 5]
     assert deleted(report, "compactions") == {COMPACTIONS.format(1), COMPACTIONS.format(2)}  # others go on
     assert METRICS.snapshot()["advance_failures"] == failures_before + 1
     assert report.metrics["advance_failures"] >= 1
@@ -158,22 +172,24 @@ def test_failed_boundary_advance_deletes_nothing_and_is_reported_and_raised(
 
 
 def test_a_stale_file_behind_the_boundary_is_deleted_once_old(
-    store: MemoryStore, clock: ManualRuntime
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
 ) -> None:
     """A stalled writer's create behind the boundary is withdrawn by its writer; one left by a writer
     that crashed before withdrawing it is a young file that GC removes later."""
-    commit_manifests(store, clock, 5)
+    commit_manifests(clocked_memory_store, clock, 5)
     clock.advance(10_000)
-    gc(store, clock).run_once(dry_run=False)
-    stale = ManifestStore(store, "db").sequence
+    gc(clocked_memory_store, clock).run_once(dry_run=False)
+    stale = ManifestStore(clocked_memory_store, "db").sequence
     with pytest.raises(Exception, match="GC boundary 4"):
-        stale.create(2, ManifestStore(store, "db").read(5).value)
-    assert manifest_ids(store) == [5]  # withdrawn
-    store.put(stale.key(2), store.get(stale.key(5)).data)  # the same create, its writer crashed after it
-    assert manifest_ids(store) == [2, 5]
-    report = gc(store, clock).run_once(dry_run=False)
+        stale.create(2, ManifestStore(clocked_memory_store, "db").read(5).value)
+    assert manifest_ids(clocked_memory_store) == [5]  # withdrawn
+    clocked_memory_store.put(
+        stale.key(2), clocked_memory_store.get(stale.key(5)).data
+    )  # the same create, its writer crashed after it
+    assert manifest_ids(clocked_memory_store) == [2, 5]
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert deleted(report, "manifest") == set()  # young: kept for min_age
     clock.advance(MIN_AGE)
-    report = gc(store, clock).run_once(dry_run=False)
+    report = gc(clocked_memory_store, clock).run_once(dry_run=False)
     assert deleted(report, "manifest") == {MANIFEST.format(2)}
-    assert manifest_ids(store) == [5]
+    assert manifest_ids(clocked_memory_store) == [5]

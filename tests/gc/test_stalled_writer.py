@@ -22,7 +22,7 @@ from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.runtime import ManualRuntime
 from slate_ops.txn import SequencedStore, Versioned
 from slate_ops.txn.boundary import METRICS
-from tests.gc.conftest import MIN_AGE, gc
+from tests.support.gc import MIN_AGE, gc
 
 
 @dataclass(frozen=True)
@@ -74,13 +74,13 @@ def setup(store: MemoryStore, namespace: Namespace) -> SequencedStore[Any]:
 @pytest.mark.parametrize("namespace", [MANIFESTS, COMPACTIONS], ids=lambda n: n.name)
 @pytest.mark.parametrize("mode", ["create", "update"])
 def test_stalled_writer_cannot_commit_behind_the_gc_boundary(
-    store: MemoryStore, clock: ManualRuntime, namespace: Namespace, mode: str
+    clocked_memory_store: MemoryStore, clock: ManualRuntime, namespace: Namespace, mode: str
 ) -> None:
-    others = setup(store, namespace)
+    others = setup(clocked_memory_store, namespace)
     latest = others.read_latest()
     assert latest is not None and latest.id == 3
     n = latest.id
-    faulty = FaultInjectingStore(store)
+    faulty = FaultInjectingStore(clocked_memory_store)
     stalled: SequencedStore[Any] = namespace.open(faulty)
     assert stalled.read_latest() == latest
     gate = faulty.gate("put", key_contains=f"{n + 1:020d}.{namespace.name}")
@@ -102,7 +102,9 @@ def test_stalled_writer_cannot_commit_behind_the_gc_boundary(
         others.update(lambda current: namespace.other(current.value))
     clock.advance(MIN_AGE + 1)
     rejected_before = METRICS.snapshot()["stale_writes_rejected"]
-    report = gc(store, clock, resources=[namespace.name]).run_once(dry_run=False)  # step 4: GC deletes N+1
+    report = gc(clocked_memory_store, clock, resources=[namespace.name]).run_once(
+        dry_run=False
+    )  # step 4: GC deletes N+1
     resource = report.resource(namespace.name)
     assert resource is not None and resource.boundary == n + 2
     assert f"{n + 1:020d}.{namespace.name}" in " ".join(d.key for d in resource.deleted)
@@ -119,17 +121,17 @@ def test_stalled_writer_cannot_commit_behind_the_gc_boundary(
         error = outcome["error"]
         assert isinstance(error, BoundaryViolationError)
         assert (error.object_id, error.boundary) == (n + 1, n + 2)
-        current = namespace.open(store).read_latest()
+        current = namespace.open(clocked_memory_store).read_latest()
         assert current.id == n + 3 and not namespace.is_stale(current.value)
     else:
         committed: Versioned[Any] = outcome["result"]
         assert committed.id == n + 4  # re-applied on top of the latest
         assert namespace.seen_other(committed.value) == 5 and namespace.is_stale(committed.value)
-        current = namespace.open(store).read_latest()
+        current = namespace.open(clocked_memory_store).read_latest()
         assert current == committed
     assert namespace.seen_other(current.value) == 5  # no other writer's update was lost
 
     clock.advance(MIN_AGE + 1)  # GC after the withdrawn stale write changes nothing that is current
-    gc(store, clock, resources=[namespace.name]).run_once(dry_run=False)
+    gc(clocked_memory_store, clock, resources=[namespace.name]).run_once(dry_run=False)
     assert n + 1 not in [f.id for f in others.list()]
-    assert namespace.open(store).read_latest() == current
+    assert namespace.open(clocked_memory_store).read_latest() == current

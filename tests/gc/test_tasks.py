@@ -17,7 +17,8 @@ from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import CountingStore
 from slate_ops.runtime import ManualRuntime
-from tests.gc.conftest import keys, latest, quiet, write_rounds
+from tests.support.engine import quiet
+from tests.support.gc import keys, latest, write_rounds
 
 
 def garbage_of_every_kind(store: MemoryStore, clock: ManualRuntime) -> None:
@@ -53,11 +54,11 @@ def planned(collector: GarbageCollector, store: ObjectStore) -> list[tuple[GcTas
 
 
 def test_every_task_plans_without_writing_and_executes_exactly_its_plan(
-    store: MemoryStore, clock: ManualRuntime
+    clocked_memory_store: MemoryStore, clock: ManualRuntime
 ) -> None:
-    garbage_of_every_kind(store, clock)
-    counting = CountingStore(store)
-    plans = planned(GarbageCollector("clone", counting, GcOptions(), clock=clock), counting)
+    garbage_of_every_kind(clocked_memory_store, clock)
+    counting = CountingStore(clocked_memory_store)
+    plans = planned(GarbageCollector("clone", counting, GcOptions(), clock=clock))
     assert {task.resource for task, _ in plans} == ALL_RESOURCES - {"database"}
     assert counting.counts.get("put", 0) == counting.counts.get("delete", 0) == 0  # planning wrote nothing
     for _, plan in plans:  # something to do for every task, each deletion with its reason
@@ -75,11 +76,11 @@ def test_every_task_plans_without_writing_and_executes_exactly_its_plan(
 
     # execute each plan (reference-changing tasks first, as a run does): exactly the plan is deleted
     for task, plan in sorted(plans, key=lambda p: not p[0].changes_references):
-        before = keys(store, "")
+        before = keys(clocked_memory_store, "")
         counting.reset()
         outcome = task.execute(plan)
         assert not outcome.errors
-        assert before - keys(store, "") == plan.keys, task.resource
+        assert before - keys(clocked_memory_store, "") == plan.keys, task.resource
         assert counting.counts.get("delete", 0) == len(plan.deletions)
         if outcome.report is not None:
             assert {d.key for d in outcome.report.deleted} == plan.keys

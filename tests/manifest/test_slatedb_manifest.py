@@ -19,16 +19,11 @@ from slate_ops.errors import CorruptObjectError, SlateDbManifestError
 from slate_ops.layout import manifest_key
 from slate_ops.manifest.framing import frame, slatedb_manifest_version, unframe
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import LocalStore, ObjectStore
-from tests.conftest import snapshot
+from slate_ops.objstore import ObjectStore
+from tests.support.stores import snapshot
 
 DATA = Path(__file__).parent / "data"
 SLATEDB_MANIFESTS = sorted(DATA.glob("slatedb-*.manifest"))
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> ObjectStore:
-    return LocalStore(tmp_path / "store")
 
 
 def plant_slatedb(store: ObjectStore, path: str) -> None:
@@ -45,12 +40,12 @@ def test_a_slatedb_manifest_is_named_as_such_not_corrupt(file: Path) -> None:
         unframe(data, "db/manifest/00000000000000000001.manifest")
 
 
-def test_a_damaged_slate_ops_manifest_still_reads_as_corrupt(store: ObjectStore) -> None:
-    with Db.open("db", store) as db:
+def test_a_damaged_slate_ops_manifest_still_reads_as_corrupt(local_dir_store: ObjectStore) -> None:
+    with Db.open("db", local_dir_store) as db:
         db.put(b"k", b"v")
         db.flush_memtable()
-    latest = ManifestStore(store, "db").read_latest_required()
-    data = store.get(manifest_key("db", latest.id)).data
+    latest = ManifestStore(local_dir_store, "db").read_latest_required()
+    data = local_dir_store.get(manifest_key("db", latest.id)).data
     assert unframe(data, "x")  # intact
     for position in range(len(data)):  # every single-byte flip: corrupt, never "a SlateDB manifest"
         damaged = bytearray(data)
@@ -63,46 +58,46 @@ def test_a_damaged_slate_ops_manifest_still_reads_as_corrupt(store: ObjectStore)
 
 
 def test_list_dbs_shows_a_slatedb_database_beside_ours(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    local_dir_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with Db.open("ours", store) as db:
+    with Db.open("ours", local_dir_store) as db:
         db.put(b"k", b"v")
-    plant_slatedb(store, "theirs")
-    listed = {d.path: d for d in admin.list_dbs("", store)}
+    plant_slatedb(local_dir_store, "theirs")
+    listed = {d.path: d for d in admin.list_dbs("", local_dir_store)}
     assert listed["ours"].state == "live"
     assert listed["theirs"].state == "slatedb" and "SlateDB" in (listed["theirs"].error or "")
     # The CLI reads a SlateDB database through its handle (issue 21): listed with its engine.
-    assert main(["--store", store.url, "list-dbs"]) == 0
+    assert main(["--store", local_dir_store.url, "list-dbs"]) == 0
     rows = {row["path"]: row for row in json.loads(capsys.readouterr().out)}
     assert (rows["theirs"]["engine"], rows["ours"]["engine"]) == ("slatedb", "slate_ops")
     assert rows["ours"]["state"] == "live"
 
 
 def test_every_operation_on_a_slatedb_database_is_refused_and_changes_nothing(
-    store: ObjectStore, capsys: pytest.CaptureFixture[str]
+    local_dir_store: ObjectStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    plant_slatedb(store, "theirs")
-    before = snapshot(store)
+    plant_slatedb(local_dir_store, "theirs")
+    before = snapshot(local_dir_store)
     refused = [
-        lambda: admin.describe_db("theirs", store),
-        lambda: admin.run_gc("theirs", store, dry_run=True),
-        lambda: admin.run_gc("theirs", store, dry_run=False),
-        lambda: admin.list_checkpoints("theirs", store),
-        lambda: Db.open("theirs", store),
-        lambda: admin.destroy("theirs", store, soft=True, dry_run=False),
-        lambda: admin.destroy("theirs", store, soft=False, dry_run=False),
+        lambda: admin.describe_db("theirs", local_dir_store),
+        lambda: admin.run_gc("theirs", local_dir_store, dry_run=True),
+        lambda: admin.run_gc("theirs", local_dir_store, dry_run=False),
+        lambda: admin.list_checkpoints("theirs", local_dir_store),
+        lambda: Db.open("theirs", local_dir_store),
+        lambda: admin.destroy("theirs", local_dir_store, soft=True, dry_run=False),
+        lambda: admin.destroy("theirs", local_dir_store, soft=False, dry_run=False),
     ]
     for call in refused:
         with pytest.raises(SlateDbManifestError, match="SlateDB"):
             call()
-        assert snapshot(store) == before
+        assert snapshot(local_dir_store) == before
     for argv in (  # the CLI with our engine forced (auto opens SlateDB's: tests/cli/test_cli_slatedb.py)
         ["describe"],
         ["gc", "--no-dry-run"],
         ["put", "k", "v"],
         ["destroy", "--hard", "--no-dry-run"],
     ):
-        code = main(["--store", store.url, "--engine", "slate_ops", "--path", "theirs", *argv])
+        code = main(["--store", local_dir_store.url, "--engine", "slate_ops", "--path", "theirs", *argv])
         err = capsys.readouterr().err
         assert code != 0 and "SlateDB manifest" in err and "Traceback" not in err, (argv, err)
-        assert snapshot(store) == before
+        assert snapshot(local_dir_store) == before

@@ -18,7 +18,7 @@ from slate_ops.gc.destroyed import tombstone_of
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import COMPACTOR_EPOCH, WRITER_EPOCH, ManifestStore
 from slate_ops.objstore import LocalStore, MemoryStore
-from tests.conftest import snapshot
+from tests.support.stores import snapshot
 
 
 def test_writer_claim_fences_the_previous_writer() -> None:

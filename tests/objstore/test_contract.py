@@ -40,14 +40,14 @@ def supports_put_id(store: ObjectStore) -> bool:
         probe.unlink()
 
 
-def test_store_implements_protocol(store: ObjectStore) -> None:
-    assert isinstance(store, ObjectStore)
-    assert "://" in store.url
+def test_store_implements_protocol(any_store: ObjectStore) -> None:
+    assert isinstance(any_store, ObjectStore)
+    assert "://" in any_store.url
 
 
-def test_get_whole_object(store: ObjectStore) -> None:
-    put = store.put("a/b/obj", DATA)
-    got = store.get("a/b/obj")
+def test_get_whole_object(any_store: ObjectStore) -> None:
+    put = any_store.put("a/b/obj", DATA)
+    got = any_store.get("a/b/obj")
     assert got.data == DATA
     assert got.meta.key == "a/b/obj"
     assert got.meta.size == len(DATA)
@@ -69,189 +69,189 @@ def test_get_whole_object(store: ObjectStore) -> None:
         ((0, 1024), DATA),
     ],
 )
-def test_get_range(store: ObjectStore, byte_range: tuple[int, int], expected: bytes) -> None:
-    store.put("obj", DATA)
-    got = store.get("obj", byte_range)
+def test_get_range(any_store: ObjectStore, byte_range: tuple[int, int], expected: bytes) -> None:
+    any_store.put("obj", DATA)
+    got = any_store.get("obj", byte_range)
     assert got.data == expected
     assert got.meta.size == len(DATA)  # the object's size, not the range's
 
 
-def test_get_range_of_empty_object(store: ObjectStore) -> None:
-    store.put("empty", b"")
-    assert store.get("empty").data == b""
-    assert store.get("empty", (0, 10)).data == b""
-    assert store.head("empty").size == 0
+def test_get_range_of_empty_object(any_store: ObjectStore) -> None:
+    any_store.put("empty", b"")
+    assert any_store.get("empty").data == b""
+    assert any_store.get("empty", (0, 10)).data == b""
+    assert any_store.head("empty").size == 0
 
 
 @pytest.mark.parametrize("byte_range", [(-1, 3), (5, 4)])
-def test_invalid_range_refused(store: ObjectStore, byte_range: tuple[int, int]) -> None:
-    store.put("obj", DATA)
+def test_invalid_range_refused(any_store: ObjectStore, byte_range: tuple[int, int]) -> None:
+    any_store.put("obj", DATA)
     with pytest.raises(InvalidArgumentError):
-        store.get("obj", byte_range)
+        any_store.get("obj", byte_range)
 
 
-def test_head_get_list_agree(store: ObjectStore) -> None:
-    put = store.put("dir/x", b"hello")
-    head = store.head("dir/x")
-    got = store.get("dir/x")
-    (listed,) = store.list("dir/")
+def test_head_get_list_agree(any_store: ObjectStore) -> None:
+    put = any_store.put("dir/x", b"hello")
+    head = any_store.head("dir/x")
+    got = any_store.get("dir/x")
+    (listed,) = any_store.list("dir/")
     assert head.key == got.meta.key == listed.key == "dir/x"
     assert head.size == got.meta.size == listed.size == 5
     assert head.etag == got.meta.etag == listed.etag == put.etag
-    if supports_put_id(store):
+    if supports_put_id(any_store):
         assert head.put_id == got.meta.put_id == put.put_id
 
 
-def test_put_id_round_trips(store: ObjectStore) -> None:
-    if not supports_put_id(store):
+def test_put_id_round_trips(any_store: ObjectStore) -> None:
+    if not supports_put_id(any_store):
         pytest.skip("this filesystem has no user xattrs")
     put_id = uuid.uuid4().hex
-    result = store.put("k", b"v", put_id=put_id)
+    result = any_store.put("k", b"v", put_id=put_id)
     assert result.put_id == put_id
-    assert store.head("k").put_id == put_id
-    generated = store.put("k", b"w")
+    assert any_store.head("k").put_id == put_id
+    generated = any_store.put("k", b"w")
     assert generated.put_id and generated.put_id != put_id
-    assert store.head("k").put_id == generated.put_id
+    assert any_store.head("k").put_id == generated.put_id
 
 
-def test_overwrite_replaces(store: ObjectStore) -> None:
-    store.put("k", b"one")
-    store.put("k", b"two", PutMode.overwrite())
-    assert store.get("k").data == b"two"
+def test_overwrite_replaces(any_store: ObjectStore) -> None:
+    any_store.put("k", b"one")
+    any_store.put("k", b"two", PutMode.overwrite())
+    assert any_store.get("k").data == b"two"
 
 
-def test_etag_changes_on_each_write(store: ObjectStore) -> None:
-    etags = [store.put("k", f"v{i}".encode()).etag for i in range(5)]
+def test_etag_changes_on_each_write(any_store: ObjectStore) -> None:
+    etags = [any_store.put("k", f"v{i}".encode()).etag for i in range(5)]
     assert len(set(etags)) == 5
-    assert store.head("k").etag == etags[-1]
+    assert any_store.head("k").etag == etags[-1]
 
 
-def test_etag_changes_on_rewrite_of_same_bytes(store: ObjectStore) -> None:
+def test_etag_changes_on_rewrite_of_same_bytes(any_store: ObjectStore) -> None:
     """Memory and local etags are per write; S3's are content hashes, so only there may they repeat."""
-    if isinstance(store, S3Store):
+    if isinstance(any_store, S3Store):
         pytest.skip("S3 etags are the content's MD5: the same bytes give the same etag")
-    first = store.put("k", b"same").etag
-    second = store.put("k", b"same").etag
+    first = any_store.put("k", b"same").etag
+    second = any_store.put("k", b"same").etag
     assert first != second
 
 
-def test_create_if_absent(store: ObjectStore) -> None:
-    won = store.put("k", b"winner", PutMode.create())
+def test_create_if_absent(any_store: ObjectStore) -> None:
+    won = any_store.put("k", b"winner", PutMode.create())
     with pytest.raises(PreconditionFailedError) as excinfo:
-        store.put("k", b"loser", PutMode.create())
+        any_store.put("k", b"loser", PutMode.create())
     assert excinfo.value.key == "k"
-    got = store.get("k")
+    got = any_store.get("k")
     assert got.data == b"winner"
     assert got.meta.etag == won.etag
 
 
-def test_create_after_delete(store: ObjectStore) -> None:
-    store.put("k", b"1", PutMode.create())
-    store.delete("k")
-    store.put("k", b"2", PutMode.create())
-    assert store.get("k").data == b"2"
+def test_create_after_delete(any_store: ObjectStore) -> None:
+    any_store.put("k", b"1", PutMode.create())
+    any_store.delete("k")
+    any_store.put("k", b"2", PutMode.create())
+    assert any_store.get("k").data == b"2"
 
 
-def test_if_match(store: ObjectStore) -> None:
-    first = store.put("k", b"v1")
-    second = store.put("k", b"v2", PutMode.if_match(first.etag))
-    assert store.get("k").data == b"v2"
+def test_if_match(any_store: ObjectStore) -> None:
+    first = any_store.put("k", b"v1")
+    second = any_store.put("k", b"v2", PutMode.if_match(first.etag))
+    assert any_store.get("k").data == b"v2"
     with pytest.raises(PreconditionFailedError):
-        store.put("k", b"stale", PutMode.if_match(first.etag))
-    got = store.get("k")
+        any_store.put("k", b"stale", PutMode.if_match(first.etag))
+    got = any_store.get("k")
     assert got.data == b"v2"
     assert got.meta.etag == second.etag
-    store.put("k", b"v3", PutMode.if_match(second.etag))
-    assert store.get("k").data == b"v3"
+    any_store.put("k", b"v3", PutMode.if_match(second.etag))
+    assert any_store.get("k").data == b"v3"
 
 
-def test_if_match_missing_key(store: ObjectStore) -> None:
-    etag = store.put("other", b"x").etag
+def test_if_match_missing_key(any_store: ObjectStore) -> None:
+    etag = any_store.put("other", b"x").etag
     with pytest.raises(PreconditionFailedError):
-        store.put("missing", b"y", PutMode.if_match(etag))
+        any_store.put("missing", b"y", PutMode.if_match(etag))
     with pytest.raises(ObjectNotFoundError):
-        store.head("missing")
+        any_store.head("missing")
 
 
-def test_list_prefix_and_order(store: ObjectStore) -> None:
+def test_list_prefix_and_order(any_store: ObjectStore) -> None:
     keys = ["a", "a-c", "a/b", "a/b/c", "a/bb", "ab", "b/x", "b0", "z/y/x"]
     # "a" and "a/b" cannot both be files on a filesystem; rename the clashing ones there.
-    if isinstance(store, LocalStore):
+    if isinstance(any_store, LocalStore):
         keys = ["a-c", "a/b/c", "a/b0", "a/bb", "ab", "b/x", "b0", "z/y/x"]
     for key in reversed(keys):
-        store.put(key, key.encode())
-    assert keys_of(store) == sorted(keys)
+        any_store.put(key, key.encode())
+    assert keys_of(any_store) == sorted(keys)
     for prefix in ["a", "a/", "a/b", "a/b/", "b", "z/y/", "zz", "nothing/here", "a/b/c"]:
-        assert keys_of(store, prefix) == [k for k in sorted(keys) if k.startswith(prefix)], prefix
+        assert keys_of(any_store, prefix) == [k for k in sorted(keys) if k.startswith(prefix)], prefix
 
 
-def test_list_start_after(store: ObjectStore) -> None:
+def test_list_start_after(any_store: ObjectStore) -> None:
     keys = ["d1/a", "d1/b", "d1/c/x", "d2/a", "e"]
     for key in keys:
-        store.put(key, b"")
-    assert keys_of(store, start_after="d1/b") == ["d1/c/x", "d2/a", "e"]
-    assert keys_of(store, start_after="d1/a0") == ["d1/b", "d1/c/x", "d2/a", "e"]
-    assert keys_of(store, start_after="d1/") == keys
-    assert keys_of(store, start_after="d1/zzz") == ["d2/a", "e"]
-    assert keys_of(store, "d1/", start_after="d1/b") == ["d1/c/x"]
-    assert keys_of(store, start_after="e") == []
-    assert keys_of(store, start_after="") == keys
+        any_store.put(key, b"")
+    assert keys_of(any_store, start_after="d1/b") == ["d1/c/x", "d2/a", "e"]
+    assert keys_of(any_store, start_after="d1/a0") == ["d1/b", "d1/c/x", "d2/a", "e"]
+    assert keys_of(any_store, start_after="d1/") == keys
+    assert keys_of(any_store, start_after="d1/zzz") == ["d2/a", "e"]
+    assert keys_of(any_store, "d1/", start_after="d1/b") == ["d1/c/x"]
+    assert keys_of(any_store, start_after="e") == []
+    assert keys_of(any_store, start_after="") == keys
 
 
-def test_list_reports_sizes_and_etags(store: ObjectStore) -> None:
-    etags = {key: store.put(key, key.encode() * 3).etag for key in ["p/1", "p/22", "p/333"]}
-    listed = {m.key: m for m in store.list("p/")}
+def test_list_reports_sizes_and_etags(any_store: ObjectStore) -> None:
+    etags = {key: any_store.put(key, key.encode() * 3).etag for key in ["p/1", "p/22", "p/333"]}
+    listed = {m.key: m for m in any_store.list("p/")}
     assert {k: m.etag for k, m in listed.items()} == etags
     assert {k: m.size for k, m in listed.items()} == {"p/1": 9, "p/22": 12, "p/333": 15}
 
 
-def test_list_many_keys(store: ObjectStore) -> None:
+def test_list_many_keys(any_store: ObjectStore) -> None:
     keys = [f"many/{i:04d}" for i in range(60)]
     for key in keys:
-        store.put(key, b"x")
-    assert keys_of(store, "many/") == keys
-    assert keys_of(store, "many/", start_after="many/0039") == keys[40:]
+        any_store.put(key, b"x")
+    assert keys_of(any_store, "many/") == keys
+    assert keys_of(any_store, "many/", start_after="many/0039") == keys[40:]
 
 
-def test_delete_is_idempotent(store: ObjectStore) -> None:
-    store.put("k", b"v")
-    store.delete("k")
-    store.delete("k")
-    store.delete("never/existed")
+def test_delete_is_idempotent(any_store: ObjectStore) -> None:
+    any_store.put("k", b"v")
+    any_store.delete("k")
+    any_store.delete("k")
+    any_store.delete("never/existed")
     with pytest.raises(ObjectNotFoundError):
-        store.get("k")
-    assert keys_of(store) == []
+        any_store.get("k")
+    assert keys_of(any_store) == []
 
 
-def test_not_found_errors(store: ObjectStore) -> None:
+def test_not_found_errors(any_store: ObjectStore) -> None:
     with pytest.raises(ObjectNotFoundError) as excinfo:
-        store.get("missing/key")
+        any_store.get("missing/key")
     assert excinfo.value.key == "missing/key"
     with pytest.raises(ObjectNotFoundError):
-        store.get("missing/key", (0, 10))
+        any_store.get("missing/key", (0, 10))
     with pytest.raises(ObjectNotFoundError):
-        store.get("missing/key", (3, 3))
+        any_store.get("missing/key", (3, 3))
     with pytest.raises(ObjectNotFoundError):
-        store.head("missing/key")
+        any_store.head("missing/key")
 
 
 @pytest.mark.parametrize("key", ["", "/abs", "a//b", "a/./b", "../up", "a/..", "trailing/"])
-def test_invalid_keys_refused(store: ObjectStore, key: str) -> None:
+def test_invalid_keys_refused(any_store: ObjectStore, key: str) -> None:
     with pytest.raises(InvalidArgumentError):
-        store.put(key, b"x")
+        any_store.put(key, b"x")
     with pytest.raises(InvalidArgumentError):
-        store.get(key)
+        any_store.get(key)
     with pytest.raises(InvalidArgumentError):
-        store.head(key)
+        any_store.head(key)
     with pytest.raises(InvalidArgumentError):
-        store.delete(key)
+        any_store.delete(key)
 
 
-def test_binary_and_large_object(store: ObjectStore) -> None:
+def test_binary_and_large_object(any_store: ObjectStore) -> None:
     data = os.urandom(3 * 1024 * 1024 + 17)
-    store.put("big", data)
-    assert store.get("big").data == data
-    assert store.get("big", (2_000_000, 2_000_100)).data == data[2_000_000:2_000_100]
+    any_store.put("big", data)
+    assert any_store.get("big").data == data
+    assert any_store.get("big", (2_000_000, 2_000_100)).data == data[2_000_000:2_000_100]
 
 
 # --- local store specifics ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 
 from slate_ops.errors import InvalidArgumentError, ObjectStoreCredentialsError
 from slate_ops.objstore import S3_CREDENTIAL_VARIABLES, S3Store, open_store, resolve_s3_credentials
-from tests.conftest import remove_credentials
+from tests.support.s3 import remove_credentials
 
 KEY, SECRET, TOKEN = S3_CREDENTIAL_VARIABLES.values()
 

@@ -27,17 +27,23 @@ from slate_ops.objstore import (
 
 
 @pytest.fixture
-def counted() -> CountingStore:
+def counted_memory_store() -> CountingStore:
     return CountingStore(MemoryStore())
 
 
 @pytest.mark.parametrize("mode_kind", ["overwrite", "create", "if_match"])
-def test_applied_put_with_lost_response_resolves_to_success(counted: CountingStore, mode_kind: str) -> None:
-    faulty = FaultInjectingStore(counted)
-    mode = PutMode.overwrite() if mode_kind != "if_match" else PutMode.if_match(counted.put("k", b"v0").etag)
+def test_applied_put_with_lost_response_resolves_to_success(
+    counted_memory_store: CountingStore, mode_kind: str
+) -> None:
+    faulty = FaultInjectingStore(counted_memory_store)
+    mode = (
+        PutMode.overwrite()
+        if mode_kind != "if_match"
+        else PutMode.if_match(counted_memory_store.put("k", b"v0").etag)
+    )
     if mode_kind == "create":
         mode = PutMode.create()
-    counted.reset()
+    counted_memory_store.reset()
     faulty.fail_after("put")
     with pytest.raises(PutOutcomeUnknownError) as excinfo:
         faulty.put("k", b"v1", mode)
@@ -47,58 +53,58 @@ def test_applied_put_with_lost_response_resolves_to_success(counted: CountingSto
     result = resolve_put_outcome(faulty, "k", b"v1", mode, put_id)
 
     assert result.put_id == put_id
-    assert result.etag == counted.head("k").etag
-    assert counted.get("k").data == b"v1"
-    assert counted.counts["put"] == 1  # read back, not written twice
+    assert result.etag == counted_memory_store.head("k").etag
+    assert counted_memory_store.get("k").data == b"v1"
+    assert counted_memory_store.counts["put"] == 1  # read back, not written twice
 
 
-def test_ambiguous_create_that_lost_to_another_writer_fails(counted: CountingStore) -> None:
-    faulty = FaultInjectingStore(counted)
+def test_ambiguous_create_that_lost_to_another_writer_fails(counted_memory_store: CountingStore) -> None:
+    faulty = FaultInjectingStore(counted_memory_store)
     faulty.fail("put", error=PutOutcomeUnknownError)  # never reached the store
     with pytest.raises(PutOutcomeUnknownError) as excinfo:
         faulty.put("k", b"mine", PutMode.create())
-    counted.put("k", b"theirs", PutMode.create(), put_id="their-put")
+    counted_memory_store.put("k", b"theirs", PutMode.create(), put_id="their-put")
 
     with pytest.raises(PreconditionFailedError):
         resolve_put_outcome(faulty, "k", b"mine", PutMode.create(), excinfo.value.put_id)
-    assert counted.get("k").data == b"theirs"
+    assert counted_memory_store.get("k").data == b"theirs"
 
 
-def test_ambiguous_if_match_that_lost_to_another_writer_fails(counted: CountingStore) -> None:
-    etag = counted.put("k", b"v0").etag
-    faulty = FaultInjectingStore(counted)
+def test_ambiguous_if_match_that_lost_to_another_writer_fails(counted_memory_store: CountingStore) -> None:
+    etag = counted_memory_store.put("k", b"v0").etag
+    faulty = FaultInjectingStore(counted_memory_store)
     faulty.fail("put", error=PutOutcomeUnknownError)
     with pytest.raises(PutOutcomeUnknownError) as excinfo:
         faulty.put("k", b"mine", PutMode.if_match(etag))
-    counted.put("k", b"theirs", PutMode.if_match(etag))
+    counted_memory_store.put("k", b"theirs", PutMode.if_match(etag))
 
     with pytest.raises(PreconditionFailedError):
         resolve_put_outcome(faulty, "k", b"mine", PutMode.if_match(etag), excinfo.value.put_id)
-    assert counted.get("k").data == b"theirs"
+    assert counted_memory_store.get("k").data == b"theirs"
 
 
 @pytest.mark.parametrize("mode", [PutMode.overwrite(), PutMode.create()], ids=str)
-def test_put_that_never_landed_is_retried(counted: CountingStore, mode: PutMode) -> None:
-    faulty = FaultInjectingStore(counted)
+def test_put_that_never_landed_is_retried(counted_memory_store: CountingStore, mode: PutMode) -> None:
+    faulty = FaultInjectingStore(counted_memory_store)
     faulty.fail("put", error=PutOutcomeUnknownError)
     with pytest.raises(PutOutcomeUnknownError) as excinfo:
         faulty.put("k", b"data", mode)
-    assert counted.counts["put"] == 0
+    assert counted_memory_store.counts["put"] == 0
 
     result = resolve_put_outcome(faulty, "k", b"data", mode, excinfo.value.put_id)
 
     assert result.put_id == excinfo.value.put_id
-    assert counted.head("k").put_id == excinfo.value.put_id
-    assert counted.get("k").data == b"data"
-    assert counted.counts["put"] == 1
+    assert counted_memory_store.head("k").put_id == excinfo.value.put_id
+    assert counted_memory_store.get("k").data == b"data"
+    assert counted_memory_store.counts["put"] == 1
 
 
-def test_resolution_gives_up_when_every_retry_is_ambiguous(counted: CountingStore) -> None:
-    faulty = FaultInjectingStore(counted)
+def test_resolution_gives_up_when_every_retry_is_ambiguous(counted_memory_store: CountingStore) -> None:
+    faulty = FaultInjectingStore(counted_memory_store)
     faulty.fail("put", error=PutOutcomeUnknownError, times=None)
     with pytest.raises(PutOutcomeUnknownError):
         resolve_put_outcome(faulty, "k", b"data", PutMode.create(), "my-put", attempts=3)
-    assert counted.counts == {"get": 0, "head": 3, "put": 0, "list": 0, "delete": 0}
+    assert counted_memory_store.counts == {"get": 0, "head": 3, "put": 0, "list": 0, "delete": 0}
 
 
 # --- real boto3 against moto ---------------------------------------------------------------

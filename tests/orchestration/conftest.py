@@ -1,23 +1,19 @@
-"""Fixtures of the Dagster tests: two databases in a fresh memory store and a manual clock."""
+"""Fixtures of the Dagster tests: two databases in a fresh memory store (``fleet_store``), their
+config and the resource over them on the manual ``clock`` (tests/support/clock.py)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import dagster as dg
 import pytest
 
 from slate_ops import admin
-from slate_ops.config import CheckpointOptions
 from slate_ops.objstore import ObjectStore, open_store
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
-from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-
-ALPHA = "dbs/alpha"
-BETA = "dbs/beta"
+from tests.support.orchestration import ALPHA, BETA
 
 
 @pytest.fixture(autouse=True)
@@ -33,13 +29,8 @@ def store_url() -> str:
 
 
 @pytest.fixture
-def store(store_url: str) -> ObjectStore:
+def fleet_store(store_url: str) -> ObjectStore:
     return open_store(store_url)
-
-
-@pytest.fixture
-def clock() -> ManualRuntime:
-    return ManualRuntime(1_700_000_000.0)
 
 
 @pytest.fixture
@@ -54,11 +45,11 @@ def config(store_url: str) -> SlateOpsConfig:
 
 
 @pytest.fixture
-def created(store: ObjectStore) -> ObjectStore:
+def created(fleet_store: ObjectStore) -> ObjectStore:
     """The store with both databases created (manifest 1 each)."""
-    admin.create_db(ALPHA, store)
-    admin.create_db(BETA, store)
-    return store
+    admin.create_db(ALPHA, fleet_store)
+    admin.create_db(BETA, fleet_store)
+    return fleet_store
 
 
 @pytest.fixture
@@ -71,32 +62,3 @@ def defs(config: SlateOpsConfig) -> Iterator[dg.Definitions]:
     import definitions
 
     yield definitions.make_definitions(config)
-
-
-def add_checkpoint(
-    store: ObjectStore, path: str, clock: ManualRuntime, lifetime: str | None, name: str
-) -> str:
-    """Create a checkpoint at ``clock``'s time; returns its id as text."""
-    options = CheckpointOptions.model_validate({"lifetime": lifetime, "name": name})
-    result = admin.create_checkpoint(path, store, options, clock=clock)
-    return str(result.id)
-
-
-def run_op(
-    job: dg.JobDefinition,
-    op: str,
-    slate: SlateDatabasesResource,
-    config: dict[str, Any] | None,
-    tags: dict[str, str] | None,
-) -> dg.ExecuteInProcessResult:
-    """Run ``job`` in process with ``config`` as the op config of ``op`` (None: the defaults)."""
-    run_config = {"ops": {op: {"config": config}}} if config is not None else None
-    return job.execute_in_process(
-        run_config=run_config, tags=tags, resources={RESOURCE_KEY: slate}, raise_on_error=False
-    )
-
-
-def op_metadata(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    """The metadata of the run's (only) successful op output."""
-    (event,) = [e for e in result.all_node_events if e.is_successful_output]
-    return {key: value.value for key, value in event.step_output_data.metadata.items()}

@@ -10,7 +10,7 @@ from slate_ops.orchestration import SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.assets import build_database_assets
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
+from tests.support.orchestration import ALPHA, BETA, add_checkpoint
 
 
 def metadata_of(result: dg.ExecuteInProcessResult, name: str) -> dict[str, object]:
@@ -33,12 +33,12 @@ def test_assets_are_keyed_and_grouped_per_database(config: SlateOpsConfig) -> No
 
 
 def test_materialize_creates_missing_databases(
-    config: SlateOpsConfig, store: ObjectStore, slate: SlateDatabasesResource
+    config: SlateOpsConfig, fleet_store: ObjectStore, slate: SlateDatabasesResource
 ) -> None:
     result = dg.materialize(build_database_assets(config), resources={RESOURCE_KEY: slate})
     assert result.success
-    assert admin.read_manifest(ALPHA, store).id == 1
-    assert admin.read_manifest(BETA, store).id == 1
+    assert admin.read_manifest(ALPHA, fleet_store).id == 1
+    assert admin.read_manifest(BETA, fleet_store).id == 1
     alpha = metadata_of(result, "alpha")
     assert alpha["manifest_id"] == 1
     assert alpha["initialized"] is True

@@ -26,8 +26,8 @@ from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's chec
 from slate_ops.orchestration.checks import PROBLEMS_SHOWN, build_database_checks, problems_markdown
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import quiet
-from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
+from tests.support.engine import quiet
+from tests.support.orchestration import ALPHA, BETA, add_checkpoint
 
 Evaluations = dict[tuple[str, str], dg.AssetCheckEvaluation]
 
@@ -79,7 +79,7 @@ def test_the_embedded_demo_database_has_its_checks() -> None:
 
 
 def test_materializing_runs_the_checks_and_healthy_databases_pass(
-    config: SlateOpsConfig, slate: SlateDatabasesResource, store: ObjectStore, clock: ManualRuntime
+    config: SlateOpsConfig, slate: SlateDatabasesResource, fleet_store: ObjectStore, clock: ManualRuntime
 ) -> None:
     defs = database_definitions(config)
     job = defs.resolve_job_def("slate_ops_databases_job")
@@ -89,9 +89,9 @@ def test_materializing_runs_the_checks_and_healthy_databases_pass(
     assert len(evaluations) == len(CHECKS) * len(config.databases)
     assert all(e.passed for e in evaluations), [e.description for e in evaluations if not e.passed]
 
-    write_l0(store, ALPHA, clock, 2)
-    add_checkpoint(store, ALPHA, clock, "1h", "backup")
-    admin.create_tag(ALPHA, store, "v1", clock=clock)
+    write_l0(fleet_store, ALPHA, clock, 2)
+    add_checkpoint(fleet_store, ALPHA, clock, "1h", "backup")
+    admin.create_tag(ALPHA, fleet_store, "v1", clock=clock)
     evaluations_by_key = run_checks(config, slate)
     assert all(e.passed for e in evaluations_by_key.values())
     # The latest manifest and the one the checkpoint pins (the tag pins the latest).
@@ -137,20 +137,20 @@ def test_failing_checks_name_the_object_and_why_with_their_severity(
 
 
 def test_the_l0_check_uses_the_databases_compaction_threshold(
-    store_url: str, store: ObjectStore, clock: ManualRuntime
+    store_url: str, fleet_store: ObjectStore, clock: ManualRuntime
 ) -> None:
     low = DatabaseConfig.model_validate(
         {"name": "low", "store_url": store_url, "path": ALPHA, "compaction_l0_threshold": 2}
     )
     config = SlateOpsConfig(databases=[low])
     slate = SlateDatabasesResource(config=config).with_clock(clock)
-    write_l0(store, ALPHA, clock, 1)
+    write_l0(fleet_store, ALPHA, clock, 1)
     assert run_checks(config, slate)[("low", "l0_below_threshold")].passed
-    write_l0(store, ALPHA, clock, 1)
+    write_l0(fleet_store, ALPHA, clock, 1)
     evaluation = run_checks(config, slate)[("low", "l0_below_threshold")]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     assert evaluation.description is not None and "compaction threshold 2" in evaluation.description
-    write_l0(store, ALPHA, clock, 6)  # 8: the writer's l0_max_ssts
+    write_l0(fleet_store, ALPHA, clock, 6)  # 8: the writer's l0_max_ssts
     evaluation = run_checks(config, slate)[("low", "l0_below_threshold")]
     assert evaluation.severity == dg.AssetCheckSeverity.ERROR
 

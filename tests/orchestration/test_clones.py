@@ -15,8 +15,8 @@ from slate_ops.orchestration.clones import clone_run_config
 from slate_ops.orchestration.config import parse_config
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import QUIET_READER, quiet
-from tests.orchestration.conftest import ALPHA, BETA
+from tests.support.engine import QUIET_READER, quiet
+from tests.support.orchestration import ALPHA, BETA
 
 CLONE = "dbs/alpha_clone"
 
@@ -65,31 +65,31 @@ def test_a_clone_asset_is_downstream_of_its_parent(defs: dg.Definitions) -> None
 
 
 def test_materializing_creates_the_parent_then_the_clone(
-    config: SlateOpsConfig, store: ObjectStore, slate: SlateDatabasesResource
+    config: SlateOpsConfig, fleet_store: ObjectStore, slate: SlateDatabasesResource
 ) -> None:
-    admin.create_db(ALPHA, store)
-    seed_alpha(store)
+    admin.create_db(ALPHA, fleet_store)
+    seed_alpha(fleet_store)
     result = dg.materialize(build_database_assets(config), resources={RESOURCE_KEY: slate})
     assert result.success
     order = [m.asset_key for m in result.get_asset_materialization_events()]
     assert order.index(database_asset_key("alpha")) < order.index(database_asset_key("alpha_clone"))
-    clone = admin.read_manifest(CLONE, store).value
+    clone = admin.read_manifest(CLONE, fleet_store).value
     assert clone.initialized and [ed.path for ed in clone.external_dbs] == [ALPHA]
     assert materialized(result, "alpha_clone")["external_dbs"] == 1
-    assert read_all(store, CLONE) == {b"a": b"1", b"b": b"2"}
+    assert read_all(fleet_store, CLONE) == {b"a": b"1", b"b": b"2"}
 
     # Materializing again keeps the clone as it is; its own writes stay its own.
-    with Db.open(CLONE, store, quiet()) as db:
+    with Db.open(CLONE, fleet_store, quiet()) as db:
         db.put(b"c", b"3")
-    before = admin.read_manifest(CLONE, store).id
+    before = admin.read_manifest(CLONE, fleet_store).id
     again = dg.materialize(
         build_database_assets(config),
         resources={RESOURCE_KEY: slate},
         selection=[database_asset_key("alpha_clone")],
     )
     assert again.success and materialized(again, "alpha_clone")["manifest_id"] == before
-    assert read_all(store, CLONE) == {b"a": b"1", b"b": b"2", b"c": b"3"}
-    assert read_all(store, ALPHA) == {b"a": b"1", b"b": b"2"}
+    assert read_all(fleet_store, CLONE) == {b"a": b"1", b"b": b"2", b"c": b"3"}
+    assert read_all(fleet_store, ALPHA) == {b"a": b"1", b"b": b"2"}
 
 
 def test_the_clone_job_clones_an_unconfigured_path(

@@ -24,7 +24,7 @@ from slate_ops.orchestration.resources import (
     LocalPySparkResource,
     local_pyspark_resource,
 )
-from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
+from tests.support.orchestration import ALPHA, BETA, op_metadata, run_op
 
 KEYS = [f"k{i:02d}".encode() for i in range(10)]
 
@@ -86,9 +86,9 @@ def skip_message(result: dg.SensorResult | dg.SkipReason) -> str | None:
 
 
 def test_job_compacts_l0_and_reports_shapes(
-    defs: dg.Definitions, slate: SlateDatabasesResource, store: ObjectStore
+    defs: dg.Definitions, slate: SlateDatabasesResource, fleet_store: ObjectStore
 ) -> None:
-    flush_rounds(store, ALPHA, 5)
+    flush_rounds(fleet_store, ALPHA, 5)
     result = run(defs, slate)  # no op config: the database comes from the run tag
     assert result.success
     report = result.output_for_node("compact_op")
@@ -131,15 +131,15 @@ def test_job_compacts_l0_and_reports_shapes(
         1,
     )
     assert observed["lsm_shape"] == after
-    assert contents(store, ALPHA) == {key: b"v4" for key in KEYS}
+    assert contents(fleet_store, ALPHA) == {key: b"v4" for key in KEYS}
 
 
 def test_nothing_to_compact_succeeds_and_full_merges_everything(
-    defs: dg.Definitions, slate: SlateDatabasesResource, store: ObjectStore
+    defs: dg.Definitions, slate: SlateDatabasesResource, fleet_store: ObjectStore
 ) -> None:
-    flush_rounds(store, ALPHA, 4)
+    flush_rounds(fleet_store, ALPHA, 4)
     assert run(defs, slate).success
-    flush_rounds(store, ALPHA, 2, first=4)
+    flush_rounds(fleet_store, ALPHA, 2, first=4)
 
     idle = run(defs, slate, {"database": "alpha"})
     assert idle.success and idle.output_for_node("compact_op") is None
@@ -158,7 +158,7 @@ def test_nothing_to_compact_succeeds_and_full_merges_everything(
     )
     assert "0 L0 SST(s), 1 sorted run(s)" in str(metadata["lsm_shape_after"])
     assert observation(full)["l0_ssts"] == 0
-    assert contents(store, ALPHA) == {key: b"v5" for key in KEYS}
+    assert contents(fleet_store, ALPHA) == {key: b"v5" for key in KEYS}
 
 
 @pytest.mark.parametrize(
@@ -172,12 +172,12 @@ def test_nothing_to_compact_succeeds_and_full_merges_everything(
 def test_wrong_target_fails_the_run(
     defs: dg.Definitions,
     slate: SlateDatabasesResource,
-    store: ObjectStore,
+    fleet_store: ObjectStore,
     op_config: dict[str, object] | None,
     tags: dict[str, str],
     error: str,
 ) -> None:
-    flush_rounds(store, ALPHA, 4)
+    flush_rounds(fleet_store, ALPHA, 4)
     result = run(defs, slate, op_config, tags)
     assert not result.success
     failure = result.failure_data_for_node("compact_op")
@@ -189,12 +189,14 @@ def test_invalid_executor_is_a_config_error(defs: dg.Definitions, slate: SlateDa
         run(defs, slate, {"executor": "ray"})
 
 
-def test_per_database_threshold_is_the_compactors_min_sources(store_url: str, store: ObjectStore) -> None:
+def test_per_database_threshold_is_the_compactors_min_sources(
+    store_url: str, fleet_store: ObjectStore
+) -> None:
     config = SlateOpsConfig(
         databases=[DatabaseConfig(name="alpha", store_url=store_url, path=ALPHA, compaction_l0_threshold=2)]
     )
     slate = SlateDatabasesResource(config=config)
-    flush_rounds(store, ALPHA, 2)
+    flush_rounds(fleet_store, ALPHA, 2)
     request = tick(slate, None)
     assert isinstance(request, dg.SensorResult)
     (run_request,) = request.run_requests or []
@@ -243,7 +245,7 @@ def test_sensor_requests_a_tagged_run_when_l0_reaches_its_threshold(
     assert contents(created, ALPHA) == {key: b"v3" for key in KEYS}
 
 
-def test_sensor_skips_unreadable_databases(store_url: str, store: ObjectStore) -> None:
+def test_sensor_skips_unreadable_databases(store_url: str, fleet_store: ObjectStore) -> None:
     config = SlateOpsConfig(
         databases=[
             DatabaseConfig(name="ghost", store_url=store_url, path="not/created"),
@@ -251,7 +253,7 @@ def test_sensor_skips_unreadable_databases(store_url: str, store: ObjectStore) -
         ]
     )
     slate = SlateDatabasesResource(config=config)
-    flush_rounds(store, ALPHA, 4)
+    flush_rounds(fleet_store, ALPHA, 4)
     result = tick(slate, None)
     assert isinstance(result, dg.SensorResult)
     assert [r.tags for r in result.run_requests or []] == [{"slate_ops/db": "alpha"}]

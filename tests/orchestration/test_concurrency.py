@@ -25,7 +25,7 @@ from slate_ops.orchestration.maintenance import STEPS
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 from slate_ops.orchestration.runs import PARTITIONS_NAME
 from slate_ops.runtime import ManualRuntime
-from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
+from tests.support.orchestration import ALPHA, BETA, add_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 DB_LIMIT = [
@@ -67,16 +67,16 @@ def test_documented_concurrency_limits_load_into_an_instance(tmp_path: Path) -> 
 
 
 @pytest.fixture
-def busy(store: ObjectStore, store_url: str) -> SlateDatabasesResource:
+def busy(fleet_store: ObjectStore, store_url: str) -> SlateDatabasesResource:
     """Two databases where every schedule and sensor has work: an expired checkpoint, four L0 SSTs,
     a tag policy whose tag is due, and day-old garbage."""
     clock = ManualRuntime(time.time())
     for path in (ALPHA, BETA):
         for round_ in range(4):
-            with Db.open(path, store) as db:
+            with Db.open(path, fleet_store) as db:
                 db.put(b"k", b"%d" % round_)
                 db.flush_memtable()
-        add_checkpoint(store, path, clock, "1h", "short-lived")
+        add_checkpoint(fleet_store, path, clock, "1h", "short-lived")
     clock.advance(86_400)
     config = SlateOpsConfig(
         databases=[

@@ -31,9 +31,9 @@ from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import CREDENTIALS, drain, isolate_aws_environment
-from tests.orchestration.conftest import add_checkpoint
 from tests.orchestration.test_compaction import skip_message
+from tests.support.orchestration import add_checkpoint
+from tests.support.s3 import CREDENTIALS, drain, isolate_aws_environment
 
 pytestmark = pytest.mark.s3
 
@@ -117,7 +117,7 @@ def bucket(endpoint: str, counter: CountingApp) -> str:
 
 
 @pytest.fixture
-def store(endpoint: str, bucket: str) -> S3Store:
+def s3_fleet_store(endpoint: str, bucket: str) -> S3Store:
     return S3Store(bucket, "", endpoint_url=endpoint, **CREDENTIALS)
 
 
@@ -136,10 +136,12 @@ def fleet_config(endpoint: str, bucket: str, databases: list[str], **extra: Any)
 
 
 @pytest.fixture
-def fleet(endpoint: str, bucket: str, store: S3Store, counter: CountingApp) -> SlateDatabasesResource:
+def s3_fleet(
+    endpoint: str, bucket: str, s3_fleet_store: S3Store, counter: CountingApp
+) -> SlateDatabasesResource:
     """``COUNT`` databases (manifest 1 each) on S3; the counter starts from zero."""
     for name in names():
-        admin.create_db(f"{PREFIX}/{name}", store)
+        admin.create_db(f"{PREFIX}/{name}", s3_fleet_store)
     counter.reset()
     clock = ManualRuntime(1_700_000_000.0)
     return SlateDatabasesResource(config=fleet_config(endpoint, bucket, names())).with_clock(clock)
@@ -159,22 +161,22 @@ def observed(result: dg.SensorResult | dg.SkipReason) -> list[tuple[str, object]
 
 
 def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
-    fleet: SlateDatabasesResource, store: S3Store, counter: CountingApp
+    s3_fleet: SlateDatabasesResource, s3_fleet_store: S3Store, counter: CountingApp
 ) -> None:
-    first = manifest_tick(fleet, None)
+    first = manifest_tick(s3_fleet, None)
     assert observed(first) == [(name, 1) for name in names()]  # every one, in the config's order
     assert dict(counter.requests) == {"GET": 2 * COUNT}  # a LIST and a GET each (both HTTP GETs)
     assert isinstance(first, dg.SensorResult) and first.cursor is not None
 
     counter.reset()
-    second = manifest_tick(fleet, first.cursor)
+    second = manifest_tick(s3_fleet, first.cursor)
     assert isinstance(second, dg.SkipReason)
     assert f"no manifest changed in {COUNT} database(s)" in (second.skip_message or "")
     assert dict(counter.requests) == {"GET": COUNT}  # one LIST per database, no manifest read
 
-    add_checkpoint(store, f"{PREFIX}/db_017", ManualRuntime(1_700_000_000.0), None, "moved")
+    add_checkpoint(s3_fleet_store, f"{PREFIX}/db_017", ManualRuntime(1_700_000_000.0), None, "moved")
     counter.reset()
-    third = manifest_tick(fleet, first.cursor)
+    third = manifest_tick(s3_fleet, first.cursor)
     assert observed(third) == [("db_017", 2)]
     assert dict(counter.requests) == {"GET": COUNT + 1}  # and one GET of the new manifest
     assert isinstance(third, dg.SensorResult) and third.cursor is not None
@@ -182,15 +184,15 @@ def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
 
 
 def test_ticks_read_the_fleet_concurrently_within_the_bound(
-    fleet: SlateDatabasesResource, counter: CountingApp
+    s3_fleet: SlateDatabasesResource, counter: CountingApp
 ) -> None:
-    first = manifest_tick(fleet, None)
+    first = manifest_tick(s3_fleet, None)
     assert isinstance(first, dg.SensorResult)
     delay = 0.2  # well above the CPU time of a request, even on a loaded machine
     counter.delay = delay
     counter.reset()
     started = time.perf_counter()
-    assert isinstance(manifest_tick(fleet, first.cursor), dg.SkipReason)
+    assert isinstance(manifest_tick(s3_fleet, first.cursor), dg.SkipReason)
     elapsed = time.perf_counter() - started
     serial = COUNT * delay  # one LIST per database, one after another
     assert elapsed < serial / 3, f"{elapsed:.2f}s for {COUNT} LISTs of {delay}s each"
@@ -198,12 +200,12 @@ def test_ticks_read_the_fleet_concurrently_within_the_bound(
 
 
 def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_per_unchanged_database(
-    endpoint: str, bucket: str, store: S3Store, counter: CountingApp
+    endpoint: str, bucket: str, s3_fleet_store: S3Store, counter: CountingApp
 ) -> None:
     databases = names(20)
     for name in databases:
-        admin.create_db(f"{PREFIX}/{name}", store)
-    with Db.open(f"{PREFIX}/db_005", store) as db:  # two L0 SSTs: its threshold below
+        admin.create_db(f"{PREFIX}/{name}", s3_fleet_store)
+    with Db.open(f"{PREFIX}/db_005", s3_fleet_store) as db:  # two L0 SSTs: its threshold below
         for round_ in range(2):
             db.put(b"key", f"v{round_}".encode())
             db.flush_memtable()
@@ -230,7 +232,7 @@ def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_pe
     # The cursor names the manifest each database was evaluated at: one LIST each proves it unchanged.
     assert dict(counter.requests) == {"GET": len(databases)}
 
-    with Db.open(f"{PREFIX}/db_004", store) as db:  # a new manifest: read (LIST + GET), still below
+    with Db.open(f"{PREFIX}/db_004", s3_fleet_store) as db:  # a new manifest: read (LIST + GET), still below
         db.put(b"key", b"v")
         db.flush_memtable()
     counter.reset()
@@ -240,20 +242,24 @@ def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_pe
 
 
 def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick(
-    fleet: SlateDatabasesResource, store: S3Store, endpoint: str, bucket: str, counter: CountingApp
+    s3_fleet: SlateDatabasesResource,
+    s3_fleet_store: S3Store,
+    endpoint: str,
+    bucket: str,
+    counter: CountingApp,
 ) -> None:
-    first = manifest_tick(fleet, None)
+    first = manifest_tick(s3_fleet, None)
     assert isinstance(first, dg.SensorResult) and first.cursor is not None
     # db_003: hard-destroyed (every object deleted) while the cursor names its manifest 1.
-    for meta in list(store.list(f"{PREFIX}/db_003/")):
-        store.delete(meta.key)
+    for meta in list(s3_fleet_store.list(f"{PREFIX}/db_003/")):
+        s3_fleet_store.delete(meta.key)
     # db_007: two newer manifests, and GC deleted the one the cursor names.
     clock = ManualRuntime(1_700_000_000.0)
-    add_checkpoint(store, f"{PREFIX}/db_007", clock, None, "a")
-    add_checkpoint(store, f"{PREFIX}/db_007", clock, None, "b")
-    store.delete(f"{PREFIX}/db_007/manifest/{1:020d}.manifest")
+    add_checkpoint(s3_fleet_store, f"{PREFIX}/db_007", clock, None, "a")
+    add_checkpoint(s3_fleet_store, f"{PREFIX}/db_007", clock, None, "b")
+    s3_fleet_store.delete(f"{PREFIX}/db_007/manifest/{1:020d}.manifest")
     # db_011: its latest manifest is garbage.
-    store.put(f"{PREFIX}/db_011/manifest/{2:020d}.manifest", b"not a manifest")
+    s3_fleet_store.put(f"{PREFIX}/db_011/manifest/{2:020d}.manifest", b"not a manifest")
     config = fleet_config(endpoint, bucket, ["ghost", *names()])  # ghost: never created
 
     slate = SlateDatabasesResource(config=config)
@@ -272,7 +278,7 @@ def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick
 
 
 def test_a_discovered_fleet_keeps_its_cursor_without_observations(
-    fleet: SlateDatabasesResource, endpoint: str, bucket: str, counter: CountingApp
+    s3_fleet: SlateDatabasesResource, endpoint: str, bucket: str, counter: CountingApp
 ) -> None:
     """Discovered databases have no asset to observe; the cursor still moves, so the next tick
     costs one LIST per database (and the discovery LIST)."""

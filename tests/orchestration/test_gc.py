@@ -19,8 +19,8 @@ from slate_ops.orchestration.config import GcPolicy
 from slate_ops.orchestration.gc import gc_op
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import snapshot
-from tests.orchestration.conftest import ALPHA, op_metadata, run_op
+from tests.support.orchestration import ALPHA, op_metadata, run_op
+from tests.support.stores import snapshot
 
 ALPHA_TAGS = {"slate_ops/db": "alpha"}
 
@@ -125,7 +125,7 @@ def test_op_invoked_directly(aged: SlateDatabasesResource) -> None:
 
 
 def test_schedule_requests_one_tagged_real_run_per_existing_database(
-    aged: SlateDatabasesResource, config: SlateOpsConfig, store: ObjectStore
+    aged: SlateDatabasesResource, config: SlateOpsConfig, fleet_store: ObjectStore
 ) -> None:
     when = datetime(2024, 1, 2, 6, 0, tzinfo=UTC)
     context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: aged})

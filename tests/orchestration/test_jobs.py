@@ -15,7 +15,7 @@ from slate_ops.orchestration import SlateDatabasesResource
 from slate_ops.orchestration.checkpoints import expire_checkpoints_op
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.orchestration.conftest import ALPHA, add_checkpoint, op_metadata, run_op
+from tests.support.orchestration import ALPHA, add_checkpoint, op_metadata, run_op
 
 
 @pytest.fixture

@@ -33,8 +33,8 @@ from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY
 from slate_ops.orchestration.runs import DATABASES, PARTITIONS_NAME
 from slate_ops.orchestration.summary import latest_run_summary
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import snapshot
-from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
+from tests.support.orchestration import ALPHA, BETA, add_checkpoint
+from tests.support.stores import snapshot
 
 DAY = 86_400.0
 
@@ -72,11 +72,11 @@ def fleet_config(store_url: str) -> SlateOpsConfig:
 
 
 @pytest.fixture
-def fleet(store: ObjectStore, fleet_config: SlateOpsConfig) -> SlateDatabasesResource:
+def day_old_fleet(fleet_store: ObjectStore, fleet_config: SlateOpsConfig) -> SlateDatabasesResource:
     """Both databases filled; the clock a day later, so the checkpoints expired and garbage is old."""
     clock = ManualRuntime(time.time())
-    fill(store, ALPHA, clock)
-    fill(store, BETA, clock)
+    fill(fleet_store, ALPHA, clock)
+    fill(fleet_store, BETA, clock)
     clock.advance(DAY)
     return SlateDatabasesResource(config=fleet_config).with_clock(clock)
 
@@ -111,12 +111,12 @@ def started_steps(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def test_dry_run_is_the_default_reports_every_step_and_writes_nothing(
-    fleet: SlateDatabasesResource, store: ObjectStore
+    day_old_fleet: SlateDatabasesResource, fleet_store: ObjectStore
 ) -> None:
-    before = snapshot(store)
-    result = run(fleet)
+    before = snapshot(fleet_store)
+    result = run(day_old_fleet)
     assert result.success
-    assert snapshot(store) == before
+    assert snapshot(fleet_store) == before
     assert started_steps(result) == list(STEPS)
     meta = step_metadata(result)
     expiry, compact = meta["maintenance_expire_checkpoints"], meta["maintenance_compact"]
@@ -147,8 +147,10 @@ def test_dry_run_is_the_default_reports_every_step_and_writes_nothing(
     assert compact["step_summary"].startswith("would run a l0 compaction of 4 SST(s)")
 
 
-def test_real_run_does_each_step_in_order(fleet: SlateDatabasesResource, store: ObjectStore) -> None:
-    result = run(fleet, config={"dry_run": False})
+def test_real_run_does_each_step_in_order(
+    day_old_fleet: SlateDatabasesResource, fleet_store: ObjectStore
+) -> None:
+    result = run(day_old_fleet, config={"dry_run": False})
     assert result.success
     assert started_steps(result) == list(STEPS)
     compaction = result.output_for_node("maintenance_compact")
@@ -156,7 +158,7 @@ def test_real_run_does_each_step_in_order(fleet: SlateDatabasesResource, store: 
     assert len(compaction.input_ssts) == 4
     gc = result.output_for_node("maintenance_gc")
     assert isinstance(gc, GcReport) and not gc.dry_run and gc.deleted_keys()
-    assert not gc.deleted_keys() & set(snapshot(store))
+    assert not gc.deleted_keys() & set(snapshot(fleet_store))
     meta = step_metadata(result)
     assert (
         meta["maintenance_expire_checkpoints"]["dry_run"],
@@ -164,20 +166,22 @@ def test_real_run_does_each_step_in_order(fleet: SlateDatabasesResource, store: 
     ) == (False, 1)
     assert meta["maintenance_compact"]["bytes_written"] > 0
     created = meta["maintenance_tag_policy"]["created"]
-    assert [t["tag_name"] for t in admin.list_tags(ALPHA, store).to_pylist()] == [created]
-    manifest = admin.read_manifest(ALPHA, store).value
+    assert [t["tag_name"] for t in admin.list_tags(ALPHA, fleet_store).to_pylist()] == [created]
+    manifest = admin.read_manifest(ALPHA, fleet_store).value
     assert not manifest.l0 and len(manifest.compacted) == 1
     assert not [c for c in manifest.checkpoints if c.name == "short-lived"]
     # The same run again finds nothing left to do.
-    again = step_metadata(run(fleet, config={"dry_run": False}))
+    again = step_metadata(run(day_old_fleet, config={"dry_run": False}))
     assert again["maintenance_expire_checkpoints"]["expired_count"] == 0
     assert again["maintenance_compact"]["compacted"] is False
     assert again["maintenance_tag_policy"]["created"] == ""
 
 
-def test_database_policy_keeps_expiry_and_gc_dry(fleet: SlateDatabasesResource, store: ObjectStore) -> None:
+def test_database_policy_keeps_expiry_and_gc_dry(
+    day_old_fleet: SlateDatabasesResource, fleet_store: ObjectStore
+) -> None:
     """beta: checkpoints.expiry_dry_run and gc.dry_run; without a tag_policy that step is skipped."""
-    result = run(fleet, "beta", {"dry_run": False})
+    result = run(day_old_fleet, "beta", {"dry_run": False})
     assert result.success
     meta = step_metadata(result)
     assert meta["maintenance_expire_checkpoints"]["dry_run"] is True
@@ -185,17 +189,19 @@ def test_database_policy_keeps_expiry_and_gc_dry(fleet: SlateDatabasesResource, 
     assert meta["maintenance_gc"]["dry_run"] is True
     assert meta["maintenance_tag_policy"]["step_summary"] == "skipped: the database has no tag_policy"
     assert result.output_for_node("maintenance_compact") is not None  # compaction is not dry
-    assert [c.name for c in admin.read_manifest(BETA, store).value.checkpoints].count("short-lived") == 1
+    assert [c.name for c in admin.read_manifest(BETA, fleet_store).value.checkpoints].count(
+        "short-lived"
+    ) == 1
 
 
-def test_overrides_and_policy_select_a_full_compaction(fleet: SlateDatabasesResource) -> None:
-    result = run(fleet, config={"dry_run": False, "full": True, "executor": "local"})
+def test_overrides_and_policy_select_a_full_compaction(day_old_fleet: SlateDatabasesResource) -> None:
+    result = run(day_old_fleet, config={"dry_run": False, "full": True, "executor": "local"})
     report = result.output_for_node("maintenance_compact")
     assert isinstance(report, CompactionReport) and (report.kind, report.executor) == ("full", "local")
 
 
-def test_database_given_twice_must_agree(fleet: SlateDatabasesResource) -> None:
-    result = run(fleet, "beta", {"database": "alpha"})
+def test_database_given_twice_must_agree(day_old_fleet: SlateDatabasesResource) -> None:
+    result = run(day_old_fleet, "beta", {"database": "alpha"})
     assert not result.success
     (failure,) = [e for e in result.all_node_events if e.is_step_failure]
     assert failure.step_key == "maintenance_expire_checkpoints"
@@ -203,7 +209,7 @@ def test_database_given_twice_must_agree(fleet: SlateDatabasesResource) -> None:
 
 
 def test_a_failed_step_stops_the_run_and_is_not_retried(
-    fleet: SlateDatabasesResource, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    day_old_fleet: SlateDatabasesResource, fleet_store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
     calls: list[str] = []
@@ -213,7 +219,7 @@ def test_a_failed_step_stops_the_run_and_is_not_retried(
         raise RuntimeError("injected: executor lost")
 
     monkeypatch.setattr(SlateOpsHandle, "compact", broken)  # the step calls the handle's compact
-    result = run(fleet, config={"dry_run": False})
+    result = run(day_old_fleet, config={"dry_run": False})
     assert not result.success
     assert calls == [ALPHA]  # compaction is not idempotent: no retry
     # tag policy and GC never start
@@ -221,7 +227,7 @@ def test_a_failed_step_stops_the_run_and_is_not_retried(
 
 
 def test_idempotent_step_is_retried_after_a_transient_error(
-    fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
+    day_old_fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = SlateOpsHandle.expire_checkpoints
     attempts: list[bool] = []
@@ -233,7 +239,7 @@ def test_idempotent_step_is_retried_after_a_transient_error(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(SlateOpsHandle, "expire_checkpoints", flaky)
-    result = run(fleet, config={"dry_run": False})
+    result = run(day_old_fleet, config={"dry_run": False})
     assert result.success
     assert attempts == [False, False]
     retried = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
@@ -248,12 +254,12 @@ def test_idempotent_step_is_retried_after_a_transient_error(
     ],
 )
 def test_a_run_without_a_database_fails_at_once_without_retries(
-    fleet: SlateDatabasesResource, tags: dict[str, str], config: dict[str, Any] | None, message: str
+    day_old_fleet: SlateDatabasesResource, tags: dict[str, str], config: dict[str, Any] | None, message: str
 ) -> None:
     result = maintenance_job.execute_in_process(
         run_config=maintenance_run_config(**config) if config else None,
         tags=tags,
-        resources=resources(fleet),
+        resources=resources(day_old_fleet),
         raise_on_error=False,
     )
     assert not result.success
@@ -267,7 +273,7 @@ def test_a_run_without_a_database_fails_at_once_without_retries(
 
 
 def test_only_transient_errors_are_retried(
-    fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
+    day_old_fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     attempts: list[bool] = []
 
@@ -276,7 +282,7 @@ def test_only_transient_errors_are_retried(
         raise ValueError("injected: a bug that fails every time")
 
     monkeypatch.setattr(SlateOpsHandle, "expire_checkpoints", broken)
-    result = run(fleet, config={"dry_run": False})
+    result = run(day_old_fleet, config={"dry_run": False})
     assert not result.success
     assert attempts == [False]  # not retried: it cannot succeed on retry
     (failure,) = [e for e in result.all_node_events if e.is_step_failure]
@@ -295,9 +301,9 @@ def test_retry_policies_only_on_idempotent_steps() -> None:
 
 
 def test_schedule_requests_one_tagged_real_partition_run_per_existing_database(
-    fleet_config: SlateOpsConfig, store: ObjectStore, store_url: str
+    fleet_config: SlateOpsConfig, fleet_store: ObjectStore, store_url: str
 ) -> None:
-    admin.create_db(ALPHA, store)  # beta does not exist
+    admin.create_db(ALPHA, fleet_store)  # beta does not exist
     slate = SlateDatabasesResource(config=fleet_config)
     when = datetime(2024, 1, 2, 3, 0, tzinfo=UTC)
     context = dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
@@ -325,7 +331,7 @@ def test_schedule_requests_one_tagged_real_partition_run_per_existing_database(
 
 
 def test_runs_of_several_partitions_maintain_each_database(
-    fleet: SlateDatabasesResource, store: ObjectStore
+    day_old_fleet: SlateDatabasesResource, fleet_store: ObjectStore
 ) -> None:
     """The partition key is the database: one real run per partition, each with its own policy."""
     assert maintenance_job.partitions_def is DATABASES
@@ -335,7 +341,7 @@ def test_runs_of_several_partitions_maintain_each_database(
             key: maintenance_job.execute_in_process(
                 run_config=maintenance_run_config(dry_run=False),
                 partition_key=key,
-                resources=resources(fleet),
+                resources=resources(day_old_fleet),
                 instance=instance,
             )
             for key in ("alpha", "beta")
@@ -347,20 +353,24 @@ def test_runs_of_several_partitions_maintain_each_database(
         assert latest_run_summary(instance, "beta").startswith("maintenance_job of beta (run ")
         assert "real run): SUCCESS" in latest_run_summary(instance, "alpha")
     for path in (ALPHA, BETA):  # both compacted
-        assert not admin.read_manifest(path, store).value.l0
+        assert not admin.read_manifest(path, fleet_store).value.l0
     # alpha's policy expires its checkpoint; beta's keeps expiry a dry run
-    assert not [c for c in admin.read_manifest(ALPHA, store).value.checkpoints if c.name == "short-lived"]
-    assert [c.name for c in admin.read_manifest(BETA, store).value.checkpoints].count("short-lived") == 1
+    assert not [
+        c for c in admin.read_manifest(ALPHA, fleet_store).value.checkpoints if c.name == "short-lived"
+    ]
+    assert [c.name for c in admin.read_manifest(BETA, fleet_store).value.checkpoints].count(
+        "short-lived"
+    ) == 1
     assert step_metadata(results["beta"])["maintenance_gc"]["dry_run"] is True
 
 
-def test_a_partition_and_another_database_must_agree(fleet: SlateDatabasesResource) -> None:
+def test_a_partition_and_another_database_must_agree(day_old_fleet: SlateDatabasesResource) -> None:
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha"])
         result = maintenance_job.execute_in_process(
             run_config=maintenance_run_config(database="beta"),
             partition_key="alpha",
-            resources=resources(fleet),
+            resources=resources(day_old_fleet),
             instance=instance,
             raise_on_error=False,
         )
@@ -432,7 +442,7 @@ def test_s3_store_with_envvar_credentials(
 
 
 def test_summary_of_the_latest_run_from_the_instance(
-    fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
+    day_old_fleet: SlateDatabasesResource, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
     with dg.DagsterInstance.ephemeral() as instance:
@@ -443,7 +453,7 @@ def test_summary_of_the_latest_run_from_the_instance(
         maintenance_job.execute_in_process(
             run_config=maintenance_run_config(dry_run=False),
             tags={"slate_ops/db": "alpha"},
-            resources=resources(fleet),
+            resources=resources(day_old_fleet),
             instance=instance,
         )
         lines = latest_run_summary(instance, "alpha").splitlines()
@@ -467,13 +477,13 @@ def test_summary_of_the_latest_run_from_the_instance(
         maintenance_job.execute_in_process(
             run_config=maintenance_run_config(dry_run=False),
             tags={"slate_ops/db": "alpha"},
-            resources=resources(fleet),
+            resources=resources(day_old_fleet),
             instance=instance,
             raise_on_error=False,
         )
         failed = latest_run_summary(instance, "alpha").splitlines()
         dry = maintenance_job.execute_in_process(
-            tags={"slate_ops/db": "alpha"}, resources=resources(fleet), instance=instance
+            tags={"slate_ops/db": "alpha"}, resources=resources(day_old_fleet), instance=instance
         )
         assert dry.success and "dry run): SUCCESS" in latest_run_summary(instance, "alpha")
     assert re.fullmatch(r"maintenance_job of alpha \(run [0-9a-f]{8}, real run\): FAILURE", failed[0])
@@ -511,27 +521,29 @@ def recorded(instance: dg.DagsterInstance, run_id: str) -> tuple[dict[str, Any],
     return checks, observations
 
 
-def test_a_real_run_records_the_checks_and_state_it_leaves(fleet: SlateDatabasesResource) -> None:
+def test_a_real_run_records_the_checks_and_state_it_leaves(day_old_fleet: SlateDatabasesResource) -> None:
     """After the last step, the run records alpha's checks (as its multi_asset_check computes them)
     and a materialization of the maintained state; a dry run changes nothing and records nothing."""
     from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's checks and gc_health
     from slate_ops.orchestration.checks import verify_results
 
     key = dg.AssetKey(["slate_ops", "alpha"])
-    before = verify_results(fleet, "alpha", logging.getLogger(__name__))  # what the asset check reports
+    before = verify_results(
+        day_old_fleet, "alpha", logging.getLogger(__name__)
+    )  # what the asset check reports
     # A day without GC: its garbage is older than gc_health allows (3 x the 6 h interval)
     failing = ["no_expired_checkpoints", "l0_below_threshold", "gc_health"]
     assert [r.check_name for r in before if not r.passed] == failing
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(PARTITIONS_NAME, ["alpha"])
         dry = maintenance_job.execute_in_process(
-            partition_key="alpha", resources=resources(fleet), instance=instance
+            partition_key="alpha", resources=resources(day_old_fleet), instance=instance
         )
         assert recorded(instance, dry.run_id) == ({}, [])
         real = maintenance_job.execute_in_process(
             run_config=maintenance_run_config(dry_run=False),
             partition_key="alpha",
-            resources=resources(fleet),
+            resources=resources(day_old_fleet),
             instance=instance,
         )
         checks, observations = recorded(instance, real.run_id)

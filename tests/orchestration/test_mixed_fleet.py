@@ -27,8 +27,8 @@ from slate_ops.orchestration.maintenance import maintenance_run_config
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY, local_pyspark_resource
 from slate_ops.orchestration.runs import PARTITIONS_NAME
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import quiet
-from tests.slatedb_support import read_all, write_db
+from tests.support.engine import quiet
+from tests.support.slatedb import read_all, write_db
 
 sdb: Any = pytest.importorskip("slatedb.uniffi")
 
@@ -52,7 +52,7 @@ def write_ours(url: str, path: str, ssts: int) -> dict[bytes, bytes]:
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> dict[str, Any]:
+def mixed_fleet(tmp_path: Path) -> dict[str, Any]:
     root = tmp_path / "store"
     root.mkdir()
     url = root.as_uri()
@@ -88,8 +88,10 @@ def checkpoint_ids(root: Path, path: str) -> set[str]:
     return asyncio.run(listed())
 
 
-def test_a_mixed_fleet_is_discovered_checked_and_maintained_on_both_engines(fleet: dict[str, Any]) -> None:
-    config, url, root = fleet["config"], fleet["url"], fleet["root"]
+def test_a_mixed_fleet_is_discovered_checked_and_maintained_on_both_engines(
+    mixed_fleet: dict[str, Any],
+) -> None:
+    config, url, root = mixed_fleet["config"], mixed_fleet["url"], mixed_fleet["root"]
     slate = SlateDatabasesResource(config=config)
     assert slate.database_names() == ["ours", "theirs", "other"]
     assert slate.handle("ours").engine is Engine.SLATE_OPS
@@ -166,14 +168,14 @@ def test_a_mixed_fleet_is_discovered_checked_and_maintained_on_both_engines(flee
     # SlateDB sees the effects and still reads every acknowledged row.
     assert made["theirs"] not in checkpoint_ids(root, THEIRS)
     assert made["other"] not in checkpoint_ids(root, OTHER)
-    assert asyncio.run(read_all(sdb, root, THEIRS)) == fleet["rows"]["theirs"]
-    assert asyncio.run(read_all(sdb, root, OTHER)) == fleet["rows"]["other"]
+    assert asyncio.run(read_all(sdb, root, THEIRS)) == mixed_fleet["rows"]["theirs"]
+    assert asyncio.run(read_all(sdb, root, OTHER)) == mixed_fleet["rows"]["other"]
     with Db.open(OURS, open_store(url), quiet()) as db:  # and ours, every row
-        assert {k: db.get(k) for k in fleet["rows"]["ours"]} == fleet["rows"]["ours"]
+        assert {k: db.get(k) for k in mixed_fleet["rows"]["ours"]} == mixed_fleet["rows"]["ours"]
 
 
-def test_clone_job_clones_a_slatedb_database_that_slatedb_then_reads(fleet: dict[str, Any]) -> None:
-    slate = SlateDatabasesResource(config=fleet["config"])
+def test_clone_job_clones_a_slatedb_database_that_slatedb_then_reads(mixed_fleet: dict[str, Any]) -> None:
+    slate = SlateDatabasesResource(config=mixed_fleet["config"])
     result = clone_job.execute_in_process(
         run_config=clone_run_config("theirs", "theirs_copy", "fleet/theirs_copy"),
         tags={DB_TAG: "theirs"},
@@ -183,15 +185,17 @@ def test_clone_job_clones_a_slatedb_database_that_slatedb_then_reads(fleet: dict
     output = result.output_for_node("clone_op")
     assert output.initialized and output.external_dbs >= 1
     assert output.final_checkpoint_id is not None
-    assert str(output.final_checkpoint_id) in checkpoint_ids(fleet["root"], THEIRS)  # SlateDB lists it
+    assert str(output.final_checkpoint_id) in checkpoint_ids(mixed_fleet["root"], THEIRS)  # SlateDB lists it
     assert slate.handle("theirs_copy").engine is Engine.SLATEDB  # discovered: SlateDB's format
-    assert asyncio.run(read_all(sdb, fleet["root"], "fleet/theirs_copy")) == fleet["rows"]["theirs"]
+    assert (
+        asyncio.run(read_all(sdb, mixed_fleet["root"], "fleet/theirs_copy")) == mixed_fleet["rows"]["theirs"]
+    )
 
 
-def test_gc_health_fails_on_both_engines_when_garbage_waits_too_long(fleet: dict[str, Any]) -> None:
+def test_gc_health_fails_on_both_engines_when_garbage_waits_too_long(mixed_fleet: dict[str, Any]) -> None:
     """The "GC had been dead for six days" case: with the clock a week on, the garbage both engines
     left (superseded manifests) is overdue and the gc_health check fails on each, naming it."""
-    config = fleet["config"]
+    config = mixed_fleet["config"]
     later = SlateDatabasesResource(config=config).with_clock(ManualRuntime(time.time() + 7 * 86400))
     result = dg.materialize(
         [*build_database_assets(config), *build_database_checks(config)],
@@ -218,7 +222,7 @@ def test_slatedb_compaction_in_dagster_needs_a_running_compactor(
     from slate_ops.admin.handle import SlateDbHandle
     from slate_ops.engines.slatedb import LOOP
     from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
-    from tests.slatedb_support import fast_settings, local_store
+    from tests.support.slatedb import fast_settings, local_store
 
     root = tmp_path / "store"
     root.mkdir()
@@ -300,7 +304,7 @@ def test_slatedb_compaction_in_dagster_needs_a_running_compactor(
 
 
 def test_an_unchanged_database_costs_the_manifest_sensor_one_list_on_either_engine(
-    fleet: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    mixed_fleet: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The sensor's poll (admin.handle.poll.state_since): a changed database of either engine is read
     (a slate_ops one with one LIST and one GET), an unchanged one of either engine costs one LIST
@@ -308,7 +312,7 @@ def test_an_unchanged_database_costs_the_manifest_sensor_one_list_on_either_engi
     from slate_ops.objstore import CountingStore
     from slate_ops.orchestration import fleet as fleet_module
 
-    slate = SlateDatabasesResource(config=fleet["config"])
+    slate = SlateDatabasesResource(config=mixed_fleet["config"])
     opened: dict[str, CountingStore] = {}
     store_of = fleet_module.store_of
 

@@ -14,8 +14,8 @@ from slate_ops.orchestration.checks import ALL_CHECKS as CHECKS  # verify's chec
 from slate_ops.orchestration.config import parse_config
 from slate_ops.orchestration.rescale import rescale_run_config
 from slate_ops.orchestration.resources import RESOURCE_KEY
-from tests.engine.conftest import QUIET_READER, quiet
-from tests.orchestration.conftest import ALPHA, BETA
+from tests.support.engine import QUIET_READER, quiet
+from tests.support.orchestration import ALPHA, BETA
 
 MODEL = {b"k%02d" % i: b"v%d" % i for i in range(40)}
 
@@ -40,12 +40,12 @@ def config(store_url: str) -> SlateOpsConfig:
 
 
 @pytest.fixture
-def seeded(store: ObjectStore) -> ObjectStore:
-    with Db.open(ALPHA, store, quiet()) as db:
+def seeded(fleet_store: ObjectStore) -> ObjectStore:
+    with Db.open(ALPHA, fleet_store, quiet()) as db:
         for key, value in MODEL.items():
             db.put(key, value)
         db.flush_memtable()
-    return store
+    return fleet_store
 
 
 def read_all(store: ObjectStore, path: str) -> dict[bytes, bytes]:

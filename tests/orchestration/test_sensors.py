@@ -14,7 +14,7 @@ from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, Slat
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.orchestration.conftest import ALPHA, BETA, add_checkpoint
+from tests.support.orchestration import ALPHA, BETA, add_checkpoint
 
 
 def tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult | dg.SkipReason:

@@ -18,8 +18,8 @@ from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, Slat
 from slate_ops.orchestration.config import TagPolicyConfig, parse_config
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.conftest import snapshot
-from tests.orchestration.conftest import ALPHA, BETA, op_metadata, run_op
+from tests.support.orchestration import ALPHA, BETA, op_metadata, run_op
+from tests.support.stores import snapshot
 
 ALPHA_TAGS = {"slate_ops/db": "alpha"}
 DAY = 86_400.0

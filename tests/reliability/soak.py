@@ -58,8 +58,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from tests.engine.conftest import simulate_crash
 from tests.reliability.chaos_proxy import ChaosProxy, FaultRates
+from tests.support.engine import simulate_crash
 
 ROLES = ("writer", "reader", "compactor", "gc")
 REGION = "us-east-1"
@@ -873,7 +873,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="write the report as JSON to this file")
     args = parser.parse_args(argv)
 
-    from tests.conftest import AtomicMotoServer
+    from tests.support.s3 import AtomicMotoServer
 
     for name in [v for v in os.environ if v.startswith("AWS_")]:
         del os.environ[name]

@@ -27,7 +27,6 @@ from slate_ops import admin
 from slate_ops.engine import Db
 from slate_ops.errors import FencedError
 from slate_ops.objstore import MemoryStore
-from tests.engine.conftest import simulate_crash
 from tests.reliability import report
 from tests.reliability.sim.adversary import AdvConfig, AdvResult, run_adversary
 from tests.reliability.sim.runtime import (
@@ -35,6 +34,7 @@ from tests.reliability.sim.runtime import (
     InvariantViolation,
     digest_in_another_process,
 )
+from tests.support.engine import simulate_crash
 
 ROOT = Path(__file__).resolve().parents[2]
 ADVERSARY_CI_SEEDS = (1, 2, 3)

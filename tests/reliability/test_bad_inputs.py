@@ -20,12 +20,12 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import open_store
 from slate_ops.objstore.base import ObjectStore
-from tests.conftest import snapshot
 
 # Importing the package registers every group's cases, in the catalogue's order.
 from tests.reliability.bad_inputs.catalogue import CASES, Case, Cli, Env, summary
 from tests.reliability.bad_inputs.cli_usage import subcommands
 from tests.reliability.bad_inputs.missing_database import CREATES_DB, ON_MISSING_DB
+from tests.support.stores import snapshot
 
 __all__ = ["CASES", "summary"]  # tests/reliability/report.py reads summary() from here
 

@@ -39,7 +39,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import quiet, simulate_crash
+from tests.support.engine import quiet, simulate_crash
 
 WAL = "db/wal/"
 OPTIONS = quiet(l0_max_ssts=1000)

@@ -21,7 +21,6 @@ from botocore.exceptions import ClientError
 from slate_ops.errors import ObjectNotFoundError, ObjectStoreError, PreconditionFailedError
 from slate_ops.objstore import PutMode, S3Store
 from slate_ops.objstore.s3 import make_s3_client
-from tests.conftest import CREDENTIALS
 from tests.reliability.chaos_proxy import (
     FAULT_KINDS,
     LATENCY,
@@ -35,6 +34,7 @@ from tests.reliability.chaos_proxy import (
     FaultRates,
 )
 from tests.reliability.soak import ROLES, SoakConfig, SoakReport, WriteLog, check_final, run_soak, value_of
+from tests.support.s3 import CREDENTIALS
 
 CI_SECONDS = 30.0
 

@@ -68,7 +68,7 @@ from slate_ops.objstore import CountingStore, FaultInjectingStore, LocalStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import simulate_crash
+from tests.support.engine import simulate_crash
 
 MAIN = "db/main"
 CLONE = "db/clone"

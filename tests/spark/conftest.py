@@ -1,5 +1,5 @@
-"""One local Spark session for the tests in this folder (all of them carry the ``spark`` marker),
-and the local store they read and write."""
+"""One local Spark session for the tests in this folder (all of them carry the ``spark`` marker);
+they read and write ``local_dir_store`` (tests/support/stores.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from slate_ops.objstore import LocalStore
 from slate_ops.spark import local_spark_session
 
 
@@ -31,10 +30,3 @@ def spark(_spark_jvm: None) -> SparkSession:
     if active is not None:
         active.stop()
     return local_spark_session("local[2]", "slate_ops-tests")
-
-
-@pytest.fixture
-def local_store(local_dir_store: LocalStore) -> LocalStore:
-    """tests/conftest.py's ``local_dir_store`` (``tmp_path/store``, created: SlateDB's binding needs
-    the root; ours would create it on the first write), under the name this folder uses."""
-    return local_dir_store

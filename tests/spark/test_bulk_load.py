@@ -28,8 +28,8 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore, S3Store
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.spark import bulk_load, read_db
-from tests.conftest import snapshot
 from tests.spark.test_executor import QUIET, QUIET_READER
+from tests.support.stores import snapshot
 
 pytestmark = [
     pytest.mark.spark,
@@ -52,16 +52,16 @@ def contents(store: ObjectStore) -> dict[bytes, bytes]:
         return dict(reader.scan())
 
 
-def test_loaded_values_shadow_older_ones_everywhere(spark: SparkSession, local_store: LocalStore) -> None:
+def test_loaded_values_shadow_older_ones_everywhere(spark: SparkSession, local_dir_store: LocalStore) -> None:
     old: dict[bytes, bytes] = {}
-    with Db.open(PATH, local_store, QUIET.model_copy(update={"l0_max_ssts": 1000})) as db:
+    with Db.open(PATH, local_dir_store, QUIET.model_copy(update={"l0_max_ssts": 1000})) as db:
         for i in range(0, 3000, 2):  # a sorted run ...
             old[b"k%05d" % i] = b"run"
             db.put(b"k%05d" % i, b"run")
         db.flush_memtable()
         db.put(b"k00000", b"run-too")
         db.flush_memtable()
-        assert Compactor(PATH, local_store, CompactorOptions(min_sources=2)).run_once(full=True)
+        assert Compactor(PATH, local_dir_store, CompactorOptions(min_sources=2)).run_once(full=True)
         for i in range(0, 3000, 3):  # ... L0 over it ...
             old[b"k%05d" % i] = b"l0"
             db.put(b"k%05d" % i, b"l0")
@@ -72,18 +72,20 @@ def test_loaded_values_shadow_older_ones_everywhere(spark: SparkSession, local_s
         db.delete(b"k00006")
         old.pop(b"k00006")
         db.flush()
-    before = ManifestStore(local_store, PATH).read_latest_required().value
+    before = ManifestStore(local_dir_store, PATH).read_latest_required().value
 
     loaded = {b"k%05d" % i: b"loaded-%d" % i for i in range(0, 4000, 7)}
     loaded[b"\x80high"] = b"sorted as unsigned bytes"
     loaded[b"\xff\xff"] = b""
-    report = bulk_load(frame(spark, loaded), local_store.url, PATH, target_sst_bytes=8 * 1024, partitions=3)
+    report = bulk_load(
+        frame(spark, loaded), local_dir_store.url, PATH, target_sst_bytes=8 * 1024, partitions=3
+    )
 
     expected = {**old, **loaded}
     assert report.rows == len(loaded) and report.ssts >= 3 and report.partitions == 3
     assert report.manifest_id is not None
-    manifest = ManifestStore(local_store, PATH).read(report.manifest_id)
-    latest = ManifestStore(local_store, PATH).read_latest_required()
+    manifest = ManifestStore(local_dir_store, PATH).read(report.manifest_id)
+    latest = ManifestStore(local_dir_store, PATH).read_latest_required()
     assert latest.id == manifest.id + 1 and latest.value.l0 == manifest.value.l0  # + the writer's close
     writes = 1500 + 1 + 1000 + 600 + 1  # every write, WAL-only ones included, is older than the load
     assert report.seq == manifest.value.last_l0_seq == writes + 1 > before.last_l0_seq
@@ -94,36 +96,36 @@ def test_loaded_values_shadow_older_ones_everywhere(spark: SparkSession, local_s
     assert sum(i.size_bytes for i in infos) == report.bytes
     assert all(i.min_seq == i.max_seq == report.seq for i in infos)
 
-    assert contents(local_store) == expected
-    with Db.open(PATH, local_store, QUIET) as db:
+    assert contents(local_dir_store) == expected
+    with Db.open(PATH, local_dir_store, QUIET) as db:
         assert db.get(b"k00000") == b"loaded-0" and db.get(b"k00010") == b"wal"
         assert db.get(b"\x80high") == b"sorted as unsigned bytes"
         db.put(b"k00007", b"after")  # later writes shadow the load
         db.flush_memtable()
         expected[b"k00007"] = b"after"
         checkpoint = db.create_checkpoint(CheckpointScope.DURABLE).id
-    got = read_db(spark, local_store.url, PATH, checkpoint=checkpoint).collect()
+    got = read_db(spark, local_dir_store.url, PATH, checkpoint=checkpoint).collect()
     assert {bytes(r["key"]): bytes(r["value"]) for r in got} == expected
-    assert Compactor(PATH, local_store, CompactorOptions(min_sources=2)).run_once(full=True)
-    assert contents(local_store) == expected  # the compactor keeps the load's versions
+    assert Compactor(PATH, local_dir_store, CompactorOptions(min_sources=2)).run_once(full=True)
+    assert contents(local_dir_store) == expected  # the compactor keeps the load's versions
 
 
 def test_a_running_writer_is_fenced_and_keeps_its_acknowledged_writes(
-    spark: SparkSession, local_store: LocalStore
+    spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    writer = Db.open(PATH, local_store, QUIET)
+    writer = Db.open(PATH, local_dir_store, QUIET)
     for i in range(200):
         writer.put(b"w%04d" % i, b"acked", await_durable=True)
     writer.put(b"shared", b"writer", await_durable=True)
     loaded = {b"shared": b"load", b"new": b"load"}
-    bulk_load(frame(spark, loaded, 1), local_store.url, PATH)
+    bulk_load(frame(spark, loaded, 1), local_dir_store.url, PATH)
     with pytest.raises(FencedError, match="writer"):
         writer.put(b"late", b"x", await_durable=True)  # an unacknowledged write is lost, as it should be
     with pytest.raises(FencedError, match="writer"):
         writer.put(b"later", b"x")  # once fenced, every call raises
     with contextlib.suppress(FencedError):
         writer.close()
-    got = contents(local_store)
+    got = contents(local_dir_store)
     assert got == {**{b"w%04d" % i: b"acked" for i in range(200)}, **loaded}
 
 
@@ -137,23 +139,26 @@ def test_a_running_writer_is_fenced_and_keeps_its_acknowledged_writes(
     ids=["null-key", "null-value", "empty-key"],
 )
 def test_bad_rows_are_refused_before_anything_is_written(
-    spark: SparkSession, local_store: LocalStore, rows: list[tuple[bytes | None, bytes | None]], error: str
+    spark: SparkSession,
+    local_dir_store: LocalStore,
+    rows: list[tuple[bytes | None, bytes | None]],
+    error: str,
 ) -> None:
-    with Db.open(PATH, local_store, QUIET) as db:
+    with Db.open(PATH, local_dir_store, QUIET) as db:
         db.put(b"a", b"0")
-    before = snapshot(local_store)
+    before = snapshot(local_dir_store)
     with pytest.raises(BulkLoadInputError, match=error):
-        bulk_load(spark.createDataFrame(rows, SCHEMA), local_store.url, PATH)
-    assert snapshot(local_store) == before
+        bulk_load(spark.createDataFrame(rows, SCHEMA), local_dir_store.url, PATH)
+    assert snapshot(local_dir_store) == before
 
 
 def test_bad_columns_and_arguments_are_refused_before_anything_is_written(
-    spark: SparkSession, local_store: LocalStore
+    spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    admin.create_db(PATH, local_store)
-    before = snapshot(local_store)
+    admin.create_db(PATH, local_dir_store)
+    before = snapshot(local_dir_store)
     strings = spark.createDataFrame([("a", "1")], "key string, value string")
-    url = local_store.url
+    url = local_dir_store.url
     with pytest.raises(BulkLoadInputError, match=r"key column 'key' is string, not binary; cast"):
         bulk_load(strings, url, PATH)
     with pytest.raises(BulkLoadInputError, match=r"value column 'v' is string"):
@@ -171,31 +176,31 @@ def test_bad_columns_and_arguments_are_refused_before_anything_is_written(
         bulk_load(good, "memory://m", PATH)
     empty = bulk_load(spark.createDataFrame([], SCHEMA), url, PATH)
     assert (empty.rows, empty.ssts, empty.manifest_id) == (0, 0, None)
-    assert snapshot(local_store) == before
+    assert snapshot(local_dir_store) == before
 
     # A shard of a split takes only keys inside its range.
-    ManifestStore(local_store, PATH).update(
+    ManifestStore(local_dir_store, PATH).update(
         lambda current: current.value.with_changes(visible_range=KeyRange(b"b", b"m"))
     )
-    before = snapshot(local_store)
+    before = snapshot(local_dir_store)
     rows = spark.createDataFrame([(b"c", b"1"), (b"a", b"2"), (b"z", b"3")], SCHEMA)
     with pytest.raises(OutOfRangeError, match=r"2 keys of column 'key' are outside"):
         bulk_load(rows, url, PATH)
-    assert snapshot(local_store) == before
+    assert snapshot(local_dir_store) == before
 
 
-def test_duplicate_keys_name_one_and_commit_nothing(spark: SparkSession, local_store: LocalStore) -> None:
-    with Db.open(PATH, local_store, QUIET) as db:
+def test_duplicate_keys_name_one_and_commit_nothing(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    with Db.open(PATH, local_dir_store, QUIET) as db:
         db.put(b"dup", b"old")
         db.flush_memtable()
     rows = [(b"k%03d" % i, b"v") for i in range(300)] + [(b"dup", b"1"), (b"dup", b"2")]
     with pytest.raises(DuplicateKeyError, match=r"holds key b'dup' more than once") as caught:
-        bulk_load(spark.createDataFrame(rows, SCHEMA).repartition(2), local_store.url, PATH)
+        bulk_load(spark.createDataFrame(rows, SCHEMA).repartition(2), local_dir_store.url, PATH)
     assert caught.value.key == b"dup"
-    assert contents(local_store) == {b"dup": b"old"}
-    manifest = ManifestStore(local_store, PATH).read_latest_required().value
+    assert contents(local_dir_store) == {b"dup": b"old"}
+    manifest = ManifestStore(local_dir_store, PATH).read_latest_required().value
     listed = {sst_key(PATH, s.id) for s in manifest.ssts}
-    orphans = [m.key for m in local_store.list(f"{PATH}/compacted/") if m.key not in listed]
+    orphans = [m.key for m in local_dir_store.list(f"{PATH}/compacted/") if m.key not in listed]
     assert orphans == []  # the SSTs of the tasks without a duplicate were deleted, not left to GC
 
 

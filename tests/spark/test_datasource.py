@@ -29,8 +29,8 @@ from slate_ops.objstore.base import ObjectStore
 from slate_ops.spark import FORMAT, read_db, register
 from slate_ops.spark.datasource import KeyFilter, SlateOpsDataSource
 from slate_ops.spark.read import READ_CHECKPOINT_NAME, narrow_plan, plan_read
-from tests.conftest import snapshot
 from tests.spark.test_executor import QUIET, QUIET_READER
+from tests.support.stores import snapshot
 
 pytestmark = [
     pytest.mark.spark,
@@ -87,19 +87,21 @@ def populate(store: ObjectStore, n: int = 3000) -> dict[bytes, bytes]:
     return dict(sorted(model.items()))
 
 
-def test_registration_is_automatic_and_idempotent(spark: SparkSession, local_store: LocalStore) -> None:
-    populate(local_store, 100)
+def test_registration_is_automatic_and_idempotent(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    populate(local_dir_store, 100)
     assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
     register(spark)  # again: replaces the registration, same format name
-    assert load(spark, local_store).count() == len(contents(local_store))
+    assert load(spark, local_dir_store).count() == len(contents(local_dir_store))
 
 
-def test_reads_equal_read_db_and_the_engine(spark: SparkSession, local_store: LocalStore) -> None:
-    model = populate(local_store)
-    checkpoint = admin.create_checkpoint(PATH, local_store, CheckpointOptions(lifetime=timedelta(hours=1)))
-    df = load(spark, local_store, checkpoint=str(checkpoint.id), partitions="4")
+def test_reads_equal_read_db_and_the_engine(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    model = populate(local_dir_store)
+    checkpoint = admin.create_checkpoint(
+        PATH, local_dir_store, CheckpointOptions(lifetime=timedelta(hours=1))
+    )
+    df = load(spark, local_dir_store, checkpoint=str(checkpoint.id), partitions="4")
     assert df.rdd.getNumPartitions() == 4  # as read_db sizes them
-    via_read_db = read_db(spark, local_store.url, PATH, checkpoint=checkpoint.id, partitions=4)
+    via_read_db = read_db(spark, local_dir_store.url, PATH, checkpoint=checkpoint.id, partitions=4)
     assert rows(df) == rows(via_read_db) == list(model.items())
     assert df.schema.simpleString() == "struct<key:binary,value:binary>"
     # partition i holds keys below those of partition i + 1, each in key order (as read_db)
@@ -108,26 +110,26 @@ def test_reads_equal_read_db_and_the_engine(spark: SparkSession, local_store: Lo
     assert flat == sorted(flat) == list(model)
 
 
-def test_default_is_one_new_checkpoint_per_load(spark: SparkSession, local_store: LocalStore) -> None:
-    model = populate(local_store, 500)
-    df = load(spark, local_store)
-    with Db.open(PATH, local_store, QUIET) as db:  # written after load(): not seen by df
+def test_default_is_one_new_checkpoint_per_load(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    model = populate(local_dir_store, 500)
+    df = load(spark, local_dir_store)
+    with Db.open(PATH, local_dir_store, QUIET) as db:  # written after load(): not seen by df
         db.put(b"k00002", b"later")
         db.flush()
     assert rows(df) == list(model.items())
     assert df.count() == len(model)  # another plan, the same checkpoint
-    manifest = ManifestStore(local_store, PATH).read_latest_required().value
+    manifest = ManifestStore(local_dir_store, PATH).read_latest_required().value
     assert sum(1 for c in manifest.checkpoints if c.name == READ_CHECKPOINT_NAME) == 1
 
 
-def test_tag_option_reads_the_tagged_state(spark: SparkSession, local_store: LocalStore) -> None:
-    before = populate(local_store, 500)
-    admin.create_tag(PATH, local_store, "before")
-    with Db.open(PATH, local_store, QUIET) as db:
+def test_tag_option_reads_the_tagged_state(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    before = populate(local_dir_store, 500)
+    admin.create_tag(PATH, local_dir_store, "before")
+    with Db.open(PATH, local_dir_store, QUIET) as db:
         db.put(b"new", b"1")
         db.flush()
-    assert rows(load(spark, local_store, tag="before")) == list(before.items())
-    assert (b"new", b"1") in rows(load(spark, local_store))
+    assert rows(load(spark, local_dir_store, tag="before")) == list(before.items())
+    assert (b"new", b"1") in rows(load(spark, local_dir_store))
 
 
 KEY_FILTERS: list[tuple[str, Callable[[], Column], KeyRange | None, frozenset[bytes] | None]] = [
@@ -165,22 +167,24 @@ KEY_FILTERS: list[tuple[str, Callable[[], Column], KeyRange | None, frozenset[by
 @pytest.mark.parametrize(("name", "make", "pushed", "keys"), KEY_FILTERS, ids=[f[0] for f in KEY_FILTERS])
 def test_pushdown_narrows_the_read_and_stays_exact(
     spark: SparkSession,
-    local_store: LocalStore,
+    local_dir_store: LocalStore,
     name: str,
     make: Callable[[], Column],
     pushed: KeyRange | None,
     keys: frozenset[bytes] | None,
 ) -> None:
     condition = make()
-    model = populate(local_store)
-    checkpoint = admin.create_checkpoint(PATH, local_store, CheckpointOptions(lifetime=timedelta(hours=1)))
-    df = load(spark, local_store, checkpoint=str(checkpoint.id), partitions="4")
+    model = populate(local_dir_store)
+    checkpoint = admin.create_checkpoint(
+        PATH, local_dir_store, CheckpointOptions(lifetime=timedelta(hours=1))
+    )
+    df = load(spark, local_dir_store, checkpoint=str(checkpoint.id), partitions="4")
     filtered = df.where(condition)
-    expected = rows(read_db(spark, local_store.url, PATH, checkpoint=checkpoint.id).where(condition))
+    expected = rows(read_db(spark, local_dir_store.url, PATH, checkpoint=checkpoint.id).where(condition))
     assert rows(filtered) == expected  # exact, whatever was pushed
     if name == "in":
         assert [k for k, _ in expected] == [k for k in sorted(keys or ()) if k in model]
-    plan = plan_read(local_store, local_store.url, PATH, checkpoint.id, 4)
+    plan = plan_read(local_dir_store, local_dir_store.url, PATH, checkpoint.id, 4)
     if pushed is None:
         assert filtered.rdd.getNumPartitions() == len(plan.chunks) == 4
     else:  # only the ranges that meet the pushed range are read: the plan's partitions drop
@@ -213,24 +217,24 @@ def spark_error(caught: pytest.ExceptionInfo[BaseException], error: str, text: s
     assert text in message, message[:3000]
 
 
-def test_read_errors_are_typed(spark: SparkSession, local_store: LocalStore) -> None:
-    populate(local_store, 50)
+def test_read_errors_are_typed(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    populate(local_dir_store, 50)
     with pytest.raises(AnalysisException) as caught:
-        load(spark, local_store, "no/such/db")
+        load(spark, local_dir_store, "no/such/db")
     spark_error(caught, "DbNotFoundError", "no database at")
     with pytest.raises(AnalysisException) as caught:
-        load(spark, local_store, tag="nope")
+        load(spark, local_dir_store, tag="nope")
     spark_error(caught, "TagNotFoundError", "no tag 'nope'")
     with pytest.raises(AnalysisException) as caught:
-        load(spark, local_store, checkpoint=str(uuid.uuid4()))
+        load(spark, local_dir_store, checkpoint=str(uuid.uuid4()))
     spark_error(caught, "CheckpointNotFoundError", "")
-    short = admin.create_checkpoint(PATH, local_store, CheckpointOptions(lifetime=timedelta(seconds=1)))
+    short = admin.create_checkpoint(PATH, local_dir_store, CheckpointOptions(lifetime=timedelta(seconds=1)))
     time.sleep(2.5)  # expiry times are whole seconds
     with pytest.raises(AnalysisException) as caught:
-        load(spark, local_store, checkpoint=str(short.id))
+        load(spark, local_dir_store, checkpoint=str(short.id))
     spark_error(caught, "CheckpointExpiredError", str(short.id))
     with pytest.raises(AnalysisException) as caught:
-        load(spark, local_store, tag="x", checkpoint=str(short.id))
+        load(spark, local_dir_store, tag="x", checkpoint=str(short.id))
     spark_error(caught, "InvalidArgumentError", "takes a checkpoint or a tag, not both")
     with pytest.raises(AnalysisException) as caught:
         spark.read.format(FORMAT).option("store", "memory://").option("path", PATH).load()
@@ -239,70 +243,70 @@ def test_read_errors_are_typed(spark: SparkSession, local_store: LocalStore) -> 
         spark.read.format(FORMAT).option("path", PATH).load()
     spark_error(caught, "InvalidArgumentError", "needs the option 'store'")
     with pytest.raises(AnalysisException) as caught:
-        load(spark, local_store, partitons="3")
+        load(spark, local_dir_store, partitons="3")
     spark_error(caught, "InvalidArgumentError", "does not take the option(s) ['partitons']")
 
 
 def test_a_dataframe_evaluated_after_its_checkpoint_expired_fails_typed(
-    spark: SparkSession, local_store: LocalStore
+    spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    populate(local_store, 50)
-    short = admin.create_checkpoint(PATH, local_store, CheckpointOptions(lifetime=timedelta(seconds=3)))
-    df = load(spark, local_store, checkpoint=str(short.id))
+    populate(local_dir_store, 50)
+    short = admin.create_checkpoint(PATH, local_dir_store, CheckpointOptions(lifetime=timedelta(seconds=3)))
+    df = load(spark, local_dir_store, checkpoint=str(short.id))
     time.sleep(4.5)  # expiry times are whole seconds
     with pytest.raises((AnalysisException, PythonException)) as caught:  # planning or task
         df.collect()
     spark_error(caught, "CheckpointExpiredError", str(short.id))
 
 
-def test_write_then_read_round_trips(spark: SparkSession, local_store: LocalStore) -> None:
+def test_write_then_read_round_trips(spark: SparkSession, local_dir_store: LocalStore) -> None:
     loaded = {b"k%05d" % i: b"value-%d" % i * 3 for i in range(5000)}
     items = list(loaded.items())
     random.Random(1).shuffle(items)
     df = spark.createDataFrame(items, SCHEMA).repartitionByRange(4, "key")  # rows unsorted in each
-    save(df, local_store, target_sst_bytes="32768")
-    assert contents(local_store) == loaded
-    manifest = ManifestStore(local_store, PATH).read_latest_required().value
+    save(df, local_dir_store, target_sst_bytes="32768")
+    assert contents(local_dir_store) == loaded
+    manifest = ManifestStore(local_dir_store, PATH).read_latest_required().value
     assert len(manifest.l0) > 4  # several SSTs per task, all in one commit, in front of L0
-    assert rows(load(spark, local_store)) == sorted(loaded.items())
+    assert rows(load(spark, local_dir_store)) == sorted(loaded.items())
     # a second write shadows: the newest values win, other keys stay
     newer = spark.createDataFrame([(b"k00003", b"new"), (b"zzz", b"z")], SCHEMA)
-    save(newer, local_store)
-    assert contents(local_store) == {**loaded, b"k00003": b"new", b"zzz": b"z"}
+    save(newer, local_dir_store)
+    assert contents(local_dir_store) == {**loaded, b"k00003": b"new", b"zzz": b"z"}
 
 
 def test_write_takes_other_column_names_and_fences_the_writer(
-    spark: SparkSession, local_store: LocalStore
+    spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    writer = Db.open(PATH, local_store, QUIET)
+    writer = Db.open(PATH, local_dir_store, QUIET)
     writer.put(b"a", b"acknowledged", await_durable=True)
     df = spark.createDataFrame([(b"b", b"2", 1), (b"c", b"3", 2)], "id binary, payload binary, n int")
-    save(df, local_store, key_col="id", value_col="payload")
-    assert contents(local_store) == {b"a": b"acknowledged", b"b": b"2", b"c": b"3"}
+    save(df, local_dir_store, key_col="id", value_col="payload")
+    assert contents(local_dir_store) == {b"a": b"acknowledged", b"b": b"2", b"c": b"3"}
     with pytest.raises(FencedError):
         writer.put(b"x", b"y", await_durable=True)
 
 
-def test_a_write_during_the_load_makes_the_commit_refuse(local_store: LocalStore) -> None:
+def test_a_write_during_the_load_makes_the_commit_refuse(local_dir_store: LocalStore) -> None:
     """The writer's own steps, run in this process as Spark runs them in its workers."""
-    populate(local_store, 20)
-    source = SlateOpsDataSource(CaseInsensitiveDict(store=local_store.url, path=PATH))
+    populate(local_dir_store, 20)
+    source = SlateOpsDataSource(CaseInsensitiveDict(store=local_dir_store.url, path=PATH))
     schema = StructType.fromDDL(SCHEMA)
     assert isinstance(schema, StructType)
     writer = source.writer(schema, overwrite=False)
     batch = pa.RecordBatch.from_pydict({"key": [b"x1", b"x2"], "value": [b"1", b"2"]})
     message = writer.write(iter([batch]))
     assert message.result.ssts
-    with Db.open(PATH, local_store, QUIET) as db:  # another writer, after the load started
+    with Db.open(PATH, local_dir_store, QUIET) as db:  # another writer, after the load started
         db.put(b"meanwhile", b"1")
-    before = contents(local_store)
+    before = contents(local_dir_store)
     with pytest.raises(BulkLoadConflictError, match="was written while"):
         writer.commit([message])
     writer.abort([message])  # what Spark does after a failed commit
-    assert contents(local_store) == before
-    manifest = ManifestStore(local_store, PATH).read_latest_required().value
+    assert contents(local_dir_store) == before
+    manifest = ManifestStore(local_dir_store, PATH).read_latest_required().value
     listed = {sst_key(PATH, s.id) for s in manifest.ssts}
-    assert [m.key for m in local_store.list(f"{PATH}/compacted/") if m.key not in listed] == []
+    assert [m.key for m in local_dir_store.list(f"{PATH}/compacted/") if m.key not in listed] == []
 
 
 def no_new_data(store: LocalStore, before: Mapping[str, object], data: dict[bytes, bytes]) -> None:
@@ -321,43 +325,45 @@ def no_new_data(store: LocalStore, before: Mapping[str, object], data: dict[byte
     ids=["duplicate", "empty-key", "null-value"],
 )
 def test_a_failed_write_leaves_nothing_visible(
-    spark: SparkSession, local_store: LocalStore, bad: list[tuple[bytes, bytes | None]], error: str
+    spark: SparkSession, local_dir_store: LocalStore, bad: list[tuple[bytes, bytes | None]], error: str
 ) -> None:
-    data = populate(local_store, 200)
-    with Db.open(PATH, local_store, QUIET) as db:
+    data = populate(local_dir_store, 200)
+    with Db.open(PATH, local_dir_store, QUIET) as db:
         db.flush_memtable()
-    before = snapshot(local_store)
+    before = snapshot(local_dir_store)
     good = [(b"g%05d" % i, b"v") for i in range(2000)]
     df = spark.createDataFrame(good + bad, SCHEMA).repartitionByRange(3, "key")
     with pytest.raises((AnalysisException, PythonException)) as caught:
-        save(df, local_store, target_sst_bytes="4096")  # every task writes several SSTs first
+        save(df, local_dir_store, target_sst_bytes="4096")  # every task writes several SSTs first
     spark_error(caught, error, "")
-    no_new_data(local_store, before, data)
+    no_new_data(local_dir_store, before, data)
 
 
-def test_overlapping_partitions_are_refused_and_deleted(spark: SparkSession, local_store: LocalStore) -> None:
-    data = populate(local_store, 200)
-    with Db.open(PATH, local_store, QUIET) as db:
+def test_overlapping_partitions_are_refused_and_deleted(
+    spark: SparkSession, local_dir_store: LocalStore
+) -> None:
+    data = populate(local_dir_store, 200)
+    with Db.open(PATH, local_dir_store, QUIET) as db:
         db.flush_memtable()
-    before = snapshot(local_store)
+    before = snapshot(local_dir_store)
     df = spark.createDataFrame([(b"o%05d" % i, b"v") for i in range(1000)], SCHEMA).repartition(3)
     with pytest.raises(AnalysisException) as caught:
-        save(df, local_store)
+        save(df, local_dir_store)
     spark_error(caught, "BulkLoadOverlapError", "repartitionByRange")
-    no_new_data(local_store, before, data)
+    no_new_data(local_dir_store, before, data)
 
 
-def test_save_modes_and_bad_writes_are_refused(spark: SparkSession, local_store: LocalStore) -> None:
-    populate(local_store, 20)
+def test_save_modes_and_bad_writes_are_refused(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    populate(local_dir_store, 20)
     df = spark.createDataFrame([(b"a", b"1")], SCHEMA)
     with pytest.raises(AnalysisException) as caught:
-        save(df, local_store, mode="overwrite")
+        save(df, local_dir_store, mode="overwrite")
     spark_error(caught, "UnsupportedSaveModeError", 'supports only .mode("append")')
     for mode in ("error", "ignore"):  # refused by Spark itself, before slate_ops is asked
         with pytest.raises(AnalysisException, match="Append"):
-            save(df, local_store, mode=mode)
+            save(df, local_dir_store, mode=mode)
     with pytest.raises(AnalysisException) as caught:
-        save(spark.createDataFrame([("a", "1")], "key string, value string"), local_store)
+        save(spark.createDataFrame([("a", "1")], "key string, value string"), local_dir_store)
     spark_error(caught, "BulkLoadInputError", "not binary")
     with pytest.raises(AnalysisException) as caught:
         df.write.format(FORMAT).mode("append").option("store", "memory://").option("path", PATH).save()

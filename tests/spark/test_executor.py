@@ -94,17 +94,17 @@ def output_rows(store: ObjectStore, result: ExecutionResult) -> pa.Table:
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
 
-def test_compactor_on_spark_keeps_the_content(spark: SparkSession, local_store: LocalStore) -> None:
-    model = fill(local_store)
-    report = Compactor(PATH, local_store, SMALL, executor=SparkExecutor(spark)).run_once()
+def test_compactor_on_spark_keeps_the_content(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    model = fill(local_dir_store)
+    report = Compactor(PATH, local_dir_store, SMALL, executor=SparkExecutor(spark)).run_once()
     assert report is not None and report.kind == "l0" and report.executor == "spark"
     assert report.subcompactions >= 3 and len(report.output_ssts) >= 3
     assert report.rows_out == len(model) < report.rows_in  # the only run: shadowed rows and tombstones go
-    manifest = ManifestStore(local_store, PATH).read_latest_required().value
+    manifest = ManifestStore(local_dir_store, PATH).read_latest_required().value
     assert manifest.l0 == () and len(manifest.compacted) == 1
     assert [str(v.sst_id) for v in manifest.compacted[0].views] == list(report.output_ssts)
-    assert contents(local_store) == model
-    with Db.open(PATH, local_store, QUIET) as db:
+    assert contents(local_dir_store) == model
+    with Db.open(PATH, local_dir_store, QUIET) as db:
         assert dict(db.scan()) == model
 
 
@@ -125,17 +125,19 @@ def test_tasks_reach_s3_through_the_store_url(
     assert contents(store) == model
 
 
-def test_spark_and_local_executors_write_the_same_rows(spark: SparkSession, local_store: LocalStore) -> None:
-    fill(local_store)
-    spec = l0_spec(local_store, [b"key00300", b"key00301", b"key00900", b"key01499"])
-    local = LocalExecutor(threads=2).execute(local_store, spec)
-    rdd = SparkExecutor(spark, mode="rdd").execute(local_store, spec)
-    dataframe = SparkExecutor(spark, mode="dataframe").execute(local_store, spec)
+def test_spark_and_local_executors_write_the_same_rows(
+    spark: SparkSession, local_dir_store: LocalStore
+) -> None:
+    fill(local_dir_store)
+    spec = l0_spec(local_dir_store, [b"key00300", b"key00301", b"key00900", b"key01499"])
+    local = LocalExecutor(threads=2).execute(local_dir_store, spec)
+    rdd = SparkExecutor(spark, mode="rdd").execute(local_dir_store, spec)
+    dataframe = SparkExecutor(spark, mode="dataframe").execute(local_dir_store, spec)
 
-    expected = output_rows(local_store, local)
+    expected = output_rows(local_dir_store, local)
     assert expected.num_rows == local.rows_out > 0 and local.subcompactions == 5
     for result in (rdd, dataframe):
-        assert output_rows(local_store, result).equals(expected)
+        assert output_rows(local_dir_store, result).equals(expected)
         assert [s.info for s in result.outputs] == [s.info for s in local.outputs]
         assert {s.id for s in result.outputs}.isdisjoint(s.id for s in local.outputs)  # new files
         counters = (result.bytes_read, result.bytes_written, result.rows_in, result.rows_out)
@@ -143,7 +145,7 @@ def test_spark_and_local_executors_write_the_same_rows(spark: SparkSession, loca
         assert result.subcompactions == 5
 
 
-def test_memory_stores_are_refused(spark: SparkSession, local_store: LocalStore) -> None:
+def test_memory_stores_are_refused(spark: SparkSession, local_dir_store: LocalStore) -> None:
     memory = MemoryStore("spark-test")
     fill(memory, flushes=2, keys=50)
     spec = l0_spec(memory, [])
@@ -154,16 +156,18 @@ def test_memory_stores_are_refused(spark: SparkSession, local_store: LocalStore)
         SparkExecutor(spark, store_url="memory://x")
 
 
-def test_a_spec_without_subcompactions_starts_no_job(spark: SparkSession, local_store: LocalStore) -> None:
+def test_a_spec_without_subcompactions_starts_no_job(
+    spark: SparkSession, local_dir_store: LocalStore
+) -> None:
     empty = CompactionSpec(PATH, (), drop_tombstones=True, target_sst_bytes=1024, subcompactions=())
-    result = SparkExecutor(spark).execute(local_store, empty)
+    result = SparkExecutor(spark).execute(local_dir_store, empty)
     assert (result.outputs, result.subcompactions, result.rows_in) == ((), 0, 0)
 
 
-def test_a_failed_task_raises_a_slate_ops_error(spark: SparkSession, local_store: LocalStore) -> None:
-    fill(local_store, flushes=2, keys=100)
-    spec = l0_spec(local_store, [b"key00050"])
-    local_store.delete(spec.sources[0].views[0].key)
+def test_a_failed_task_raises_a_slate_ops_error(spark: SparkSession, local_dir_store: LocalStore) -> None:
+    fill(local_dir_store, flushes=2, keys=100)
+    spec = l0_spec(local_dir_store, [b"key00050"])
+    local_dir_store.delete(spec.sources[0].views[0].key)
     expected = r"compaction of 'db' \(2 subcompactions\) failed: slate_ops\.errors\.ObjectNotFoundError: "
     with pytest.raises(SlateOpsError, match=expected + ".*does not exist"):
-        SparkExecutor(spark).execute(local_store, spec)
+        SparkExecutor(spark).execute(local_dir_store, spec)

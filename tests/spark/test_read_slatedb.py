@@ -44,9 +44,9 @@ from slate_ops.spark.read_slatedb import (
     plan_slatedb_read,
     read_slatedb_partition,
 )
-from tests.conftest import snapshot
-from tests.slatedb_support import fast_settings, in_child, read_slatedb
 from tests.spark.test_datasource import populate
+from tests.support.slatedb import fast_settings, in_child, read_slatedb
+from tests.support.stores import snapshot
 
 # End to end (a real SparkSession over databases written by SlateDB's binding, ~30 s): in CI's second
 # step (`pytest -m "cluster or e2e"`), keeping the default run well under 10 minutes.
@@ -104,21 +104,21 @@ def checkpoint_of(store: ObjectStore, name: str | None = None, lifetime_s: float
 
 
 def test_read_db_equals_the_binding_reader_one_task_per_range(
-    sdb: Any, spark: SparkSession, local_store: LocalStore
+    sdb: Any, spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    model = write_theirs(sdb, local_store)
-    checkpoint = checkpoint_of(local_store)
-    expected = read_slatedb(local_store, PATH, str(checkpoint))
+    model = write_theirs(sdb, local_dir_store)
+    checkpoint = checkpoint_of(local_dir_store)
+    expected = read_slatedb(local_dir_store, PATH, str(checkpoint))
     assert expected == model  # the WAL-only write included
 
-    before = snapshot(local_store)
-    df = read_db(spark, local_store.url, PATH, checkpoint=checkpoint, partitions=3)  # engine detected
+    before = snapshot(local_dir_store)
+    df = read_db(spark, local_dir_store.url, PATH, checkpoint=checkpoint, partitions=3)  # engine detected
     got = rows(df)
     assert got == sorted(expected.items())  # partitions in key order, each in key order
     assert df.rdd.getNumPartitions() == 3  # three ranges cut at the SSTs' first keys
-    assert snapshot(local_store) == before  # CHECKPOINT-mode readers write nothing
+    assert snapshot(local_dir_store) == before  # CHECKPOINT-mode readers write nothing
 
-    plan = plan_slatedb_read(local_store, local_store.url, PATH, checkpoint, 3)
+    plan = plan_slatedb_read(local_dir_store, local_dir_store.url, PATH, checkpoint, 3)
     assert len(plan.ranges) == 3 and plan.ranges[0].start is None and plan.ranges[-1].end is None
     for left, right in zip(plan.ranges, plan.ranges[1:], strict=False):
         assert left.end == right.start is not None
@@ -133,24 +133,24 @@ def test_read_db_equals_the_binding_reader_one_task_per_range(
 
 
 def test_default_checkpoint_tag_and_typed_errors(
-    sdb: Any, spark: SparkSession, local_store: LocalStore
+    sdb: Any, spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    model = write_theirs(sdb, local_store, rounds=2)
-    admin = SlateDbAdmin(PATH, local_store)
-    admin_handle.open(PATH, local_store).create_tag("v1")  # the handle's tag (a checkpoint tag:v1)
+    model = write_theirs(sdb, local_dir_store, rounds=2)
+    admin = SlateDbAdmin(PATH, local_dir_store)
+    admin_handle.open(PATH, local_dir_store).create_tag("v1")  # the handle's tag (a checkpoint tag:v1)
 
     async def overwrite() -> None:  # a later write the tag does not see
-        builder = sdb.DbBuilder(binding_path(local_store, PATH), binding_store(local_store))
+        builder = sdb.DbBuilder(binding_path(local_dir_store, PATH), binding_store(local_dir_store))
         db = await builder.build()
         await db.put(b"k00000", b"after-the-tag")
         await db.shutdown()
 
     LOOP.run(overwrite())
-    assert dict(rows(read_db(spark, local_store.url, PATH, tag="v1"))) == model
+    assert dict(rows(read_db(spark, local_dir_store.url, PATH, tag="v1"))) == model
 
     # neither checkpoint nor tag: a new spark-read checkpoint, short-lived, of the current state
     started = time.time()
-    df = read_db(spark, local_store.url, PATH)
+    df = read_db(spark, local_dir_store.url, PATH)
     made = admin.list_checkpoints(READ_CHECKPOINT_NAME)
     assert len(made) == 1 and made[0].expire_time_s is not None
     assert started + 3500 < made[0].expire_time_s <= started + 3601  # one hour, as ours
@@ -159,30 +159,30 @@ def test_default_checkpoint_tag_and_typed_errors(
     with pytest.raises(
         TagNotFoundError, match=f"no tag 'nope' in the current manifest of SlateDB database {PATH}"
     ):
-        read_db(spark, local_store.url, PATH, tag="nope")
+        read_db(spark, local_dir_store.url, PATH, tag="nope")
     with pytest.raises(InvalidArgumentError, match="a checkpoint or a tag, not both"):
-        read_db(spark, local_store.url, PATH, checkpoint=uuid.uuid4(), tag="v1")
+        read_db(spark, local_dir_store.url, PATH, checkpoint=uuid.uuid4(), tag="v1")
     with pytest.raises(CheckpointNotFoundError):
-        read_db(spark, local_store.url, PATH, checkpoint=uuid.uuid4())
+        read_db(spark, local_dir_store.url, PATH, checkpoint=uuid.uuid4())
     with pytest.raises(DbNotFoundError):
-        read_db(spark, local_store.url, "shop/none")
-    short = checkpoint_of(local_store, lifetime_s=2)
-    lazy = read_db(spark, local_store.url, PATH, checkpoint=short)
+        read_db(spark, local_dir_store.url, "shop/none")
+    short = checkpoint_of(local_dir_store, lifetime_s=2)
+    lazy = read_db(spark, local_dir_store.url, PATH, checkpoint=short)
     time.sleep(3.5)  # expiry times are whole seconds
     with pytest.raises(CheckpointExpiredError):
-        read_db(spark, local_store.url, PATH, checkpoint=short)
+        read_db(spark, local_dir_store.url, PATH, checkpoint=short)
     with pytest.raises(PythonException, match="CheckpointExpiredError"):  # the tasks check too
         lazy.collect()
 
 
 def test_format_slate_ops_reads_slatedb_and_pushes_key_filters_down(
-    sdb: Any, spark: SparkSession, local_store: LocalStore
+    sdb: Any, spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    model = write_theirs(sdb, local_store)
-    checkpoint = checkpoint_of(local_store)
+    model = write_theirs(sdb, local_dir_store)
+    checkpoint = checkpoint_of(local_dir_store)
     df = (
         spark.read.format(FORMAT)
-        .option("store", local_store.url)
+        .option("store", local_dir_store.url)
         .option("path", PATH)
         .option("checkpoint", str(checkpoint))
         .option("partitions", "4")
@@ -191,7 +191,7 @@ def test_format_slate_ops_reads_slatedb_and_pushes_key_filters_down(
     assert df.columns == ["key", "value"]
     assert sorted(rows(df)) == sorted(model.items())
     assert df.rdd.getNumPartitions() == 4
-    plan = plan_slatedb_read(local_store, local_store.url, PATH, checkpoint, 4)
+    plan = plan_slatedb_read(local_dir_store, local_dir_store.url, PATH, checkpoint, 4)
 
     # a range inside the first SST block: only the ranges meeting it are read, rows exact
     lo, hi = b"k00100", b"k00200"
@@ -215,7 +215,7 @@ def test_format_slate_ops_reads_slatedb_and_pushes_key_filters_down(
     assert rows(on_value) == [(b"k00003", b"wal-only")]
 
     with pytest.raises(AnalysisException, match="CheckpointNotFoundError"):
-        spark.read.format(FORMAT).option("store", local_store.url).option("path", PATH).option(
+        spark.read.format(FORMAT).option("store", local_dir_store.url).option("path", PATH).option(
             "checkpoint", str(uuid.uuid4())
         ).load()
 
@@ -237,22 +237,22 @@ def register_class(store: LocalStore, path: str) -> SlateOpsDataSource:
     return source
 
 
-def test_one_reader_reads_both_engines_with_the_same_pushdown(sdb: Any, local_store: LocalStore) -> None:
+def test_one_reader_reads_both_engines_with_the_same_pushdown(sdb: Any, local_dir_store: LocalStore) -> None:
     """format("slate_ops") plans either engine's database with one PlanReader: the same filters on
     ``key`` narrow both plans and leave the same filters to Spark; each reads exactly its rows."""
-    theirs = write_theirs(sdb, local_store)
-    ours = populate(local_store, 1000)  # shop/orders, next to shop/theirs
+    theirs = write_theirs(sdb, local_dir_store)
+    ours = populate(local_dir_store, 1000)  # shop/orders, next to shop/theirs
     lo, hi = b"k00100", b"k00700"
     wanted = (b"k00003", b"k00150", b"k00500", b"k00650", b"k00999")
     on_value = EqualTo(("value",), b"x")
     filters = [GreaterThanOrEqual(("key",), lo), LessThan(("key",), hi), In(("key",), wanted), on_value]
     for path, model, steps in ((PATH, theirs, SLATEDB_READ), ("shop/orders", ours, SLATE_OPS_READ)):
-        reader, left, got = _reader_rows(local_store, path, filters)
+        reader, left, got = _reader_rows(local_dir_store, path, filters)
         assert type(reader) is PlanReader and reader.engine_read is steps
         assert left == [on_value]
         assert got == [(k, model[k]) for k in wanted if lo <= k < hi and k in model]
         assert 0 < steps.count(reader.plan) < 4  # ranges without a wanted key are not read
-        _, left, everything = _reader_rows(local_store, path, [on_value])
+        _, left, everything = _reader_rows(local_dir_store, path, [on_value])
         assert left == [on_value] and everything == list(model.items())
 
 
@@ -261,12 +261,12 @@ def _rows_read(plan: SlateDbReadPlan) -> int:
 
 
 def test_a_task_forked_from_a_process_that_used_the_binding_fails_typed(
-    sdb: Any, local_store: LocalStore
+    sdb: Any, local_dir_store: LocalStore
 ) -> None:
     """The guard behind the Spark read: a partition read in a child forked after this process used
     the binding raises SlateDbForkError at once (unguarded it would hang); spawned, it reads."""
-    model = write_theirs(sdb, local_store, rounds=1)
-    plan = plan_slatedb_read(local_store, local_store.url, PATH, checkpoint_of(local_store), 1)
+    model = write_theirs(sdb, local_dir_store, rounds=1)
+    plan = plan_slatedb_read(local_dir_store, local_dir_store.url, PATH, checkpoint_of(local_dir_store), 1)
     kind, value = in_child("fork", _rows_read, plan)
     assert kind == "SlateDbForkError", value
     assert in_child("spawn", _rows_read, plan) == ("ok", len(model))
@@ -287,14 +287,17 @@ def test_read_db_on_s3(sdb: Any, spark: SparkSession, make_s3_store: Callable[..
 
 
 def test_the_engine_can_be_given_and_an_unknown_one_is_refused(
-    sdb: Any, spark: SparkSession, local_store: LocalStore
+    sdb: Any, spark: SparkSession, local_dir_store: LocalStore
 ) -> None:
-    model = write_theirs(sdb, local_store, rounds=1)
-    checkpoint = checkpoint_of(local_store)
-    assert dict(rows(read_db(spark, local_store.url, PATH, checkpoint=checkpoint, engine="slatedb"))) == model
+    model = write_theirs(sdb, local_dir_store, rounds=1)
+    checkpoint = checkpoint_of(local_dir_store)
+    assert (
+        dict(rows(read_db(spark, local_dir_store.url, PATH, checkpoint=checkpoint, engine="slatedb")))
+        == model
+    )
     with pytest.raises(InvalidArgumentError, match=r"unknown engine 'rocksdb'.*slate_ops, slatedb"):
-        read_db(spark, local_store.url, PATH, checkpoint=checkpoint, engine="rocksdb")
+        read_db(spark, local_dir_store.url, PATH, checkpoint=checkpoint, engine="rocksdb")
     with pytest.raises(AnalysisException, match="InvalidArgumentError"):
-        spark.read.format(FORMAT).option("store", local_store.url).option("path", PATH).option(
+        spark.read.format(FORMAT).option("store", local_dir_store.url).option("path", PATH).option(
             "engine", "rocksdb"
         ).load()

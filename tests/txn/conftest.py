@@ -1,36 +1,12 @@
-from __future__ import annotations
+"""Fixtures of the transaction tests."""
 
-import json
+from __future__ import annotations
 
 import pytest
 
 from slate_ops.objstore import CountingStore, MemoryStore
-from slate_ops.txn import SequencedStore
-
-
-class IntCodec:
-    """A counter value, so tests can check that no increment is lost."""
-
-    def encode(self, value: int) -> bytes:
-        return json.dumps(value).encode()
-
-    def decode(self, data: bytes, path: str) -> int:
-        return int(json.loads(data))
 
 
 @pytest.fixture
-def memory() -> MemoryStore:
-    return MemoryStore()
-
-
-@pytest.fixture
-def counting(memory: MemoryStore) -> CountingStore:
-    return CountingStore(memory)
-
-
-def counter_store(store: object, **options: object) -> SequencedStore[int]:
-    return SequencedStore(store, "db", "manifest", "manifest", IntCodec(), **options)  # type: ignore[arg-type]
-
-
-def increment(current: object) -> int:
-    return 1 if current is None else current.value + 1  # type: ignore[attr-defined]
+def counting(memory_store: MemoryStore) -> CountingStore:
+    return CountingStore(memory_store)

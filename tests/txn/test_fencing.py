@@ -42,51 +42,53 @@ def add(row: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def memory() -> MemoryStore:
+def memory_with_sequence() -> MemoryStore:
     store = MemoryStore()
     sequence(store).create(1, State())
     return store
 
 
-def test_claim_bumps_epoch_once(memory: MemoryStore) -> None:
-    first, committed = FenceableStore.claim(sequence(memory), WRITER)
+def test_claim_bumps_epoch_once(memory_with_sequence: MemoryStore) -> None:
+    first, committed = FenceableStore.claim(sequence(memory_with_sequence), WRITER)
     assert first.epoch == 1 and committed.value.writer_epoch == 1 and committed.id == 2
-    second, _ = FenceableStore.claim(sequence(memory), WRITER)
+    second, _ = FenceableStore.claim(sequence(memory_with_sequence), WRITER)
     assert second.epoch == 2
 
 
-def test_fenced_instance_gets_an_error_and_commits_nothing(memory: MemoryStore) -> None:
-    old, _ = FenceableStore.claim(sequence(memory), WRITER)
+def test_fenced_instance_gets_an_error_and_commits_nothing(memory_with_sequence: MemoryStore) -> None:
+    old, _ = FenceableStore.claim(sequence(memory_with_sequence), WRITER)
     old.update(add("a"))
-    new, _ = FenceableStore.claim(sequence(memory), WRITER)
-    before = [f.id for f in sequence(memory).list()]
+    new, _ = FenceableStore.claim(sequence(memory_with_sequence), WRITER)
+    before = [f.id for f in sequence(memory_with_sequence).list()]
     with pytest.raises(FencedError) as raised:
         old.update(add("lost?"))
     assert (raised.value.own_epoch, raised.value.stored_epoch, raised.value.role) == (1, 2, "writer")
-    assert [f.id for f in sequence(memory).list()] == before
+    assert [f.id for f in sequence(memory_with_sequence).list()] == before
     new.update(add("b"))
-    latest = sequence(memory).read_latest()
+    latest = sequence(memory_with_sequence).read_latest()
     assert latest is not None and latest.value.rows == ("a", "b")
 
 
-def test_refresh_detects_fencing(memory: MemoryStore) -> None:
-    old, _ = FenceableStore.claim(sequence(memory), WRITER)
-    FenceableStore.claim(sequence(memory), WRITER)
+def test_refresh_detects_fencing(memory_with_sequence: MemoryStore) -> None:
+    old, _ = FenceableStore.claim(sequence(memory_with_sequence), WRITER)
+    FenceableStore.claim(sequence(memory_with_sequence), WRITER)
     with pytest.raises(FencedError, match="newer writer"):
         old.refresh()
 
 
-def test_writer_and_compactor_epochs_are_independent(memory: MemoryStore) -> None:
-    writer, _ = FenceableStore.claim(sequence(memory), WRITER)
-    compactor, _ = FenceableStore.claim(sequence(memory), COMPACTOR)
+def test_writer_and_compactor_epochs_are_independent(memory_with_sequence: MemoryStore) -> None:
+    writer, _ = FenceableStore.claim(sequence(memory_with_sequence), WRITER)
+    compactor, _ = FenceableStore.claim(sequence(memory_with_sequence), COMPACTOR)
     writer.update(add("w"))  # the compactor's bump does not fence the writer
     compactor.update(add("c"))
-    FenceableStore.claim(sequence(memory), COMPACTOR)
+    FenceableStore.claim(sequence(memory_with_sequence), COMPACTOR)
     writer.update(add("w2"))
     with pytest.raises(FencedError, match="compactor"):
         compactor.update(add("c2"))
 
 
-def test_claim_with_change_commits_both_together(memory: MemoryStore) -> None:
-    fenced, committed = FenceableStore.claim(sequence(memory), WRITER, lambda c, e: add(f"epoch-{e}")(c))
+def test_claim_with_change_commits_both_together(memory_with_sequence: MemoryStore) -> None:
+    fenced, committed = FenceableStore.claim(
+        sequence(memory_with_sequence), WRITER, lambda c, e: add(f"epoch-{e}")(c)
+    )
     assert committed.value.rows == ("epoch-1",) and committed.value.writer_epoch == fenced.epoch == 1

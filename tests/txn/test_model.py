@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from slate_ops.objstore import MemoryStore
 from slate_ops.runtime import ManualRuntime
 from slate_ops.txn import SequencedStore
-from tests.txn.conftest import counter_store, increment
+from tests.support.txn import counter_store, increment
 
 CLIENTS = 3
 

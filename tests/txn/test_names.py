@@ -35,7 +35,7 @@ from slate_ops.layout import (
 from slate_ops.objstore import MemoryStore, open_store
 from slate_ops.orchestration.config import parse_config
 from slate_ops.orchestration.rescale import NewDatabaseConfig
-from tests.conftest import snapshot
+from tests.support.stores import snapshot
 
 # Every reserved name at every depth: alone, as the first, a middle and the last component.
 RESERVED_PATHS = [

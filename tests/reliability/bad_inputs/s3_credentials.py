@@ -11,9 +11,9 @@ from slate_ops import Db, DbReader, admin
 from slate_ops.cli import main
 from slate_ops.errors import InvalidStoreUrlError, ObjectStoreCredentialsError, ObjectStoreError
 from slate_ops.objstore import S3_CREDENTIAL_VARIABLES, S3Store, open_store
-from tests.conftest import CREDENTIALS
 from tests.reliability.bad_inputs.catalogue import QUIET_READER, Cli, Env, case, cli
 from tests.reliability.bad_inputs.states import build, nothing
+from tests.support.s3 import CREDENTIALS
 
 S3 = (pytest.mark.s3,)
 SET_KEYS = "SLATE_OPS_S3_ACCESS_KEY_ID"  # named first, before boto3's AWS_* (README "S3 credentials")

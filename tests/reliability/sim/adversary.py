@@ -84,7 +84,6 @@ from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import simulate_crash
 from tests.reliability.sim.interleave import (
     Event,
     Interleaver,
@@ -106,6 +105,7 @@ from tests.reliability.sim.runtime import (
     short,
     sim_runtime,
 )
+from tests.support.engine import simulate_crash
 
 KEYS = tuple(b"k%02d" % i for i in range(16))
 RESERVED = ("wal", "manifest", "compacted", "compactions", "gc")

@@ -56,7 +56,6 @@ from slate_ops.gc import GarbageCollector
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.wrappers import SimulatedCrash
-from tests.engine.conftest import simulate_crash
 from tests.reliability.sim import invariants
 from tests.reliability.sim.actors.gc import collect
 from tests.reliability.sim.family import (
@@ -81,6 +80,7 @@ from tests.reliability.sim.runtime import (
     diff,
     write_ops,
 )
+from tests.support.engine import simulate_crash
 
 if TYPE_CHECKING:
     from tests.reliability.sim.context import SimContext

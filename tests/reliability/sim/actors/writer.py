@@ -11,11 +11,11 @@ from slate_ops.engine import CheckpointScope, Db
 from slate_ops.errors import FencedError
 from slate_ops.manifest.model import WriterCheckpoint
 from slate_ops.manifest.store import ManifestStore
-from tests.engine.conftest import simulate_crash
 from tests.reliability.sim.actors.scans import finish_scan, open_scan
 from tests.reliability.sim.context import SimContext
 from tests.reliability.sim.pins import track_checkpoint
 from tests.reliability.sim.runtime import MAIN, WRITER_OPTIONS, SimStore, diff, short, write_ops
+from tests.support.engine import simulate_crash
 
 WEIGHTS = {
     "put": 40,

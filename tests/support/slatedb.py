@@ -1,7 +1,7 @@
 """SlateDB databases written and read by the binding's own ``Db`` / ``DbReader``, for every test
 folder that needs one (tests/engines, tests/admin, tests/cli, tests/spark, tests/orchestration):
-import from here. The fixtures ``sdb`` (the binding, or a skip without it), ``local_dir_store``
-and ``local_or_s3_store`` are in tests/conftest.py.
+import from here. The fixture ``sdb`` (the binding, or a skip without it) is defined here; the
+stores it works on (``local_dir_store``, ``local_or_s3_store``) are in tests/support/stores.py.
 
 The async helpers (:func:`write_db`, :func:`read_all`) run on slate_ops' loop owner
 (``LOOP.run(write_db(...))``) or inside another coroutine; :func:`write_slatedb` and
@@ -29,6 +29,12 @@ __all__ = [
     "write_db",
     "write_slatedb",
 ]
+
+
+@pytest.fixture
+def sdb() -> Any:
+    """SlateDB's Python binding (``slatedb.uniffi``); the test is skipped without it."""
+    return pytest.importorskip("slatedb.uniffi")
 
 
 def binding() -> Any:

@@ -1,32 +1,19 @@
-"""Fixtures of the GC tests: a memory store whose ``last_modified`` follows a manual clock."""
+"""GC helpers: a collector on a manual clock, unsafe min ages, keys and manifests as GC sees them,
+and databases written in rounds (the tests use the ``clocked_memory_store`` fixture)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
-import pytest
+from datetime import timedelta
 
 from slate_ops import Db
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
-from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.runtime import ManualRuntime
-from tests.engine.conftest import engine_store, memory, quiet, stop_leftover_threads  # noqa: F401  (fixtures)
+from tests.support.engine import quiet
 
 MIN_AGE = 300.0  # SlateDB's default, the GcOptions default
-
-
-@pytest.fixture
-def clock() -> ManualRuntime:
-    return ManualRuntime(1_700_000_000.0)
-
-
-@pytest.fixture
-def store(clock: ManualRuntime) -> MemoryStore:
-    """Objects are stamped with the manual clock's time, so ages are exact."""
-    return MemoryStore("gc", now=lambda: datetime.fromtimestamp(clock.now(), UTC))
 
 
 def gc(store: ObjectStore, clock: ManualRuntime, path: str = "db", **options: object) -> GarbageCollector:

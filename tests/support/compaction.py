@@ -1,3 +1,5 @@
+"""Compaction helpers: small compactor options and a database filled with overlapping L0 SSTs."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -5,7 +7,7 @@ from datetime import timedelta
 from slate_ops import Db
 from slate_ops.compaction import CompactorOptions
 from slate_ops.objstore.base import ObjectStore
-from tests.engine.conftest import engine_store, memory, quiet, stop_leftover_threads  # noqa: F401  (fixtures)
+from tests.support.engine import quiet
 
 SMALL = CompactorOptions(
     min_sources=2,
