@@ -178,7 +178,8 @@ def _patching_functions(path: Path) -> set[str]:
 
 
 def test_the_simulation_patches_nothing_for_ids_or_time() -> None:
-    files = [ROOT / "tests/reliability/simulation.py", *sorted((ROOT / "tests/reliability/sim").glob("*.py"))]
+    sim_files = sorted((ROOT / "tests/reliability/sim").rglob("*.py"))
+    files = [ROOT / "tests/reliability/simulation.py", *sim_files]
     patching = {
         f"{p.name}:{name}" for p in files if p.name != "interleave.py" for name in _patching_functions(p)
     }

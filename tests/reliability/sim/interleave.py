@@ -159,7 +159,7 @@ class Interleaver:
         """The store ``task`` talks to: every call waits for the baton."""
         return TurnStore(self, task, inner)
 
-    def _before_call(self, task: str, op: str, key: str) -> None:
+    def before_call(self, task: str, op: str, key: str) -> None:
         with self._cond:
             outcome = self._tasks[task].outcome
             outcome.calls += 1
@@ -176,7 +176,7 @@ class Interleaver:
         if self.on_call is not None:
             self.on_call(task, op, key)
 
-    def _after_call(self, task: str, op: str, key: str, ok: bool) -> None:
+    def after_call(self, task: str, op: str, key: str, ok: bool) -> None:
         self.events.append(Event(len(self.events), task, op, key, ok))
 
     def _others(self, task: str) -> list[str]:
@@ -258,11 +258,11 @@ class TurnStore(HookedStore):
         super().__init__(inner)
 
     def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
-        self._interleaver._before_call(self.task, op, key)
+        self._interleaver.before_call(self.task, op, key)
         try:
             result = call()
         except BaseException:
-            self._interleaver._after_call(self.task, op, key, False)
+            self._interleaver.after_call(self.task, op, key, False)
             raise
-        self._interleaver._after_call(self.task, op, key, True)
+        self._interleaver.after_call(self.task, op, key, True)
         return result

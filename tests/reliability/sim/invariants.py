@@ -29,90 +29,90 @@ from slate_ops.manifest.store import ManifestStore
 from tests.reliability.sim.runtime import InvariantViolation, diff
 
 if TYPE_CHECKING:
-    from tests.reliability.sim.lifecycle import Member
-    from tests.reliability.simulation import Simulation
+    from tests.reliability.sim.context import SimContext
+    from tests.reliability.sim.family import Member
 
 
-def check_reachable(sim: Simulation) -> None:
+def check_reachable(ctx: SimContext) -> None:
     """``check_references`` over every database the simulation knows finds no problem (but see
     :func:`_interrupted_detach`)."""
-    paths = sim.known_paths()
-    now = sim.clock.now()
-    found = check_references(sim.inner, paths, now=now)
-    problems = [p for p in found if not _interrupted_detach(sim, p, now)]
-    sim.checks["references_reachable"] += 1
-    sim.figures["references_tolerated_interrupted_detach"] += len(found) - len(problems)
+    paths = ctx.known_paths()
+    now = ctx.clock.now()
+    found = check_references(ctx.inner, paths, now=now)
+    problems = [p for p in found if not _interrupted_detach(ctx, p, now)]
+    ctx.checks["references_reachable"] += 1
+    ctx.figures["references_tolerated_interrupted_detach"] += len(found) - len(problems)
     if problems:
         shown = "\n    ".join(str(p) for p in problems[:6])
-        raise sim.violation(
+        raise ctx.violation(
             f"check_references over {len(paths)} database(s) found {len(problems)} problem(s):\n    {shown}"
         )
 
 
 def read(
-    sim: Simulation, path: str, checkpoint_id: uuid.UUID | None = None, *, what: str
+    ctx: SimContext, path: str, checkpoint_id: uuid.UUID | None = None, *, what: str
 ) -> dict[bytes, bytes]:
     """A fresh reader's scan of ``path`` (at ``checkpoint_id``); failing to read is a violation (an
     SST or a manifest it needs is gone)."""
     try:
-        return sim._oracle_read(path, checkpoint_id)
+        return ctx.oracle_read(path, checkpoint_id)
     except InvariantViolation:
         raise
     except Exception as error:
-        raise sim.violation(f"{what} cannot be read: {type(error).__name__}: {error}") from error
+        raise ctx.violation(f"{what} cannot be read: {type(error).__name__}: {error}") from error
 
 
-def check_member(sim: Simulation, member: Member) -> None:
+def check_member(ctx: SimContext, member: Member) -> None:
     """A live lifecycle database reads exactly its model."""
-    observed = read(sim, member.path, what=f"{member.path} ({member.describe()})")
-    sim.checks["family_reads_its_model"] += 1
+    observed = read(ctx, member.path, what=f"{member.path} ({member.describe()})")
+    ctx.checks["family_reads_its_model"] += 1
     if observed != member.model.current:
-        raise sim.violation(
+        raise ctx.violation(
             f"{member.path} ({member.describe()}) does not read its model: "
             f"{diff(observed, member.model.current)}"
         )
 
 
-def check_tags(sim: Simulation, member: Member) -> None:
+def check_tags(ctx: SimContext, member: Member) -> None:
     """Every tag of a live lifecycle database reads what the database held when it was tagged."""
     for tag in member.tags.values():
-        observed = read(sim, member.path, tag.checkpoint_id, what=f"tag {tag.name} of {member.path}")
-        sim.checks["family_tag_unchanged"] += 1
+        observed = read(ctx, member.path, tag.checkpoint_id, what=f"tag {tag.name} of {member.path}")
+        ctx.checks["family_tag_unchanged"] += 1
         if observed != tag.content:
-            raise sim.violation(
+            raise ctx.violation(
                 f"tag {tag.name} of {member.path} reads differently than when created: "
                 f"{diff(observed, tag.content)}"
             )
 
 
-def verify_member(sim: Simulation, member: Member) -> None:
-    results = admin.verify_db(member.path, sim.inner, l0_max_ssts=1_000_000, clock=sim.clock, max_workers=1)
-    sim.checks["verify_db"] += 1
+def verify_member(ctx: SimContext, member: Member) -> None:
+    results = admin.verify_db(member.path, ctx.inner, l0_max_ssts=1_000_000, clock=ctx.clock, max_workers=1)
+    ctx.checks["verify_db"] += 1
     errors = [p for r in results if not r.passed and r.severity is Severity.ERROR for p in r.problems]
     if errors:
-        raise sim.violation(f"verify_db({member.path}) reports: {errors[:4]}")
+        raise ctx.violation(f"verify_db({member.path}) reports: {errors[:4]}")
 
 
-def check_destroyed_reclaimed(sim: Simulation, member: Member) -> None:
+def check_destroyed_reclaimed(ctx: SimContext, member: Member) -> None:
     """After the final maintenance, a destroyed database that GC may delete is gone."""
-    latest = ManifestStore(sim.inner, member.path).read_latest()
-    sim.checks["gc_finishes_destroys"] += 1
+    latest = ManifestStore(ctx.inner, member.path).read_latest()
+    ctx.checks["gc_finishes_destroys"] += 1
     if latest is None:
         return
-    now = sim.clock.now()
+    now = ctx.clock.now()
     manifest = latest.value
     if manifest.destroyed_at_s is None:
-        raise sim.violation(f"{member.path} was destroyed, but its manifest has no destroyed_at_s")
+        raise ctx.violation(f"{member.path} was destroyed, but its manifest has no destroyed_at_s")
     live = [c for c in manifest.checkpoints if not c.is_expired(now)]
-    due = now >= manifest.destroyed_at_s + sim.gc_options().db_delete_grace.total_seconds()
+    due = now >= manifest.destroyed_at_s + ctx.gc_options().db_delete_grace.total_seconds()
     if due and not live:
-        raise sim.violation(
+        raise ctx.violation(
             f"{member.path} was destroyed at {manifest.destroyed_at_s}, its grace period is over and no "
             "checkpoint is live, but GC left it in place"
         )
 
 
-def _interrupted_detach(sim: Simulation, problem: ReferenceProblem, now: float) -> bool:
+def _interrupted_detach(ctx: SimContext, problem: ReferenceProblem, now: float) -> bool:
     """An ``unpinned_external`` or ``missing_external_db`` problem of a database none of whose
     unprotected entries (in the latest manifest and in every live checkpoint's) lists an SST: what an
     interrupted GC detach leaves by design (it releases the final checkpoint first, then drops the
@@ -120,7 +120,7 @@ def _interrupted_detach(sim: Simulation, problem: ReferenceProblem, now: float) 
     now unpinned, was hard-destroyed. Nothing is read through such an entry, so nothing is at risk."""
     if problem.kind not in (UNPINNED_EXTERNAL, MISSING_EXTERNAL_DB):
         return False
-    manifests = ManifestStore(sim.inner, problem.database)
+    manifests = ManifestStore(ctx.inner, problem.database)
     latest = manifests.read_latest()
     if latest is None:
         return False
@@ -130,7 +130,7 @@ def _interrupted_detach(sim: Simulation, problem: ReferenceProblem, now: float) 
     ]
     unprotected = []
     for entry in (e for m in versions for e in m.external_dbs):
-        external = ManifestStore(sim.inner, entry.path).read_latest()
+        external = ManifestStore(ctx.inner, entry.path).read_latest()
         final = None if external is None else external.value.checkpoint(entry.final_checkpoint_id)
         if final is None or final.is_expired(now):
             unprotected.append(entry)

@@ -35,9 +35,7 @@ steps reads all of them, their tags, and runs ``verify_db``.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from slate_ops import admin
@@ -59,6 +57,17 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from tests.reliability.sim import invariants
+from tests.reliability.sim.actors.gc import collect
+from tests.reliability.sim.family import (
+    CLONE_SOURCE_LIFETIME_S,
+    FAMILY_KEYS,
+    LANES,
+    RESCALE_SOURCE_LIFETIME_S,
+    TAG_NAMES,
+    FamilyTag,
+    LifeOp,
+    Member,
+)
 from tests.reliability.sim.runtime import (
     COMPACTOR_OPTIONS,
     MAIN,
@@ -74,84 +83,21 @@ from tests.reliability.sim.runtime import (
 from tests.support.engine import simulate_crash
 
 if TYPE_CHECKING:
-    from tests.reliability.simulation import Simulation
-
-LANES = b"abcdefgh"
-FAMILY_KEYS = tuple(bytes([lane]) + b"%02d" % i for lane in LANES for i in range(10))
-TAG_NAMES = ("x0", "x1", "x2")
-CLONE_SOURCE_LIFETIME_S = 300.0  # admin.clone.EPHEMERAL_LIFETIME
-RESCALE_SOURCE_LIFETIME_S = 900.0  # admin.rescale.SOURCE_LIFETIME
-
-State = Literal["creating", "live", "rolling_back", "destroying", "destroyed", "gone"]
-
-
-@dataclass
-class FamilyTag:
-    name: str
-    checkpoint_id: uuid.UUID
-    content: dict[bytes, bytes]
-    data_keys: frozenset[bytes]
-
-
-@dataclass(eq=False)
-class Member:
-    """One lifecycle database and what the simulation knows about it."""
-
-    path: str
-    kind: Literal["root", "clone", "shard", "merge"]
-    parents: tuple[str, ...]
-    lane: int  # the key lane most of its writes go to
-    model: Model
-    key_range: KeyRange | None = None
-    # Every key any SST it reads may hold (a superset: inherited, written, even if lost or deleted):
-    # two databases without ranges whose key hulls are disjoint have disjoint data.
-    data_keys: set[bytes] = field(default_factory=set)
-    state: State = "creating"
-    wal_only: bool = False  # writes may be only in its WAL (split and merge refuse such a source)
-    tags: dict[str, FamilyTag] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        whence = f" of {'+'.join(self.parents)}" if self.parents else ""
-        bounds = "" if self.key_range is None else f" {self.key_range}"
-        return f"{self.kind}{whence}{bounds}, {self.state}"
-
-    def writable_keys(self, universe: tuple[bytes, ...]) -> list[bytes]:
-        return [k for k in universe if self.key_range is None or self.key_range.contains(k)]
-
-
-@dataclass
-class LifeOp:
-    """An operation in progress: re-run with the same arguments until it completes."""
-
-    kind: Literal["create", "clone", "split", "merge", "destroy", "tag", "delete_tag", "rollback", "abandon"]
-    members: tuple[Member, ...]  # the new databases, or the one operated on
-    sources: tuple[str, ...] = ()
-    soft: bool = True
-    tag: str | None = None
-    checkpoint: uuid.UUID | None = None
-    split_key: bytes | None = None
-    started_at: float = 0.0
-    lo: int = 0  # main's history prefix already seen when it started (main as a source)
-    before: State = "live"  # the member's state before a destroy or rollback
-    attempts: int = 0
-    how: str = ""  # a merge: "adjacent", "disjoint" or "overlapping" (its sources' data may overlap)
-
-    def label(self) -> str:
-        return self.kind
+    from tests.reliability.sim.context import SimContext
 
 
 class Lifecycle:
     """The lifecycle actor of one simulation (see the module docstring)."""
 
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
+    def __init__(self, ctx: SimContext) -> None:
+        self.ctx = ctx
         self.members: dict[str, Member] = {}
         self.pending: LifeOp | None = None
         self.store: SimStore | None = None
         self._counter = 0
         self._armed = False  # a crash is due part-way through this step (the process dies after it)
         self._touched: list[Member] = []
-        self.universe = tuple(sorted((*FAMILY_KEYS, *sim.keys)))
+        self.universe = tuple(sorted((*FAMILY_KEYS, *ctx.keys)))
 
     # --- what the rest of the simulation asks ----------------------------------------------------
 
@@ -169,48 +115,48 @@ class Lifecycle:
     def check_all(self) -> None:
         """The full sweep: every live database reads its model, its tags theirs; verify_db."""
         for member in self.live():
-            invariants.check_member(self.sim, member)
-            invariants.check_tags(self.sim, member)
-            invariants.verify_member(self.sim, member)
+            invariants.check_member(self.ctx, member)
+            invariants.check_tags(self.ctx, member)
+            invariants.verify_member(self.ctx, member)
 
     # --- one step ----------------------------------------------------------------------------------
 
     def step(self, forced: str | None) -> tuple[str, str]:
-        sim = self.sim
+        ctx = self.ctx
         if self.store is None:
-            self.store = sim._store_for("lifecycle")
+            self.store = ctx.store_for("lifecycle")
         store = self.store
         self._touched = []
         pending = self.pending
         action = "re-run " + pending.label() if pending is not None else (forced or self._choose())
-        sim._doing(action)
-        self._armed = sim._crashes()
+        ctx.doing(action)
+        self._armed = ctx.crashes()
         if self._armed:
-            store.faulty.crash_after(sim.rng.randrange(0, 14))
-        crashes = sim.faults["crash:lifecycle"]
+            store.faulty.crash_after(ctx.rng.randrange(0, 14))
+        crashes = ctx.faults["crash:lifecycle"]
         try:
             outcome = self._act(store, action)
         except InvariantViolation:
             raise
         except Exception as error:
             outcome = self._error(action, error)
-        if self._armed or sim.faults["crash:lifecycle"] > crashes:
+        if self._armed or ctx.faults["crash:lifecycle"] > crashes:
             self.store = None
-            sim.figures["lifecycle_crashes"] += 1
+            ctx.figures["lifecycle_crashes"] += 1
             outcome += "; lifecycle process died"
         self._check_after()
         return action, outcome
 
     def _choose(self) -> str:
-        sim = self.sim
+        ctx = self.ctx
         live = self.live()
         n = len(live)
-        cap = sim.config.family_size
+        cap = ctx.config.family_size
         room = n < cap
         crowded = n >= cap - 1
         present = [m for m in self.members.values() if m.state in ("live", "destroyed")]
         tagged = [m for m in live if m.tags]
-        top_level = len(sim._running) == 1  # not inside another actor's stalled request
+        top_level = len(ctx.running) == 1  # not inside another actor's stalled request
         weights = {
             "create": (8 if n < 2 else 3) if room else 0,
             "write": 30 if live else 0,
@@ -226,7 +172,7 @@ class Lifecycle:
             "gc": 8 if present else 0,
             "maintain_all": 2 if top_level else 0,
         }
-        return sim.rng.choices(list(weights), weights=list(weights.values()))[0]
+        return ctx.rng.choices(list(weights), weights=list(weights.values()))[0]
 
     def _act(self, store: SimStore, action: str) -> str:
         if action.startswith("re-run "):
@@ -269,17 +215,17 @@ class Lifecycle:
         if op is not None and op.kind == "merge" and isinstance(error, OverlappingSourcesError):
             a, b = (self.members[p] for p in op.sources)
             if op.how != "overlapping":
-                raise self.sim.violation(
+                raise self.ctx.violation(
                     f"merge of {a.path} and {b.path} ({op.how}: key hulls {_hull(a.data_keys)} and "
                     f"{_hull(b.data_keys)}) refused as overlapping"
                 ) from error
             if not self._exists(op.members[0].path):  # refused before anything was written
                 self._forget_new(op)
-                self.sim.figures["family_merges_refused_overlapping"] += 1
+                self.ctx.figures["family_merges_refused_overlapping"] += 1
                 return "refused: OverlappingSourcesError (expected: their data may overlap)"
         if op is not None and op.kind in ("split", "merge") and isinstance(error, WalNotFlushedError):
             if not any(s == MAIN or self.members[s].wal_only for s in op.sources):
-                raise self.sim.violation(
+                raise self.ctx.violation(
                     f"the {op.kind} of {' and '.join(op.sources)} was refused for writes only in a WAL, "
                     "although their last writers flushed every write to L0"
                 ) from error
@@ -288,13 +234,13 @@ class Lifecycle:
                 return f"refused: {type(error).__name__}"
             if MAIN in op.sources:
                 return f"refused: {type(error).__name__}; re-run later"  # main's writer flushes
-        return self.sim._outcome(error)
+        return self.ctx.outcome(error)
 
     # --- running an operation (first run and re-runs) -------------------------------------------
 
     def _run(self, store: SimStore, op: LifeOp) -> str:
-        sim = self.sim
-        clock = sim.clock
+        ctx = self.ctx
+        clock = ctx.clock
         op.attempts += 1
         if op.kind == "create":
             admin.create_db(op.members[0].path, store, exist_ok=True)
@@ -330,11 +276,11 @@ class Lifecycle:
             self._touched.append(member)
             if op.soft:
                 member.state = "destroyed"
-                sim.figures["family_soft_destroys"] += 1
+                ctx.figures["family_soft_destroys"] += 1
                 return "ok soft"
             self._forget_member(member)
             self._check_nothing_under(member.path)
-            sim.figures["family_hard_destroys"] += 1
+            ctx.figures["family_hard_destroys"] += 1
             return f"ok hard, {0 if report is None else len(report.deleted)} objects deleted"
         if op.kind == "tag":
             assert op.tag is not None
@@ -344,7 +290,7 @@ class Lifecycle:
                 op.tag, tag.checkpoint_id, dict(member.model.current), frozenset(member.data_keys)
             )
             self._touched.append(member)
-            sim.figures["family_tags"] += 1
+            ctx.figures["family_tags"] += 1
             return f"ok {op.tag}"
         if op.kind == "delete_tag":
             assert op.tag is not None
@@ -365,13 +311,13 @@ class Lifecycle:
             member.wal_only = False
             member.state = "live"
             self._touched.append(member)
-            sim.figures["family_rollbacks"] += 1
+            ctx.figures["family_rollbacks"] += 1
             return f"ok to {op.tag}"
         raise AssertionError(op.kind)
 
     def _source_gone(self, op: LifeOp, error: Exception) -> bool:
         """A re-run refused because the operation's ephemeral source checkpoint expired meanwhile."""
-        now = self.sim.clock.now()
+        now = self.ctx.clock.now()
         if op.kind == "clone" and op.checkpoint is None:
             return now - op.started_at >= CLONE_SOURCE_LIFETIME_S
         if op.kind in ("split", "merge"):
@@ -380,13 +326,13 @@ class Lifecycle:
 
     def _abandon(self, op: LifeOp, error: Exception) -> str:
         """As the error says: destroy what the operation created, and forget it."""
-        self.pending = LifeOp("abandon", op.members, started_at=self.sim.clock.now())
-        self.sim.figures["family_abandoned"] += 1
+        self.pending = LifeOp("abandon", op.members, started_at=self.ctx.clock.now())
+        self.ctx.figures["family_abandoned"] += 1
         return f"refused: {type(error).__name__}; its databases are destroyed"
 
     def _hard_destroy_path(self, store: SimStore, member: Member) -> None:
         with contextlib.suppress(DbNotFoundError):
-            admin.destroy(member.path, store, soft=False, clock=self.sim.clock, dry_run=False)
+            admin.destroy(member.path, store, soft=False, clock=self.ctx.clock, dry_run=False)
         self._forget_member(member)
         self._check_nothing_under(member.path)
 
@@ -401,53 +347,53 @@ class Lifecycle:
         self.pending = None
 
     def _exists(self, path: str) -> bool:
-        return ManifestStore(self.sim.inner, path).read_latest() is not None
+        return ManifestStore(self.ctx.inner, path).read_latest() is not None
 
     # --- resolving new databases ------------------------------------------------------------------
 
     def _resolve_new(self, op: LifeOp) -> str:
         """Read every database the operation created: each must hold exactly what it was made from
         (from main: main's history at one prefix no earlier than what was seen when it started)."""
-        sim = self.sim
-        observed = {m.path: invariants.read(sim, m.path, what=f"the new {m.path}") for m in op.members}
+        ctx = self.ctx
+        observed = {m.path: invariants.read(ctx, m.path, what=f"the new {m.path}") for m in op.members}
         from_main = bool(op.sources) and op.sources[0] == MAIN and op.kind in ("clone", "split")
         if from_main:
             whole: dict[bytes, bytes] = {}
             for member in op.members:
                 outside = [k for k in observed[member.path] if not self._in_range(member, k)]
                 if outside:
-                    raise sim.violation(f"{member.path} holds keys outside its range {member.key_range}")
+                    raise ctx.violation(f"{member.path} holds keys outside its range {member.key_range}")
                 whole.update(observed[member.path])
-            hi = sim.model.issued
-            sim.checks["family_created_as_made"] += 1
-            prefix = sim.model.first_match(whole, min(op.lo, hi), hi)
+            hi = ctx.model.issued
+            ctx.checks["family_created_as_made"] += 1
+            prefix = ctx.model.first_match(whole, min(op.lo, hi), hi)
             if prefix is None:
-                raise sim.violation(
+                raise ctx.violation(
                     f"the {op.kind} of main into {[m.path for m in op.members]} holds no prefix of main's "
-                    f"history in [{op.lo}, {hi}]: vs the newest state {diff(whole, sim.model.current)}"
+                    f"history in [{op.lo}, {hi}]: vs the newest state {diff(whole, ctx.model.current)}"
                 )
             for member in op.members:
                 member.model = Model(observed[member.path])
         for member in op.members:
-            sim.checks["family_created_as_made"] += 1
+            ctx.checks["family_created_as_made"] += 1
             if observed[member.path] != member.model.current:
-                raise sim.violation(
+                raise ctx.violation(
                     f"{member.path} ({member.describe()}) differs from what it was made from: "
                     f"{diff(observed[member.path], member.model.current)}"
                 )
-            recorded = ManifestStore(sim.inner, member.path).read_latest_required().value.visible_range
+            recorded = ManifestStore(ctx.inner, member.path).read_latest_required().value.visible_range
             if recorded != member.key_range:
-                raise sim.violation(
+                raise ctx.violation(
                     f"{member.path} has the key range {recorded}, expected {member.key_range}"
                 )
             member.state = "live"
             self._touched.append(member)
-        sim.figures[f"family_{op.kind}s" + (f"_{op.how}" if op.how else "")] += 1
-        sim.figures[
+        ctx.figures[f"family_{op.kind}s" + (f"_{op.how}" if op.how else "")] += 1
+        ctx.figures[
             f"family_{op.kind}s_of_{'+'.join(sorted(self._kind(p) for p in op.sources)) or 'nothing'}"
         ] += 1
         if op.kind == "merge" and self._siblings(op.sources):
-            sim.figures["family_merges_of_two_clones_of_one_parent"] += 1
+            ctx.figures["family_merges_of_two_clones_of_one_parent"] += 1
         return "ok " + ", ".join(m.path for m in op.members) + (f" ({op.how})" if op.how else "")
 
     def _siblings(self, paths: tuple[str, ...]) -> bool:
@@ -479,7 +425,7 @@ class Lifecycle:
             f"fam/f{self._counter:03d}",
             kind,
             parents,
-            self.sim.rng.randrange(len(LANES)),
+            self.ctx.rng.randrange(len(LANES)),
             Model(content),
             key_range,
             data_keys,
@@ -491,7 +437,7 @@ class Lifecycle:
     def _source(self, path: str) -> tuple[dict[bytes, bytes], set[bytes], KeyRange | None, bool]:
         """A source's content (main: its newest state, replaced once read), data keys, range, WAL."""
         if path == MAIN:
-            return dict(self.sim.model.current), set(self.sim.keys), None, True
+            return dict(self.ctx.model.current), set(self.ctx.keys), None, True
         member = self.members[path]
         return dict(member.model.current), set(member.data_keys), member.key_range, member.wal_only
 
@@ -506,26 +452,26 @@ class Lifecycle:
     # --- the actions --------------------------------------------------------------------------------
 
     def _create(self, store: SimStore) -> str:
-        sim = self.sim
+        ctx = self.ctx
         member = self._new_member("root", (), {}, None, set())
-        outcome = self._start(LifeOp("create", (member,), started_at=sim.clock.now()))
-        if self.pending is None and len(self.live()) < sim.config.family_size and sim.rng.random() < 0.5:
+        outcome = self._start(LifeOp("create", (member,), started_at=ctx.clock.now()))
+        if self.pending is None and len(self.live()) < ctx.config.family_size and ctx.rng.random() < 0.5:
             # Fork it while it is empty: this clone and a clone taken once the root holds data hold
             # disjoint data (each writes its own lane), so the two can be merged.
             outcome += "; fork " + self._clone(store, member.path)
         return outcome
 
     def _clone(self, store: SimStore, parent: str | None = None) -> str:
-        sim = self.sim
+        ctx = self.ctx
         if parent is None:
             # Empty databases without a range are cloned more often (see _create).
             parents = [MAIN, *(m.path for m in self.live())]
             weights = [1 if p == MAIN else 6 if self._empty_unranged(self.members[p]) else 2 for p in parents]
-            parent = sim.rng.choices(parents, weights=weights)[0]
+            parent = ctx.rng.choices(parents, weights=weights)[0]
         content, data_keys, key_range, wal_only = self._source(parent)
         checkpoint = None
-        if parent != MAIN and self.members[parent].tags and sim.rng.random() < 0.3:
-            tag = sim.rng.choice(list(self.members[parent].tags.values()))
+        if parent != MAIN and self.members[parent].tags and ctx.rng.random() < 0.3:
+            tag = ctx.rng.choice(list(self.members[parent].tags.values()))
             checkpoint, content, data_keys = tag.checkpoint_id, dict(tag.content), set(tag.data_keys)
             wal_only = True  # the tag may hold writes still only in the WAL
         child = self._new_member("clone", (parent,), content, key_range, data_keys, wal_only)
@@ -534,24 +480,24 @@ class Lifecycle:
             (child,),
             (parent,),
             checkpoint=checkpoint,
-            started_at=sim.clock.now(),
-            lo=sim._seen_floor(),
+            started_at=ctx.clock.now(),
+            lo=ctx.seen_floor(),
         )
         return self._start(op)
 
     def _split(self, store: SimStore) -> str:
-        sim = self.sim
-        source = sim.rng.choice([MAIN, *(m.path for m in self.live())])
+        ctx = self.ctx
+        source = ctx.rng.choice([MAIN, *(m.path for m in self.live())])
         content, data_keys, key_range, wal_only = self._source(source)
         whole = key_range or KeyRange()
         candidates = [k for k in self.universe[1:] if whole.contains(k) and k != whole.start]
         if not candidates:
             return "skipped: no split key inside the range"
-        if source != MAIN and wal_only and sim.rng.random() < 0.85:
+        if source != MAIN and wal_only and ctx.rng.random() < 0.85:
             flushed = self._flush_source(store, self.members[source])
             if flushed is not None:
                 return f"{flushed} (flushing {source if isinstance(source, str) else source.path} first)"
-        key = sim.rng.choice(candidates)
+        key = ctx.rng.choice(candidates)
         ranges = (KeyRange(whole.start, key), KeyRange(key, whole.end))
         shards = tuple(
             self._new_member(
@@ -564,7 +510,7 @@ class Lifecycle:
             for r in ranges
         )
         op = LifeOp(
-            "split", shards, (source,), split_key=key, started_at=sim.clock.now(), lo=sim._seen_floor()
+            "split", shards, (source,), split_key=key, started_at=ctx.clock.now(), lo=ctx.seen_floor()
         )
         return self._start(op)  # refusals: see _error
 
@@ -584,18 +530,18 @@ class Lifecycle:
         return pairs
 
     def _merge(self, store: SimStore) -> str:
-        sim = self.sim
+        ctx = self.ctx
         groups: dict[str, list[tuple[Member, Member, str]]] = {}
         for pair in self._merge_candidates():
             groups.setdefault(pair[2], []).append(pair)
         weights = {"disjoint": 45, "adjacent": 40, "overlapping": 15}
         kinds = [k for k in weights if k in groups]
-        chosen = sim.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
+        chosen = ctx.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
         candidates = groups[chosen]
         siblings = [p for p in candidates if self._siblings((p[0].path, p[1].path))]
-        if siblings and sim.rng.random() < 0.6:  # two clones of one parent taken at different times
+        if siblings and ctx.rng.random() < 0.6:  # two clones of one parent taken at different times
             candidates = siblings
-        a, b, how = sim.rng.choice(candidates)
+        a, b, how = ctx.rng.choice(candidates)
         for source in (a, b):
             if source.wal_only:
                 flushed = self._flush_source(store, source)
@@ -603,116 +549,116 @@ class Lifecycle:
                     return f"{flushed} (flushing {source if isinstance(source, str) else source.path} first)"
         shared = a.model.current.keys() & b.model.current.keys()
         if how != "overlapping" and shared:
-            raise sim.violation(f"the models of {a.path} and {b.path} share keys {sorted(shared)[:4]}")
+            raise ctx.violation(f"the models of {a.path} and {b.path} share keys {sorted(shared)[:4]}")
         key_range = None
         if how == "adjacent":
             assert a.key_range is not None and b.key_range is not None
             key_range = KeyRange(a.key_range.start, b.key_range.end)
         content = {**a.model.current, **b.model.current}
         target = self._new_member("merge", (a.path, b.path), content, key_range, a.data_keys | b.data_keys)
-        op = LifeOp("merge", (target,), (a.path, b.path), started_at=sim.clock.now(), how=how)
+        op = LifeOp("merge", (target,), (a.path, b.path), started_at=ctx.clock.now(), how=how)
         return self._start(op)  # refusals: see _error
 
     def _destroy(self, store: SimStore, *, soft: bool) -> str:
-        sim = self.sim
+        ctx = self.ctx
         if soft:
             choices = self.live()
         else:
             choices = [m for m in self.members.values() if m.state in ("live", "destroyed")]
-        member = sim.rng.choice(choices)
-        op = LifeOp("destroy", (member,), soft=soft, started_at=sim.clock.now(), before=member.state)
+        member = ctx.rng.choice(choices)
+        op = LifeOp("destroy", (member,), soft=soft, started_at=ctx.clock.now(), before=member.state)
         member.state = "destroying"
         return self._start(op)
 
     def _tag(self, store: SimStore) -> str:
-        sim = self.sim
-        member = sim.rng.choice(self.live())
-        name = sim.rng.choice(TAG_NAMES)
-        replace = sim.rng.random() < 0.5
+        ctx = self.ctx
+        member = ctx.rng.choice(self.live())
+        name = ctx.rng.choice(TAG_NAMES)
+        replace = ctx.rng.random() < 0.5
         existed = name in member.tags
         if not replace:
             try:
-                created = admin.create_tag(member.path, store, name, clock=sim.clock)
+                created = admin.create_tag(member.path, store, name, clock=ctx.clock)
             except TagExistsError:
                 if not existed:
-                    raise sim.violation(
+                    raise ctx.violation(
                         f"create_tag({name!r}) on {member.path} found a tag never created"
                     ) from None
                 return "refused: TagExistsError"
             except Exception:
                 member.tags.pop(name, None)  # it may or may not exist now: settled by a re-run
-                self.pending = LifeOp("tag", (member,), tag=name, started_at=sim.clock.now())
+                self.pending = LifeOp("tag", (member,), tag=name, started_at=ctx.clock.now())
                 raise
             if existed:
-                raise sim.violation(
+                raise ctx.violation(
                     f"create_tag({name!r}) on {member.path} replaced a tag without replace=True"
                 )
             member.tags[name] = FamilyTag(
                 name, created.checkpoint_id, dict(member.model.current), frozenset(member.data_keys)
             )
             self._touched.append(member)
-            sim.figures["family_tags"] += 1
+            ctx.figures["family_tags"] += 1
             return f"ok {name}"
         member.tags.pop(name, None)
-        return self._start(LifeOp("tag", (member,), tag=name, started_at=sim.clock.now()))
+        return self._start(LifeOp("tag", (member,), tag=name, started_at=ctx.clock.now()))
 
     def _delete_tag(self, store: SimStore) -> str:
-        sim = self.sim
-        member = sim.rng.choice([m for m in self.live() if m.tags])
-        name = sim.rng.choice(sorted(member.tags))
+        ctx = self.ctx
+        member = ctx.rng.choice([m for m in self.live() if m.tags])
+        name = ctx.rng.choice(sorted(member.tags))
         del member.tags[name]  # from now on it is not relied on
-        return self._start(LifeOp("delete_tag", (member,), tag=name, started_at=sim.clock.now()))
+        return self._start(LifeOp("delete_tag", (member,), tag=name, started_at=ctx.clock.now()))
 
     def _rollback(self, store: SimStore) -> str:
-        sim = self.sim
-        member = sim.rng.choice([m for m in self.live() if m.tags])
-        name = sim.rng.choice(sorted(member.tags))
+        ctx = self.ctx
+        member = ctx.rng.choice([m for m in self.live() if m.tags])
+        name = ctx.rng.choice(sorted(member.tags))
         member.state = "rolling_back"
-        return self._start(LifeOp("rollback", (member,), tag=name, started_at=sim.clock.now()))
+        return self._start(LifeOp("rollback", (member,), tag=name, started_at=ctx.clock.now()))
 
     def _compact(self, store: SimStore) -> str:
-        sim = self.sim
-        member = sim.rng.choice(self.live())
-        full = sim.rng.random() < 0.5
+        ctx = self.ctx
+        member = ctx.rng.choice(self.live())
+        full = ctx.rng.random() < 0.5
         self._touched.append(member)
         return self._compact_one(store, member, full=full)
 
     def _compact_one(self, store: SimStore, member: Member, *, full: bool) -> str:
-        sim = self.sim
+        ctx = self.ctx
         try:
             compactor = Compactor(
                 member.path,
                 store,
                 COMPACTOR_OPTIONS,
-                LocalExecutor(threads=1, clock=sim.clock),
-                clock=sim.clock,
+                LocalExecutor(threads=1, clock=ctx.clock),
+                clock=ctx.clock,
             )
             report = compactor.run_once(full=full)
         except SimulatedCrash:
             raise
         except Exception as error:
-            return sim._outcome(error, (CompactionConflictError,))
+            return ctx.outcome(error, (CompactionConflictError,))
         if report is None:
             return "ok nothing to do"
-        sim.figures["family_compactions"] += 1
+        ctx.figures["family_compactions"] += 1
         return f"ok {report.kind} {len(report.input_ssts)}->{len(report.output_ssts)} SSTs"
 
     def _gc(self, store: SimStore) -> str:
-        sim = self.sim
-        member = sim.rng.choice([m for m in self.members.values() if m.state in ("live", "destroyed")])
-        dry_run = sim.rng.random() < 0.15
+        ctx = self.ctx
+        member = ctx.rng.choice([m for m in self.members.values() if m.state in ("live", "destroyed")])
+        dry_run = ctx.rng.random() < 0.15
         return (
             self._collect(store, member, dry_run=dry_run)
             + f" ({member.path}{', dry run' if dry_run else ''})"
         )
 
     def _collect(self, store: SimStore, member: Member, *, dry_run: bool) -> str:
-        sim = self.sim
-        gc = GarbageCollector(member.path, store, sim.gc_options(), clock=sim.clock)
-        outcome = sim._collect(gc, member.path, dry_run=dry_run, store=store)
+        ctx = self.ctx
+        gc = GarbageCollector(member.path, store, ctx.gc_options(), clock=ctx.clock)
+        outcome = collect(ctx, gc, member.path, dry_run=dry_run, store=store)
         if not dry_run and not self._exists(member.path):
             if member.state != "destroyed":
-                raise sim.violation(
+                raise ctx.violation(
                     f"GC deleted {member.path} ({member.describe()}), which was not destroyed"
                 )
             self._forget_member(member)
@@ -721,19 +667,19 @@ class Lifecycle:
     def _maintain_all(self, store: SimStore) -> str:
         """A full compaction of every live database, the clock past every grace period and min age,
         then GC of every database, dependents first."""
-        sim = self.sim
+        ctx = self.ctx
         compacted = 0
         for member in self.live():
             outcome = self._compact_one(store, member, full=True)
-            sim.trace.append(TraceEntry(sim.step, "lifecycle", f"  compact {member.path}", outcome))
+            ctx.trace.append(TraceEntry(ctx.step, "lifecycle", f"  compact {member.path}", outcome))
             self._touched.append(member)
             compacted += outcome.startswith("ok ") and "nothing" not in outcome
-        options = sim.gc_options()
-        sim.clock.advance(
+        options = ctx.gc_options()
+        ctx.clock.advance(
             max(options.db_delete_grace, options.compacted_min_age, options.wal_min_age).total_seconds() + 1
         )
         collected, failed = self.collect_everything(store)
-        sim.figures["family_maintain_all"] += 1
+        ctx.figures["family_maintain_all"] += 1
         return f"ok compacted {compacted}, collected {collected} databases" + (
             f" ({failed} failed)" if failed else ""
         )
@@ -741,19 +687,19 @@ class Lifecycle:
     def collect_everything(self, store: SimStore) -> tuple[int, int]:
         """GC of every database the simulation knows: lifecycle databases newest first (a clone's
         GC releases its checkpoints on its parents), the admin actor's clones, then main."""
-        sim = self.sim
+        ctx = self.ctx
         collected = failed = 0
         for member in reversed([m for m in self.members.values() if m.state in ("live", "destroyed")]):
             outcome = self._collect(store, member, dry_run=False)
-            sim.trace.append(TraceEntry(sim.step, "lifecycle", f"  gc {member.path}", outcome))
+            ctx.trace.append(TraceEntry(ctx.step, "lifecycle", f"  gc {member.path}", outcome))
             collected += 1
             failed += not outcome.startswith("ok")
             if outcome.startswith("crashed"):
                 raise SimulatedCrash("the lifecycle process died during GC of every database")
-        for path in [MAIN, *(c.path for c in sim.clones.values() if c.state == "live")][::-1]:
-            gc = GarbageCollector(path, store, sim.gc_options(), clock=sim.clock)
-            outcome = sim._collect(gc, path, dry_run=False, store=store)
-            sim.trace.append(TraceEntry(sim.step, "lifecycle", f"  gc {path}", outcome))
+        for path in [MAIN, *(c.path for c in ctx.clones.values() if c.state == "live")][::-1]:
+            gc = GarbageCollector(path, store, ctx.gc_options(), clock=ctx.clock)
+            outcome = collect(ctx, gc, path, dry_run=False, store=store)
+            ctx.trace.append(TraceEntry(ctx.step, "lifecycle", f"  gc {path}", outcome))
             collected += 1
             failed += not outcome.startswith("ok")
             if outcome.startswith("crashed"):
@@ -763,48 +709,48 @@ class Lifecycle:
     # --- writer sessions ---------------------------------------------------------------------------
 
     def _write_action(self, store: SimStore) -> str:
-        member = self.sim.rng.choice(self.live())
+        member = self.ctx.rng.choice(self.live())
         self._touched.append(member)
         return self._session(store, member) + f" ({member.path})"
 
     def _session(self, store: SimStore, member: Member) -> str:
         """Open a writer, issue a few writes (some awaiting durability), then close, flush to L0 and
         close, or crash; a crashed session is settled at once (see the module docstring)."""
-        sim = self.sim
+        ctx = self.ctx
         model = member.model
         keys = member.writable_keys(self.universe)
         home = [k for k in keys if k[0] == LANES[member.lane]] or keys
         try:
-            db = Db.open(member.path, store, WRITER_OPTIONS, clock=sim.clock, background=False)
+            db = Db.open(member.path, store, WRITER_OPTIONS, clock=ctx.clock, background=False)
         except Exception as error:
-            return sim._outcome(error) + " (opening the writer)"
-        ending = sim.rng.choices(("close", "flush_memtable", "crash", "crash_mid"), weights=(45, 30, 12, 13))[
+            return ctx.outcome(error) + " (opening the writer)"
+        ending = ctx.rng.choices(("close", "flush_memtable", "crash", "crash_mid"), weights=(45, 30, 12, 13))[
             0
         ]
         if ending == "crash_mid" and not self._armed:
-            store.faulty.crash_after(sim.rng.randrange(0, 12))
+            store.faulty.crash_after(ctx.rng.randrange(0, 12))
             self._armed = True
         written = durable = 0
         try:
             seen = dict(db.scan())
-            sim.checks["family_writer_opens_on_its_model"] += 1
+            ctx.checks["family_writer_opens_on_its_model"] += 1
             if seen != model.current:
-                raise sim.violation(
+                raise ctx.violation(
                     f"a writer opened on {member.path} reads {diff(seen, model.current)} vs its model"
                 )
-            for _ in range(sim.rng.randint(1, 6)):
+            for _ in range(ctx.rng.randint(1, 6)):
                 # Mostly its own lane: databases without a range then often hold disjoint data (two
                 # clones of one parent taken at different times can be merged).
                 stray = 0.25 if member.key_range is not None else 0.0
-                ops = self._ops(keys if sim.rng.random() < stray else home)
-                await_durable = sim.rng.random() < sim.config.durable_write_rate
+                ops = self._ops(keys if ctx.rng.random() < stray else home)
+                await_durable = ctx.rng.random() < ctx.config.durable_write_rate
                 member.data_keys.update(k for k, _ in ops)  # before: it may fail once applied
                 member.wal_only = True
                 write_ops(db, model, ops, await_durable)
                 written += 1
                 if await_durable:
                     durable += 1
-                    sim.figures["durable_writes"] += 1
+                    ctx.figures["durable_writes"] += 1
             if ending == "flush_memtable":
                 db.flush_memtable()
                 model.acknowledge()
@@ -819,46 +765,46 @@ class Lifecycle:
             raise
         except Exception as error:
             simulate_crash(db)
-            outcome = sim._outcome(error)
+            outcome = ctx.outcome(error)
             return f"{outcome} after {written} writes ({durable} durable); " + self._settle(member)
 
     def _ops(self, keys: list[bytes]) -> tuple[Op, ...]:
-        sim = self.sim
-        if sim.rng.random() < 0.2:
+        ctx = self.ctx
+        if ctx.rng.random() < 0.2:
             return tuple(
-                (sim.rng.choice(keys), sim._value() if sim.rng.random() < 0.8 else None) for _ in range(3)
+                (ctx.rng.choice(keys), ctx.value() if ctx.rng.random() < 0.8 else None) for _ in range(3)
             )
-        return ((sim.rng.choice(keys), sim._value() if sim.rng.random() < 0.85 else None),)
+        return ((ctx.rng.choice(keys), ctx.value() if ctx.rng.random() < 0.85 else None),)
 
     def _settle(self, member: Member) -> str:
         """After a writer crash: a fresh reader sees a prefix of the writes at least as long as the
         acknowledged one (every write acknowledged with await_durable included); the rest is lost."""
-        sim = self.sim
+        ctx = self.ctx
         model = member.model
-        observed = invariants.read(sim, member.path, what=f"{member.path} after a writer crash")
-        sim.checks["family_crash_keeps_acknowledged_writes"] += 1
+        observed = invariants.read(ctx, member.path, what=f"{member.path} after a writer crash")
+        ctx.checks["family_crash_keeps_acknowledged_writes"] += 1
         if model.durable_writes:
-            sim.checks["durable_writes_survive_crash"] += 1
+            ctx.checks["durable_writes_survive_crash"] += 1
         prefix = model.last_match(observed, model.durable, model.issued)
         if prefix is None:
-            raise sim.violation(
+            raise ctx.violation(
                 f"after a writer crash, {member.path} holds no prefix of its writes in [{model.durable}, "
                 f"{model.issued}] (durable writes acknowledged up to {model.durable_writes}); vs the "
                 f"acknowledged state: {diff(observed, model.state(model.durable))}"
             )
         lost = model.issued - prefix
-        sim.figures["unacknowledged_writes_lost"] += lost
+        ctx.figures["unacknowledged_writes_lost"] += lost
         model.truncate(prefix)
         return f"settled: {lost} unacknowledged lost"
 
     def _flush_source(self, store: SimStore, member: Member) -> str | None:
         """What WalNotFlushedError says to do: a writer that flushes its memtable to L0 and closes.
         None when it worked, else its outcome."""
-        sim = self.sim
+        ctx = self.ctx
         try:
-            db = Db.open(member.path, store, WRITER_OPTIONS, clock=sim.clock, background=False)
+            db = Db.open(member.path, store, WRITER_OPTIONS, clock=ctx.clock, background=False)
         except Exception as error:
-            return sim._outcome(error) + " (opening the writer)"
+            return ctx.outcome(error) + " (opening the writer)"
         try:
             db.flush_memtable()
             db.close()
@@ -867,24 +813,24 @@ class Lifecycle:
         except Exception as error:
             simulate_crash(db)
             self._touched.append(member)
-            return sim._outcome(error) + "; " + self._settle(member)
+            return ctx.outcome(error) + "; " + self._settle(member)
         member.wal_only = False
-        sim.figures["family_flushes_before_rescale"] += 1
+        ctx.figures["family_flushes_before_rescale"] += 1
         return None
 
     # --- checks after a step ------------------------------------------------------------------------
 
     def _check_after(self) -> None:
-        invariants.check_reachable(self.sim)
+        invariants.check_reachable(self.ctx)
         for member in dict.fromkeys(self._touched):
             if member.state == "live":
-                invariants.check_member(self.sim, member)
+                invariants.check_member(self.ctx, member)
 
     def _check_nothing_under(self, path: str) -> None:
-        left = [m.key for m in self.sim.inner.list(path + "/")]
-        self.sim.checks["hard_destroy_leaves_nothing"] += 1
+        left = [m.key for m in self.ctx.inner.list(path + "/")]
+        self.ctx.checks["hard_destroy_leaves_nothing"] += 1
         if left:
-            raise self.sim.violation(
+            raise self.ctx.violation(
                 f"a finished hard destroy of {path} left {len(left)} objects: {left[:4]}"
             )
 
@@ -894,7 +840,7 @@ class Lifecycle:
         """Faults off: finish the pending operation, then three rounds of full compaction, the clock
         past every grace period, and GC of everything; every destroyed database GC may delete must be
         gone, and every live one reads its model."""
-        sim = self.sim
+        ctx = self.ctx
         self.store = store
         for _ in range(3):
             if self.pending is None:
@@ -906,18 +852,18 @@ class Lifecycle:
                 raise
             except Exception as error:
                 outcome = self._error(action, error)
-            sim.trace.append(TraceEntry(sim.step, "final", f"lifecycle {action}", outcome))
+            ctx.trace.append(TraceEntry(ctx.step, "final", f"lifecycle {action}", outcome))
         if self.pending is not None:
-            raise sim.violation(
+            raise ctx.violation(
                 f"the interrupted {self.pending.kind} did not complete when re-run without faults"
             )
         for _ in range(3):
             outcome = self._maintain_all(store)
-            sim.trace.append(TraceEntry(sim.step, "final", "lifecycle maintain_all", outcome))
-        invariants.check_reachable(sim)
+            ctx.trace.append(TraceEntry(ctx.step, "final", "lifecycle maintain_all", outcome))
+        invariants.check_reachable(ctx)
         for member in self.members.values():
             if member.state == "destroyed":
-                invariants.check_destroyed_reclaimed(sim, member)
+                invariants.check_destroyed_reclaimed(ctx, member)
         self.check_all()
 
 
