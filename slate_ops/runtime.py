@@ -34,11 +34,15 @@ import random
 import threading
 import time
 import uuid
-from typing import Protocol
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
 from ulid import ULID, ULIDGenerator
 
 DEFAULT_START = 1_700_000_000.0
+
+_R = TypeVar("_R")
 
 
 class Clock(Protocol):
@@ -66,6 +70,29 @@ class Runtime(Clock, Protocol):
         """The random source for jitter, sampling and the like (seeded in a manual runtime)."""
         ...
 
+    def executor(self, max_workers: int, name: str) -> Executor:
+        """A pool for up to ``max_workers`` concurrent calls (I/O fetches, uploads, merges); threads
+        named after ``name``. The caller shuts it down (``with`` block)."""
+        ...
+
+
+class InlineExecutor(Executor):
+    """Runs each submitted call at once on the caller's thread: its future is done when ``submit``
+    returns (the call's exception stored in it). The order of every request is the program's
+    order, so a simulation replays a seed; work that needs another submitted call to make progress
+    would wait forever, which is why slate_ops's pooled tasks never wait on each other."""
+
+    def submit(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> Future[_R]:
+        future: Future[_R] = Future()
+        future.set_running_or_notify_cancel()
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as error:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        return future
+
 
 class SystemRuntime:
     """The real clocks, ``uuid4`` and ULIDs from the OS's randomness."""
@@ -87,6 +114,9 @@ class SystemRuntime:
 
     def random(self) -> random.Random:
         return self._random
+
+    def executor(self, max_workers: int, name: str) -> Executor:
+        return ThreadPoolExecutor(max_workers, thread_name_prefix=name)
 
 
 class ManualRuntime:
@@ -120,6 +150,11 @@ class ManualRuntime:
 
     def random(self) -> random.Random:
         return self._random
+
+    def executor(self, max_workers: int, name: str) -> Executor:
+        """An :class:`InlineExecutor`: calls run one after another, in the order they are submitted."""
+        del max_workers, name
+        return InlineExecutor()
 
     def advance(self, seconds: float) -> None:
         with self._lock:
@@ -158,6 +193,9 @@ class FixedNow:
 
     def random(self) -> random.Random:
         return self._base.random()
+
+    def executor(self, max_workers: int, name: str) -> Executor:
+        return self._base.executor(max_workers, name)
 
 
 SYSTEM_RUNTIME = SystemRuntime()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from slate_ops.layout import sst_key
 from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
-from slate_ops.runtime import FixedNow, ManualRuntime
+from slate_ops.runtime import SYSTEM_RUNTIME, FixedNow, InlineExecutor, ManualRuntime
 from tests.support.compaction import fill
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +51,38 @@ def test_manual_time_moves_only_when_told() -> None:
     assert runtime.new_ulid().timestamp == 1_002.5
     runtime.set(50.0)
     assert runtime.now() == 50.0
+
+
+def test_a_manual_runtime_runs_pooled_calls_on_the_callers_thread_at_submit() -> None:
+    order: list[str] = []
+
+    def call(name: str) -> str:
+        order.append(name)
+        return threading.current_thread().name
+
+    def fail() -> None:
+        raise ValueError("boom")
+
+    with ManualRuntime().executor(16, "wal-fetch") as pool:
+        assert isinstance(pool, InlineExecutor)
+        first = pool.submit(call, "a")
+        assert first.done() and order == ["a"]  # ran before submit returned
+        assert first.result() == threading.current_thread().name
+        failed = pool.submit(fail)
+        assert failed.done() and isinstance(failed.exception(), ValueError)  # stored, not raised
+        assert list(pool.map(call, ["b", "c"])) == [threading.current_thread().name] * 2
+    assert order == ["a", "b", "c"]
+    assert isinstance(FixedNow(ManualRuntime(), 1.0).executor(4, "x"), InlineExecutor)
+
+
+def test_the_system_runtime_hands_out_real_thread_pools() -> None:
+    with SYSTEM_RUNTIME.executor(3, "slate-ops-test") as pool:
+        assert isinstance(pool, ThreadPoolExecutor)
+        assert pool._max_workers == 3
+        name = pool.submit(lambda: threading.current_thread().name).result()
+    assert name.startswith("slate-ops-test") and name != threading.current_thread().name
+    with FixedNow(SYSTEM_RUNTIME, 1.0).executor(2, "fixed") as pool:
+        assert isinstance(pool, ThreadPoolExecutor)
 
 
 def test_a_fixed_now_stops_the_wall_clock_but_draws_ids_from_its_base() -> None:
@@ -143,6 +177,8 @@ def test_slate_ops_never_makes_a_ulid_of_its_own(tmp_path: Path) -> None:
         "import random\n",
         "from random import choice\n",
         "from ulid import ULIDGenerator\n",
+        "from concurrent.futures import ThreadPoolExecutor\n",
+        "import concurrent.futures\np = concurrent.futures.ThreadPoolExecutor(2)\n",
     ],
 )
 def test_the_lint_rule_bans_the_real_sources_in_slate_ops(source: str) -> None:
@@ -157,19 +193,22 @@ def test_the_lint_rule_bans_the_real_sources_in_slate_ops(source: str) -> None:
     assert not banned("slate_ops/runtime.py")  # the one place that holds them
 
 
-# Patches the simulation may make: the engine's ids until it adopts the runtime, and a decode memo
-# for speed. Anything else it patched would be a determinism it does not get from the runtime.
+# Patches the simulation may make: a decode memo for speed. Anything else it patched (ids, time,
+# thread pools) would be a determinism it does not get from the runtime.
 ALLOWED_SIM_PATCHES = {"memoized_manifest_decoding"}
 
 
 def _patching_functions(path: Path) -> set[str]:
-    """Names of the functions in ``path`` that call ``mock.patch...`` (``<module>`` at the top)."""
+    """Names of the functions in ``path`` that call ``mock.patch...`` or ``setattr`` (``<module>``
+    at the top)."""
     found: set[str] = set()
 
     def visit(node: ast.AST, where: str) -> None:
         for child in ast.iter_child_nodes(node):
             inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else where
-            if isinstance(child, ast.Call) and "mock.patch" in ast.unparse(child.func):
+            if isinstance(child, ast.Call) and any(
+                patch in ast.unparse(child.func) for patch in ("mock.patch", "setattr")
+            ):
                 found.add(where)
             visit(child, inner)
 
@@ -180,7 +219,5 @@ def _patching_functions(path: Path) -> set[str]:
 def test_the_simulation_patches_nothing_for_ids_or_time() -> None:
     sim_files = sorted((ROOT / "tests/reliability/sim").rglob("*.py"))
     files = [ROOT / "tests/reliability/simulation.py", *sim_files]
-    patching = {
-        f"{p.name}:{name}" for p in files if p.name != "interleave.py" for name in _patching_functions(p)
-    }
+    patching = {f"{p.name}:{name}" for p in files for name in _patching_functions(p)}
     assert {p.split(":")[1] for p in patching} <= ALLOWED_SIM_PATCHES, patching

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from slate_ops.errors import InvalidArgumentError
@@ -68,8 +67,11 @@ def visible_blocks(
     return kept
 
 
-def manifest_blocks(path: str, store: ObjectStore, manifest: Manifest) -> list[BlockWeight]:
-    """The visible block weights of every L0 view and sorted-run view of ``manifest``, unsorted."""
+def manifest_blocks(
+    path: str, store: ObjectStore, manifest: Manifest, *, clock: Runtime = SYSTEM_RUNTIME
+) -> list[BlockWeight]:
+    """The visible block weights of every L0 view and sorted-run view of ``manifest``, unsorted
+    (the SSTs opened on ``clock``'s executor)."""
     ssts = {s.id: s for s in manifest.ssts}
     views = _visible_views(manifest)
     bounds = manifest.visible_range
@@ -83,7 +85,7 @@ def manifest_blocks(path: str, store: ObjectStore, manifest: Manifest) -> list[B
 
     if not views:
         return []
-    with ThreadPoolExecutor(max_workers=min(OPEN_THREADS, len(views))) as pool:
+    with clock.executor(min(OPEN_THREADS, len(views)), "slate-ops-split-keys") as pool:
         return [block for blocks in pool.map(one, views) for block in blocks]
 
 
@@ -186,7 +188,7 @@ def explain_split_keys(
     :func:`short_reason` for fewer than ``n - 1``)."""
     n = check_count(n)
     manifest = manifest_at(path, store, checkpoint, clock=clock).value
-    blocks = manifest_blocks(path, store, manifest)
+    blocks = manifest_blocks(path, store, manifest, clock=clock)
     ranges = balanced_ranges(blocks, n, bounds=manifest.visible_range)
     keys = [r.start for r in ranges[1:] if r.start is not None]
     if not keys:

@@ -29,7 +29,6 @@ import enum
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -129,7 +128,7 @@ def verify_db(
     labels = manifest_labels(latest.id, [(c.manifest_id, checkpoint_label(str(c.id), c.name)) for c in live])
     expired = [c for c in latest.value.checkpoints if c.is_expired(now)]
     return [
-        _check_ssts(store, manifests.path, read, labels, max_workers),
+        _check_ssts(store, manifests.path, read, labels, max_workers, clock),
         _check_runs(read, labels),
         check_checkpoint_manifests(
             [(checkpoint_label(str(c.id), c.name), c.manifest_id) for c in live], missing
@@ -171,7 +170,12 @@ def _checkpoint_manifests(
 
 
 def _check_ssts(
-    store: ObjectStore, db_path: str, read: dict[int, Manifest], labels: dict[int, str], max_workers: int
+    store: ObjectStore,
+    db_path: str,
+    read: dict[int, Manifest],
+    labels: dict[int, str],
+    max_workers: int,
+    clock: Runtime,
 ) -> CheckResult:
     needed_by: dict[str, list[str]] = defaultdict(list)
     what: dict[str, str] = {}
@@ -190,7 +194,7 @@ def _check_ssts(
                     f"{labels[manifest_id]}: view {view.view_id} references SST {view.sst_id}, "
                     "which the manifest's SST list lacks"
                 )
-    return check_ssts_exist(store, needed_by, what, len(read), max_workers, problems)
+    return check_ssts_exist(store, needed_by, what, len(read), max_workers, problems, clock=clock)
 
 
 def _check_runs(read: dict[int, Manifest], labels: dict[int, str]) -> CheckResult:
@@ -282,12 +286,14 @@ def check_ssts_exist(
     manifests: int,
     max_workers: int,
     problems: Sequence[str] = (),
+    *,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> CheckResult:
     """``ssts_exist``: one HEAD per SST object key of ``needed_by`` (the labels of the manifests
-    that need it; ``what`` names the SST), ``max_workers`` at a time, after ``problems`` found
-    while listing them."""
+    that need it; ``what`` names the SST), ``max_workers`` at a time (on ``clock``'s executor),
+    after ``problems`` found while listing them."""
     keys = sorted(needed_by)
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(keys)))) as pool:
+    with clock.executor(max(1, min(max_workers, len(keys))), "slate-ops-verify") as pool:
         found = list(pool.map(lambda key: object_exists(store, key), keys))
     missing = [
         f"{key} is missing ({what[key]}); needed by {'; '.join(needed_by[key])}"

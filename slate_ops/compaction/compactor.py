@@ -15,7 +15,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from ulid import ULID
@@ -184,7 +183,8 @@ class Compactor:
 
         blocks: list[tuple[bytes, int]] = []
         # The indexes are read in parallel: one round trip, not one per input, on a remote store.
-        with ThreadPoolExecutor(min(subcompaction.READ_CONCURRENCY, max(1, len(views)))) as pool:
+        workers = min(subcompaction.READ_CONCURRENCY, max(1, len(views)))
+        with self._clock.executor(workers, "slate-ops-compaction-plan") as pool:
             for view_blocks in pool.map(sizes, views):
                 blocks += view_blocks
         blocks.sort()

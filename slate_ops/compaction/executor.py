@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,7 +56,7 @@ class LocalExecutor:
         if threads < 1:
             raise InvalidArgumentError(f"LocalExecutor needs at least one thread, got {threads}")
         self.threads = threads
-        self.clock = clock  # names the output SSTs
+        self.clock = clock  # names the output SSTs, gives the thread pools
 
     def execute(self, store: ObjectStore, spec: CompactionSpec) -> ExecutionResult:
         window = threading.Semaphore(self.threads + 1)  # subcompactions holding inputs
@@ -64,8 +64,8 @@ class LocalExecutor:
         futures: list[Future[SubcompactionResult | None]] = []
         uploads: list[Future[PutResult]] = []  # appended by the subcompactions, awaited here
         with (
-            CompactionIo(store) as io,
-            ThreadPoolExecutor(self.threads, thread_name_prefix="slate-ops-compaction") as pool,
+            CompactionIo(store, clock=self.clock) as io,
+            self.clock.executor(self.threads, "slate-ops-compaction") as pool,
         ):
             for key_range in spec.subcompactions:
                 window.acquire()

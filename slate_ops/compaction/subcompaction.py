@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -50,7 +50,7 @@ class CompactionIo:
 
     Readers (footer, index, bloom filter: ~1-3 % of an SST) are opened once per input and shared by
     every subcompaction. Use as a context manager; closing cancels queued requests and waits for
-    running ones, so nothing outlives the compaction.
+    running ones, so nothing outlives the compaction. The pools come from ``clock``.
     """
 
     def __init__(
@@ -58,14 +58,12 @@ class CompactionIo:
         store: ObjectStore,
         read_concurrency: int | None = None,
         write_concurrency: int | None = None,
+        *,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.store = store
-        self.reads = ThreadPoolExecutor(
-            read_concurrency or READ_CONCURRENCY, thread_name_prefix="slate-ops-compaction-get"
-        )
-        self.writes = ThreadPoolExecutor(
-            write_concurrency or WRITE_CONCURRENCY, thread_name_prefix="slate-ops-compaction-put"
-        )
+        self.reads = clock.executor(read_concurrency or READ_CONCURRENCY, "slate-ops-compaction-get")
+        self.writes = clock.executor(write_concurrency or WRITE_CONCURRENCY, "slate-ops-compaction-put")
         self._pending = threading.Semaphore(PENDING_OUTPUTS)
         self._readers: dict[str, SstReader] = {}
         self._opening: dict[str, threading.Lock] = {}
@@ -244,7 +242,7 @@ def run_subcompaction(
     overwrites an earlier attempt's orphan that GC may be deleting.
     """
     if io is None:
-        with CompactionIo(store) as own:
+        with CompactionIo(store, clock=clock) as own:
             return run_subcompaction(
                 store, spec, key_range,
                 io=own, inputs=inputs, inputs_done=inputs_done, uploads=uploads, clock=clock,

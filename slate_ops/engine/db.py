@@ -108,7 +108,7 @@ class Db:
         manifests = ManifestStore(store, path, clock=clock)
         self.path = manifests.path
         self._location = manifests.location
-        wal = WalStore(store, self.path)
+        wal = WalStore(store, self.path, clock)
         cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
         self._status = WriterStatus(manifests.location)
         self._write_lock = threading.Lock()  # the mutable memtable, sequence numbers, WAL queue order
@@ -120,7 +120,7 @@ class Db:
         self._thread: threading.Thread | None = None
 
         self._manifest = WriterManifest(
-            manifests, SstReaders(store, cache, options.read_ahead_limits()), clock, self._status
+            manifests, SstReaders(store, cache, options.read_ahead_limits(), clock), clock, self._status
         )
         try:
             self._open_claimed(self._manifest.claimed, wal, store, compactor)

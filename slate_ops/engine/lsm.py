@@ -21,6 +21,7 @@ from ulid import ULID
 
 from slate_ops.manifest.model import CompactedSst, KeyRange, Manifest, SstView, resolve_sst_path
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import BlockCache, SstReader
 from slate_ops.sst.readahead import BlockStream, ReadAhead, ReadAheadLimits, Segment
 
@@ -36,14 +37,20 @@ def sst_set(manifest: Manifest) -> tuple[tuple[ULID, ...], tuple[tuple[int, tupl
 
 
 class SstReaders:
-    """Opened SST readers by object key, shared across manifest versions (SSTs never change)."""
+    """Opened SST readers by object key, shared across manifest versions (SSTs never change);
+    ``clock``'s executor runs the scans' read-ahead fetches."""
 
     def __init__(
-        self, store: ObjectStore, cache: BlockCache | None, read_ahead: ReadAheadLimits | None = None
+        self,
+        store: ObjectStore,
+        cache: BlockCache | None,
+        read_ahead: ReadAheadLimits | None = None,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
         self.store = store
         self.cache = cache
         self.read_ahead = ReadAheadLimits() if read_ahead is None else read_ahead
+        self.clock = clock
         self._readers: dict[str, SstReader] = {}
         self._lock = threading.Lock()
 
@@ -160,7 +167,7 @@ class LsmState:
     def read_ahead(self) -> ReadAhead | None:
         """A new scan's read-ahead (None if the options turn it off); close it when the scan ends."""
         limits = self._readers.read_ahead
-        return ReadAhead(limits) if limits.enabled else None
+        return ReadAhead(limits, self._readers.clock) if limits.enabled else None
 
     def _read_ahead_sources(
         self, start: bytes | None, end: bytes | None, read_ahead: ReadAhead

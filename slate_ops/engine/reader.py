@@ -55,9 +55,9 @@ class DbReader:
         self._clock = clock
         self._manifests = ManifestStore(store, path, clock=clock)
         self.path = self._manifests.path
-        self._wal = WalStore(store, self.path)
+        self._wal = WalStore(store, self.path, clock)
         cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
-        self._readers = SstReaders(store, cache, options.read_ahead_limits())
+        self._readers = SstReaders(store, cache, options.read_ahead_limits(), clock)
         self._pins = CheckpointPins()
         self._lock = threading.Lock()
         self._memtables: list[Memtable] = []  # oldest first

@@ -9,7 +9,7 @@ create-if-absent of that id then fails, and it finds the newer epoch in the mani
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import pyarrow as pa
 
@@ -23,6 +23,7 @@ from slate_ops.objstore.base import (
     resolve_put_outcome,
 )
 from slate_ops.objstore.fetched import FetchedObject
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader, encode_sst
 
 # WAL SSTs fetched at once by read_many (replay): on S3 each GET waits ~20-50 ms, so fetching one
@@ -34,10 +35,12 @@ Entry = tuple[bytes, int, int, bytes]
 
 
 class WalStore:
-    """Reads, writes and fences the WAL of the database at ``db_path``."""
+    """Reads, writes and fences the WAL of the database at ``db_path``; ``clock``'s executor runs
+    :meth:`read_many`'s fetches."""
 
-    def __init__(self, store: ObjectStore, db_path: str) -> None:
+    def __init__(self, store: ObjectStore, db_path: str, clock: Runtime = SYSTEM_RUNTIME) -> None:
         self.store = store
+        self.clock = clock
         self.db_path = normalize_db_path(db_path)
         self.directory = join(self.db_path, WAL_DIR)
 
@@ -117,7 +120,7 @@ class WalStore:
         window = max(1, WAL_FETCH_PARALLELISM if parallelism is None else parallelism)
         pending: list[tuple[int, Future[_WalSegment] | None]] = []
         todo = iter(segments)
-        with ThreadPoolExecutor(window, thread_name_prefix="slate-ops-wal-fetch") as pool:
+        with self.clock.executor(window, "slate-ops-wal-fetch") as pool:
             try:
                 while True:
                     while len(pending) < window:

@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, wait
 from typing import Any
 from urllib.parse import urlencode
 
@@ -52,6 +52,7 @@ from slate_ops.objstore.base import (
     validate_range,
 )
 from slate_ops.objstore.credentials import resolve_s3_credentials
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 _OVERWRITE = PutMode.overwrite()  # a module constant: ruff B008 forbids calls in defaults
 log = logging.getLogger(__name__)
@@ -212,7 +213,9 @@ class S3Store:
         multipart_threshold: int = MULTIPART_THRESHOLD,
         multipart_part_bytes: int = MULTIPART_PART_BYTES,
         multipart_concurrency: int = MULTIPART_CONCURRENCY,
+        clock: Runtime = SYSTEM_RUNTIME,
     ) -> None:
+        self._clock = clock  # its executor sends a multipart upload's parts
         if not bucket or "/" in bucket:
             raise InvalidArgumentError(f"S3 bucket name must be non-empty without '/', got {bucket!r}")
         if client is None:  # explicit, else SLATE_OPS_S3_*, else boto3's chain (one order everywhere)
@@ -456,9 +459,7 @@ class S3Store:
                 raise self._error(f"upload of part {number}", key, exc) from exc
             return {"PartNumber": number, "ETag": response["ETag"]}
 
-        pool = ThreadPoolExecutor(
-            min(self.multipart_concurrency, len(offsets)), thread_name_prefix="slate-ops-s3-parts"
-        )
+        pool = self._clock.executor(min(self.multipart_concurrency, len(offsets)), "slate-ops-s3-parts")
         try:
             futures = [pool.submit(send, n, offset) for n, offset in enumerate(offsets, start=1)]
             wait(futures, return_when=FIRST_EXCEPTION)

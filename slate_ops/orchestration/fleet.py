@@ -20,7 +20,6 @@ answers in the fleet's order. On it:
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
@@ -35,6 +34,7 @@ from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 T = TypeVar("T")
 
@@ -74,10 +74,11 @@ def each_database(
     step: Callable[[DatabaseConfig], T],
     *,
     threads: int | None = None,
+    clock: Runtime = SYSTEM_RUNTIME,
 ) -> EachDatabase[T]:
     """``step(db)`` for each of ``databases``, on up to ``threads`` (default
-    :data:`FLEET_READ_THREADS`) of them at once; one that raises is logged as a warning and skipped.
-    Results, warnings and skips come in ``databases``' order."""
+    :data:`FLEET_READ_THREADS`) of them at once (on ``clock``'s executor); one that raises is
+    logged as a warning and skipped. Results, warnings and skips come in ``databases``' order."""
     fleet = list(databases)
     threads = FLEET_READ_THREADS if threads is None else threads
 
@@ -89,7 +90,7 @@ def each_database(
 
     if len(fleet) > 1 and threads > 1:
         workers = min(threads, len(fleet))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slate-fleet") as pool:
+        with clock.executor(workers, "slate-fleet") as pool:
             outcomes = list(pool.map(attempt, fleet))
     else:
         outcomes = [attempt(db) for db in fleet]

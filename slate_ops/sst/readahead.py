@@ -20,10 +20,11 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TypeVar
 
+from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst.block import Block
 from slate_ops.sst.reader import SstReader
 from slate_ops.sst.writer import Entry
@@ -62,13 +63,15 @@ class ReadAheadLimits:
 
 
 class ReadAhead:
-    """The background fetches of one scan. Thread-safe; :meth:`close` it when the scan ends."""
+    """The background fetches of one scan, on ``clock``'s executor. Thread-safe; :meth:`close` it
+    when the scan ends."""
 
-    def __init__(self, limits: ReadAheadLimits) -> None:
+    def __init__(self, limits: ReadAheadLimits, clock: Runtime = SYSTEM_RUNTIME) -> None:
         self.limits = limits
+        self.clock = clock
         self._lock = threading.Lock()
         self._reserved = 0
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Executor | None = None
         self._closed = False
 
     @property
@@ -98,12 +101,10 @@ class ReadAhead:
         with self._lock:
             self._reserved -= reader.run_bytes(*run)
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> Executor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    self.limits.max_fetches, thread_name_prefix="slate-ops-read-ahead"
-                )
+                self._pool = self.clock.executor(self.limits.max_fetches, "slate-ops-read-ahead")
             return self._pool
 
     def close(self) -> None:

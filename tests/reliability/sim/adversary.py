@@ -90,7 +90,6 @@ from tests.reliability.sim.interleave import (
     Livelock,
     Stuck,
     TaskOutcome,
-    serial_io,
 )
 from tests.reliability.sim.runtime import (
     COMPACTOR_OPTIONS,
@@ -252,7 +251,6 @@ class Adversary:
         started = time.monotonic()
         with contextlib.ExitStack() as stack:
             stack.enter_context(memoized_manifest_decoding())  # speed only
-            stack.enter_context(serial_io())
             self.inner = MemoryStore("adversary", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
             for key, data in STRAYS.items():
                 self.inner.put(key, data)

@@ -16,20 +16,17 @@ A task that makes more than ``max_calls`` store calls is stopped with :class:`Li
 not by waiting. A task that blocks somewhere other than a store call (a lock, a condition) is reported
 by :meth:`Interleaver.run` after ``stuck_after_s`` seconds of real time as :class:`Stuck`.
 
-Tasks must not run store calls on several threads at once: :func:`serial_io` replaces the thread
-pools slate_ops fetches, uploads and confirms with (WAL fetches, compaction reads and writes, a
-confirmation's HEAD) by :class:`SerialExecutor`, which runs each submitted call at once on the
-caller's thread. Nothing else changes: the same code, one request after another.
+Tasks must not run store calls on several threads at once: every task runs slate_ops with the
+interleaver's :class:`~slate_ops.runtime.ManualRuntime`, whose executor runs the I/O pools' calls
+(WAL fetches, read-ahead, compaction reads and writes) on the caller's thread, one request after
+another.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,58 +35,6 @@ from slate_ops.runtime import ManualRuntime
 from tests.reliability.hooked_store import HookedStore
 
 _R = TypeVar("_R")
-
-
-_POOLED_MODULES = (
-    "slate_ops.sst.readahead",
-    "slate_ops.engine.wal_store",
-    "slate_ops.compaction.compactor",
-    "slate_ops.compaction.executor",
-    "slate_ops.compaction.subcompaction",
-    "slate_ops.txn.sequenced",
-)
-
-
-class SerialExecutor(Executor):
-    """An executor that runs every submitted call at once, on the caller's thread."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        del args, kwargs
-
-    def submit(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> Future[_R]:
-        future: Future[_R] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as error:
-            future.set_exception(error)
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        del wait, cancel_futures
-
-
-@contextlib.contextmanager
-def serial_io() -> Iterator[None]:
-    """Within the block, slate_ops's I/O thread pools run their calls on the caller's thread."""
-    with contextlib.ExitStack() as stack:
-        for name in _POOLED_MODULES:
-            module = importlib.import_module(name)
-            if hasattr(module, "ThreadPoolExecutor"):
-                stack.enter_context(_patched(module, "ThreadPoolExecutor", SerialExecutor))
-            for attribute, value in list(vars(module).items()):
-                if isinstance(value, Executor) and not isinstance(value, SerialExecutor):
-                    stack.enter_context(_patched(module, attribute, SerialExecutor()))
-        yield
-
-
-@contextlib.contextmanager
-def _patched(module: object, attribute: str, value: object) -> Iterator[None]:
-    original = getattr(module, attribute)
-    setattr(module, attribute, value)
-    try:
-        yield
-    finally:
-        setattr(module, attribute, original)
 
 
 class Livelock(BaseException):
