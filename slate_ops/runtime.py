@@ -1,13 +1,15 @@
-"""The one source of time, ids and randomness, injected wherever a clock goes.
+"""The one source of time, ids, randomness and thread pools, injected wherever a clock goes.
 
-Everything in slate_ops that reads the wall clock, measures elapsed time, makes a UUID or a ULID, or
-draws a random number asks a :class:`Runtime` for it; nothing else calls ``time.time``,
-``time.monotonic``, ``uuid.uuid4``, ``ULID()`` or ``random`` (ruff's ``banned-api`` rule, TID251 in
-pyproject.toml, holds slate_ops to it; tests/test_runtime.py forbids ``ULID()``, which the rule
-cannot ban without banning the type). :data:`SYSTEM_RUNTIME` is the real one; :class:`ManualRuntime`
-moves only when told and draws every id from one seeded generator, so a test or a simulation replays
-a seed exactly without patching anything. (SlateDB does the same by lint: no ``SystemTime``,
-``Instant`` or ``thread_rng`` outside its injected clock and seeded random source.)
+Everything in slate_ops that reads the wall clock, measures elapsed time, makes a UUID or a ULID,
+draws a random number or runs calls on a thread pool asks a :class:`Runtime` for it; nothing else
+calls ``time.time``, ``time.monotonic``, ``uuid.uuid4``, ``ULID()``, ``random`` or
+``ThreadPoolExecutor`` (ruff's ``banned-api`` rule, TID251 in pyproject.toml, holds slate_ops to
+it; tests/test_runtime.py forbids ``ULID()``, which the rule cannot ban without banning the type).
+:data:`SYSTEM_RUNTIME` is the real one; :class:`ManualRuntime` moves only when told, draws every id
+from one seeded generator and runs pooled calls on the caller's thread (:class:`InlineExecutor`:
+requests in program order, not in thread-timing order), so a test or a simulation replays a seed
+exactly without patching anything. (SlateDB does the same by lint: no ``SystemTime``, ``Instant``
+or ``thread_rng`` outside its injected clock and seeded random source.)
 
 The argument that carries it keeps its old name: every ``clock=`` parameter takes a runtime.
 
