@@ -44,7 +44,9 @@ Invariants, checked as the run goes:
   its tags read what they pinned; after a crashed writer session it holds every acknowledged write;
 * a fenced (zombie) writer or compactor never acknowledges a flush or commits;
 * an interrupted admin or lifecycle operation (clone, split, merge, destroy, tag, rollback)
-  completes when re-run; a finished hard destroy leaves no object under the path;
+  completes when re-run; a finished hard destroy leaves only its tombstone and fences (the tombstone
+  manifest, the WAL fence, one ``.compactions`` file, ``gc/`` marker and boundaries), nothing a re-run
+  would delete and nothing a reader opens;
 * at the end, with faults off: a reopened writer recovers, maintenance runs cleanly, GC leaves no
   unreferenced SST or WAL SST older than ``min_age``, and every destroyed database GC may delete
   (grace period over, no live checkpoint) is gone.

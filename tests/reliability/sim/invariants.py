@@ -9,7 +9,10 @@
   and every tag on one reads what the database held when the tag was created;
 * **verify_db**: no error-severity problem on any live lifecycle database;
 * **GC finishes destroys**: after the final maintenance, a destroyed database that GC may delete (the
-  grace period over, no live checkpoint) is gone.
+  grace period over, no live checkpoint) is gone;
+* **a finished deletion leaves only its fences**: after a hard destroy returns, the path holds
+  exactly what a deletion keeps by design (:func:`deletion_leftovers`), nothing a re-run would
+  still delete, and no database a reader opens.
 """
 
 from __future__ import annotations
@@ -25,7 +28,20 @@ from slate_ops.admin.reachability import (
     check_references,
 )
 from slate_ops.admin.verify import Severity
+from slate_ops.layout import (
+    COMPACTED_DIR,
+    COMPACTIONS_DIR,
+    MANIFEST_DIR,
+    WAL_DIR,
+    deleted_marker_key,
+    own_directory,
+    parse_boundary_key,
+    parse_compactions_key,
+    parse_own_manifest_key,
+    parse_wal_key,
+)
 from slate_ops.manifest.store import ManifestStore
+from slate_ops.objstore.base import ObjectStore
 from tests.reliability.sim.runtime import InvariantViolation, diff
 
 if TYPE_CHECKING:
@@ -110,6 +126,55 @@ def check_destroyed_reclaimed(ctx: SimContext, member: Member) -> None:
             f"{member.path} was destroyed at {manifest.destroyed_at_s}, its grace period is over and no "
             "checkpoint is live, but GC left it in place"
         )
+
+
+def deletion_leftovers(store: ObjectStore, path: str) -> list[str]:
+    """What a finished deletion of ``path`` (hard destroy, or GC of a destroyed database) left beyond
+    what it keeps by design; empty when all is well. Judged from the objects, not from the deletion's
+    report (docs/design/clones-and-destroy.md, "Deleting a Database"):
+
+    * no manifest at all (the path never held a database), or exactly one: a tombstone;
+    * in ``wal/`` at most the WAL fence, the tombstone's ``next_wal_sst_id - 1`` (none when that is 0:
+      a database never initialised has its WAL deleted whole);
+    * no SST in ``compacted/``; at most one ``.compactions`` file (the claim that fences compactors);
+    * in ``gc/`` only the marker ``deleted.<tombstone id>`` and GC boundaries;
+    * nothing else under the path (a nested database's objects would be, but the family has none).
+
+    A stale process's orphan (say a WAL object below the fence written after the deletion) is not
+    allowed either: no actor of the simulation holds a family database across a lifecycle step.
+    """
+    manifests = ManifestStore(store, path)
+    keys = sorted(meta.key for meta in store.list(path + "/"))
+    manifest_ids = [mid for key in keys if (mid := parse_own_manifest_key(path, key)) is not None]
+    if not manifest_ids:
+        return [f"{key} (no manifest is left)" for key in keys]
+    problems: list[str] = []
+    if len(manifest_ids) > 1:
+        problems.append(f"{len(manifest_ids)} manifests {manifest_ids}, not one tombstone")
+    tombstone_id = max(manifest_ids)
+    tombstone = manifests.read(tombstone_id).value
+    if not tombstone.is_tombstone:
+        problems.append(f"manifest {tombstone_id} is not a tombstone: the database is readable")
+    fence = tombstone.next_wal_sst_id - 1
+    compactions = 0
+    for key in keys:
+        if key.startswith(own_directory(path, MANIFEST_DIR)) and parse_own_manifest_key(path, key):
+            continue
+        wal_id = parse_wal_key(path, key)
+        if wal_id is not None and wal_id == fence != 0:
+            continue
+        if parse_compactions_key(path, key) is not None:
+            compactions += 1
+            if compactions == 1:
+                continue
+        if key == deleted_marker_key(path, tombstone_id) or parse_boundary_key(path, key) is not None:
+            continue
+        where = next(
+            (d for d in (WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR) if key.startswith(own_directory(path, d))),
+            "elsewhere",
+        )
+        problems.append(f"{key} ({where})")
+    return problems
 
 
 def _interrupted_detach(ctx: SimContext, problem: ReferenceProblem, now: float) -> bool:

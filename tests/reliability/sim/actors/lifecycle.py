@@ -279,7 +279,7 @@ class Lifecycle:
                 ctx.figures["family_soft_destroys"] += 1
                 return "ok soft"
             self._forget_member(member)
-            self._check_nothing_under(member.path)
+            self._check_deleted(member.path)
             ctx.figures["family_hard_destroys"] += 1
             return f"ok hard, {0 if report is None else len(report.deleted)} objects deleted"
         if op.kind == "tag":
@@ -334,7 +334,7 @@ class Lifecycle:
         with contextlib.suppress(DbNotFoundError):
             admin.destroy(member.path, store, soft=False, clock=self.ctx.clock, dry_run=False)
         self._forget_member(member)
-        self._check_nothing_under(member.path)
+        self._check_deleted(member.path)
 
     def _forget_member(self, member: Member) -> None:
         member.state = "gone"
@@ -826,13 +826,29 @@ class Lifecycle:
             if member.state == "live":
                 invariants.check_member(self.ctx, member)
 
-    def _check_nothing_under(self, path: str) -> None:
-        left = [m.key for m in self.ctx.inner.list(path + "/")]
-        self.ctx.checks["hard_destroy_leaves_nothing"] += 1
+    def _check_deleted(self, path: str) -> None:
+        """A finished hard destroy leaves only what a deletion keeps by design (the tombstone and the
+        fences: :func:`invariants.deletion_leftovers`), nothing a re-run would still delete, and no
+        database a reader opens."""
+        ctx = self.ctx
+        ctx.checks["hard_destroy_leaves_only_fences"] += 1
+        left = invariants.deletion_leftovers(ctx.inner, path)
         if left:
-            raise self.ctx.violation(
-                f"a finished hard destroy of {path} left {len(left)} objects: {left[:4]}"
+            raise ctx.violation(
+                f"a finished hard destroy of {path} left {len(left)} objects it does not keep: {left[:4]}"
             )
+        if ManifestStore(ctx.inner, path).read_current() is None:
+            return  # the path never held a database (an abandoned operation created nothing)
+        rerun = admin.destroy(path, ctx.inner, soft=False, dry_run=True, clock=ctx.clock)
+        if rerun.deleted:
+            raise ctx.violation(
+                f"a finished hard destroy of {path} left work for a re-run: {list(rerun.deleted)[:4]}"
+            )
+        try:
+            ctx.oracle_read(path)
+        except DbNotFoundError:
+            return
+        raise ctx.violation(f"a reader opened {path} after its hard destroy finished")
 
     # --- the end ------------------------------------------------------------------------------------
 
