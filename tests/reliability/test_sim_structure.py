@@ -67,9 +67,9 @@ def test_every_adversary_part_receives_the_context() -> None:
                 parts[cls.name] = (path.name, _init_annotations(cls))
     actors = [name for name in parts if name.endswith("Actor")]
     assert len(actors) >= 5, actors
-    for name, (module, annotations) in parts.items():
+    for name, (module, takes) in parts.items():
         expected = {"Adversary": ["AdvConfig"], "AdvContext": ["AdvConfig"]}.get(name, ["AdvContext"])
-        assert annotations == expected, (module, name, annotations)
+        assert takes == expected, (module, name, takes)
 
 
 def test_the_adversary_is_split_into_small_modules() -> None:
