@@ -30,7 +30,7 @@ The result files and who writes them:
   checks, faults, figures, ...) plus ``violation`` for a seed that failed; see
   :func:`record_simulation`;
 * ``adversary.json`` (the long run) and ``adversary_ci.json``: the adversarial simulation
-  (tests/reliability/sim/adversary.py), ``{"runs": [AdvResult.to_json() or {seed, steps, violation}],
+  (tests/reliability/sim/adversary/), ``{"runs": [AdvResult.to_json() or {seed, steps, violation}],
   "totals", "config"}`` (``test_adversary.write_adversary_results``);
 * ``interleavings.json``: the exhaustive interleaving explorer (tests/reliability/interleavings/run.py
   documents it: ``{"reduction", "independence", "gated", "full" | "ci" | "baseline": {stamp...,

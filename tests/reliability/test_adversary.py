@@ -1,4 +1,4 @@
-"""The adversarial simulation (tests/reliability/sim/adversary.py, issue 19): short runs in CI, a long
+"""The adversarial simulation (tests/reliability/sim/adversary/, issue 19): short runs in CI, a long
 run behind ``slow`` that writes tests/reliability/results/adversary.json, determinism (in one process
 and across processes), and replay.
 

@@ -1,5 +1,5 @@
 """A deterministic interleaver of real threads, one store call at a time (the adversarial simulation,
-tests/reliability/sim/adversary.py, and its bite tests).
+tests/reliability/sim/adversary/, and its bite tests).
 
 Each task (a callable: two writers racing ``Db.open``, a paused compactor and GC) runs in a thread of
 its own and talks to the store through its own :class:`TurnStore`. Exactly one task holds the baton at

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Literal
 
 from slate_ops import admin
 from slate_ops.compaction import Compactor, LocalExecutor
-from slate_ops.engine import Db
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -57,6 +56,7 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from tests.reliability.sim import invariants
+from tests.reliability.sim.actors.family_writer import FamilyWriterActor
 from tests.reliability.sim.actors.gc import collect
 from tests.reliability.sim.family import (
     CLONE_SOURCE_LIFETIME_S,
@@ -71,16 +71,12 @@ from tests.reliability.sim.family import (
 from tests.reliability.sim.runtime import (
     COMPACTOR_OPTIONS,
     MAIN,
-    WRITER_OPTIONS,
     InvariantViolation,
     Model,
-    Op,
     SimStore,
     TraceEntry,
     diff,
-    write_ops,
 )
-from tests.support.engine import simulate_crash
 
 if TYPE_CHECKING:
     from tests.reliability.sim.context import SimContext
@@ -98,6 +94,7 @@ class Lifecycle:
         self._armed = False  # a crash is due part-way through this step (the process dies after it)
         self._touched: list[Member] = []
         self.universe = tuple(sorted((*FAMILY_KEYS, *ctx.keys)))
+        self.writer = FamilyWriterActor(ctx)  # its writer sessions (sim/actors/family_writer.py)
 
     # --- what the rest of the simulation asks ----------------------------------------------------
 
@@ -494,7 +491,7 @@ class Lifecycle:
         if not candidates:
             return "skipped: no split key inside the range"
         if source != MAIN and wal_only and ctx.rng.random() < 0.85:
-            flushed = self._flush_source(store, self.members[source])
+            flushed = self.writer.flush_source(store, self.members[source], self._touched)
             if flushed is not None:
                 return f"{flushed} (flushing {source if isinstance(source, str) else source.path} first)"
         key = ctx.rng.choice(candidates)
@@ -544,7 +541,7 @@ class Lifecycle:
         a, b, how = ctx.rng.choice(candidates)
         for source in (a, b):
             if source.wal_only:
-                flushed = self._flush_source(store, source)
+                flushed = self.writer.flush_source(store, source, self._touched)
                 if flushed is not None:
                     return f"{flushed} (flushing {source if isinstance(source, str) else source.path} first)"
         shared = a.model.current.keys() & b.model.current.keys()
@@ -711,112 +708,11 @@ class Lifecycle:
     def _write_action(self, store: SimStore) -> str:
         member = self.ctx.rng.choice(self.live())
         self._touched.append(member)
-        return self._session(store, member) + f" ({member.path})"
-
-    def _session(self, store: SimStore, member: Member) -> str:
-        """Open a writer, issue a few writes (some awaiting durability), then close, flush to L0 and
-        close, or crash; a crashed session is settled at once (see the module docstring)."""
-        ctx = self.ctx
-        model = member.model
-        keys = member.writable_keys(self.universe)
-        home = [k for k in keys if k[0] == LANES[member.lane]] or keys
+        self.writer.armed = self._armed
         try:
-            db = Db.open(member.path, store, WRITER_OPTIONS, clock=ctx.clock, background=False)
-        except Exception as error:
-            return ctx.outcome(error) + " (opening the writer)"
-        ending = ctx.rng.choices(("close", "flush_memtable", "crash", "crash_mid"), weights=(45, 30, 12, 13))[
-            0
-        ]
-        if ending == "crash_mid" and not self._armed:
-            store.faulty.crash_after(ctx.rng.randrange(0, 12))
-            self._armed = True
-        written = durable = 0
-        try:
-            seen = dict(db.scan())
-            ctx.checks["family_writer_opens_on_its_model"] += 1
-            if seen != model.current:
-                raise ctx.violation(
-                    f"a writer opened on {member.path} reads {diff(seen, model.current)} vs its model"
-                )
-            for _ in range(ctx.rng.randint(1, 6)):
-                # Mostly its own lane: databases without a range then often hold disjoint data (two
-                # clones of one parent taken at different times can be merged).
-                stray = 0.25 if member.key_range is not None else 0.0
-                ops = self._ops(keys if ctx.rng.random() < stray else home)
-                await_durable = ctx.rng.random() < ctx.config.durable_write_rate
-                member.data_keys.update(k for k, _ in ops)  # before: it may fail once applied
-                member.wal_only = True
-                write_ops(db, model, ops, await_durable)
-                written += 1
-                if await_durable:
-                    durable += 1
-                    ctx.figures["durable_writes"] += 1
-            if ending == "flush_memtable":
-                db.flush_memtable()
-                model.acknowledge()
-                member.wal_only = False
-            if ending in ("close", "flush_memtable"):
-                db.close()
-                model.acknowledge()
-                return f"ok {written} writes ({durable} durable), {ending}"
-            simulate_crash(db)
-            return f"ok {written} writes ({durable} durable); crashed on purpose, " + self._settle(member)
-        except InvariantViolation:
-            raise
-        except Exception as error:
-            simulate_crash(db)
-            outcome = ctx.outcome(error)
-            return f"{outcome} after {written} writes ({durable} durable); " + self._settle(member)
-
-    def _ops(self, keys: list[bytes]) -> tuple[Op, ...]:
-        ctx = self.ctx
-        if ctx.rng.random() < 0.2:
-            return tuple(
-                (ctx.rng.choice(keys), ctx.value() if ctx.rng.random() < 0.8 else None) for _ in range(3)
-            )
-        return ((ctx.rng.choice(keys), ctx.value() if ctx.rng.random() < 0.85 else None),)
-
-    def _settle(self, member: Member) -> str:
-        """After a writer crash: a fresh reader sees a prefix of the writes at least as long as the
-        acknowledged one (every write acknowledged with await_durable included); the rest is lost."""
-        ctx = self.ctx
-        model = member.model
-        observed = invariants.read(ctx, member.path, what=f"{member.path} after a writer crash")
-        ctx.checks["family_crash_keeps_acknowledged_writes"] += 1
-        if model.durable_writes:
-            ctx.checks["durable_writes_survive_crash"] += 1
-        prefix = model.last_match(observed, model.durable, model.issued)
-        if prefix is None:
-            raise ctx.violation(
-                f"after a writer crash, {member.path} holds no prefix of its writes in [{model.durable}, "
-                f"{model.issued}] (durable writes acknowledged up to {model.durable_writes}); vs the "
-                f"acknowledged state: {diff(observed, model.state(model.durable))}"
-            )
-        lost = model.issued - prefix
-        ctx.figures["unacknowledged_writes_lost"] += lost
-        model.truncate(prefix)
-        return f"settled: {lost} unacknowledged lost"
-
-    def _flush_source(self, store: SimStore, member: Member) -> str | None:
-        """What WalNotFlushedError says to do: a writer that flushes its memtable to L0 and closes.
-        None when it worked, else its outcome."""
-        ctx = self.ctx
-        try:
-            db = Db.open(member.path, store, WRITER_OPTIONS, clock=ctx.clock, background=False)
-        except Exception as error:
-            return ctx.outcome(error) + " (opening the writer)"
-        try:
-            db.flush_memtable()
-            db.close()
-        except InvariantViolation:
-            raise
-        except Exception as error:
-            simulate_crash(db)
-            self._touched.append(member)
-            return ctx.outcome(error) + "; " + self._settle(member)
-        member.wal_only = False
-        ctx.figures["family_flushes_before_rescale"] += 1
-        return None
+            return self.writer.session(store, member) + f" ({member.path})"
+        finally:
+            self._armed = self.writer.armed
 
     # --- checks after a step ------------------------------------------------------------------------
 
