@@ -194,7 +194,7 @@ def test_a_failed_commit_leaves_no_writer_checkpoint_behind() -> None:
     an error (here the GC-boundary read after the create fails) left the checkpoint that commit added
     in the manifest for the writer's lifetime, pinning that manifest's SSTs against GC."""
     store = FaultInjectingStore(MemoryStore())
-    db = Db.open("db", store, WRITER_OPTIONS)
+    db = Db.open("db", store, WRITER_OPTIONS, background=False)  # no flusher to take the failure
     try:
         db.put(b"a", b"1")
         store.fail("get", key_contains="gc/manifest.boundary", times=1)
