@@ -421,19 +421,9 @@ async def scan_theirs(
     """SlateDB's full scan, drained in batches; ``read_ahead``: with READ_AHEAD_BYTES and FETCH_TASKS
     instead of its default ScanOptions (read_ahead_bytes 1, max_fetch_tasks 1)."""
     db = await sdb.DbBuilder("theirs-read", slatedb_store(sdb, proxy.endpoint, bucket)).build()
-    everything = sdb.KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
     proxy.reset()
     started = time.perf_counter()
-    if read_ahead:
-        iterator = await db.scan_with_options(everything, _read_ahead_options(sdb))
-    else:
-        iterator = await db.scan(everything)
-    rows = 0
-    while True:
-        batch = await iterator.next_batch(SCAN_BATCH)
-        rows += len(batch)
-        if len(batch) < SCAN_BATCH:
-            break
+    rows = await _drain_scan(sdb, db, read_ahead)
     seconds = time.perf_counter() - started
     counts = proxy.counts
     await db.shutdown()
@@ -459,25 +449,30 @@ async def open_scan_theirs(
     """SlateDB's reader opened through the proxy, then a full scan drained in batches: timed together."""
     path = "theirs-overlapping" if figure == OPEN_SCAN_OVERLAPPING else "theirs-read"
     store = slatedb_store(sdb, proxy.endpoint, bucket)
-    everything = sdb.KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
     proxy.reset()
     started = time.perf_counter()
     reader = await sdb.DbReaderBuilder(path, store).build()
-    if read_ahead:
-        iterator = await reader.scan_with_options(everything, _read_ahead_options(sdb))
-    else:
-        iterator = await reader.scan(everything)
-    rows = 0
-    while True:
-        batch = await iterator.next_batch(SCAN_BATCH)
-        rows += len(batch)
-        if len(batch) < SCAN_BATCH:
-            break
+    rows = await _drain_scan(sdb, reader, read_ahead)
     seconds = time.perf_counter() - started
     counts = proxy.counts
     await reader.shutdown()
     assert rows == n, f"scanned {rows} rows of {n}"
     return Measured(figure, THEIRS_READ_AHEAD if read_ahead else THEIRS, _ms(proxy), rows, seconds, counts)
+
+
+async def _drain_scan(sdb: Any, db: Any, read_ahead: bool) -> int:
+    """A full scan of SlateDB's ``db`` (a Db or a DbReader), drained in batches: the rows it gave."""
+    everything = sdb.KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
+    if read_ahead:
+        iterator = await db.scan_with_options(everything, _read_ahead_options(sdb))
+    else:
+        iterator = await db.scan(everything)
+    rows = 0
+    while True:
+        batch = await iterator.next_batch(SCAN_BATCH)
+        rows += len(batch)
+        if len(batch) < SCAN_BATCH:
+            return rows
 
 
 def _read_ahead_options(sdb: Any) -> Any:
