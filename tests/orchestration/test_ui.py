@@ -41,7 +41,16 @@ from slate_ops.orchestration import DATABASES_JOB
 # The module fixture runs the whole demo first (~1 min on a quiet machine; several under load).
 # Runs .ci/demo end to end (about a minute): not in the default run; .ci/test runs `pytest -m
 # "cluster or e2e"` after it.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ui, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.ui,
+    pytest.mark.timeout(900),
+    # Playwright's sync API drives the browser from an asyncio loop owned by the module's `ui`
+    # fixture; a page call may start that loop's default-executor threads (asyncio_N) lazily, and
+    # they live as long as the browser session, not the test.
+    pytest.mark.leaves_threads("the module-scoped browser session's asyncio executor threads"),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 WEBSERVER = str(Path(sys.executable).with_name("dagster-webserver"))
