@@ -63,7 +63,15 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
-from benchmarks.s3_fixtures import KEYS, REGION, MotoProcess, load_slatedb, new_bucket, slatedb_store
+from benchmarks.s3_fixtures import (
+    KEYS,
+    REGION,
+    MotoProcess,
+    compact_l0_with_binding,
+    load_slatedb,
+    new_bucket,
+    slatedb_store,
+)
 from slate_ops import Db, DbOptions, admin
 from slate_ops.admin.handle import DatabaseHandle, merge
 from slate_ops.config import CheckpointOptions
@@ -226,7 +234,6 @@ def _fast_settings(sdb: Any) -> Any:
 
 
 async def _write_slatedb(sdb: Any, store: Any, path: str, keys: int, rounds: int) -> None:
-    import asyncio
 
     builder = sdb.DbBuilder(path, store)
     builder.with_settings(_fast_settings(sdb))
@@ -236,23 +243,14 @@ async def _write_slatedb(sdb: Any, store: Any, path: str, keys: int, rounds: int
         for k, v in _rows(keys, r):
             await db.put(k, v)
         await db.flush_with_options(flush)
-    binding_admin = sdb.AdminBuilder(path, store).build()
-    m = await binding_admin.read_manifest(None)
-    spec = sdb.CompactionSpec.TIERED(
-        segment=b"", sources=[sdb.SourceId.SST_VIEW(v.id) for v in m.l0], destination=0
-    )
-    c = await binding_admin.submit_compaction(spec)
-    for _ in range(600):
-        c = await binding_admin.read_compaction(c.id, None)
-        if c is not None and c.status in (sdb.CompactionStatus.COMPLETED, sdb.CompactionStatus.FAILED):
-            break
-        await asyncio.sleep(0.05)
+    c = await compact_l0_with_binding(sdb, path, store, polls=600)
     if c is None or c.status != sdb.CompactionStatus.COMPLETED:
         raise RuntimeError(f"SlateDB's compaction of {path} did not complete: {c}")
     for k, v in _rows(keys, rounds - 1):
         await db.put(k, v)
     await db.flush_with_options(flush)
     await db.shutdown()
+    binding_admin = sdb.AdminBuilder(path, store).build()
     for checkpoint in await binding_admin.list_checkpoints(None):  # the compactor's, 15 minutes
         await binding_admin.delete_checkpoint(checkpoint.id)
 
@@ -285,6 +283,7 @@ async def _write_slatedb_history(sdb: Any, store: Any, path: str, keys: int, flu
             await db.put(k, v)
         await db.flush_with_options(flush)
     await db.shutdown()
+    binding_admin = sdb.AdminBuilder(path, store).build()
     binding_admin = sdb.AdminBuilder(path, store).build()
     for checkpoint in await binding_admin.list_checkpoints(None):  # the compactor's, 15 minutes
         await binding_admin.delete_checkpoint(checkpoint.id)

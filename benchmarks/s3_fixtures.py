@@ -131,3 +131,24 @@ def slatedb_store(sdb: Any, endpoint: str, bucket: str) -> Any:
     ):
         builder.with_config(key, value)
     return builder.build()
+
+
+async def compact_l0_with_binding(sdb: Any, path: str, store: Any, *, polls: int) -> Any:
+    """Submit a compaction of every L0 SST of SlateDB's database at ``path`` through the binding's
+    Admin (a compactor must run: the database's own, while it is open) and follow it for up to
+    ``polls`` times 50 ms; the compaction as last read (None, or any status: the caller checks it)."""
+    import asyncio
+
+    admin = sdb.AdminBuilder(path, store).build()
+    manifest = await admin.read_manifest(None)
+    spec = sdb.CompactionSpec.TIERED(
+        segment=b"", sources=[sdb.SourceId.SST_VIEW(v.id) for v in manifest.l0], destination=0
+    )
+    compaction = await admin.submit_compaction(spec)
+    ended = (sdb.CompactionStatus.COMPLETED, sdb.CompactionStatus.FAILED)
+    for _ in range(polls):
+        compaction = await admin.read_compaction(compaction.id, None)
+        if compaction is not None and compaction.status in ended:
+            break
+        await asyncio.sleep(0.05)
+    return compaction

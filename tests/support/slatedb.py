@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.s3_fixtures import compact_l0_with_binding
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
 
@@ -85,7 +86,6 @@ async def write_db(
 
     ``store``: a binding ObjectStore to write in instead of the local directory ``root`` (e.g.
     ``binding_store(s3_store)``, with ``path`` its ``binding_path``)."""
-    import asyncio
 
     if store is None:
         assert root is not None
@@ -101,17 +101,7 @@ async def write_db(
             expected[k] = v
         await db.flush_with_options(sdb.FlushOptions(flush_type=sdb.FlushType.MEM_TABLE))
     if compact:
-        admin = sdb.AdminBuilder(path, store).build()
-        m = await admin.read_manifest(None)
-        spec = sdb.CompactionSpec.TIERED(
-            segment=b"", sources=[sdb.SourceId.SST_VIEW(v.id) for v in m.l0], destination=0
-        )
-        c = await admin.submit_compaction(spec)
-        for _ in range(300):
-            c = await admin.read_compaction(c.id, None)
-            if c is not None and c.status in (sdb.CompactionStatus.COMPLETED, sdb.CompactionStatus.FAILED):
-                break
-            await asyncio.sleep(0.05)
+        c = await compact_l0_with_binding(sdb, path, store, polls=300)
         assert c is not None and c.status == sdb.CompactionStatus.COMPLETED, c
     if before_close is not None:
         await before_close(db, store)
