@@ -4,6 +4,8 @@ objects of no database kept (5)."""
 
 from __future__ import annotations
 
+import uuid
+
 from slate_ops.admin.reachability import check_references
 from slate_ops.engine import DbReader
 from slate_ops.errors import DbNotFoundError, SlateOpsError
@@ -19,16 +21,20 @@ class AdvInvariants:
     def __init__(self, ctx: AdvContext) -> None:
         self.ctx = ctx
 
+    def _read(self, member: Member, checkpoint_id: uuid.UUID | None) -> dict[bytes, bytes]:
+        """Everything ``member`` holds (at ``checkpoint_id``, or its latest state), by a fresh reader."""
+        reader = DbReader.open(
+            member.path, self.ctx.inner, checkpoint_id, READER_OPTIONS, clock=self.ctx.clock, background=False
+        )
+        try:
+            return dict(reader.scan())
+        finally:
+            reader.close()
+
     def check_member(self, member: Member) -> dict[bytes, bytes]:
         """Invariant 4 on one live database; the model then settles on what was read."""
         try:
-            reader = DbReader.open(
-                member.path, self.ctx.inner, None, READER_OPTIONS, clock=self.ctx.clock, background=False
-            )
-            try:
-                observed = dict(reader.scan())
-            finally:
-                reader.close()
+            observed = self._read(member, None)
         except Exception as error:
             raise self.ctx.violation(
                 f"{member.path or '<root>'} ({member.kind}) cannot be read: {type(error).__name__}: {error}"
@@ -89,13 +95,7 @@ class AdvInvariants:
                 f"the tag {name} of {member.path or '<root>'} is gone (nobody deleted it)"
             )
         try:
-            reader = DbReader.open(
-                member.path, self.ctx.inner, tag.id, READER_OPTIONS, clock=self.ctx.clock, background=False
-            )
-            try:
-                observed = dict(reader.scan())
-            finally:
-                reader.close()
+            observed = self._read(member, tag.id)
         except Exception as error:
             raise self.ctx.violation(
                 f"the tag {name} of {member.path or '<root>'} cannot be read: {error}"
