@@ -80,6 +80,7 @@ def test_the_fleet_from_yaml_with_resource_keys_prefix_and_a_job_subset(sandbox:
         assert {spec.key for spec in defs.resolve_all_asset_specs()} == {
             dg.AssetKey(["eu", "slate_ops", "orders"]),
             dg.AssetKey(["eu", "slate_ops", "orders_clone"]),
+            dg.AssetKey("eu_slate_ops_fleet_cost"),
         }
         assert defs.resources is not None
         assert {"x_slate", "x_spark"} <= set(defs.resources)
@@ -106,9 +107,10 @@ def test_config_file_is_read_relative_to_the_defs_folder(sandbox: Any, store_url
         yaml.safe_dump({"databases": [{"name": "from_file", "path": "p", "store_url": store_url}]})
     )
     with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
-        assert [spec.key for spec in defs.resolve_all_asset_specs()] == [
-            dg.AssetKey(["f", "slate_ops", "from_file"])
-        ]
+        assert {spec.key for spec in defs.resolve_all_asset_specs()} == {
+            dg.AssetKey(["f", "slate_ops", "from_file"]),
+            dg.AssetKey("f_slate_ops_fleet_cost"),
+        }
         assert "f_maintenance_job" in _job_names(defs)
 
 
@@ -116,7 +118,7 @@ def test_no_fleet_given_is_the_embedded_default(sandbox: Any) -> None:
     path = _component(sandbox, {})
     with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
         names = {spec.key.path[-1] for spec in defs.resolve_all_asset_specs()}
-        assert names == {"demo", "demo_clone", "demo_low", "demo_high"}
+        assert names == {"demo", "demo_clone", "demo_low", "demo_high", "slate_ops_fleet_cost"}
         assert {"maintenance_job", "rescale_job", "gc_job"} <= _job_names(defs)
 
 
@@ -182,7 +184,11 @@ def test_the_scaffolded_defs_yaml_loads(sandbox: Any) -> None:
     assert text == SCAFFOLD_TEMPLATE.format(type_name="slate_ops.orchestration.component.FleetComponent")
     with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
         assert isinstance(component, FleetComponent)
-        assert {spec.key.path[-1] for spec in defs.resolve_all_asset_specs()} == {"demo", "demo_clone"}
+        assert {spec.key.path[-1] for spec in defs.resolve_all_asset_specs()} == {
+            "demo",
+            "demo_clone",
+            "slate_ops_fleet_cost",
+        }
         dg.Definitions.validate_loadable(defs)
 
 
@@ -212,8 +218,9 @@ def test_hooks_of_a_subclass_change_the_specs_and_see_every_step(sandbox: Any, s
     )
     with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
         assert isinstance(component, OwnedFleet)
-        (spec,) = defs.resolve_all_asset_specs()
+        fleet_cost, spec = sorted(defs.resolve_all_asset_specs(), key=lambda s: len(s.key.path))
         assert spec.key == dg.AssetKey(["lake", "orders"])
+        assert fleet_cost.key == dg.AssetKey("slate_ops_fleet_cost")  # not a database: no hook
         assert spec.owners == ["team:storage"] and "slatedb" in spec.kinds
         check_keys = defs.get_repository_def().asset_graph.asset_check_keys
         assert check_keys and {key.asset_key for key in check_keys} == {dg.AssetKey(["lake", "orders"])}
