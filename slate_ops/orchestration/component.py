@@ -40,6 +40,7 @@ from slate_ops.orchestration.builder import build_definitions
 from slate_ops.orchestration.config import (
     DatabaseConfig,
     DiscoverConfig,
+    PricesConfig,
     SlateOpsConfig,
     load_config,
     parse_config,
@@ -205,11 +206,27 @@ class FleetComponent(dg.Component, dg.Model, dg.Resolvable):
         default=True,
         description="Bind both resources; false: your project binds the two resource keys itself.",
     )
+    prices: PricesConfig | None = Field(
+        default=None,
+        description="The price table of the cost views (dollars per 1,000 requests of each kind, per GB); "
+        "omitted: the fleet config's, by default S3 Standard.",
+    )
+    cost_window_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="The window the cost views average over; omitted: the fleet config's (7).",
+    )
 
     def fleet_config(self, context: dg.ComponentLoadContext | None = None) -> SlateOpsConfig:
         """The fleet this component maintains: ``config_file``, else ``databases``/``discover``, else
-        :func:`~slate_ops.orchestration.config.load_config`. Raises :class:`ConfigError` naming the
-        component's ``defs.yaml`` and the offending field."""
+        :func:`~slate_ops.orchestration.config.load_config`; with the component's ``prices`` and
+        ``cost_window_days`` when set. Raises :class:`ConfigError` naming the component's
+        ``defs.yaml`` and the offending field."""
+        config = self._fleet(context)
+        costs = {"prices": self.prices, "cost_window_days": self.cost_window_days}
+        return config.model_copy(update={k: v for k, v in costs.items() if v is not None})
+
+    def _fleet(self, context: dg.ComponentLoadContext | None) -> SlateOpsConfig:
         source = _source(context)
         if self.config_file is not None:
             if self.databases is not None or self.discover is not None:
