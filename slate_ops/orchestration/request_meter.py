@@ -9,7 +9,7 @@ opens, and nothing outside a step is. The step then records its counts twice: in
 (:func:`request_metadata`: ``requests`` by kind and bytes, ``request_cost_usd``) and as an
 ``AssetObservation`` of its database (:func:`cost_observation`) that the cost views read back from
 the event log (:mod:`~slate_ops.orchestration.cost_assets`). A step that fails records its
-observation too (S3 bills failed work)."""
+observation too, as a runless event (S3 bills failed work; Dagster drops a failed step's events)."""
 
 from __future__ import annotations
 
@@ -109,10 +109,13 @@ def metered_step(
     run: Callable[[], T],
 ) -> tuple[T, dict[str, dg.MetadataValue]]:
     """``run()`` with a step meter active: its result and its :func:`request_metadata`. The counts
-    are also logged as a :func:`cost_observation` of ``key``, whether or not ``run`` raises."""
+    are also recorded as a :func:`cost_observation` of ``key``, whether or not ``run`` raises."""
     with step_meter() as meter:
         try:
             result = run()
-        finally:
-            context.log_event(cost_observation(key, source, meter.counts, prices))
+        except BaseException:
+            # Dagster drops the events a failed step logged: record this one outside the run.
+            context.instance.report_runless_asset_event(cost_observation(key, source, meter.counts, prices))
+            raise
+    context.log_event(cost_observation(key, source, meter.counts, prices))
     return result, request_metadata(meter.counts, prices)
