@@ -22,12 +22,14 @@ from werkzeug.serving import make_server
 
 from slate_ops import Db, admin
 from slate_ops.objstore import S3Store
+from slate_ops.objstore.metering import RequestCounts
 from slate_ops.objstore.s3 import make_s3_client
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
 from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
+from slate_ops.orchestration.gc import gc_job
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
 from tests.support.orchestration import add_checkpoint, is_cost_observation, manifests_of, skip_message
@@ -293,3 +295,55 @@ def test_a_discovered_fleet_keeps_its_cursor_without_observations(
     counter.reset()
     assert skip_message(manifest_tick(slate, first.cursor)) is not None
     assert dict(counter.requests) == {"GET": COUNT + 1}
+
+
+def test_an_hour_of_polls_records_exactly_the_requests_the_server_served(
+    s3_fleet: SlateDatabasesResource, counter: CountingApp
+) -> None:
+    """Each database's poll requests accumulate in the cursor and come out once an hour as one
+    observation; summed over the fleet they are what S3 was asked (HTTP GET: a LIST or a GET)."""
+    clock = s3_fleet.clock()
+    assert isinstance(clock, ManualRuntime)
+    cursor: str | None = None
+    polls: list[dg.AssetObservation] = []
+    for _ in range(3):  # at 0, 30 and 60 minutes
+        result = manifest_tick(s3_fleet, cursor)
+        assert isinstance(result, dg.SensorResult) and result.cursor is not None
+        polls += [
+            e for e in result.asset_events if isinstance(e, dg.AssetObservation) and is_cost_observation(e)
+        ]
+        cursor = result.cursor
+        clock.advance(1800)
+    assert len(polls) == COUNT  # one per database, at the third tick
+    counts = [RequestCounts.from_dict(p.metadata["requests"].value) for p in polls]  # type: ignore[arg-type]
+    assert set(counts) == {RequestCounts(list=3, get=1, bytes_read=counts[0].bytes_read)}
+    assert {p.metadata["cost_runs"].value for p in polls} == {3}
+    assert dict(counter.requests) == {"GET": sum(c.list + c.get for c in counts)}
+
+
+def test_a_gc_step_on_s3_records_exactly_the_requests_the_server_served(
+    s3_fleet: SlateDatabasesResource, s3_fleet_store: S3Store, counter: CountingApp
+) -> None:
+    with Db.open(f"{PREFIX}/db_000", s3_fleet_store) as db:
+        db.put(b"key", b"value")
+        db.flush_memtable()
+    counter.reset()
+    result = gc_job.execute_in_process(
+        run_config={"ops": {"gc_op": {"config": {"database": "db_000", "dry_run": False}}}},
+        resources={RESOURCE_KEY: s3_fleet},
+    )
+    assert result.success
+    (output,) = [e for e in result.all_node_events if e.is_successful_output]
+    recorded = RequestCounts.from_dict(output.step_output_data.metadata["requests"].value)  # type: ignore[arg-type]
+    served = dict(counter.requests)
+    assert recorded.list > 0 and recorded.get > 0
+    assert served == {
+        method: n
+        for method, n in {
+            "GET": recorded.get + recorded.list,
+            "HEAD": recorded.head,
+            "PUT": recorded.put,
+            "DELETE": recorded.delete,
+        }.items()
+        if n
+    }
