@@ -16,7 +16,7 @@ from slate_ops import admin
 from slate_ops.objstore import open_store
 from slate_ops.orchestration import FleetComponent, SlateDatabasesResource
 from slate_ops.orchestration.component import SCAFFOLD_TEMPLATE
-from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.config import DatabaseConfig, PricesConfig
 from slate_ops.orchestration.naming import StepCall
 from slate_ops.orchestration.resources import SlateDatabasesResource as _Resource
 
@@ -266,9 +266,46 @@ def test_the_yaml_schema_is_the_fleet_configs_models() -> None:
         "resource_keys",
         "prefix",
         "resources",
+        "prices",
+        "cost_window_days",
     }
     database = schema["$defs"]["FleetDatabase"]["properties"]
+    prices = schema["$defs"]["FleetPrices"]["properties"]
+    assert set(PricesConfig.model_fields) == set(prices)  # PriceTable's fields, every one
     assert set(DatabaseConfig.model_fields) == set(database)
     assert "store_url" not in schema["$defs"]["FleetDatabase"].get("required", [])
     compaction = schema["$defs"]["CompactionPolicy"]["properties"]
     assert compaction["executor"]["enum"] == ["local", "spark"]
+
+
+def test_the_price_table_and_the_cost_window_come_from_the_yaml(sandbox: Any, store_url: str) -> None:
+    databases = [{"name": "orders", "path": "o", "store_url": store_url, "compaction": {"l0_threshold": 2}}]
+    prices = {"put_per_1000": 0.0045, "list_per_1000": 0.0045, "source": "R2 class A"}
+    path = _component(sandbox, {"databases": databases, "prices": prices, "cost_window_days": 14})
+    with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
+        assert defs.resources is not None
+        slate = defs.resources["slate_ops"]
+        assert isinstance(slate, _Resource)
+        table = slate.config.prices.table()
+        assert (table.put_per_1000, table.list_per_1000, table.source) == (0.0045, 0.0045, "R2 class A")
+        assert table.get_per_1000 == 0.0004  # the rest: S3 Standard's
+        assert slate.config.cost_window_days == 14
+        assert slate.config.database("orders").compaction.l0_threshold == 2  # the fleet as given
+
+
+@pytest.mark.parametrize(
+    ("attributes", "named"),
+    [
+        ({"prices": {"get_per_1000": -1}}, "prices.get_per_1000: Input should be greater than or equal to 0"),
+        ({"cost_window_days": 0}, "cost_window_days: Input should be greater than 0"),
+    ],
+)
+def test_a_bad_price_or_window_is_refused_naming_the_field(
+    sandbox: Any, store_url: str, attributes: dict[str, Any], named: str
+) -> None:
+    databases = [{"name": "orders", "path": "o", "store_url": store_url}]
+    path = _component(sandbox, {"databases": databases, **attributes})
+    with pytest.raises(Exception) as raised, sandbox.load_component_and_build_defs(defs_path=path):
+        pass
+    message = _chain(raised.value)
+    assert "ConfigError: slate_ops FleetComponent" in message and named in message, message

@@ -450,3 +450,10 @@ def test_a_price_out_of_range_is_refused_naming_the_field() -> None:
         parse_config(
             "databases: [{name: a, store_url: 'memory://p', path: a}]\nprices: {lists_per_1000: 1}\n"
         )
+
+
+def test_the_prices_block_has_every_field_of_the_price_table() -> None:
+    import dataclasses
+
+    assert set(PricesConfig.model_fields) == {f.name for f in dataclasses.fields(PriceTable)}
+    assert PricesConfig().table() == S3_STANDARD
