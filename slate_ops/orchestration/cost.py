@@ -171,23 +171,38 @@ def database_markdown(cost: DatabaseCost, prices: PriceTable) -> str:
 
 
 def fleet_markdown(costs: list[DatabaseCost], prices: PriceTable) -> str:
-    """The databases by cost per day, with the sources' share, our polling and SlateDB's defaults'."""
+    """The databases in ``costs``' order: $/day, requests/day, our polling's $/day and SlateDB's
+    defaults' on the same database (:func:`slatedb_default_polling`)."""
     if not costs:
         return "No database."
     lines = [
-        "| database | $/day | requests/day | by source ($/day) | polling $/day (ours) | "
-        "polling $/day (SlateDB defaults) |",
-        "| --- | ---: | ---: | --- | ---: | ---: |",
+        "| database | $/day | requests/day | polling $/day | SlateDB defaults' polling $/day |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for cost in costs:
-        parts = ", ".join(f"{s} {usd(cost.cost_per_day(prices, s))}" for s in cost.totals) or "-"
         slatedb = slatedb_default_polling(cost)
+        theirs = "-" if slatedb is None else usd(prices.cost(slatedb))
         requests = round(cost.total.requests / cost.window_days)
         lines.append(
-            f"| {cost.database} | {usd(cost.cost_per_day(prices))} | {requests} | {parts} | "
-            f"{usd(cost.polling_cost_per_day(prices))} | "
-            f"{'-' if slatedb is None else usd(prices.cost(slatedb))} |"
+            f"| {cost.database} | {usd(cost.cost_per_day(prices))} | {requests} | "
+            f"{usd(cost.polling_cost_per_day(prices))} | {theirs} |"
         )
+    return "\n".join(lines)
+
+
+def by_source_markdown(costs: list[DatabaseCost], prices: PriceTable) -> str:
+    """$/day of each database (rows, in ``costs``' order) by source (columns: those with requests)."""
+    present = {source for cost in costs for source in cost.totals}
+    sources = [s for s in SOURCES if s in present] + sorted(present - set(SOURCES))
+    if not sources:
+        return "No request counts recorded."
+    lines = [
+        "| database | " + " | ".join(sources) + " |",
+        "| --- | " + " | ".join("---:" for _ in sources) + " |",
+    ]
+    for cost in costs:
+        cells = [usd(cost.cost_per_day(prices, s)) if s in cost.totals else "-" for s in sources]
+        lines.append(f"| {cost.database} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from slate_ops.orchestration.cost import (
     DAY_S,
     CostEvent,
     DatabaseCost,
+    by_source_markdown,
     database_markdown,
     fleet_markdown,
     fleet_rows,
@@ -131,6 +132,7 @@ def fleet_cost_metadata(costs: list[DatabaseCost], prices: PriceTable) -> dict[s
     slatedb = [slatedb_default_polling(c) for c in rows]
     return {
         "databases": dg.MetadataValue.md(fleet_markdown(rows, prices)),
+        "by_source": dg.MetadataValue.md(by_source_markdown(rows, prices)),
         "fleet_cost_usd_per_day": dg.MetadataValue.float(sum(c.cost_per_day(prices) for c in rows)),
         "fleet_requests_per_day": dg.MetadataValue.int(
             sum(round(c.total.requests / c.window_days) for c in rows)

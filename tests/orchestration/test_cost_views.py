@@ -33,6 +33,7 @@ from slate_ops.orchestration.cost import (
     SLATEDB_GC_INTERVAL_S,
     SLATEDB_MANIFEST_POLL_INTERVAL_S,
     CostEvent,
+    by_source_markdown,
     database_markdown,
     fleet_markdown,
     fleet_rows,
@@ -106,7 +107,12 @@ def test_the_fleet_is_ordered_by_cost_and_the_tables_show_every_source() -> None
     assert [c.database for c in rows] == ["dear", "cheap", "idle"]
     table = fleet_markdown(rows, prices).splitlines()
     assert [line.split("|")[1].strip() for line in table[2:]] == ["dear", "cheap", "idle"]
-    assert "| dear | $0.002500 | 500 | compaction $0.002500 |" in table[2]
+    assert table[2] == "| dear | $0.002500 | 500 | $0.000000 | - |"  # no polling measured
+    # SlateDB's GC: our pass's 5 LISTs every 600 s, 144 passes a day: 720 LISTs at $0.005 per 1,000
+    assert table[3] == "| cheap | $0.000025 | 5 | $0.000025 | $0.003600 |"
+    sources = by_source_markdown(rows, prices).splitlines()
+    assert sources[0] == "| database | compaction | gc |"
+    assert sources[2:] == ["| dear | $0.002500 | - |", "| cheap | - | $0.000025 |", "| idle | - | - |"]
     text = database_markdown(cheap, prices)
     assert "| gc | 0 | 0 | 0 | 5 | 0 | 0 | 0 | $0.000025 |" in text
     assert "| **total** |" in text

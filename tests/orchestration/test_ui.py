@@ -437,7 +437,7 @@ def test_the_fleet_cost_asset_lists_the_databases_by_cost(ui: UiSession) -> None
     fleet by request cost per day (the demo's maintenance runs recorded theirs), with the sources,
     SlateDB's default polling beside ours and the price table."""
     visit(ui, f"/assets/{FLEET_COST}", [FLEET_COST, "Materialize"])
-    ui.page.get_by_role("button", name="Materialize", exact=True).first.click()
+    ui.page.get_by_text("Materialize", exact=True).first.click()
     deadline = time.monotonic() + RUN_TIMEOUT_S
     shown: dict[str, str] = {}
     while "costliest_database" not in shown:
@@ -452,6 +452,7 @@ def test_the_fleet_cost_asset_lists_the_databases_by_cost(ui: UiSession) -> None
     assert float(shown["fleet_cost_usd_per_day"]) > 0, shown
     assert "aws.amazon.com/s3/pricing" in shown["price_table"], shown
     visit(ui, f"/assets/{FLEET_COST}", ["costliest_database", "fleet_cost_usd_per_day", "price_table"])
+    ui.page.get_by_text("Metadata", exact=True).first.scroll_into_view_if_needed()
     screenshot(ui, "ui-fleet-cost.png")
 
 
