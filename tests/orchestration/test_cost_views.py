@@ -303,6 +303,16 @@ def step_requests(result: dg.ExecuteInProcessResult) -> dict[str, tuple[RequestC
         ("gc_job", "gc_op", {"dry_run": False}, GC),
         ("checkpoint_expiry_job", "expire_checkpoints_op", {"dry_run": False}, CHECKPOINTS),
         ("clone_job", "clone_op", {"clone_name": "alpha_clone"}, "clones"),
+        (
+            "rescale_job",
+            "rescale_op",
+            {
+                "operation": "split",
+                "split_keys": ["k10"],
+                "targets": [{"name": "low", "path": "dbs/low"}, {"name": "high", "path": "dbs/high"}],
+            },
+            "rescale",
+        ),
     ],
 )
 def test_a_steps_metadata_and_observation_carry_exactly_its_requests(
