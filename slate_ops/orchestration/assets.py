@@ -1,6 +1,7 @@
 """One asset per configured database: materializing it creates the database if missing and records
-its state; the manifest sensor (:mod:`~slate_ops.orchestration.checkpoints`) records the same state as
-observations."""
+its state, with what its object-store requests cost per day by source
+(:func:`~slate_ops.orchestration.cost_assets.database_cost_metadata`); the manifest sensor
+(:mod:`~slate_ops.orchestration.checkpoints`) records the same state as observations."""
 
 # No `from __future__ import annotations` here: Dagster reads the config and resource annotations
 # of decorated functions at runtime.
@@ -16,6 +17,7 @@ from slate_ops.errors import ConfigError, DbNotFoundError, SlateDbManifestError
 from slate_ops.objstore import redact_url
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.cost_assets import database_cost_metadata, fleet_cost_key
 from slate_ops.orchestration.lineage import lineage_version
 from slate_ops.orchestration.metadata import database_metadata
 from slate_ops.orchestration.naming import ASSET_PREFIX as ASSET_PREFIX
@@ -86,7 +88,10 @@ def build_database_asset(
         assert state is not None  # no known manifest: always read
         return dg.MaterializeResult(
             asset_key=spec.key,
-            metadata=database_metadata(state),
+            metadata={
+                **database_metadata(state),
+                **database_cost_metadata(context.instance, spec.key, name, slate.config),
+            },
             data_version=lineage_version(slate.config, name),  # what children depend on: not every write
         )
 
@@ -153,7 +158,10 @@ def build_databases_job(naming: Naming = DEFAULT) -> UnresolvedAssetJobDefinitio
     return dg.define_asset_job(
         naming.name(DATABASES_JOB),
         # Shards and merges are created together by rescale_job, never one asset at a time.
-        selection=dg.AssetSelection.groups(naming.group) - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN),
+        # The fleet's cost asset reads the event log, not the databases: materialized on its own.
+        selection=dg.AssetSelection.groups(naming.group)
+        - dg.AssetSelection.tag(ORIGIN_TAG, RESCALE_ORIGIN)
+        - dg.AssetSelection.assets(fleet_cost_key(naming)),
         executor_def=dg.in_process_executor,  # short steps: one process per run, not one per step
         description="Create every configured database that is missing (clones included; shards and "
         f"merges come from {naming.name('rescale_job')}) and record its state.",

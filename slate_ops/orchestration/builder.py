@@ -29,6 +29,7 @@ from slate_ops.orchestration import (
 from slate_ops.orchestration.assets import DATABASES_JOB, build_database_assets, build_databases_job
 from slate_ops.orchestration.checks import build_database_checks
 from slate_ops.orchestration.config import SlateOpsConfig, load_config
+from slate_ops.orchestration.cost_assets import build_fleet_cost_asset
 from slate_ops.orchestration.naming import Domain, Hooks, Naming, ResourceKeys
 from slate_ops.orchestration.resources import SlateDatabasesResource, local_pyspark_resource
 
@@ -108,7 +109,8 @@ def build_definitions(
       that is unknown, or a schedule or sensor whose job is left out, is a :class:`ConfigError`.
     - ``hooks``: :class:`Hooks` (the asset spec of each database; a wrapper of every op's step).
 
-    The fleet's assets and their checks are always included.
+    The fleet's assets, their checks and the fleet's cost asset (``slate_ops_fleet_cost``) are
+    always included.
     """
     config = config if config is not None else load_config()
     Naming(prefix=prefix)  # the prefix is checked before the keys made from it
@@ -144,7 +146,7 @@ def build_definitions(
             resource_keys.pyspark: local_pyspark_resource(slate),
         }
     return dg.Definitions(
-        assets=build_database_assets(config, naming),
+        assets=[*build_database_assets(config, naming), build_fleet_cost_asset(naming)],
         asset_checks=build_database_checks(config, naming),
         jobs=list(chosen_jobs.values()),
         schedules=list(chosen_schedules.values()),

@@ -24,6 +24,7 @@ from slate_ops.errors import SlateOpsError
 from slate_ops.orchestration.assets import database_asset_spec, origins
 from slate_ops.orchestration.compaction import l0_threshold
 from slate_ops.orchestration.config import DatabaseConfig, SlateOpsConfig
+from slate_ops.orchestration.cost_assets import database_cost_metadata
 from slate_ops.orchestration.lineage import lineage_tags, lineage_version
 from slate_ops.orchestration.metadata import database_metadata
 from slate_ops.orchestration.naming import DEFAULT, Naming
@@ -170,7 +171,8 @@ def record_state(
     naming: Naming = DEFAULT,
 ) -> None:
     """Record the checks of ``name`` (the same :func:`verify_results` as its ``multi_asset_check``)
-    and a materialization of the state the run left it in (its metadata, plus ``metadata``), so the
+    and a materialization of the state the run left it in (its metadata, its requests per day by
+    source as the asset's own materialization shows them, plus ``metadata``), so the
     asset's page and checks show the database as it is now, not as it was last materialized.
     Every op that changes a database calls it (real maintenance, rescaling, cloning): the stored
     database is rewritten, so this is a materialization, not an observation. A discovered database
@@ -195,7 +197,11 @@ def record_state(
         dg.AssetMaterialization(
             asset_key=key,
             description=f"the database as {after} left it",
-            metadata={**database_metadata(state), **(metadata or {})},
+            metadata={
+                **database_metadata(state),
+                **database_cost_metadata(context.instance, key, name, slate.config),
+                **(metadata or {}),
+            },
             # Its lineage version and provenance, as the asset's own materialization: no false "Unsynced"
             tags=lineage_tags(
                 context.instance,

@@ -84,10 +84,14 @@ def build_clone_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
     )
     def _op(context: dg.OpExecutionContext, config: CloneConfig) -> dg.Output[CloneResult]:
         parent_name = runs.target_database(context, config.database)
-        output: dg.Output[CloneResult] = naming.run_step(
-            context, parent_name, lambda: clone(context, config, naming.slate(context), parent_name, naming)
+        output: dg.Output[CloneResult]
+        output, requests = runs.metered_run(
+            context,
+            naming,
+            parent_name,
+            lambda: clone(context, config, naming.slate(context), parent_name, naming),
         )
-        return output
+        return dg.Output(output.value, metadata={**output.metadata, **requests})
 
     return _op
 

@@ -33,7 +33,7 @@ from typing import Annotated, Any
 
 import dagster as dg
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from slate_ops.errors import ConfigError
 from slate_ops.orchestration.builder import build_definitions
@@ -89,6 +89,23 @@ class FleetResourceKeys(BaseModel):
     pyspark: str = Field(
         default=_DEFAULT_KEYS.pyspark, description="The pyspark resource (Spark compaction)."
     )
+
+
+class FleetPrices(BaseModel):
+    """The price table of the cost views (``prices:``): dollars per 1,000 requests of each kind and
+    per GB; checked as :class:`~slate_ops.orchestration.config.PricesConfig` (non-negative) when the
+    fleet is built. Omitted fields: S3 Standard's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    get_per_1000: float | None = None
+    head_per_1000: float | None = None
+    put_per_1000: float | None = None
+    list_per_1000: float | None = None
+    delete_per_1000: float | None = None
+    read_per_gb: float | None = None
+    written_per_gb: float | None = None
+    source: str | None = Field(default=None, description="Where the prices come from (shown with them).")
 
 
 def _resolve_databases(context: dg.ResolutionContext, value: Any) -> list[FleetDatabase] | None:
@@ -205,11 +222,38 @@ class FleetComponent(dg.Component, dg.Model, dg.Resolvable):
         default=True,
         description="Bind both resources; false: your project binds the two resource keys itself.",
     )
+    prices: FleetPrices | None = Field(
+        default=None,
+        description="The price table of the cost views (dollars per 1,000 requests of each kind, per GB); "
+        "omitted: the fleet config's, by default S3 Standard.",
+    )
+    cost_window_days: float | None = Field(
+        default=None,
+        description="The window the cost views average over, in days (> 0); omitted: the fleet config's (7).",
+    )
 
     def fleet_config(self, context: dg.ComponentLoadContext | None = None) -> SlateOpsConfig:
         """The fleet this component maintains: ``config_file``, else ``databases``/``discover``, else
-        :func:`~slate_ops.orchestration.config.load_config`. Raises :class:`ConfigError` naming the
-        component's ``defs.yaml`` and the offending field."""
+        :func:`~slate_ops.orchestration.config.load_config`; with the component's ``prices`` and
+        ``cost_window_days`` when set. Raises :class:`ConfigError` naming the component's
+        ``defs.yaml`` and the offending field."""
+        config = self._fleet(context)
+        costs: dict[str, Any] = {}
+        if self.prices is not None:
+            costs["prices"] = self.prices.model_dump(exclude_none=True)
+        if self.cost_window_days is not None:
+            costs["cost_window_days"] = self.cost_window_days
+        if not costs:
+            return config
+        try:
+            return SlateOpsConfig.model_validate({**config.model_dump(), **costs})
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in error.errors()
+            )
+            raise ConfigError(f"slate_ops FleetComponent {_source(context)}: {problems}") from None
+
+    def _fleet(self, context: dg.ComponentLoadContext | None) -> SlateOpsConfig:
         source = _source(context)
         if self.config_file is not None:
             if self.databases is not None or self.discover is not None:

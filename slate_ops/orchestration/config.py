@@ -68,6 +68,7 @@ from slate_ops.errors import ConfigError, InvalidStoreUrlError
 from slate_ops.gc import ALL_RESOURCES, GcOptions
 from slate_ops.layout import MANIFEST_DIR, normalize_db_path, own_directory
 from slate_ops.objstore import HARMLESS_OPTIONS, S3_CREDENTIAL_VARIABLES, open_store, redact_url
+from slate_ops.objstore.metering import S3_STANDARD, PriceTable
 from slate_ops.objstore.url import check_store_url
 
 CONFIG_ENV = "SLATE_OPS_CONFIG"
@@ -417,6 +418,34 @@ def discovered_name(path: str, prefix: str) -> str | None:
     return "_" + name if name[0].isdigit() else name
 
 
+def _price(description: str, default: float) -> Any:
+    return Field(default=default, ge=0, description=f"Dollars {description}.")
+
+
+class PricesConfig(dg.Config):
+    """The price table of the cost views (``prices:``): :class:`~slate_ops.objstore.metering.PriceTable`'s
+    fields; default S3 Standard in us-east-1 (https://aws.amazon.com/s3/pricing/)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    get_per_1000: float = _price("per 1,000 GET requests", S3_STANDARD.get_per_1000)
+    head_per_1000: float = _price("per 1,000 HEAD requests", S3_STANDARD.head_per_1000)
+    put_per_1000: float = _price("per 1,000 PUT requests", S3_STANDARD.put_per_1000)
+    list_per_1000: float = _price(
+        "per 1,000 LIST requests (one per page of 1,000 keys)", S3_STANDARD.list_per_1000
+    )
+    delete_per_1000: float = _price("per 1,000 DELETE requests", S3_STANDARD.delete_per_1000)
+    read_per_gb: float = _price("per GB read", S3_STANDARD.read_per_gb)
+    written_per_gb: float = _price("per GB written", S3_STANDARD.written_per_gb)
+    source: str = Field(
+        default=S3_STANDARD.source, description="Where the prices come from (shown with them)."
+    )
+
+    def table(self) -> PriceTable:
+        """These prices as a :class:`PriceTable`."""
+        return PriceTable(**self.model_dump())
+
+
 class SlateOpsConfig(dg.Config):
     """Every configured database (names are unique), and where more are discovered."""
 
@@ -428,6 +457,12 @@ class SlateOpsConfig(dg.Config):
         description="List this store and prefix for more databases, which get the default policies.",
     )
     databases: list[DatabaseConfig] = Field(default_factory=list)
+    prices: PricesConfig = Field(
+        default_factory=PricesConfig, description="The price table of the cost views (default S3 Standard)."
+    )
+    cost_window_days: float = Field(
+        default=7, gt=0, description="The recent window the cost views average requests per day over."
+    )
 
     @field_validator("databases")
     @classmethod

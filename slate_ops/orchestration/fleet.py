@@ -9,16 +9,18 @@ answers in the fleet's order. On it:
 - :func:`database_schedule` builds the per-database schedules: at each tick, a run of each database
   that wants one, or a skip reason;
 - :func:`manifest_sensor` builds the sensors that follow each database's manifest
-  (:class:`ManifestTick`: the latest manifest of every database, and the cursor, JSON
-  ``{"<db name>": <manifest id>}``). A database still at its cursor's manifest costs one LIST and
-  is not read again (:class:`Unchanged`); any other one a LIST and a GET (:class:`Read`).
+  (:class:`ManifestTick`: the latest manifest of every database, and the cursor,
+  :class:`~slate_ops.orchestration.polls.SensorCursor`: the manifest id of each database and its
+  poll requests). A database still at its cursor's manifest costs one LIST and is not read again
+  (:class:`Unchanged`); any other one a LIST and a GET (:class:`Read`). Each poll is metered; once an
+  hour per database the polls' requests become one cost observation of its asset.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the resource annotations of the
 # schedules and sensors built below at runtime.
 
-import json
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,9 +32,13 @@ from slate_ops.admin import DbStatus
 from slate_ops.admin.handle import poll
 from slate_ops.admin.handle.state import DbState
 from slate_ops.objstore import ObjectStore
+from slate_ops.objstore.metering import MeteredStore, RequestCounts
 from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.cost import SENSOR_POLLS
 from slate_ops.orchestration.naming import DEFAULT, Naming
+from slate_ops.orchestration.polls import SensorCursor
+from slate_ops.orchestration.request_meter import cost_observation
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
@@ -202,13 +208,14 @@ Observed = Read | Unchanged
 """What a :class:`ManifestTick` found of one database."""
 
 
-def observe(slate: SlateDatabasesResource, db: DatabaseConfig, known_id: int | None) -> Observed:
+def observe(
+    slate: SlateDatabasesResource, db: DatabaseConfig, known_id: int | None, store: ObjectStore | None = None
+) -> Observed:
     """``db``'s state, or :class:`Unchanged` when its latest manifest is still ``known_id``
-    (:func:`slate_ops.admin.handle.poll.state_since`, either engine: one LIST when unchanged);
-    raises if it is missing or unreadable."""
-    state = poll.state_since(
-        db.path, store_of(slate, db), db.engine_override(), known_id, clock=slate.clock()
-    )
+    (:func:`slate_ops.admin.handle.poll.state_since`, either engine: one LIST when unchanged), read
+    through ``store`` (default :func:`store_of`); raises if it is missing or unreadable."""
+    store = store if store is not None else store_of(slate, db)
+    state = poll.state_since(db.path, store, db.engine_override(), known_id, clock=slate.clock())
     if state is None:
         assert known_id is not None
         return Unchanged(known_id)
@@ -217,17 +224,46 @@ def observe(slate: SlateDatabasesResource, db: DatabaseConfig, known_id: int | N
 
 class ManifestTick:
     """One tick of a sensor that follows manifests: the latest manifest of every database in the
-    fleet (:attr:`found`, read :data:`FLEET_READ_THREADS` at a time) and the cursor,
-    ``{db name: manifest id}`` of what the sensor already handled. A database still at its cursor's
-    manifest is :class:`Unchanged` (one LIST, no GET); the others are :class:`Read`."""
+    fleet (:attr:`found`, read :data:`FLEET_READ_THREADS` at a time) and the cursor: :attr:`cursor`,
+    ``{db name: manifest id}`` of what the sensor already handled, and each database's poll requests
+    (:class:`~slate_ops.orchestration.polls.SensorCursor`). A database still at its cursor's manifest
+    is :class:`Unchanged` (one LIST, no GET); the others are :class:`Read`.
 
-    def __init__(self, context: dg.SensorEvaluationContext, slate: SlateDatabasesResource) -> None:
+    Every poll is metered (a failed one too) and added to its database's window in the cursor; the
+    windows an hour old become :attr:`poll_observations` (one cost observation of the database's
+    asset each, ``naming``'s key), which :meth:`result` sends with the tick's events."""
+
+    def __init__(
+        self, context: dg.SensorEvaluationContext, slate: SlateDatabasesResource, naming: Naming = DEFAULT
+    ) -> None:
         fleet = fleet_of(slate, context.log)
-        self.cursor = _parse_cursor(context.cursor, context.log, [db.name for db in fleet])
+        self._given = context.cursor
+        self._state = SensorCursor.parse(context.cursor, context.log, [db.name for db in fleet])
+        self.cursor = self._state.manifests
         self._known = dict(self.cursor)
-        self.found: EachDatabase[Observed] = each_database(
-            fleet, context.log, lambda db: observe(slate, db, self._known.get(db.name))
-        )
+        polled: dict[str, RequestCounts] = {}
+        lock = threading.Lock()
+
+        def metered_observe(db: DatabaseConfig) -> Observed:
+            store = MeteredStore(store_of(slate, db))
+            try:
+                return observe(slate, db, self._known.get(db.name), store)
+            finally:
+                with lock:
+                    polled[db.name] = store.counts
+
+        self.found: EachDatabase[Observed] = each_database(fleet, context.log, metered_observe)
+        now = slate.clock().now()
+        for db in fleet:
+            if db.name in polled:
+                self._state.add_poll(db.name, polled[db.name], now)
+        prices = slate.config.prices.table()
+        self.poll_observations = [
+            cost_observation(
+                naming.asset_key(slate, name), SENSOR_POLLS, window.counts, prices, runs=window.polls
+            )
+            for name, window in self._state.close_windows(now)
+        ]
 
     def seen(self, db: DatabaseConfig, observed: Observed) -> bool:
         """Whether the sensor handled ``db`` at this manifest already (always, when :class:`Unchanged`)."""
@@ -250,20 +286,19 @@ class ManifestTick:
         run_requests: list[dg.RunRequest],
         asset_events: Sequence[dg.AssetObservation] = (),
     ) -> dg.SensorResult | dg.SkipReason:
-        """The tick's answer: the requests and events with the new cursor, or, with neither,
-        :meth:`EachDatabase.skip_all_or` ``reason`` — with the new cursor if the tick moved it (e.g.
-        a discovered database, which has no asset to observe, changed), so that the next tick does
-        not read that database again."""
-        if not run_requests and not asset_events:
+        """The tick's answer: the requests and events (the poll observations due among them) with
+        the new cursor, or, with neither, :meth:`EachDatabase.skip_all_or` ``reason`` — with the new
+        cursor if the tick moved it (a manifest handled, e.g. of a discovered database, which has no
+        asset to observe; or polls counted), so that the next tick neither reads that database again
+        nor loses the polls' requests."""
+        events = [*asset_events, *self.poll_observations]
+        cursor = self._state.dumps()
+        if not run_requests and not events:
             skip = self.found.skip_all_or(reason)
-            if self.cursor == self._known:
+            if cursor == self._given:
                 return skip
-            return dg.SensorResult(skip_reason=skip, cursor=json.dumps(self.cursor, sort_keys=True))
-        return dg.SensorResult(
-            run_requests=run_requests,
-            asset_events=list(asset_events),
-            cursor=json.dumps(self.cursor, sort_keys=True),
-        )
+            return dg.SensorResult(skip_reason=skip, cursor=cursor)
+        return dg.SensorResult(run_requests=run_requests, asset_events=events, cursor=cursor)
 
 
 def manifest_sensor(
@@ -284,24 +319,8 @@ def manifest_sensor(
             context: dg.SensorEvaluationContext, **_resources: object
         ) -> dg.SensorResult | dg.SkipReason:
             slate = naming.slate(context)
-            return answer(ManifestTick(context, slate), slate, context.log)
+            return answer(ManifestTick(context, slate, naming), slate, context.log)
 
         return _sensor
 
     return build
-
-
-def _parse_cursor(cursor: str | None, log: logging.Logger, names: Iterable[str]) -> dict[str, int]:
-    """The ``{db name: manifest id}`` cursor, restricted to ``names`` (the configured databases); an
-    unreadable one counts as empty."""
-    if not cursor:
-        return {}
-    try:
-        raw = json.loads(cursor)
-        if isinstance(raw, dict) and all(isinstance(v, int) for v in raw.values()):
-            keep = set(names)
-            return {str(k): v for k, v in raw.items() if str(k) in keep}
-    except ValueError:
-        pass
-    log.warning(f"ignoring unreadable cursor {cursor!r}; observing every database again")
-    return {}

@@ -146,10 +146,14 @@ def build_rescale_op(naming: Naming = DEFAULT) -> dg.OpDefinition:
             sources = [runs.target_database(context, config.database)]
         else:
             sources = list(config.sources)
-        output: dg.Output[RescaleReport] = naming.run_step(
-            context, sources[0], lambda: rescale(context, config, naming.slate(context), sources, naming)
+        output: dg.Output[RescaleReport]
+        output, requests = runs.metered_run(
+            context,
+            naming,
+            sources[0],
+            lambda: rescale(context, config, naming.slate(context), sources, naming),
         )
-        return output
+        return dg.Output(output.value, metadata={**output.metadata, **requests})
 
     return _op
 

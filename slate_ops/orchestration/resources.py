@@ -40,6 +40,7 @@ from slate_ops.orchestration.config import (
     SlateOpsConfig,
     discovered_name,
 )
+from slate_ops.orchestration.request_meter import metered
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.spark import LOCAL_CONFIG, S3Credentials, register
 
@@ -167,8 +168,9 @@ class SlateDatabasesResource(S3CredentialFields):
 
     def store_for(self, db: DatabaseConfig) -> ObjectStore:
         """The store of ``db``, opened from its own config with the resource's credentials (no
-        lookup by name: for a discovered database, that would list the discovery prefix again)."""
-        return open_store(db.store_url, **self._store_credentials())
+        lookup by name: for a discovered database, that would list the discovery prefix again). Inside
+        a maintenance step, metered by the step (:func:`~slate_ops.orchestration.request_meter.metered`)."""
+        return metered(open_store(db.store_url, **self._store_credentials()))
 
     def handle(self, name: str) -> DatabaseHandle:
         """The admin handle of database ``name`` (:meth:`handle_for`)."""

@@ -24,8 +24,10 @@ from slate_ops.errors import (
     SequenceConflictError,
 )
 from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.cost import source_of_op
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.naming import PARTITIONS_NAME as PARTITIONS_NAME
+from slate_ops.orchestration.request_meter import metered_step
 
 DB_TAG = "slate_ops/db"
 """Run tag naming the database of a run that is not a partition (``clone_job``, ``rescale_job``, and
@@ -57,6 +59,7 @@ def transient(error: BaseException) -> bool:
 
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -128,18 +131,20 @@ def run_step(
     """``step`` on the run's database (:func:`target_database` of the op config's ``database``), as
     the op's output: its report, with its metadata; ``timed`` adds ``step_summary`` and
     ``duration_s`` (the maintenance job's steps). An error a retry cannot fix (not :func:`transient`)
-    fails the step at once, without retries. The step runs through ``naming``'s ``run_step`` hook."""
+    fails the step at once, without retries. The step runs through ``naming``'s ``run_step`` hook,
+    metered (:func:`metered_run`: ``requests`` and ``request_cost_usd`` join the metadata)."""
     name = target_database(context, database)
     started = time.perf_counter()  # how long the step took, for a person: real time
     try:
-        result: StepResult[R] = naming.run_step(context, name, lambda: step(name))
+        result: StepResult[R]
+        result, requests = metered_run(context, naming, name, lambda: step(name))
     except dg.Failure:
         raise
     except Exception as error:
         if transient(error):
             raise  # the op's retry policy, if any, applies
         raise _no_retry(error) from error
-    metadata = result.metadata
+    metadata = {**result.metadata, **requests}
     if timed:
         metadata = {
             **metadata,
@@ -147,6 +152,23 @@ def run_step(
             "duration_s": dg.MetadataValue.float(round(time.perf_counter() - started, 3)),
         }
     return dg.Output(result.report, metadata=metadata)
+
+
+def metered_run(
+    context: dg.OpExecutionContext, naming: Naming, database: str, run: Callable[[], T]
+) -> tuple[T, dict[str, dg.MetadataValue]]:
+    """``run()`` through ``naming``'s ``run_step`` hook with the step's object-store requests metered
+    (:func:`~slate_ops.orchestration.request_meter.metered_step`): its result and the requests'
+    metadata. The requests are recorded on ``database``'s asset, under the op's source
+    (:func:`~slate_ops.orchestration.cost.source_of_op`), priced by the config's ``prices``."""
+    slate = naming.slate(context)
+    return metered_step(
+        context,
+        naming.asset_key(slate, database),
+        source_of_op(context.op_def.name, naming.prefix),
+        slate.config.prices.table(),
+        lambda: naming.run_step(context, database, run),
+    )
 
 
 IN_PROCESS = dg.in_process_executor

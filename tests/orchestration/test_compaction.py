@@ -24,7 +24,15 @@ from slate_ops.orchestration.resources import (
     LocalPySparkResource,
     local_pyspark_resource,
 )
-from tests.support.orchestration import ALPHA, BETA, op_metadata, run_op
+from tests.support.orchestration import (
+    ALPHA,
+    BETA,
+    manifests_of,
+    op_metadata,
+    run_op,
+    skip_message,
+    state_observation_events,
+)
 
 KEYS = [f"k{i:02d}".encode() for i in range(10)]
 
@@ -62,7 +70,7 @@ def resources(slate: SlateDatabasesResource) -> dict[str, object]:
 
 
 def observation(result: dg.ExecuteInProcessResult) -> dict[str, object]:
-    (event,) = result.get_asset_observation_events()
+    (event,) = state_observation_events(result)
     observed = event.asset_observation_data.asset_observation
     assert observed.asset_key == dg.AssetKey(["slate_ops", "alpha"])
     return {key: value.value for key, value in observed.metadata.items()}
@@ -74,15 +82,6 @@ def tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.SensorResult |
     )
     assert isinstance(result, dg.SensorResult | dg.SkipReason)
     return result
-
-
-def skip_message(result: dg.SensorResult | dg.SkipReason) -> str | None:
-    """Why the tick requested nothing (a skip that moved the cursor is a SensorResult), else None."""
-    if isinstance(result, dg.SensorResult):
-        if result.run_requests:
-            return None
-        result = result.skip_reason or dg.SkipReason()
-    return result.skip_message
 
 
 def test_job_compacts_l0_and_reports_shapes(
@@ -213,7 +212,7 @@ def test_sensor_requests_a_tagged_run_when_l0_reaches_its_threshold(
     below = tick(slate, None)
     assert skip_message(below) == "no database reached its L0 threshold (alpha 3/4; beta 0/4)"
     assert isinstance(below, dg.SensorResult) and below.cursor is not None
-    evaluated = json.loads(below.cursor)  # the manifest each database was evaluated at
+    evaluated = manifests_of(below.cursor)  # the manifest each database was evaluated at
     assert evaluated == {"alpha": describe_db(ALPHA, created).manifest_id, "beta": 1}
     unchanged = tick(slate, below.cursor)  # nothing new: one LIST per database, nothing to decide
     assert skip_message(unchanged) == (
@@ -230,7 +229,7 @@ def test_sensor_requests_a_tagged_run_when_l0_reaches_its_threshold(
     assert request.run_config == {
         "ops": {"compact_op": {"config": {"database": "alpha", "executor": "local", "full": False}}}
     }
-    assert result.cursor is not None and json.loads(result.cursor) == {"alpha": manifest_id, "beta": 1}
+    assert manifests_of(result.cursor) == {"alpha": manifest_id, "beta": 1}
 
     # The same manifest is not requested twice; the cursor keeps only configured databases.
     again = tick(slate, json.dumps({"alpha": manifest_id, "retired": 3}))
@@ -259,8 +258,7 @@ def test_sensor_skips_unreadable_databases(store_url: str, fleet_store: ObjectSt
     assert [r.tags for r in result.run_requests or []] == [{"slate_ops/db": "alpha"}]
     only_ghost = SlateDatabasesResource(config=SlateOpsConfig(databases=config.databases[:1]))
     skip = tick(only_ghost, None)
-    assert isinstance(skip, dg.SkipReason)
-    assert (skip.skip_message or "").startswith("all 1 database(s) skipped: ghost (DbNotFoundError")
+    assert (skip_message(skip) or "").startswith("all 1 database(s) skipped: ghost (DbNotFoundError")
 
 
 def test_schedule_requests_runs_where_the_compactor_has_work(

@@ -16,7 +16,7 @@ from slate_ops import admin
 from slate_ops.objstore import open_store
 from slate_ops.orchestration import FleetComponent, SlateDatabasesResource
 from slate_ops.orchestration.component import SCAFFOLD_TEMPLATE
-from slate_ops.orchestration.config import DatabaseConfig
+from slate_ops.orchestration.config import DatabaseConfig, PricesConfig
 from slate_ops.orchestration.naming import StepCall
 from slate_ops.orchestration.resources import SlateDatabasesResource as _Resource
 
@@ -80,6 +80,7 @@ def test_the_fleet_from_yaml_with_resource_keys_prefix_and_a_job_subset(sandbox:
         assert {spec.key for spec in defs.resolve_all_asset_specs()} == {
             dg.AssetKey(["eu", "slate_ops", "orders"]),
             dg.AssetKey(["eu", "slate_ops", "orders_clone"]),
+            dg.AssetKey("eu_slate_ops_fleet_cost"),
         }
         assert defs.resources is not None
         assert {"x_slate", "x_spark"} <= set(defs.resources)
@@ -106,9 +107,10 @@ def test_config_file_is_read_relative_to_the_defs_folder(sandbox: Any, store_url
         yaml.safe_dump({"databases": [{"name": "from_file", "path": "p", "store_url": store_url}]})
     )
     with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
-        assert [spec.key for spec in defs.resolve_all_asset_specs()] == [
-            dg.AssetKey(["f", "slate_ops", "from_file"])
-        ]
+        assert {spec.key for spec in defs.resolve_all_asset_specs()} == {
+            dg.AssetKey(["f", "slate_ops", "from_file"]),
+            dg.AssetKey("f_slate_ops_fleet_cost"),
+        }
         assert "f_maintenance_job" in _job_names(defs)
 
 
@@ -116,7 +118,7 @@ def test_no_fleet_given_is_the_embedded_default(sandbox: Any) -> None:
     path = _component(sandbox, {})
     with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
         names = {spec.key.path[-1] for spec in defs.resolve_all_asset_specs()}
-        assert names == {"demo", "demo_clone", "demo_low", "demo_high"}
+        assert names == {"demo", "demo_clone", "demo_low", "demo_high", "slate_ops_fleet_cost"}
         assert {"maintenance_job", "rescale_job", "gc_job"} <= _job_names(defs)
 
 
@@ -182,7 +184,11 @@ def test_the_scaffolded_defs_yaml_loads(sandbox: Any) -> None:
     assert text == SCAFFOLD_TEMPLATE.format(type_name="slate_ops.orchestration.component.FleetComponent")
     with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
         assert isinstance(component, FleetComponent)
-        assert {spec.key.path[-1] for spec in defs.resolve_all_asset_specs()} == {"demo", "demo_clone"}
+        assert {spec.key.path[-1] for spec in defs.resolve_all_asset_specs()} == {
+            "demo",
+            "demo_clone",
+            "slate_ops_fleet_cost",
+        }
         dg.Definitions.validate_loadable(defs)
 
 
@@ -212,8 +218,9 @@ def test_hooks_of_a_subclass_change_the_specs_and_see_every_step(sandbox: Any, s
     )
     with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
         assert isinstance(component, OwnedFleet)
-        (spec,) = defs.resolve_all_asset_specs()
+        fleet_cost, spec = sorted(defs.resolve_all_asset_specs(), key=lambda s: len(s.key.path))
         assert spec.key == dg.AssetKey(["lake", "orders"])
+        assert fleet_cost.key == dg.AssetKey("slate_ops_fleet_cost")  # not a database: no hook
         assert spec.owners == ["team:storage"] and "slatedb" in spec.kinds
         check_keys = defs.get_repository_def().asset_graph.asset_check_keys
         assert check_keys and {key.asset_key for key in check_keys} == {dg.AssetKey(["lake", "orders"])}
@@ -259,9 +266,46 @@ def test_the_yaml_schema_is_the_fleet_configs_models() -> None:
         "resource_keys",
         "prefix",
         "resources",
+        "prices",
+        "cost_window_days",
     }
     database = schema["$defs"]["FleetDatabase"]["properties"]
+    prices = schema["$defs"]["FleetPrices"]["properties"]
+    assert set(PricesConfig.model_fields) == set(prices)  # PriceTable's fields, every one
     assert set(DatabaseConfig.model_fields) == set(database)
     assert "store_url" not in schema["$defs"]["FleetDatabase"].get("required", [])
     compaction = schema["$defs"]["CompactionPolicy"]["properties"]
     assert compaction["executor"]["enum"] == ["local", "spark"]
+
+
+def test_the_price_table_and_the_cost_window_come_from_the_yaml(sandbox: Any, store_url: str) -> None:
+    databases = [{"name": "orders", "path": "o", "store_url": store_url, "compaction": {"l0_threshold": 2}}]
+    prices = {"put_per_1000": 0.0045, "list_per_1000": 0.0045, "source": "R2 class A"}
+    path = _component(sandbox, {"databases": databases, "prices": prices, "cost_window_days": 14})
+    with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
+        assert defs.resources is not None
+        slate = defs.resources["slate_ops"]
+        assert isinstance(slate, _Resource)
+        table = slate.config.prices.table()
+        assert (table.put_per_1000, table.list_per_1000, table.source) == (0.0045, 0.0045, "R2 class A")
+        assert table.get_per_1000 == 0.0004  # the rest: S3 Standard's
+        assert slate.config.cost_window_days == 14
+        assert slate.config.database("orders").compaction.l0_threshold == 2  # the fleet as given
+
+
+@pytest.mark.parametrize(
+    ("attributes", "named"),
+    [
+        ({"prices": {"get_per_1000": -1}}, "prices.get_per_1000: Input should be greater than or equal to 0"),
+        ({"cost_window_days": 0}, "cost_window_days: Input should be greater than 0"),
+    ],
+)
+def test_a_bad_price_or_window_is_refused_naming_the_field(
+    sandbox: Any, store_url: str, attributes: dict[str, Any], named: str
+) -> None:
+    databases = [{"name": "orders", "path": "o", "store_url": store_url}]
+    path = _component(sandbox, {"databases": databases, **attributes})
+    with pytest.raises(Exception) as raised, sandbox.load_component_and_build_defs(defs_path=path):
+        pass
+    message = _chain(raised.value)
+    assert "ConfigError: slate_ops FleetComponent" in message and named in message, message

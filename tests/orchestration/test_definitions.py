@@ -31,7 +31,11 @@ def test_definitions_load_and_hold_everything(defs: dg.Definitions, config: Slat
     schedule = defs.resolve_schedule_def("checkpoint_expiry_schedule")
     assert (schedule.job_name, schedule.cron_schedule) == ("checkpoint_expiry_job", "0 * * * *")
     specs = {spec.key: spec for spec in defs.resolve_all_asset_specs()}
-    assert set(specs) == {dg.AssetKey(["slate_ops", "alpha"]), dg.AssetKey(["slate_ops", "beta"])}
+    assert set(specs) == {
+        dg.AssetKey(["slate_ops", "alpha"]),
+        dg.AssetKey(["slate_ops", "beta"]),
+        dg.AssetKey("slate_ops_fleet_cost"),
+    }
     assert {spec.group_name for spec in specs.values()} == {"slate_ops"}
     assert defs.resources is not None
     resource = defs.resources[RESOURCE_KEY]
@@ -114,7 +118,10 @@ def test_definitions_module_reads_slate_ops_config(monkeypatch: pytest.MonkeyPat
     import slate_ops.orchestration.definitions as location
 
     module = importlib.reload(location)
-    assert [spec.key.path for spec in module.defs.resolve_all_asset_specs()] == [["slate_ops", "from_env"]]
+    assert sorted(spec.key.path for spec in module.defs.resolve_all_asset_specs()) == [
+        ["slate_ops", "from_env"],
+        ["slate_ops_fleet_cost"],
+    ]
     monkeypatch.delenv("SLATE_OPS_CONFIG")
     importlib.reload(location)  # the next test sees the module as loaded from the default config
 

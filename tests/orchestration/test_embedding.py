@@ -85,6 +85,7 @@ def test_a_user_project_with_its_own_pyspark_resource_merges(tmp_path: Path) -> 
     assert {spec.key for spec in merged.resolve_all_asset_specs()} == {
         dg.AssetKey(["warehouse", "orders"]),
         dg.AssetKey(["slate_ops", "demo"]),
+        dg.AssetKey("slate_ops_fleet_cost"),
     }
     result = merged.resolve_job_def("nightly_job").execute_in_process()
     assert result.success and result.output_for_node("user_op") == "LazyPySparkResource"
@@ -164,9 +165,12 @@ def test_two_fleets_with_the_same_database_names_live_side_by_side(tmp_path: Pat
         dg.AssetKey(["a", "slate_ops", "demo"]): "a_slate_ops",
         dg.AssetKey(["b", "slate_ops", "demo"]): "b_slate_ops",
         dg.AssetKey(["b", "slate_ops", "extra"]): "b_slate_ops",
+        dg.AssetKey("a_slate_ops_fleet_cost"): "a_slate_ops",
+        dg.AssetKey("b_slate_ops_fleet_cost"): "b_slate_ops",
     }
     checks = {key.asset_key for key in merged.resolve_asset_graph().asset_check_keys}
-    assert checks == {spec.key for spec in merged.resolve_all_asset_specs()}
+    fleet_costs = {dg.AssetKey("a_slate_ops_fleet_cost"), dg.AssetKey("b_slate_ops_fleet_cost")}
+    assert checks == {spec.key for spec in merged.resolve_all_asset_specs()} - fleet_costs
     partitions = {
         job.name: job.partitions_def.name
         for job in repository.get_all_jobs()
@@ -231,12 +235,16 @@ def test_the_asset_spec_hook_renames_and_owns_and_the_checks_follow(tmp_path: Pa
     defs = build_definitions(config, hooks=Hooks(asset_spec=spec))
     dg.Definitions.validate_loadable(defs)
     specs = {s.key: s for s in defs.resolve_all_asset_specs()}
-    assert set(specs) == {dg.AssetKey(["lake", "demo"]), dg.AssetKey(["lake", "demo_clone"])}
+    assert set(specs) == {
+        dg.AssetKey(["lake", "demo"]),
+        dg.AssetKey(["lake", "demo_clone"]),
+        dg.AssetKey("slate_ops_fleet_cost"),  # not a database's: the hook does not apply
+    }
     clone = specs[dg.AssetKey(["lake", "demo_clone"])]
     assert clone.owners == ["team:storage"] and "slate_ops" in clone.kinds
     assert [dep.asset_key for dep in clone.deps] == [dg.AssetKey(["lake", "demo"])]
     checks = defs.resolve_asset_graph().asset_check_keys
-    assert {key.asset_key for key in checks} == set(specs)
+    assert {key.asset_key for key in checks} == set(specs) - {dg.AssetKey("slate_ops_fleet_cost")}
 
     # Materializing, checking and maintaining all record on the hooked keys.
     created = defs.resolve_job_def("slate_ops_databases_job").execute_in_process()

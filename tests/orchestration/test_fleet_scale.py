@@ -8,7 +8,6 @@ requests by method, to record how many were in flight at once, and to add a dela
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
@@ -23,16 +22,17 @@ from werkzeug.serving import make_server
 
 from slate_ops import Db, admin
 from slate_ops.objstore import S3Store
+from slate_ops.objstore.metering import RequestCounts
 from slate_ops.objstore.s3 import make_s3_client
 from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, SlateOpsConfig
 from slate_ops.orchestration.checkpoints import slate_ops_manifest_sensor
 from slate_ops.orchestration.compaction import slate_ops_compaction_sensor
 from slate_ops.orchestration.config import CompactionPolicy, parse_config
 from slate_ops.orchestration.fleet import FLEET_READ_THREADS
+from slate_ops.orchestration.gc import gc_job
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.orchestration.test_compaction import skip_message
-from tests.support.orchestration import add_checkpoint
+from tests.support.orchestration import add_checkpoint, is_cost_observation, manifests_of, skip_message
 from tests.support.s3 import CREDENTIALS, drain, isolate_aws_environment
 
 pytestmark = pytest.mark.s3
@@ -157,7 +157,11 @@ def manifest_tick(slate: SlateDatabasesResource, cursor: str | None) -> dg.Senso
 
 def observed(result: dg.SensorResult | dg.SkipReason) -> list[tuple[str, object]]:
     assert isinstance(result, dg.SensorResult), result
-    return [(e.asset_key.path[1], e.metadata["manifest_id"].value) for e in result.asset_events]
+    return [
+        (e.asset_key.path[1], e.metadata["manifest_id"].value)
+        for e in result.asset_events
+        if not (isinstance(e, dg.AssetObservation) and is_cost_observation(e))
+    ]
 
 
 def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
@@ -170,8 +174,7 @@ def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
 
     counter.reset()
     second = manifest_tick(s3_fleet, first.cursor)
-    assert isinstance(second, dg.SkipReason)
-    assert f"no manifest changed in {COUNT} database(s)" in (second.skip_message or "")
+    assert f"no manifest changed in {COUNT} database(s)" in (skip_message(second) or "")
     assert dict(counter.requests) == {"GET": COUNT}  # one LIST per database, no manifest read
 
     add_checkpoint(s3_fleet_store, f"{PREFIX}/db_017", ManualRuntime(1_700_000_000.0), None, "moved")
@@ -180,7 +183,7 @@ def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
     assert observed(third) == [("db_017", 2)]
     assert dict(counter.requests) == {"GET": COUNT + 1}  # and one GET of the new manifest
     assert isinstance(third, dg.SensorResult) and third.cursor is not None
-    assert json.loads(third.cursor) == {name: 2 if name == "db_017" else 1 for name in names()}
+    assert manifests_of(third.cursor) == {name: 2 if name == "db_017" else 1 for name in names()}
 
 
 def test_ticks_read_the_fleet_concurrently_within_the_bound(
@@ -192,7 +195,7 @@ def test_ticks_read_the_fleet_concurrently_within_the_bound(
     counter.delay = delay
     counter.reset()
     started = time.perf_counter()
-    assert isinstance(manifest_tick(s3_fleet, first.cursor), dg.SkipReason)
+    assert skip_message(manifest_tick(s3_fleet, first.cursor)) is not None
     elapsed = time.perf_counter() - started
     serial = COUNT * delay  # one LIST per database, one after another
     assert elapsed < serial / 3, f"{elapsed:.2f}s for {COUNT} LISTs of {delay}s each"
@@ -226,8 +229,9 @@ def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_pe
 
     counter.reset()
     again = tick(first.cursor)
-    assert isinstance(again, dg.SkipReason)  # the cursor did not move
-    message = again.skip_message or ""
+    assert isinstance(again, dg.SensorResult) and again.cursor is not None
+    assert manifests_of(again.cursor) == manifests_of(first.cursor)  # no manifest moved (polls counted)
+    message = skip_message(again) or ""
     assert f"{len(databases)} without a new manifest since the last tick: db_000" in message
     # The cursor names the manifest each database was evaluated at: one LIST each proves it unchanged.
     assert dict(counter.requests) == {"GET": len(databases)}
@@ -266,12 +270,10 @@ def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick
     result = manifest_tick(slate, first.cursor)
     assert observed(result) == [("db_007", 3)]
     assert isinstance(result, dg.SensorResult) and result.cursor is not None
-    cursor = json.loads(result.cursor)
+    cursor = manifests_of(result.cursor)
     assert cursor["db_007"] == 3 and "ghost" not in cursor
 
-    skip = manifest_tick(slate, result.cursor)
-    assert isinstance(skip, dg.SkipReason)
-    message = skip.skip_message or ""
+    message = skip_message(manifest_tick(slate, result.cursor)) or ""
     reasons = ["ghost (DbNotFoundError", "db_003 (DbNotFoundError", "db_011 (CorruptObjectError"]
     assert all(reason in message for reason in reasons), message
     assert [message.index(reason) for reason in reasons] == sorted(message.index(r) for r in reasons)
@@ -289,7 +291,59 @@ def test_a_discovered_fleet_keeps_its_cursor_without_observations(
     first = manifest_tick(slate, None)
     assert isinstance(first, dg.SensorResult) and not first.asset_events and first.cursor is not None
     assert first.skip_reason is not None and "no manifest changed" in (first.skip_reason.skip_message or "")
-    assert json.loads(first.cursor) == dict.fromkeys(names(), 1)
+    assert manifests_of(first.cursor) == dict.fromkeys(names(), 1)
     counter.reset()
-    assert isinstance(manifest_tick(slate, first.cursor), dg.SkipReason)
+    assert skip_message(manifest_tick(slate, first.cursor)) is not None
     assert dict(counter.requests) == {"GET": COUNT + 1}
+
+
+def test_an_hour_of_polls_records_exactly_the_requests_the_server_served(
+    s3_fleet: SlateDatabasesResource, counter: CountingApp
+) -> None:
+    """Each database's poll requests accumulate in the cursor and come out once an hour as one
+    observation; summed over the fleet they are what S3 was asked (HTTP GET: a LIST or a GET)."""
+    clock = s3_fleet.clock()
+    assert isinstance(clock, ManualRuntime)
+    cursor: str | None = None
+    polls: list[dg.AssetObservation] = []
+    for _ in range(3):  # at 0, 30 and 60 minutes
+        result = manifest_tick(s3_fleet, cursor)
+        assert isinstance(result, dg.SensorResult) and result.cursor is not None
+        polls += [
+            e for e in result.asset_events if isinstance(e, dg.AssetObservation) and is_cost_observation(e)
+        ]
+        cursor = result.cursor
+        clock.advance(1800)
+    assert len(polls) == COUNT  # one per database, at the third tick
+    counts = [RequestCounts.from_dict(p.metadata["requests"].value) for p in polls]  # type: ignore[arg-type]
+    assert set(counts) == {RequestCounts(list=3, get=1, bytes_read=counts[0].bytes_read)}
+    assert {p.metadata["cost_runs"].value for p in polls} == {3}
+    assert dict(counter.requests) == {"GET": sum(c.list + c.get for c in counts)}
+
+
+def test_a_gc_step_on_s3_records_exactly_the_requests_the_server_served(
+    s3_fleet: SlateDatabasesResource, s3_fleet_store: S3Store, counter: CountingApp
+) -> None:
+    with Db.open(f"{PREFIX}/db_000", s3_fleet_store) as db:
+        db.put(b"key", b"value")
+        db.flush_memtable()
+    counter.reset()
+    result = gc_job.execute_in_process(
+        run_config={"ops": {"gc_op": {"config": {"database": "db_000", "dry_run": False}}}},
+        resources={RESOURCE_KEY: s3_fleet},
+    )
+    assert result.success
+    (output,) = [e for e in result.all_node_events if e.is_successful_output]
+    recorded = RequestCounts.from_dict(output.step_output_data.metadata["requests"].value)  # type: ignore[arg-type]
+    served = dict(counter.requests)
+    assert recorded.list > 0 and recorded.get > 0
+    assert served == {
+        method: n
+        for method, n in {
+            "GET": recorded.get + recorded.list,
+            "HEAD": recorded.head,
+            "PUT": recorded.put,
+            "DELETE": recorded.delete,
+        }.items()
+        if n
+    }

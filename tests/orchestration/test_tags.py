@@ -18,7 +18,7 @@ from slate_ops.orchestration import DatabaseConfig, SlateDatabasesResource, Slat
 from slate_ops.orchestration.config import TagPolicyConfig, parse_config
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
-from tests.support.orchestration import ALPHA, BETA, op_metadata, run_op
+from tests.support.orchestration import ALPHA, BETA, op_metadata, run_op, state_observation_events
 from tests.support.stores import snapshot
 
 ALPHA_TAGS = {"slate_ops/db": "alpha"}
@@ -122,7 +122,7 @@ def test_real_run_creates_and_retains_and_observes_the_asset(
     assert set(rows) == {"auto-2024-01-07", "auto-2024-01-08", "manual"}
     assert rows["auto-2024-01-08"]["create_time"] == "2024-01-08T02:10:00+00:00"
     assert "| `auto-2024-01-06` |" in str(metadata["changes"])
-    (event,) = result.get_asset_observation_events()
+    (event,) = state_observation_events(result)
     observed = event.asset_observation_data.asset_observation
     assert observed.asset_key == dg.AssetKey(["slate_ops", "alpha"])
     assert observed.metadata["tag_count"].value == 3

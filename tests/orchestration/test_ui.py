@@ -64,6 +64,7 @@ DATABASES = ("demo", "demo_clone", "demo_low", "demo_high") + (
 CHECK_COUNT = 7  # slate_ops.orchestration.checks.ALL_CHECKS: verify's six and gc_health
 MAIN_JOB = "maintenance_job"
 PICKED = "demo_low"  # the partition the launchpad test picks
+FLEET_COST = "slate_ops_fleet_cost"  # the fleet's cost asset (slate_ops.orchestration.cost_assets)
 RUN_TIMEOUT_S = 180.0
 WINDOW = {"width": 1400, "height": 900}
 MIN_PNG_BYTES = 20_000  # a blank or spinner-only page compresses to a few KiB
@@ -107,6 +108,24 @@ query PartitionStatuses($repository: RepositorySelector!, $name: String!) {
 STALE_STATUSES = """
 query StaleStatuses {
   assetNodes { assetKey { path } staleStatus staleCauses { reason dependency { path } } }
+}
+"""
+LATEST_MATERIALIZATION = """
+query LatestMaterialization($assetKey: AssetKeyInput!) {
+  assetOrError(assetKey: $assetKey) {
+    __typename
+    ... on Asset {
+      assetMaterializations(limit: 1) {
+        metadataEntries {
+          label
+          ... on MarkdownMetadataEntry { mdStr }
+          ... on TextMetadataEntry { text }
+          ... on FloatMetadataEntry { floatValue }
+          ... on IntMetadataEntry { intValue }
+        }
+      }
+    }
+  }
 }
 """
 RUN_EVENTS = """
@@ -352,6 +371,7 @@ def test_after_the_demo_every_database_shows_all_its_checks_passed(ui: UiSession
     stale = {
         "/".join(node["assetKey"]["path"]): (node["staleStatus"], node["staleCauses"])
         for node in graphql(ui.url, STALE_STATUSES, {})["assetNodes"]
+        if node["assetKey"]["path"] != [FLEET_COST]  # not a database: read from the event log
     }
     assert stale == {f"{GROUP}/{db}": ("FRESH", []) for db in DATABASES}, stale
     screenshot(ui, "ui-asset-graph.png")
@@ -380,8 +400,60 @@ def test_the_partitions_tab_shows_every_partition_the_demo_maintained_as_succeed
 
 
 def test_database_asset_page(ui: UiSession) -> None:
-    visit(ui, f"/assets/{GROUP}/demo", ["demo", "The demo database of a fresh checkout", "manifest_id"])
+    """The database's page: its state and, from the demo's maintenance run, what its object-store
+    requests cost per day by source (the steps before GC; GC's own are recorded after it)."""
+    visit(
+        ui,
+        f"/assets/{GROUP}/demo",
+        [
+            "demo",
+            "The demo database of a fresh checkout",
+            "manifest_id",
+            "requests_per_day",
+            "request_cost_usd_per_day",
+        ],
+    )
     screenshot(ui, "ui-database-asset.png")
+    shown = latest_materialization(ui.url, [GROUP, "demo"])
+    table = shown["requests_per_day"]
+    assert "| compaction |" in table and "| checkpoints |" in table, table
+    assert float(shown["request_cost_usd_per_day"]) > 0, shown
+
+
+def latest_materialization(url: str, path: list[str]) -> dict[str, str]:
+    """The metadata of the asset's latest materialization (label: its text, Markdown or number)."""
+    answer = graphql(url, LATEST_MATERIALIZATION, {"assetKey": {"path": path}})["assetOrError"]
+    assert answer["__typename"] == "Asset", answer
+    (event,) = answer["assetMaterializations"] or [{"metadataEntries": []}]
+    shown = {}
+    for entry in event["metadataEntries"]:
+        value = entry.get("mdStr") or entry.get("text") or entry.get("floatValue") or entry.get("intValue")
+        shown[entry["label"]] = str(value)
+    return shown
+
+
+def test_the_fleet_cost_asset_lists_the_databases_by_cost(ui: UiSession) -> None:
+    """The operator materializes slate_ops_fleet_cost from its page; it lists every database of the
+    fleet by request cost per day (the demo's maintenance runs recorded theirs), with the sources,
+    SlateDB's default polling beside ours and the price table."""
+    visit(ui, f"/assets/{FLEET_COST}", [FLEET_COST, "Materialize"])
+    ui.page.get_by_text("Materialize", exact=True).first.click()
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    shown: dict[str, str] = {}
+    while "costliest_database" not in shown:
+        assert time.monotonic() < deadline, (
+            f"{FLEET_COST} was not materialized:\n{ui.log.read_text()[-3000:]}"
+        )
+        time.sleep(1)
+        shown = latest_materialization(ui.url, [FLEET_COST])
+    rows = [line.split("|")[1].strip() for line in shown["databases"].splitlines()[2:]]
+    assert sorted(rows) == sorted(DATABASES), shown["databases"]
+    assert shown["costliest_database"] == rows[0]
+    assert float(shown["fleet_cost_usd_per_day"]) > 0, shown
+    assert "aws.amazon.com/s3/pricing" in shown["price_table"], shown
+    visit(ui, f"/assets/{FLEET_COST}", ["costliest_database", "fleet_cost_usd_per_day", "price_table"])
+    ui.page.get_by_text("Metadata", exact=True).first.scroll_into_view_if_needed()
+    screenshot(ui, "ui-fleet-cost.png")
 
 
 def test_a_partition_picked_in_the_launchpad_runs_that_database(ui: UiSession) -> None:

@@ -1,0 +1,111 @@
+"""A manifest sensor's cursor: the manifest each database was last handled at, and the requests its
+polls made since its window began (:class:`SensorCursor`).
+
+A sensor ticks every 30 s; one event per tick and database would flood the event log. So each tick
+adds its metered poll requests to the database's :class:`PollWindow` in the cursor (which the sensor
+stores every tick anyway, a few hundred bytes per database), and a window at least
+:data:`POLL_WINDOW_S` old is handed out (:meth:`SensorCursor.close_windows`) for one observation and
+started again: at most one event per database and hour, with every request counted.
+
+The cursor is JSON ``{"manifests": {"<db>": <manifest id>}, "polls": {"<db>": {"since": <epoch s>,
+"polls": <n>, "counts": {<RequestCounts.to_dict()>}}}}``. The format before request counting,
+``{"<db>": <manifest id>}``, still parses (as manifests, with no polls yet).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from slate_ops.errors import InvalidArgumentError
+from slate_ops.objstore.metering import ZERO, RequestCounts
+
+POLL_WINDOW_S = 3600.0
+"""How long a database's poll requests accumulate before they are recorded (one observation)."""
+
+
+@dataclass(frozen=True)
+class PollWindow:
+    """The requests of ``polls`` polls of one database since ``since`` (epoch seconds)."""
+
+    since: float
+    polls: int = 0
+    counts: RequestCounts = ZERO
+
+    def add(self, counts: RequestCounts) -> PollWindow:
+        return PollWindow(self.since, self.polls + 1, self.counts + counts)
+
+    def to_json(self) -> dict[str, object]:
+        return {"since": self.since, "polls": self.polls, "counts": self.counts.to_dict()}
+
+    @classmethod
+    def from_json(cls, raw: object) -> PollWindow:
+        """The window ``raw`` describes; :class:`InvalidArgumentError` if it is not one."""
+        if not isinstance(raw, dict):
+            raise InvalidArgumentError(f"a poll window must be an object, got {raw!r}")
+        since, polls, counts = raw.get("since"), raw.get("polls"), raw.get("counts")
+        if not isinstance(since, int | float) or not isinstance(polls, int) or not isinstance(counts, dict):
+            raise InvalidArgumentError(f"not a poll window: {raw!r}")
+        return cls(float(since), polls, RequestCounts.from_dict(counts))
+
+
+@dataclass
+class SensorCursor:
+    """What a manifest sensor keeps between ticks: :attr:`manifests` handled and :attr:`polls`."""
+
+    manifests: dict[str, int] = field(default_factory=dict)
+    polls: dict[str, PollWindow] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | None, log: logging.Logger, names: Iterable[str]) -> SensorCursor:
+        """The cursor ``text`` (either format), restricted to ``names`` (the fleet); an unreadable
+        one counts as empty, with a warning."""
+        if not text:
+            return cls()
+        keep = set(names)
+        try:
+            raw = json.loads(text)
+            if isinstance(raw, dict) and all(isinstance(v, int) for v in raw.values()):  # the old format
+                return cls({str(k): v for k, v in raw.items() if str(k) in keep})
+            if isinstance(raw, dict) and set(raw) <= {"manifests", "polls"}:
+                manifests, polls = raw.get("manifests", {}), raw.get("polls", {})
+                if (
+                    isinstance(manifests, dict)
+                    and isinstance(polls, dict)
+                    and all(isinstance(v, int) for v in manifests.values())
+                ):
+                    return cls(
+                        {str(k): v for k, v in manifests.items() if str(k) in keep},
+                        {str(k): PollWindow.from_json(v) for k, v in polls.items() if str(k) in keep},
+                    )
+        except (ValueError, InvalidArgumentError):
+            pass
+        log.warning(f"ignoring unreadable cursor {text!r}; observing every database again")
+        return cls()
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "manifests": self.manifests,
+                "polls": {name: window.to_json() for name, window in sorted(self.polls.items())},
+            },
+            sort_keys=True,
+        )
+
+    def add_poll(self, name: str, counts: RequestCounts, now: float) -> None:
+        """Count one poll of ``name`` (its window starts now if it has none)."""
+        self.polls[name] = self.polls.get(name, PollWindow(now)).add(counts)
+
+    def close_windows(self, now: float, window_s: float = POLL_WINDOW_S) -> list[tuple[str, PollWindow]]:
+        """The windows at least ``window_s`` old with polls in them, each replaced by an empty one
+        starting ``now``."""
+        closed = [
+            (name, window)
+            for name, window in sorted(self.polls.items())
+            if window.polls and now - window.since >= window_s
+        ]
+        for name, _ in closed:
+            self.polls[name] = PollWindow(now)
+        return closed
