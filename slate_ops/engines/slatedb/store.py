@@ -32,6 +32,7 @@ from slate_ops.engines.slatedb.loop import binding
 from slate_ops.errors import ObjectStoreError, UnsupportedStoreError
 from slate_ops.objstore import LocalStore, S3Store
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import MeteredStore
 from slate_ops.objstore.wrappers import CountingStore
 
 __all__ = [
@@ -48,7 +49,8 @@ _buckets_lock = threading.Lock()
 
 
 def _unwrap(store: ObjectStore) -> ObjectStore:
-    while isinstance(store, CountingStore):  # counts slate_ops' own requests; the binding's are not
+    # A meter counts slate_ops' own requests; the binding's (its own client) it cannot see.
+    while isinstance(store, CountingStore | MeteredStore):
         store = store.inner
     return store
 
