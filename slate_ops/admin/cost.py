@@ -1,34 +1,33 @@
 """What keeping a database maintained costs in object-store requests per day (issue 23): each
-source's MEASURED requests per pass (:func:`measure`, through a
-:class:`~slate_ops.objstore.metering.MeteredStore`) times its passes per day, in dollars at a
+source's requests per pass times its passes per day, in dollars at a
 :class:`~slate_ops.objstore.metering.PriceTable` (:func:`polling_cost`), beside the same database
-kept by SlateDB's defaults.
+kept by SlateDB's defaults. Per-pass counts of our sources are MEASURED on the database
+(:func:`measure`, through a :class:`~slate_ops.objstore.metering.MeteredStore`); SlateDB's, which its
+binding makes with its own client, were measured at the HTTP endpoint (benchmarks/bench_gc.py
+``--idle-seconds`` re-measures them through benchmarks/latency_proxy.py) and are recorded here.
 
-Sources, ours (slate_ops' defaults, which the Dagster definitions use):
+Ours (slate_ops' defaults, which the Dagster definitions use):
 
 * ``sensor_polls`` -- each manifest sensor (:data:`MANIFEST_SENSORS` of them: compaction and
   checkpoints) observes every database every :data:`SENSOR_POLL_INTERVAL_S`; one observe is
   :func:`slate_ops.admin.handle.poll.state_since` with the known manifest (one LIST when unchanged);
 * ``gc`` -- one GC pass every :data:`GC_INTERVAL_S`, as its dry run costs (the plan reads what
   the run reads; a run's deletions come on top, free on S3 Standard);
+* ``writer_polls`` -- each writer probes for a newer manifest every second
+  (:data:`WRITER_POLL`, measured);
 
-SlateDB's defaults (computed from its documented behaviour, counted on this database's objects;
-docs/design/slatedb-engine.md, "Measured behaviours"):
+SlateDB 0.17's defaults (docs/design/slatedb-engine.md, "Other measured facts"):
 
 * ``gc`` -- every :data:`SLATEDB_GC_INTERVAL_S` (600 s since slatedb#1993; 60 s before, the ~1,440
-  LISTs a day of slatedb#1754) its collector LISTs each of ``manifest/``, ``wal/``, ``compacted/``
-  and ``compactions/`` in full (one request per 1,000 keys) and reads the latest manifest;
-* ``compactor_polls`` -- its compactor (what our compaction sensor replaces) re-reads the manifest
-  every :data:`SLATEDB_COMPACTOR_POLL_INTERVAL_S`;
-
-and on either engine, only when asked for (``writers``, ``readers``; the engine's defaults are
-SlateDB's, so the figure is the same on both sides and is the application's, not maintenance):
-
-* ``writer_polls`` / ``reader_polls`` -- a writer re-reads the manifest every
-  :data:`WRITER_POLL_INTERVAL_S`, a reader every :data:`READER_POLL_INTERVAL_S`.
-
-A manifest re-read is costed as reading the latest manifest of this database (measured: a LIST of
-``manifest/`` and a GET of the newest) -- SlateDB's ``read_latest`` as slatedb#1993 describes it.
+  LISTs a day of slatedb#1754) one ``run_gc_once``: :data:`SLATEDB_GC_PASS` (measured on a
+  database whose directories each fit one LIST page) plus one LIST per further 1,000 keys of each
+  directory it lists (``manifest/``, ``wal/``, ``compacted/``, ``compactions/``), counted on this
+  database's objects;
+* ``compactor_polls`` -- its compactor (what our compaction sensor replaces) re-reads the manifest,
+  the ``.compactions`` state and their GC boundaries every :data:`SLATEDB_COMPACTOR_POLL_INTERVAL_S`
+  (:data:`SLATEDB_COMPACTOR_POLL`, measured);
+* ``writer_polls`` -- each writer probes for a newer manifest and reads its GC boundary every
+  second (:data:`SLATEDB_WRITER_POLL`, measured).
 
 Compaction is not polling: it runs when the sensor sees enough L0 (its report's ``requests``).
 """
@@ -52,10 +51,8 @@ from slate_ops.layout import (
     COMPACTIONS_DIR,
     MANIFEST_DIR,
     WAL_DIR,
-    manifest_key,
     normalize_db_path,
 )
-from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.metering import (
     LIST_PAGE_KEYS,
@@ -70,11 +67,14 @@ from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 __all__ = [
     "GC_INTERVAL_S",
     "MANIFEST_SENSORS",
-    "READER_POLL_INTERVAL_S",
     "SENSOR_POLL_INTERVAL_S",
+    "SLATEDB_COMPACTOR_POLL",
     "SLATEDB_COMPACTOR_POLL_INTERVAL_S",
     "SLATEDB_GC_DIRECTORIES",
     "SLATEDB_GC_INTERVAL_S",
+    "SLATEDB_GC_PASS",
+    "SLATEDB_WRITER_POLL",
+    "WRITER_POLL",
     "WRITER_POLL_INTERVAL_S",
     "DatabaseCost",
     "Intervals",
@@ -104,18 +104,27 @@ SLATEDB_COMPACTOR_POLL_INTERVAL_S: Final = 5
 """SlateDB's ``compactor_options.poll_interval`` default."""
 WRITER_POLL_INTERVAL_S: Final = 1
 """A writer's ``manifest_poll_interval`` (ours and SlateDB's default)."""
-READER_POLL_INTERVAL_S: Final = 10
-"""A reader's ``manifest_poll_interval`` (ours and SlateDB's default)."""
+
+# Measured on moto through benchmarks/latency_proxy.py (benchmarks/bench_gc.py --idle-seconds),
+# slatedb 0.17.0 with default settings, an idle database of 100 keys:
+WRITER_POLL: Final = RequestCounts(get=1)
+"""Our idle writer, per second: one GET probing for the next manifest (1.0 GET/s measured)."""
+SLATEDB_WRITER_POLL: Final = RequestCounts(get=2)
+"""SlateDB's idle writer, per second: the next manifest's probe and ``gc/manifest.boundary``."""
+SLATEDB_COMPACTOR_POLL: Final = RequestCounts(get=4)
+"""SlateDB's embedded compactor, per poll: the manifest, ``.compactions`` and both boundaries
+(with its writer: 3.0 GET/s measured idle, 2 + 4/5 modelled)."""
+SLATEDB_GC_PASS: Final = RequestCounts(list=7, get=23)
+"""One ``run_gc_once`` with default options on that database (7 LIST, 23 GET measured)."""
 
 
 @dataclass(frozen=True)
 class Intervals:
-    """How often each source runs, and how many writers and readers keep polling."""
+    """How often each source runs, and how many writers keep polling each database."""
 
     poll_s: float = SENSOR_POLL_INTERVAL_S
     gc_s: float = GC_INTERVAL_S
-    writers: int = 0
-    readers: int = 0
+    writers: int = 1
 
     def __post_init__(self) -> None:
         for name in ("poll_s", "gc_s"):
@@ -124,9 +133,8 @@ class Intervals:
                 raise InvalidArgumentError(
                     f"interval {name!r} must be a positive number of seconds, got {value!r}"
                 )
-        for name in ("writers", "readers"):
-            if getattr(self, name) < 0:
-                raise InvalidArgumentError(f"{name!r} must be 0 or more, got {getattr(self, name)!r}")
+        if self.writers < 0:
+            raise InvalidArgumentError(f"'writers' must be 0 or more, got {self.writers!r}")
 
 
 @dataclass(frozen=True)
@@ -138,16 +146,15 @@ class MeasuredPasses:
     engine: str
     observe: RequestCounts
     gc_pass: RequestCounts
-    read_latest: RequestCounts
     objects: dict[str, int]
 
     def slatedb_gc_pass(self) -> RequestCounts:
-        """One pass of SlateDB's collector: a LIST per 1,000-key page of each directory it
-        collects, and the latest manifest read (module docstring)."""
-        pages = sum(
-            max(1, math.ceil(self.objects.get(d, 0) / LIST_PAGE_KEYS)) for d in SLATEDB_GC_DIRECTORIES
+        """One pass of SlateDB's collector on this database: :data:`SLATEDB_GC_PASS`, plus a LIST
+        for each further 1,000 keys of a directory it lists (module docstring)."""
+        extra_pages = sum(
+            max(0, math.ceil(self.objects.get(d, 0) / LIST_PAGE_KEYS) - 1) for d in SLATEDB_GC_DIRECTORIES
         )
-        return RequestCounts(list=pages) + self.read_latest
+        return SLATEDB_GC_PASS + RequestCounts(list=extra_pages)
 
 
 @dataclass(frozen=True)
@@ -222,7 +229,7 @@ def measure(
 ) -> MeasuredPasses:
     """Run one pass of each source on the database at ``path`` through a meter: one unchanged
     observe (what the sensors' poll costs; the first, which reads the state, is not counted), one GC
-    dry run, one read of the latest manifest, one listing of the database's directories. Reads only."""
+    dry run, one listing of the database's directories. Reads only."""
     db = normalize_db_path(path)
     handle = open_handle(db, store, engine, clock=clock)
     meter = MeteredStore(store)
@@ -232,42 +239,27 @@ def measure(
     poll.state_since(db, meter, handle.engine, state.manifest_id, clock=clock)
     observe = meter.counts
     gc_pass = handle.gc_plan().requests
-    meter.reset()
-    listed = ManifestStore(meter, db).sequence.list()
-    meter.get(manifest_key(db, listed[-1].id))  # as bytes: SlateDB's decode differently, cost the same
-    read_latest = meter.counts
     objects: dict[str, int] = {}
     for meta in store.list(f"{db}/"):
         directory = meta.key[len(db) + 1 :].split("/", 1)[0]
         objects[directory] = objects.get(directory, 0) + 1
-    return MeasuredPasses(db, handle.engine.value, observe, gc_pass, read_latest, objects)
+    return MeasuredPasses(db, handle.engine.value, observe, gc_pass, objects)
 
 
 def polling_cost(
     measured: MeasuredPasses, intervals: Intervals = Intervals(), prices: PriceTable = S3_STANDARD
 ) -> DatabaseCost:
     """Requests and dollars per day of ``measured``'s database at ``intervals`` (module docstring)."""
-    engine_polls = tuple(
-        s
-        for s in (
-            SourceCost(
-                "writer_polls", measured.read_latest, intervals.writers * DAY_S / WRITER_POLL_INTERVAL_S
-            ),
-            SourceCost(
-                "reader_polls", measured.read_latest, intervals.readers * DAY_S / READER_POLL_INTERVAL_S
-            ),
-        )
-        if s.passes_per_day
-    )
+    writer_seconds = intervals.writers * DAY_S / WRITER_POLL_INTERVAL_S
     ours = (
         SourceCost("sensor_polls", measured.observe, MANIFEST_SENSORS * DAY_S / intervals.poll_s),
         SourceCost("gc", measured.gc_pass, DAY_S / intervals.gc_s),
-        *engine_polls,
+        SourceCost("writer_polls", WRITER_POLL, writer_seconds),
     )
     slatedb = (
         SourceCost("gc", measured.slatedb_gc_pass(), DAY_S / SLATEDB_GC_INTERVAL_S),
-        SourceCost("compactor_polls", measured.read_latest, DAY_S / SLATEDB_COMPACTOR_POLL_INTERVAL_S),
-        *engine_polls,
+        SourceCost("compactor_polls", SLATEDB_COMPACTOR_POLL, DAY_S / SLATEDB_COMPACTOR_POLL_INTERVAL_S),
+        SourceCost("writer_polls", SLATEDB_WRITER_POLL, writer_seconds),
     )
     return DatabaseCost(measured.path, measured.engine, ours, slatedb, prices)
 

@@ -1,4 +1,4 @@
-"""The ``cost`` command (docs/cli.md "cost"): what keeping each database under ``--path`` (default:
+"""The ``cost`` command (docs/cli.md "Request cost"): what keeping each database under ``--path`` (default:
 the whole store) maintained costs in object-store requests and dollars per day, measured on it
 (:mod:`slate_ops.admin.cost`: one sensor observe, one GC dry run; reads only), most expensive
 first, beside the same figures for SlateDB's defaults."""
@@ -41,7 +41,6 @@ def _cost(args: argparse.Namespace, store: ObjectStore) -> Any:
         poll_s=args.poll_interval.total_seconds(),
         gc_s=args.gc_interval.total_seconds(),
         writers=args.writers,
-        readers=args.readers,
     )
     costs = fleet_cost(store, args.path, intervals, prices)
     if args.format == "table":
@@ -63,7 +62,7 @@ COMMANDS = (
         "What keeping each database under --path (default: the whole store) maintained costs in "
         "object-store requests per day by source and dollars, measured on it (one sensor poll, one GC "
         "dry run), most expensive first, beside SlateDB's defaults (GC every 10 min, compactor polls "
-        "every 5 s). Reads only.",
+        "every 5 s, writer polls every second). Reads only.",
         (
             arg("--prices", metavar="FILE", help="price table (YAML or JSON; default S3 Standard us-east-1)"),
             arg(
@@ -78,8 +77,7 @@ COMMANDS = (
                 default=duration(f"{GC_INTERVAL_S // 3600}h"),
                 help=f'how often GC runs (default "{GC_INTERVAL_S // 3600}h", the GC schedule\'s)',
             ),
-            arg("--writers", type=_count, default=0, help="writers polling each database (default 0)"),
-            arg("--readers", type=_count, default=0, help="readers polling each database (default 0)"),
+            arg("--writers", type=_count, default=1, help="writers polling each database (default 1)"),
             arg(
                 "--json", dest="format", action="store_const", const="json", help="JSON output (the default)"
             ),

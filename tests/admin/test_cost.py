@@ -16,8 +16,12 @@ from slate_ops.admin.cost import (
     GC_INTERVAL_S,
     MANIFEST_SENSORS,
     SENSOR_POLL_INTERVAL_S,
+    SLATEDB_COMPACTOR_POLL,
     SLATEDB_COMPACTOR_POLL_INTERVAL_S,
     SLATEDB_GC_INTERVAL_S,
+    SLATEDB_GC_PASS,
+    SLATEDB_WRITER_POLL,
+    WRITER_POLL,
     Intervals,
     MeasuredPasses,
     fleet_cost,
@@ -28,7 +32,7 @@ from slate_ops.admin.cost import (
 from slate_ops.admin.handle import SlateOpsHandle, poll
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.objstore import MemoryStore, S3Store
-from slate_ops.objstore.metering import S3_STANDARD, MeteredStore, PriceTable, RequestCounts
+from slate_ops.objstore.metering import S3_STANDARD, ZERO, MeteredStore, PriceTable, RequestCounts
 from tests.support.engine import quiet
 
 DAY = 86_400
@@ -54,7 +58,6 @@ def test_measured_passes_are_what_the_real_functions_cost(memory_store: MemorySt
     assert measured.observe == meter.counts == RequestCounts(list=1)
     assert measured.gc_pass == SlateOpsHandle("db", memory_store).gc_plan().requests
     assert measured.gc_pass.list >= 1 and measured.gc_pass.put == measured.gc_pass.delete == 0
-    assert measured.read_latest.list == 1 and measured.read_latest.get == 1
     assert measured.objects["manifest"] >= 1 and measured.objects["compacted"] == 3
 
 
@@ -65,37 +68,34 @@ def test_requests_per_day_by_source_and_dollars() -> None:
         "slate_ops",
         observe=RequestCounts(list=1),
         gc_pass=gc_pass,
-        read_latest=RequestCounts(list=1, get=1),
-        objects={"manifest": 3, "wal": 10, "compacted": 2500},
+        objects={"manifest": 3, "wal": 10, "compacted": 2500, "other": 5000},
     )
-    cost = polling_cost(measured)
+    cost = polling_cost(measured, Intervals(writers=0))
     ours = {s.source: s for s in cost.ours}
-    assert set(ours) == {"sensor_polls", "gc"}
-    assert ours["sensor_polls"].per_day == RequestCounts(
-        list=MANIFEST_SENSORS * DAY // SENSOR_POLL_INTERVAL_S
-    )
+    sensor_polls = MANIFEST_SENSORS * DAY // SENSOR_POLL_INTERVAL_S
+    assert ours["sensor_polls"].per_day == RequestCounts(list=sensor_polls)
     assert ours["gc"].per_day == gc_pass.scaled(DAY / GC_INTERVAL_S)
+    assert ours["writer_polls"].per_day == ZERO
     theirs = {s.source: s for s in cost.slatedb_defaults}
-    # manifest/, wal/, compactions/ one page each (empty too), compacted/ 3 pages; + the latest manifest
-    assert theirs["gc"].per_pass == RequestCounts(list=1 + 1 + 3 + 1 + 1, get=1)
+    # compacted/ holds 2,500 keys: 2 LIST pages more than the measured pass; "other" is not listed
+    assert theirs["gc"].per_pass == SLATEDB_GC_PASS + RequestCounts(list=2)
     assert theirs["gc"].passes_per_day == DAY / SLATEDB_GC_INTERVAL_S == 144
-    assert theirs["compactor_polls"].per_day == RequestCounts(list=1, get=1).scaled(
+    assert theirs["compactor_polls"].per_day == SLATEDB_COMPACTOR_POLL.scaled(
         DAY / SLATEDB_COMPACTOR_POLL_INTERVAL_S
     )
     per_day = ours["sensor_polls"].per_day + ours["gc"].per_day
     assert cost.per_day(cost.ours) == per_day
     assert cost.dollars_per_day == pytest.approx(5760 * 0.005 / 1000 + 4 * (5 * 0.005 + 2 * 0.0004) / 1000)
     assert cost.dollars_per_month == pytest.approx(30 * cost.dollars_per_day)
-    slower = polling_cost(measured, Intervals(poll_s=60, gc_s=3600, writers=1, readers=2))
-    by_source = {s.source: s.passes_per_day for s in slower.ours}
-    assert by_source == {"sensor_polls": 2880, "gc": 24, "writer_polls": DAY, "reader_polls": 2 * DAY / 10}
-    assert {s.source for s in slower.slatedb_defaults} == {
-        "gc",
-        "compactor_polls",
-        "writer_polls",
-        "reader_polls",
-    }
-    doubled = polling_cost(measured, prices=PriceTable(list_per_1000=0.01, get_per_1000=0.0008))
+    slower = polling_cost(measured, Intervals(poll_s=60, gc_s=3600, writers=2))
+    by_source = {s.source: s.per_day for s in slower.ours}
+    assert by_source["sensor_polls"].list == 2880 and by_source["gc"] == gc_pass.scaled(24)
+    assert by_source["writer_polls"] == WRITER_POLL.scaled(2 * DAY)
+    theirs_slower = {s.source: s.per_day for s in slower.slatedb_defaults}
+    assert theirs_slower["writer_polls"] == SLATEDB_WRITER_POLL.scaled(2 * DAY)
+    doubled = polling_cost(
+        measured, Intervals(writers=0), PriceTable(list_per_1000=0.01, get_per_1000=0.0008)
+    )
     assert doubled.dollars_per_day == pytest.approx(2 * cost.dollars_per_day)
 
 

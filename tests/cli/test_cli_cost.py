@@ -40,7 +40,8 @@ def test_cost_of_a_local_fleet(
     assert ours["sensor_polls"]["per_pass"]["list"] == 1  # measured: one LIST when unchanged
     assert ours["sensor_polls"]["passes_per_day"] == MANIFEST_SENSORS * 86_400 / 30
     assert ours["gc"]["passes_per_day"] == 4
-    assert set(databases[0]["slatedb_defaults"]["sources"]) == {"gc", "compactor_polls"}
+    assert set(databases[0]["slatedb_defaults"]["sources"]) == {"gc", "compactor_polls", "writer_polls"}
+    assert ours["writer_polls"]["passes_per_day"] == 86_400  # one writer by default
     dollars = [d["ours"]["dollars_per_month"] for d in databases]
     assert dollars == sorted(dollars, reverse=True)
 
