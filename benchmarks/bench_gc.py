@@ -12,13 +12,17 @@ Run: ``python -m benchmarks.bench_gc``
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
+from benchmarks.s3_fixtures import load_slatedb, new_bucket, ours_store, slatedb_store, start_moto
 from slate_ops import Db, DbOptions, admin
 from slate_ops.admin import cost as cost_model
 from slate_ops.compaction import Compactor, CompactorOptions
@@ -150,8 +154,9 @@ def polling_costs(rounds: int = ROUNDS) -> list[PollingRow]:
 
 
 def polling_table(rows: list[PollingRow]) -> str:
-    header = ["database", "objects", "ours: sensor polls", "ours: GC", "ours total", "ours $/month",
-              "SlateDB: GC", "SlateDB: compactor polls", "SlateDB total", "SlateDB $/month"]  # fmt: skip
+    header = ["database", "objects", "ours: sensor polls", "ours: GC", "ours: writer polls", "ours total",
+              "ours $/month", "SlateDB: GC", "SlateDB: compactor polls", "SlateDB: writer polls",
+              "SlateDB total", "SlateDB $/month"]  # fmt: skip
     cells = []
     for row in rows:
         cost = row.cost
@@ -163,15 +168,83 @@ def polling_table(rows: list[PollingRow]) -> str:
                 row.objects,
                 ours["sensor_polls"],
                 ours["gc"],
+                ours["writer_polls"],
                 cost.per_day(cost.ours).requests,
                 f"{cost.dollars_per_month:.4f}",
                 theirs["gc"],
                 theirs["compactor_polls"],
+                theirs["writer_polls"],
                 cost.per_day(cost.slatedb_defaults).requests,
                 f"{cost.slatedb_dollars_per_month:.4f}",
             ]
         )
-    return markdown_table(header, cells, "lr" + "r" * 8)
+    return markdown_table(header, cells, "lr" + "r" * 10)
+
+
+def idle_requests_on_s3(seconds: float) -> dict[str, dict[str, float]]:
+    """Re-measures the per-pass constants of slate_ops.admin.cost at the HTTP endpoint (moto behind
+    :class:`LatencyProxy`, no delay): requests per second of an idle writer of each engine with
+    default options, and one SlateDB ``run_gc_once`` with default options. Needs the ``slatedb``
+    binding; returns ``{what: {kind: n}}``."""
+    sdb = load_slatedb()
+    if sdb is None:
+        raise SystemExit("--idle-seconds needs the slatedb binding: pip install -e '.[bench]'")
+    server, endpoint = start_moto()
+    proxy = LatencyProxy(endpoint, 0).start()
+    try:
+        bucket = new_bucket(endpoint)
+        with Db.open("db", ours_store(proxy.endpoint, bucket, "ours")) as db:
+            for i in range(100):
+                db.put(b"k%d" % i, b"v")
+            db.flush()
+            db.flush_memtable()
+            time.sleep(2)
+            proxy.reset()
+            time.sleep(seconds)
+            ours = {kind: n / seconds for kind, n in proxy.kinds.items()}
+
+        async def theirs() -> tuple[dict[str, float], dict[str, float]]:
+            store = slatedb_store(sdb, proxy.endpoint, bucket)
+            db = await sdb.DbBuilder("theirs", store).build()
+            for i in range(100):
+                await db.put(b"k%d" % i, b"v")
+            await db.flush()
+            await asyncio.sleep(2)
+            proxy.reset()
+            await asyncio.sleep(seconds)
+            idle = {kind: n / seconds for kind, n in proxy.kinds.items()}
+            await db.shutdown()
+            admin_ = sdb.AdminBuilder("theirs", store).build()
+            proxy.reset()
+            await admin_.run_gc_once(None)
+            return idle, {kind: float(n) for kind, n in proxy.kinds.items()}
+
+        idle, gc_pass = asyncio.run(theirs())
+    finally:
+        proxy.stop()
+        server.stop()
+    return {
+        "slate_ops idle writer, per second": ours,
+        "SlateDB idle writer (embedded compactor), per second": idle,
+        "SlateDB run_gc_once (default options), per pass": gc_pass,
+    }
+
+
+def idle_table(measured: dict[str, dict[str, float]]) -> str:
+    kinds = ("LIST", "GET", "HEAD", "PUT", "DELETE")
+    cells = [[what, *(f"{counts.get(k, 0):.2f}" for k in kinds)] for what, counts in measured.items()]
+    recorded = [
+        ("recorded: WRITER_POLL", cost_model.WRITER_POLL),
+        ("recorded: SLATEDB_WRITER_POLL + SLATEDB_COMPACTOR_POLL / 5 s", None),
+        ("recorded: SLATEDB_GC_PASS", cost_model.SLATEDB_GC_PASS),
+    ]
+    for what, counts in recorded:
+        if counts is None:
+            per_s = cost_model.SLATEDB_WRITER_POLL.get + cost_model.SLATEDB_COMPACTOR_POLL.get / 5
+            cells.append([what, "0.00", f"{per_s:.2f}", "0.00", "0.00", "0.00"])
+        else:
+            cells.append([what, *(f"{getattr(counts, k.lower()):.2f}" for k in kinds)])
+    return markdown_table(["measured at the endpoint", *kinds], cells, "l" + "r" * len(kinds))
 
 
 def table(rows: list[Row]) -> str:
@@ -188,16 +261,17 @@ def describe(rounds: int) -> str:
     return (
         f"A database built by {rounds} rounds of write / WAL flush / L0 flush, 2 s apart, with a compaction "
         "every 8 L0 SSTs; memory store, `CountingStore`, default `GcOptions` (min_age 300 s). LIST counts "
-        "one request per call (S3: one per 1,000 keys)."
+        "one request per 1,000 keys, as S3 bills."
     )
 
 
 POLLING_NOTE = (
     "Requests per day of keeping that database maintained (slate_ops.admin.cost, counts measured on "
-    "it: one sensor observe, one GC dry run, the latest manifest's read, its objects per directory). "
-    "Ours: 2 manifest sensors every 30 s + GC every 6 h; SlateDB's defaults: GC every 10 min listing "
-    "manifest/, wal/, compacted/, compactions/ (one LIST per 1,000 keys) + its compactor re-reading "
-    "the manifest every 5 s. S3 Standard us-east-1 prices."
+    "it: one sensor observe, one GC dry run, its objects per directory). "
+    "Ours: 2 manifest sensors every 30 s + GC every 6 h + one writer's manifest probe every second; "
+    "SlateDB's defaults: GC every 10 min (its measured pass, plus a LIST per further 1,000 keys of "
+    "manifest/, wal/, compacted/, compactions/) + its compactor's polls every 5 s + one writer's every "
+    "second (measured at the endpoint: `--idle-seconds`). S3 Standard us-east-1 prices."
 )
 
 
@@ -211,11 +285,21 @@ def render_report(rows: list[Row], rounds: int, polling: list[PollingRow] | None
 def main(argv: list[str] | None = None) -> int:
     parser = argument_parser(__doc__, RESULTS, quick="60 rounds")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of writes (default: %(default)s)")
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0,
+        help="also re-measure the recorded SlateDB constants on moto for this long (needs slatedb)",
+    )
     args = parser.parse_args(argv)
     rounds = 60 if args.quick else args.rounds
     rows = run_scenarios(rounds)
     polling = polling_costs(rounds)
     report = render_report(rows, rounds, polling)
+    if args.idle_seconds > 0:
+        report += (
+            f"\n## Per-pass constants, re-measured\n\n{idle_table(idle_requests_on_s3(args.idle_seconds))}\n"
+        )
     publish(report, output(args))
     return 0
 
