@@ -275,11 +275,22 @@ POLLING_NOTE = (
 )
 
 
-def render_report(rows: list[Row], rounds: int, polling: list[PollingRow] | None = None) -> str:
-    text = f"# GC requests per run (benchmarks/bench_gc.py)\n\n{describe(rounds)}\n\n{table(rows)}\n"
+def results_text(rows: list[Row], polling: list[PollingRow] | None = None) -> str:
+    """What a run prints: the GC table, then (given) the requests per day per database."""
+    text = f"{table(rows)}\n"
     if polling:
         text += f"\n## Requests per day per database\n\n{POLLING_NOTE}\n\n{polling_table(polling)}\n"
     return text
+
+
+def report_head(rounds: int) -> str:
+    """The results file's title and what was measured."""
+    return f"# GC requests per run (benchmarks/bench_gc.py)\n\n{describe(rounds)}\n\n"
+
+
+def render_report(rows: list[Row], rounds: int, polling: list[PollingRow] | None = None) -> str:
+    """The results file: :func:`report_head`, then :func:`results_text`."""
+    return report_head(rounds) + results_text(rows, polling)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,12 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 60 if args.quick else args.rounds
     rows = run_scenarios(rounds)
     polling = polling_costs(rounds)
-    report = render_report(rows, rounds, polling)
+    printed = results_text(rows, polling)
     if args.idle_seconds > 0:
-        report += (
-            f"\n## Per-pass constants, re-measured\n\n{idle_table(idle_requests_on_s3(args.idle_seconds))}\n"
-        )
-    publish(report, output(args))
+        idle = idle_table(idle_requests_on_s3(args.idle_seconds))
+        printed += f"\n## Per-pass constants, re-measured\n\n{idle}\n"
+    publish(printed, output(args), report_head(rounds) + printed)
     return 0
 
 
