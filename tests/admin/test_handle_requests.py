@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ from slate_ops.admin.handle.metered import CheckpointCreated
 from slate_ops.admin.tag_policy import TagPolicy
 from slate_ops.compaction import LocalExecutor
 from slate_ops.config import CheckpointOptions
-from slate_ops.objstore import MemoryStore
+from slate_ops.errors import StoreRootNotFoundError
+from slate_ops.objstore import LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.metering import ZERO, MeteredStore, RequestCounts
 from slate_ops.runtime import ManualRuntime
@@ -149,3 +151,8 @@ def test_slatedb_counts_what_goes_through_our_store(engine_name: str, engine_sto
     plan, seen = _measured(outside, db.gc_plan)
     assert plan.requests == seen
     assert seen.list >= 4 and seen.put == seen.delete == 0  # manifest/, wal/, compacted/, compactions/
+
+
+def test_a_metered_operation_still_names_a_missing_store_directory(tmp_path: Path) -> None:
+    with pytest.raises(StoreRootNotFoundError, match="does not exist"):
+        SlateOpsHandle("db", LocalStore(tmp_path / "missing")).compact()
