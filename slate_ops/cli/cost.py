@@ -16,7 +16,7 @@ from slate_ops.admin.cost import (
     fleet_cost,
     load_prices,
 )
-from slate_ops.cli.args import duration
+from slate_ops.cli.args import count, duration
 from slate_ops.cli.command import Command, arg
 from slate_ops.objstore import ObjectStore
 from slate_ops.objstore.metering import S3_STANDARD
@@ -48,13 +48,6 @@ def _cost(args: argparse.Namespace, store: ObjectStore) -> Any:
     return {"prices": prices, "intervals": intervals, "databases": [c.to_dict() for c in costs]}
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
 COMMANDS = (
     Command(
         "cost",
@@ -77,7 +70,7 @@ COMMANDS = (
                 default=duration(f"{GC_INTERVAL_S // 3600}h"),
                 help=f'how often GC runs (default "{GC_INTERVAL_S // 3600}h", the GC schedule\'s)',
             ),
-            arg("--writers", type=_count, default=1, help="writers polling each database (default 1)"),
+            arg("--writers", type=count, default=1, help="writers polling each database (default 1)"),
             arg(
                 "--json", dest="format", action="store_const", const="json", help="JSON output (the default)"
             ),
