@@ -155,3 +155,17 @@ def test_bad_prices_name_the_file_and_field(tmp_path: Path, text: str, names: st
         load_prices(path)
     with pytest.raises(InvalidArgumentError, match=r"missing\.yaml"):
         load_prices(tmp_path / "missing.yaml")
+
+
+def test_a_slatedb_database_is_measured_through_our_store(tmp_path: Path) -> None:
+    pytest.importorskip("slatedb.uniffi")
+    from slate_ops.objstore import LocalStore
+    from tests.support.writers import DB, write_slatedb
+
+    store = LocalStore(tmp_path / "store")
+    write_slatedb(store)
+    (cost,) = fleet_cost(store)
+    assert (cost.path, cost.engine) == (DB, "slatedb")
+    ours = {s.source: s.per_pass for s in cost.ours}
+    assert ours["sensor_polls"] == RequestCounts(list=1)
+    assert ours["gc"].list >= 4 and ours["gc"].put == ours["gc"].delete == 0  # the plan's listings
