@@ -1,24 +1,30 @@
-"""Object-store requests of one GC run on a database of about 1,000 objects (docs/design/gc.md).
+"""Object-store requests of one GC run on a database of about 1,000 objects (docs/design/gc.md),
+and what keeping such a database maintained costs per day: our defaults (sensor polls + GC) beside
+SlateDB's (GC every 10 min + compactor polls), from counts measured on it (slate_ops.admin.cost).
 
 The database is built with the real engine on a memory store whose ``last_modified`` follows a
 manual clock: ``ROUNDS`` rounds of (write, WAL flush, L0 flush), a compaction every 8 L0 SSTs and a
 checkpoint that later expires, so every namespace holds garbage. Each scenario runs on a copy of
-that state through :class:`CountingStore`. ``list`` counts one request per call; on S3 a namespace
-of more than 1,000 keys costs one LIST per 1,000 keys.
+that state through :class:`CountingStore`, which counts as S3 bills: one LIST per 1,000 keys.
 
 Run: ``python -m benchmarks.bench_gc``
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.reporting import argument_parser, markdown_table, output, publish
+from benchmarks.s3_fixtures import load_slatedb, new_bucket, ours_store, slatedb_store, start_moto
 from slate_ops import Db, DbOptions, admin
+from slate_ops.admin import cost as cost_model
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.gc import GarbageCollector, GcOptions, GcReport
@@ -126,6 +132,121 @@ def run_scenarios(rounds: int = ROUNDS) -> list[Row]:
     return rows
 
 
+@dataclass(frozen=True)
+class PollingRow:
+    database: str
+    objects: int
+    cost: cost_model.DatabaseCost
+
+
+def polling_costs(rounds: int = ROUNDS) -> list[PollingRow]:
+    """Requests per day of keeping the benchmark's database maintained, at our defaults and at
+    SlateDB's, measured on it as built (garbage waiting) and after a GC (steady state)."""
+    clock = ManualRuntime(1_700_000_000.0)
+    state = build(clock, rounds)
+    clock.advance(86_400)
+    rows = []
+    for name in ("as built, a day later (garbage waiting)", "after a GC (steady state)"):
+        measured = cost_model.measure("db", state, clock=clock)
+        rows.append(PollingRow(name, sum(measured.objects.values()), cost_model.polling_cost(measured)))
+        GarbageCollector("db", state, GcOptions(), clock=clock).run_once(dry_run=False)
+    return rows
+
+
+def polling_table(rows: list[PollingRow]) -> str:
+    header = ["database", "objects", "ours: sensor polls", "ours: GC", "ours: writer polls", "ours total",
+              "ours $/month", "SlateDB: GC", "SlateDB: compactor polls", "SlateDB: writer polls",
+              "SlateDB total", "SlateDB $/month"]  # fmt: skip
+    cells = []
+    for row in rows:
+        cost = row.cost
+        ours = {s.source: s.per_day.requests for s in cost.ours}
+        theirs = {s.source: s.per_day.requests for s in cost.slatedb_defaults}
+        cells.append(
+            [
+                row.database,
+                row.objects,
+                ours["sensor_polls"],
+                ours["gc"],
+                ours["writer_polls"],
+                cost.per_day(cost.ours).requests,
+                f"{cost.dollars_per_month:.4f}",
+                theirs["gc"],
+                theirs["compactor_polls"],
+                theirs["writer_polls"],
+                cost.per_day(cost.slatedb_defaults).requests,
+                f"{cost.slatedb_dollars_per_month:.4f}",
+            ]
+        )
+    return markdown_table(header, cells, "lr" + "r" * 10)
+
+
+def idle_requests_on_s3(seconds: float) -> dict[str, dict[str, float]]:
+    """Re-measures the per-pass constants of slate_ops.admin.cost at the HTTP endpoint (moto behind
+    :class:`LatencyProxy`, no delay): requests per second of an idle writer of each engine with
+    default options, and one SlateDB ``run_gc_once`` with default options. Needs the ``slatedb``
+    binding; returns ``{what: {kind: n}}``."""
+    sdb = load_slatedb()
+    if sdb is None:
+        raise SystemExit("--idle-seconds needs the slatedb binding: pip install -e '.[bench]'")
+    server, endpoint = start_moto()
+    proxy = LatencyProxy(endpoint, 0).start()
+    try:
+        bucket = new_bucket(endpoint)
+        with Db.open("db", ours_store(proxy.endpoint, bucket, "ours")) as db:
+            for i in range(100):
+                db.put(b"k%d" % i, b"v")
+            db.flush()
+            db.flush_memtable()
+            time.sleep(2)
+            proxy.reset()
+            time.sleep(seconds)
+            ours = {kind: n / seconds for kind, n in proxy.kinds.items()}
+
+        async def theirs() -> tuple[dict[str, float], dict[str, float]]:
+            store = slatedb_store(sdb, proxy.endpoint, bucket)
+            db = await sdb.DbBuilder("theirs", store).build()
+            for i in range(100):
+                await db.put(b"k%d" % i, b"v")
+            await db.flush()
+            await asyncio.sleep(2)
+            proxy.reset()
+            await asyncio.sleep(seconds)
+            idle = {kind: n / seconds for kind, n in proxy.kinds.items()}
+            await db.shutdown()
+            admin_ = sdb.AdminBuilder("theirs", store).build()
+            proxy.reset()
+            await admin_.run_gc_once(None)
+            return idle, {kind: float(n) for kind, n in proxy.kinds.items()}
+
+        idle, gc_pass = asyncio.run(theirs())
+    finally:
+        proxy.stop()
+        server.stop()
+    return {
+        "slate_ops idle writer, per second": ours,
+        "SlateDB idle writer (embedded compactor), per second": idle,
+        "SlateDB run_gc_once (default options), per pass": gc_pass,
+    }
+
+
+def idle_table(measured: dict[str, dict[str, float]]) -> str:
+    kinds = ("LIST", "GET", "HEAD", "PUT", "DELETE")
+    cells = [[what, *(f"{counts.get(k, 0):.2f}" for k in kinds)] for what, counts in measured.items()]
+    recorded = [
+        ("recorded: WRITER_POLL", cost_model.WRITER_POLL),
+        ("recorded: SLATEDB_WRITER_POLL + SLATEDB_COMPACTOR_POLL / 5 s", None),
+        ("recorded: SLATEDB_GC_PASS", cost_model.SLATEDB_GC_PASS),
+    ]
+    for what, counts in recorded:
+        if counts is None:
+            per_s = cost_model.SLATEDB_WRITER_POLL.get + cost_model.SLATEDB_COMPACTOR_POLL.get / 5
+            cells.append([what, "0.00", f"{per_s:.2f}", "0.00", "0.00", "0.00"])
+        else:
+            cells.append([what, *(f"{getattr(counts, k.lower()):.2f}" for k in kinds)])
+    return markdown_table(["measured at the endpoint", *kinds], cells, "l" + "r" * len(kinds))
+
+
 def table(rows: list[Row]) -> str:
     kinds = ("list", "get", "head", "put", "delete")
     header = ["scenario", "objects", "deleted", "requests", *(k.upper() for k in kinds)]
@@ -140,20 +261,56 @@ def describe(rounds: int) -> str:
     return (
         f"A database built by {rounds} rounds of write / WAL flush / L0 flush, 2 s apart, with a compaction "
         "every 8 L0 SSTs; memory store, `CountingStore`, default `GcOptions` (min_age 300 s). LIST counts "
-        "one request per call (S3: one per 1,000 keys)."
+        "one request per 1,000 keys, as S3 bills."
     )
 
 
-def render_report(rows: list[Row], rounds: int) -> str:
-    return f"# GC requests per run (benchmarks/bench_gc.py)\n\n{describe(rounds)}\n\n{table(rows)}\n"
+POLLING_NOTE = (
+    "Requests per day of keeping that database maintained (slate_ops.admin.cost, counts measured on "
+    "it: one sensor observe, one GC dry run, its objects per directory). "
+    "Ours: 2 manifest sensors every 30 s + GC every 6 h + one writer's manifest probe every second; "
+    "SlateDB's defaults: GC every 10 min (its measured pass, plus a LIST per further 1,000 keys of "
+    "manifest/, wal/, compacted/, compactions/) + its compactor's polls every 5 s + one writer's every "
+    "second (measured at the endpoint: `--idle-seconds`). S3 Standard us-east-1 prices."
+)
+
+
+def results_text(rows: list[Row], polling: list[PollingRow] | None = None) -> str:
+    """What a run prints: the GC table, then (given) the requests per day per database."""
+    text = f"{table(rows)}\n"
+    if polling:
+        text += f"\n## Requests per day per database\n\n{POLLING_NOTE}\n\n{polling_table(polling)}\n"
+    return text
+
+
+def report_head(rounds: int) -> str:
+    """The results file's title and what was measured."""
+    return f"# GC requests per run (benchmarks/bench_gc.py)\n\n{describe(rounds)}\n\n"
+
+
+def render_report(rows: list[Row], rounds: int, polling: list[PollingRow] | None = None) -> str:
+    """The results file: :func:`report_head`, then :func:`results_text`."""
+    return report_head(rounds) + results_text(rows, polling)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__doc__, RESULTS)
+    parser = argument_parser(__doc__, RESULTS, quick="60 rounds")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of writes (default: %(default)s)")
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0,
+        help="also re-measure the recorded SlateDB constants on moto for this long (needs slatedb)",
+    )
     args = parser.parse_args(argv)
-    rows = run_scenarios(args.rounds)
-    publish(table(rows), output(args), render_report(rows, args.rounds))
+    rounds = 60 if args.quick else args.rounds
+    rows = run_scenarios(rounds)
+    polling = polling_costs(rounds)
+    printed = results_text(rows, polling)
+    if args.idle_seconds > 0:
+        idle = idle_table(idle_requests_on_s3(args.idle_seconds))
+        printed += f"\n## Per-pass constants, re-measured\n\n{idle}\n"
+    publish(printed, output(args), report_head(rounds) + printed)
     return 0
 
 

@@ -447,8 +447,28 @@ def collect_gc(options: Options) -> Outcome:
                 + (f"; {budget}" if target is not None else "; reported: one GET per young manifest"),
             )
         )
+    polling = bench.polling_costs(rounds)
+    for p in polling:
+        ours, theirs = p.cost.per_day(p.cost.ours), p.cost.per_day(p.cost.slatedb_defaults)
+        rows.append(
+            row(
+                "gc",
+                f"requests per day of one database kept maintained, {p.database}",
+                "requests/day",
+                ours.requests,
+                reference=theirs.requests,
+                reference_label="SlateDB defaults",
+                note=f"${p.cost.dollars_per_month:.2f} vs ${p.cost.slatedb_dollars_per_month:.2f} a month "
+                "(S3 Standard); sensor polls + GC + 1 writer vs GC + compactor + 1 writer",
+            )
+        )
     measured = list(results.values())
-    return Outcome(rows, bench.describe(rounds), bench.table(measured), bench.render_report(measured, rounds))
+    return Outcome(
+        rows,
+        bench.describe(rounds),
+        bench.table(measured) + "\n\n" + bench.polling_table(polling),
+        bench.render_report(measured, rounds, polling),
+    )
 
 
 def collect_rescale(options: Options) -> Outcome:

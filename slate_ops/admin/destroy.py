@@ -14,7 +14,7 @@ database's own objects (matched by full key) except the tombstone, the WAL fence
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import InvalidDeletionError
@@ -22,6 +22,7 @@ from slate_ops.gc.destroyed import delete_database, marked_destroyed
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import ZERO, RequestCounts
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 
@@ -40,6 +41,9 @@ class DestroyReport:
     # keeps: the tombstone, the WAL fence, the last .compactions file, the gc/deleted.<id> marker.
     tombstone: str | None = None
     kept: tuple[str, ...] = ()
+    requests: RequestCounts = field(default=ZERO, compare=False)
+    """The object-store requests and bytes this operation made (through the admin handle; zero
+    when called directly)."""
 
 
 def destroy(

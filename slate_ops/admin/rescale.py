@@ -42,6 +42,7 @@ from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest
 from slate_ops.manifest.projection import UnionSource, database_range, project, union
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import ZERO, RequestCounts
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 SOURCE_LIFETIME = timedelta(minutes=15)
@@ -78,6 +79,9 @@ class RescaleReport:
     seconds: float
     sst_bytes_copied: int = 0
     notes: list[str] = field(default_factory=list)
+    requests: RequestCounts = field(default=ZERO, compare=False)
+    """The object-store requests and bytes this operation made (through the admin handle; zero
+    when called directly)."""
 
 
 def split(

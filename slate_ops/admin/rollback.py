@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ulid import ULID
 
@@ -35,6 +35,7 @@ from slate_ops.layout import WAL_DIR, own_directory, parse_wal_key, sst_key
 from slate_ops.manifest.model import CompactedSst, ExternalDb, Manifest, SstView, WriterCheckpoint
 from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import ZERO, RequestCounts
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader, encode_sst
 
@@ -81,6 +82,9 @@ class RollbackReport:
     flushed_sst: CompactedSst | None  # the new L0 SST (None: the tag has no WAL-only writes)
     removed_writer_checkpoints: tuple[uuid.UUID, ...]
     last_l0_seq: int
+    requests: RequestCounts = field(default=ZERO, compare=False)
+    """The object-store requests and bytes this operation made (through the admin handle; zero
+    when called directly)."""
 
     @property
     def discarded_bytes(self) -> int:

@@ -22,7 +22,7 @@ import math
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -36,6 +36,7 @@ from slate_ops.errors import InvalidArgumentError
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore, VersionedManifest, require_not_destroyed
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import ZERO, RequestCounts
 from slate_ops.runtime import SYSTEM_RUNTIME, FixedNow, Runtime
 
 DAY_S = 86_400
@@ -192,6 +193,9 @@ class TagPolicyReport:
     deleted: tuple[TagDeletion, ...]
     retained: tuple[str, ...]  # the policy tags kept, newest first (the created one included)
     manifest_id: int  # committed; unchanged when there was nothing to do (dry run: what a real run commits)
+    requests: RequestCounts = field(default=ZERO, compare=False)
+    """The object-store requests and bytes this operation made (through the admin handle; zero
+    when called directly)."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,13 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def count(text: str) -> int:
+    """A count that may be zero: an integer >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (an integer >= 0)")
+    return int(text)
+
+
 def manifest_id(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a manifest id (a positive integer)")

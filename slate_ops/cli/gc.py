@@ -20,6 +20,7 @@ from slate_ops.config import format_duration
 from slate_ops.errors import GcFailedError
 from slate_ops.gc import ALL_RESOURCES, MIN_AGE_FLOOR, GcOptions, GcReport, Resource
 from slate_ops.objstore import ObjectStore
+from slate_ops.objstore.metering import render_requests
 
 RESOURCE_CHOICES = (*get_args(Resource), "all")
 
@@ -40,7 +41,8 @@ def gc_options(args: argparse.Namespace) -> GcOptions:
 
 
 def report_rows(report: GcReport) -> list[dict[str, Any]]:
-    """The table form: one row per resource, then checkpoints, clones and the destroyed database."""
+    """The table form: one row per resource, then checkpoints, clones and the destroyed database,
+    and what the run cost in object-store requests."""
     action = "would delete" if report.dry_run else "deleted"
     rows = [
         {
@@ -67,6 +69,7 @@ def report_rows(report: GcReport) -> list[dict[str, Any]]:
                 "bytes": sum(d.size for d in report.destroyed_objects),
             }
         )
+    rows.append({"resource": "requests", "action": render_requests(report.requests)})
     return rows
 
 

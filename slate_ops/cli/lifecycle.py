@@ -18,24 +18,28 @@ from slate_ops.cli.args import checkpoint_id
 from slate_ops.cli.command import Command, arg, dry_run_flag
 from slate_ops.cli.handle import open_db
 from slate_ops.objstore import ObjectStore
+from slate_ops.objstore.metering import RequestCounts
 
 
-def _created(status: DbStatus, **given: Any) -> dict[str, Any]:
+def _created(status: DbStatus, requests: RequestCounts, **given: Any) -> dict[str, Any]:
     """What ``clone`` and ``restore`` print: what was asked (``given``), then the new database's
-    :class:`~slate_ops.admin.DbStatus` (``describe``'s summary), the same on both engines."""
-    return {"path": status.path, **given, **dataclasses.asdict(status)}
+    :class:`~slate_ops.admin.DbStatus` (``describe``'s summary), the same on both engines, and the
+    object-store requests the operation made."""
+    return {"path": status.path, **given, **dataclasses.asdict(status), "requests": requests.to_dict()}
 
 
 def _clone(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    status = open_db(args, store, args.parent).clone_to(args.path, checkpoint=args.checkpoint)
-    return _created(status, parent=args.parent, checkpoint=args.checkpoint)
+    parent = open_db(args, store, args.parent)
+    status = parent.clone_to(args.path, checkpoint=args.checkpoint)
+    return _created(status, parent.last_requests, parent=args.parent, checkpoint=args.checkpoint)
 
 
 def _restore(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
     if (args.tag is None) == (args.checkpoint is None):
         args.parser.error("give exactly one of --tag NAME and --checkpoint ID")
-    status = open_db(args, store).restore_to_new(args.into, checkpoint=args.checkpoint, tag=args.tag)
-    return _created(status, source=args.path, tag=args.tag, checkpoint=args.checkpoint)
+    source = open_db(args, store)
+    status = source.restore_to_new(args.into, checkpoint=args.checkpoint, tag=args.tag)
+    return _created(status, source.last_requests, source=args.path, tag=args.tag, checkpoint=args.checkpoint)
 
 
 def _destroy(args: argparse.Namespace, store: ObjectStore) -> Any:

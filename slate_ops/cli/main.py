@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from slate_ops.cli import checkpoints, compaction, data, databases, gc, lifecycle, rescale, tags
+from slate_ops.cli import checkpoints, compaction, cost, data, databases, gc, lifecycle, rescale, tags
 from slate_ops.cli.command import DRY_RUN_NOTE, Command, Exit
 from slate_ops.cli.handle import AUTO, ENGINE_CHOICES
 from slate_ops.cli.hints import cli_message
@@ -45,6 +45,7 @@ GROUPS: tuple[tuple[Command, ...], ...] = (
     gc.COMMANDS,
     tags.COMMANDS,
     rescale.COMMANDS,
+    cost.COMMANDS,
 )
 
 

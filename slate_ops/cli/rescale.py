@@ -37,6 +37,7 @@ def _report(report: admin.RescaleReport) -> dict[str, Any]:
         "source_checkpoints": report.source_checkpoints,
         "sst_bytes_copied": report.sst_bytes_copied,
         "seconds": round(report.seconds, 3),
+        "requests": report.requests.to_dict(),
         "databases": [
             {
                 "path": d.path,

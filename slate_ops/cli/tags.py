@@ -21,13 +21,16 @@ from slate_ops.cli.output import jsonable
 from slate_ops.objstore import ObjectStore
 
 
-def _create_tag(args: argparse.Namespace, store: ObjectStore) -> admin.Tag:
-    return open_db(args, store).create_tag(args.name, checkpoint=args.source, replace=args.replace)
+def _create_tag(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
+    db = open_db(args, store)
+    tag = db.create_tag(args.name, checkpoint=args.source, replace=args.replace)
+    return {**jsonable(tag), "requests": db.last_requests.to_dict()}
 
 
 def _delete_tag(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
-    tag = open_db(args, store).delete_tag(args.name, dry_run=args.dry_run)
-    return {"dry_run": args.dry_run, "deleted": tag}
+    db = open_db(args, store)
+    tag = db.delete_tag(args.name, dry_run=args.dry_run)
+    return {"dry_run": args.dry_run, "deleted": tag, "requests": db.last_requests.to_dict()}
 
 
 def _list_tags(args: argparse.Namespace, store: ObjectStore) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ulid import ULID
 
@@ -30,6 +30,7 @@ from slate_ops.manifest.checkpoints import expiry_time
 from slate_ops.manifest.model import Checkpoint, KeyRange, Manifest, SortedRun, SstView, resolve_sst_path
 from slate_ops.manifest.store import COMPACTOR_EPOCH, ManifestStore, VersionedManifest, require_usable
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import ZERO, RequestCounts
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 from slate_ops.sst import SstReader
 
@@ -59,6 +60,9 @@ class CompactionReport:
     notes: tuple[str, ...] = ()
     """What the report cannot say as numbers: e.g. on a SlateDB database, that SlateDB's compactor
     ran it (the executor does not apply) and that it does not count rows."""
+    requests: RequestCounts = field(default=ZERO, compare=False)
+    """The object-store requests and bytes this operation made (through the admin handle; zero
+    when called directly)."""
 
 
 class Compactor:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.objstore.base import ObjectMeta
+from slate_ops.objstore.metering import ZERO, RequestCounts
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class GcReport:
     notes: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     metrics: dict[str, float] = field(default_factory=dict)
+    requests: RequestCounts = field(default=ZERO, compare=False)
+    """The object-store requests and bytes this operation made (through the admin handle; zero
+    when called directly)."""
 
     @property
     def ok(self) -> bool:

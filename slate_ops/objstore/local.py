@@ -47,6 +47,7 @@ from slate_ops.objstore.base import (
     validate_key,
     validate_range,
 )
+from slate_ops.objstore.metering import MeteredStore
 
 _OVERWRITE = PutMode.overwrite()  # a module constant: ruff B008 forbids calls in defaults
 
@@ -364,7 +365,10 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def missing_root(store: ObjectStore) -> Path | None:
-    """The root directory of ``store`` if it is a local store whose directory does not exist."""
+    """The root directory of ``store`` if it is a local store whose directory does not exist (seen
+    through a request meter too: the admin handle meters every operation)."""
+    while isinstance(store, MeteredStore):
+        store = store.inner
     if isinstance(store, LocalStore) and not store.root.is_dir():
         return store.root
     return None

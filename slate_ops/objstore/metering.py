@@ -9,6 +9,7 @@ keys (the first page is counted when the call is made, each further page when it
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
@@ -102,7 +103,11 @@ class PriceTable:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name != "source" and (not isinstance(value, int | float) or value < 0):
+            if f.name == "source":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise InvalidArgumentError(f"price {f.name!r} must be a non-negative number, got {value!r}")
+            if value < 0:
                 raise InvalidArgumentError(f"price {f.name!r} must be a non-negative number, got {value!r}")
 
     def cost(self, counts: RequestCounts) -> float:
@@ -115,6 +120,16 @@ class PriceTable:
 
 
 S3_STANDARD: Final = PriceTable()
+
+
+def render_requests(counts: RequestCounts, prices: PriceTable = S3_STANDARD) -> str:
+    """One line for people: ``12 GET, 3 PUT, 2 LIST, 0 DELETE, 1 HEAD; 4.1 MB read, 1.2 MB written;
+    $0.000030`` (bytes in decimal MB, dollars at ``prices``)."""
+    kinds = ", ".join(
+        f"{getattr(counts, kind)} {kind.upper()}" for kind in ("get", "put", "list", "delete", "head")
+    )
+    moved = f"{counts.bytes_read / 1e6:.1f} MB read, {counts.bytes_written / 1e6:.1f} MB written"
+    return f"{kinds}; {moved}; ${prices.cost(counts):.6f}"
 
 
 class MeteredStore:

@@ -1,4 +1,5 @@
-"""Store wrappers for tests and benchmarks: request counting and deterministic fault injection."""
+"""Store wrappers for tests and benchmarks: request counting (a view of :class:`MeteredStore`) and
+deterministic fault injection."""
 
 from __future__ import annotations
 
@@ -17,25 +18,25 @@ from slate_ops.objstore.base import (
     PutResult,
     new_put_id,
 )
+from slate_ops.objstore.metering import KINDS, MeteredStore
 from slate_ops.runtime import seeded_random
 
 _OVERWRITE = PutMode.overwrite()  # a module constant: ruff B008 forbids calls in defaults
 
-OPS = ("get", "head", "put", "list", "delete")
+OPS = KINDS
 _T = TypeVar("_T")
 
 
 class CountingStore:
-    """Counts requests per operation kind, e.g. to check a read path's cost.
-
-    ``list`` counts one request per call; against S3 it costs one request per page of 1000 keys.
-    A call is counted when made, whether or not it then fails.
+    """Requests per kind as a plain dict (:attr:`counts`, :attr:`total`), e.g. to check a read
+    path's cost in a test: a view of one :class:`~slate_ops.objstore.metering.MeteredStore`
+    (:attr:`meter`), which does the counting (S3 billing units: a ``list`` is one request per page
+    of 1,000 keys; a call is counted when made, whether or not it then fails).
     """
 
     def __init__(self, inner: ObjectStore) -> None:
         self.inner = inner
-        self._counts = dict.fromkeys(OPS, 0)
-        self._lock = threading.Lock()
+        self.meter = MeteredStore(inner)
 
     @property
     def url(self) -> str:
@@ -43,41 +44,30 @@ class CountingStore:
 
     @property
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
+        """``{"get": n, "head": n, "put": n, "list": n, "delete": n}`` (a copy)."""
+        return self.meter.counts.by_kind()
 
     @property
     def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
+        return self.meter.counts.requests
 
     def reset(self) -> None:
-        with self._lock:
-            self._counts = dict.fromkeys(OPS, 0)
-
-    def _count(self, op: str) -> None:
-        with self._lock:
-            self._counts[op] += 1
+        self.meter.reset()
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        self._count("get")
-        return self.inner.get(key, byte_range)
+        return self.meter.get(key, byte_range)
 
     def head(self, key: str) -> ObjectMeta:
-        self._count("head")
-        return self.inner.head(key)
+        return self.meter.head(key)
 
     def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
-        self._count("put")
-        return self.inner.put(key, data, mode, put_id)
+        return self.meter.put(key, data, mode, put_id)
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        self._count("list")
-        return self.inner.list(prefix, start_after)
+        return self.meter.list(prefix, start_after)
 
     def delete(self, key: str) -> None:
-        self._count("delete")
-        self.inner.delete(key)
+        self.meter.delete(key)
 
 
 class SimulatedCrash(Exception):

@@ -210,7 +210,7 @@ def test_checkpoints_create_list_refresh_delete(
 ) -> None:
     expected = write(sdb, created_store_root)
     created = ok(capsys, "--path", DB, "create-checkpoint", "-l", "1h", "-n", "nightly")
-    assert set(created) == {"id", "manifest_id"}
+    assert set(created) == {"id", "manifest_id", "requests"}  # + what creating it cost
     cid = created["id"]
     theirs = binding_checkpoints(sdb, created_store_root)[cid]
     assert theirs.name == "nightly" and theirs.expire_time_secs is not None

@@ -90,9 +90,10 @@ def test_table_format(aged_store_root: Path, capsys: pytest.CaptureFixture[str])
     lines = out.splitlines()
     assert lines[0].split() == ["resource", "action", "objects", "bytes", "listed", "boundary", "errors"]
     assert [line.split()[0] for line in lines[1:]] == [
-        "manifest", "compactions", "wal", "compacted", "checkpoints", "clones",
+        "manifest", "compactions", "wal", "compacted", "checkpoints", "clones", "requests",
     ]  # fmt: skip
     assert "would delete" in lines[1] and "would expire" in lines[5]
+    assert " LIST, 0 DELETE, " in lines[7] and " 0 PUT, " in lines[7]  # what the dry run cost
 
 
 def test_one_resource_and_a_min_age(aged_store_root: Path, capsys: pytest.CaptureFixture[str]) -> None:

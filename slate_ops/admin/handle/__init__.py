@@ -4,7 +4,8 @@ whichever engine wrote it (docs/design/slatedb-engine.md, §6 capability table a
 * :class:`~.protocol.DatabaseHandle` -- the operations (the CLI and Dagster call only these);
 * :class:`~.slate_ops_handle.SlateOpsHandle` -- a slate_ops database: today's admin functions;
 * :class:`~.slatedb_handle.SlateDbHandle` -- a SlateDB database through SlateDB's binding, with
-  slate_ops' report types and rules.
+  slate_ops' report types and rules;
+* :mod:`~.metered` -- each maintenance operation's report carries the object-store requests it made.
 
 Layers: ``admin`` sits above ``engines`` (the import-linter layer contract); the binding itself is
 imported only inside ``slate_ops.engines.slatedb``, lazily.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from slate_ops.admin.handle.metered import with_requests
 from slate_ops.admin.handle.protocol import DatabaseHandle
 from slate_ops.admin.handle.slate_ops_handle import SlateOpsHandle
 from slate_ops.admin.handle.slatedb_handle import SlateDbHandle
@@ -24,6 +26,7 @@ from slate_ops.engines.probe import probe_db
 from slate_ops.errors import InvalidArgumentError, UnsupportedFormatVersionError
 from slate_ops.layout import normalize_db_path
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import MeteredStore
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["DatabaseHandle", "SlateDbHandle", "SlateOpsHandle", "merge", "open"]
@@ -88,11 +91,12 @@ def merge(
             + ", ".join(f"{h.path} ({h.engine.value})" for h in handles)
         )
     if not handles or handles[0].engine is Engine.SLATE_OPS:
+        meter = MeteredStore(store)  # the report's requests, as a handle's operations count them
         if flush_wal:
             for h in handles:
                 assert isinstance(h, SlateOpsHandle)
-                h.flush_wal()
-        return merge_slate_ops(source_paths, store, target_path, clock=clock)
+                h.on_store(meter).flush_wal()
+        return with_requests(merge_slate_ops(source_paths, meter, target_path, clock=clock), meter.counts)
     first = handles[0]
     assert isinstance(first, SlateDbHandle)
     return first.merge_with([h.path for h in handles[1:]], target_path, flush_wal=flush_wal)

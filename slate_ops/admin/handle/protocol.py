@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from slate_ops.gc.checkpoints import CheckpointExpiryReport
     from slate_ops.manifest.model import Checkpoint
     from slate_ops.objstore.base import ObjectStore
+    from slate_ops.objstore.metering import RequestCounts
 
 __all__ = ["DatabaseHandle"]
 
@@ -50,6 +51,13 @@ class DatabaseHandle(Protocol):
 
     @property
     def engine(self) -> Engine: ...
+
+    @property
+    def last_requests(self) -> RequestCounts:
+        """What this handle's latest maintenance operation cost in object-store requests and bytes
+        (:mod:`slate_ops.admin.handle.metered`); reports that have a ``requests`` field carry the
+        same. On SlateDB, only the requests made through slate_ops' store."""
+        ...
 
     # --- state (asset metadata, checks, sensors) ---
 

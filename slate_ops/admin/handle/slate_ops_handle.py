@@ -3,6 +3,7 @@ same arguments (no behaviour change)."""
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -22,6 +23,7 @@ from slate_ops.admin.db import DbDetail, DbStatus, describe_db, describe_db_deta
 from slate_ops.admin.destroy import DestroyReport, destroy
 from slate_ops.admin.fleet import latest_manifest_since
 from slate_ops.admin.gc_health import GcHealth, assess_gc_health, health_options, slate_ops_plan_at
+from slate_ops.admin.handle.metered import metered
 from slate_ops.admin.handle.state import CompactionPlan, DbState, plan_of_manifest, state_of_manifest
 from slate_ops.admin.history import ManifestChange, manifest_history
 from slate_ops.admin.rescale import RescaleReport, split
@@ -42,6 +44,7 @@ from slate_ops.layout import normalize_db_path
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import ZERO, RequestCounts
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["SlateOpsHandle"]
@@ -56,6 +59,14 @@ class SlateOpsHandle:
         self.path = normalize_db_path(path)
         self.store = store
         self.clock = clock
+        self.last_requests: RequestCounts = ZERO
+        """What the latest metered operation cost (its report's ``requests``, where it has one)."""
+
+    def on_store(self, store: ObjectStore) -> SlateOpsHandle:
+        """This handle working on ``store`` (:func:`~slate_ops.admin.handle.metered.metered`)."""
+        scoped = copy.copy(self)
+        scoped.store = store
+        return scoped
 
     # state
 
@@ -71,6 +82,7 @@ class SlateOpsHandle:
     def history(self, *, limit: int | None = None) -> list[ManifestChange]:
         return manifest_history(self.path, self.store, limit=limit)
 
+    @metered
     def verify(self, *, l0_threshold: int = 4, l0_max_ssts: int = 8) -> list[CheckResult]:
         return verify_db(
             self.path, self.store, l0_threshold=l0_threshold, l0_max_ssts=l0_max_ssts, clock=self.clock
@@ -86,15 +98,19 @@ class SlateOpsHandle:
     def list_checkpoints(self, name: str | None = None) -> list[Checkpoint]:
         return list_checkpoints(self.path, self.store, name)
 
+    @metered
     def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult:
         return create_checkpoint(self.path, self.store, options, clock=self.clock)
 
+    @metered
     def refresh_checkpoint(self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None) -> Checkpoint:
         return refresh_checkpoint(self.path, self.store, checkpoint_id, lifetime, clock=self.clock)
 
+    @metered
     def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint:
         return delete_checkpoint(self.path, self.store, checkpoint_id, dry_run=dry_run)
 
+    @metered
     def expire_checkpoints(self, *, dry_run: bool = True) -> CheckpointExpiryReport:
         return expire_checkpoints(self.path, self.store, dry_run=dry_run, clock=self.clock)
 
@@ -103,26 +119,32 @@ class SlateOpsHandle:
     def list_tags(self) -> pa.Table:
         return list_tags(self.path, self.store)
 
+    @metered
     def create_tag(self, name: str, *, checkpoint: uuid.UUID | None = None, replace: bool = False) -> Tag:
         return create_tag(
             self.path, self.store, name, checkpoint=checkpoint, replace=replace, clock=self.clock
         )
 
+    @metered
     def delete_tag(self, name: str, *, dry_run: bool = True) -> Tag:
         return delete_tag(self.path, self.store, name, dry_run=dry_run)
 
+    @metered
     def apply_tag_policy(self, policy: TagPolicy, *, dry_run: bool = True) -> TagPolicyReport:
         return apply_tag_policy(self.path, self.store, policy, dry_run=dry_run, clock=self.clock)
 
+    @metered
     def rollback_to_tag(self, name: str, *, dry_run: bool = True) -> RollbackReport:
         return rollback_to_tag(self.path, self.store, name, dry_run=dry_run, clock=self.clock)
 
     # clones and rescaling
 
+    @metered
     def clone_to(self, target_path: str, *, checkpoint: uuid.UUID | None = None) -> DbStatus:
         create_clone(target_path, self.path, self.store, checkpoint, clock=self.clock)
         return describe_db(target_path, self.store, clock=self.clock)
 
+    @metered
     def restore_to_new(
         self, target_path: str, *, checkpoint: uuid.UUID | None = None, tag: str | None = None
     ) -> DbStatus:
@@ -136,6 +158,7 @@ class SlateOpsHandle:
             checkpoint = found[0].id
         return self.clone_to(target_path, checkpoint=checkpoint)
 
+    @metered
     def split(
         self, split_keys: Sequence[bytes], target_paths: Sequence[str], *, flush_wal: bool = False
     ) -> RescaleReport:
@@ -143,6 +166,7 @@ class SlateOpsHandle:
             self.flush_wal()
         return split(self.path, self.store, split_keys, target_paths, clock=self.clock)
 
+    @metered
     def flush_wal(self) -> None:
         """Move writes still only in the WAL into L0: open the database as its writer (fencing a
         running one), flush its memtable, close (``slate-ops flush``; split's and merge's
@@ -169,6 +193,7 @@ class SlateOpsHandle:
         current = ManifestStore(self.store, self.path).read_latest_required()
         return plan_of_manifest(current, options or CompactorOptions(), full=full)
 
+    @metered
     def compact(
         self,
         *,
@@ -180,9 +205,11 @@ class SlateOpsHandle:
 
     # GC and destroy
 
+    @metered
     def gc_plan(self, options: GcOptions | None = None) -> GcReport:
         return run_gc(self.path, self.store, options, dry_run=True, clock=self.clock)
 
+    @metered
     def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport:
         return run_gc(self.path, self.store, options, dry_run=dry_run, clock=self.clock)
 
@@ -198,5 +225,6 @@ class SlateOpsHandle:
             plan_at=slate_ops_plan_at(self.path, self.store, options),
         )
 
+    @metered
     def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport:
         return destroy(self.path, self.store, soft=soft, dry_run=dry_run, clock=self.clock)

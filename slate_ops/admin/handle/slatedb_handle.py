@@ -10,6 +10,7 @@ the plan's policy, reported by what the listing shows deleted. What SlateDB cann
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,7 @@ from slate_ops.admin.handle import (
     slatedb_tags,
     slatedb_verify,
 )
+from slate_ops.admin.handle.metered import metered
 from slate_ops.admin.handle.state import (
     CompactionPlan,
     DbState,
@@ -70,6 +72,7 @@ from slate_ops.manifest.checkpoints import checkpoint_not_found, expiry_time, li
 from slate_ops.manifest.model import Checkpoint, Manifest
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import ZERO, RequestCounts
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = ["SlateDbHandle"]
@@ -117,6 +120,18 @@ class SlateDbHandle:
         self.store = store
         self.clock = clock
         self.db = SlateDbAdmin(self.path, store, timeouts=timeouts)
+        self.last_requests: RequestCounts = ZERO
+        """What the latest metered operation cost through slate_ops' store (the binding's own
+        requests are not seen: :data:`~slate_ops.admin.handle.metered.BINDING_UNCOUNTED`)."""
+
+    def on_store(self, store: ObjectStore) -> SlateDbHandle:
+        """This handle with slate_ops' requests going through ``store``; the binding keeps its own
+        client (:func:`~slate_ops.admin.handle.metered.metered`)."""
+        scoped = copy.copy(self)
+        scoped.store = store
+        scoped.db = copy.copy(self.db)
+        scoped.db.store = store
+        return scoped
 
     @property
     def location(self) -> str:
@@ -189,6 +204,7 @@ class SlateDbHandle:
         listed = Manifest(checkpoints=tuple(self.list_checkpoints()))
         return live_checkpoint(listed, checkpoint_id, self.clock.now() if now is None else now, self.location)
 
+    @metered
     def create_checkpoint(self, options: CheckpointOptions | None = None) -> CheckpointCreateResult:
         options = options or CheckpointOptions()
         require_creatable_name(options.name)
@@ -202,6 +218,7 @@ class SlateDbHandle:
         cid, manifest_id = self.db.create_checkpoint(lifetime_s=lifetime_s, source=source, name=options.name)
         return CheckpointCreateResult(id=uuid.UUID(cid), manifest_id=manifest_id)
 
+    @metered
     def refresh_checkpoint(self, checkpoint_id: uuid.UUID, lifetime: timedelta | None = None) -> Checkpoint:
         now = self.clock.now()
         expire_time_s = expiry_time(now, lifetime)
@@ -210,6 +227,7 @@ class SlateDbHandle:
         self.db.refresh_checkpoint(str(checkpoint_id), None if lifetime is None else lifetime.total_seconds())
         return self._find(checkpoint_id)
 
+    @metered
     def delete_checkpoint(self, checkpoint_id: uuid.UUID, *, dry_run: bool = True) -> Checkpoint:
         checkpoint = self._find(checkpoint_id)
         require_deletable(checkpoint, self.location)
@@ -231,9 +249,11 @@ class SlateDbHandle:
             compactions=age("compactions", options.compactions_min_age),
         )
 
+    @metered
     def gc_plan(self, options: GcOptions | None = None) -> GcReport:
         return self.run_gc(options, dry_run=True)
 
+    @metered
     def run_gc(self, options: GcOptions | None = None, *, dry_run: bool = True) -> GcReport:
         """One GC run as a :class:`GcReport`: the dry run is the plan (what SlateDB's collector
         would delete now, and the checkpoints it would first remove as expired), the real run is
@@ -320,6 +340,7 @@ class SlateDbHandle:
 
     # destroy
 
+    @metered
     def destroy(self, *, soft: bool = True, dry_run: bool = True) -> DestroyReport:
         """A hard destroy through SlateDB's ``delete_db`` (``soft=False``): the dry run lists every
         object it would delete and changes nothing; the real run releases the checkpoints it pinned
@@ -376,6 +397,7 @@ class SlateDbHandle:
         """What each manifest version SlateDB's GC kept changed, newest first (slatedb_state)."""
         return slatedb_state.history(self, limit)
 
+    @metered
     def verify(self, *, l0_threshold: int = 4, l0_max_ssts: int = 8) -> list[CheckResult]:
         """Our six checks (same names) from SlateDB's manifest and objects (slatedb_verify)."""
         return slatedb_verify.verify(
@@ -388,18 +410,22 @@ class SlateDbHandle:
 
     # expiry and tags (slatedb_tags: tags are ``tag:`` checkpoints slate_ops keeps unique)
 
+    @metered
     def expire_checkpoints(self, *, dry_run: bool = True) -> CheckpointExpiryReport:
         return slatedb_tags.expire_checkpoints(self, dry_run=dry_run)
 
     def list_tags(self) -> pa.Table:
         return slatedb_tags.list_tags(self)
 
+    @metered
     def create_tag(self, name: str, *, checkpoint: uuid.UUID | None = None, replace: bool = False) -> Tag:
         return slatedb_tags.create_tag(self, name, checkpoint=checkpoint, replace=replace)
 
+    @metered
     def delete_tag(self, name: str, *, dry_run: bool = True) -> Tag:
         return slatedb_tags.delete_tag(self, name, dry_run=dry_run)
 
+    @metered
     def apply_tag_policy(self, policy: TagPolicy, *, dry_run: bool = True) -> TagPolicyReport:
         return slatedb_tags.apply_tag_policy(self, policy, dry_run=dry_run)
 
@@ -416,14 +442,17 @@ class SlateDbHandle:
 
     # clones and rescaling (slatedb_rescale: SlateDB clones after slate_ops' checks)
 
+    @metered
     def clone_to(self, target_path: str, *, checkpoint: uuid.UUID | None = None) -> DbStatus:
         return slatedb_rescale.clone_to(self, target_path, checkpoint)
 
+    @metered
     def restore_to_new(
         self, target_path: str, *, checkpoint: uuid.UUID | None = None, tag: str | None = None
     ) -> DbStatus:
         return slatedb_rescale.restore_to_new(self, target_path, checkpoint, tag)
 
+    @metered
     def split(
         self, split_keys: Sequence[bytes], target_paths: Sequence[str], *, flush_wal: bool = False
     ) -> RescaleReport:
@@ -431,6 +460,7 @@ class SlateDbHandle:
         opening the database as its writer (FENCES a running writer: stop it first)."""
         return slatedb_rescale.split(self, split_keys, target_paths, flush_wal)
 
+    @metered
     def merge_with(
         self, other_paths: Sequence[str], target_path: str, *, flush_wal: bool = False
     ) -> RescaleReport:
@@ -438,6 +468,7 @@ class SlateDbHandle:
         ``flush_wal`` as for :meth:`split`."""
         return slatedb_rescale.merge_with(self, other_paths, target_path, flush_wal)
 
+    @metered
     def flush_wal(self) -> None:
         """Empty the WAL replay range so that a split or merge is accepted: open the database as
         its writer, flush, close, twice (:func:`~slate_ops.engines.slatedb.clones.flush_wal_to_l0`;
@@ -480,6 +511,7 @@ class SlateDbHandle:
             is not None
         )
 
+    @metered
     def compact(
         self,
         *,

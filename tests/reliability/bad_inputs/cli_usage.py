@@ -50,6 +50,7 @@ MALFORMED = {
     "slate_ops.cli.args.parse_key": ("hex:0", HEX_FIX),
     "slate_ops.cli.args.parse_bytes": ("hex:zz", HEX_FIX),
     "slate_ops.cli.args.positive_int": ("0", "is not a positive integer"),
+    "slate_ops.cli.args.count": ("-1", "is not a count"),
     "slate_ops.cli.args.duration": ("7 parsecs", "unknown unit"),
     "slate_ops.cli.args.manifest_id": ("0", "is not a manifest id"),
     "slate_ops.cli.args.min_age": ("1s", "below the minimum age floor"),

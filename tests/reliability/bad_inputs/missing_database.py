@@ -1,5 +1,5 @@
 """Group 8, every command on a missing database (except those that create it): exit 1, naming the
-path; ``list-dbs``, which lists a store prefix, lists none (exit 0).
+path; ``list-dbs`` and ``cost``, which list a store prefix, list none (exit 0).
 ``test_catalogue_covers_every_command`` checks that :data:`ON_MISSING_DB` lists them all."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from tests.reliability.bad_inputs.cli_usage import SAMPLES
 from tests.reliability.bad_inputs.states import build
 
 CREATES_DB = {"create-db"}  # put/delete refuse a missing database unless --create (docs/cli.md "Safety")
-LISTS_PREFIX = {"list-dbs"}  # --path is a store prefix: one without databases is an empty list
+LISTS_PREFIX = {"list-dbs", "cost"}  # --path is a store prefix: one without databases is an empty list
 ON_MISSING_DB: dict[str, tuple[str, ...]] = {
     "put": ("k", "v"),
     "delete": ("k",),
@@ -42,6 +42,7 @@ ON_MISSING_DB: dict[str, tuple[str, ...]] = {
     "flush": (),
     "restore": ("--tag", "t1", "--into", "restored"),
     "gc-health": (),
+    "cost": (),
 }
 for name, extra in ON_MISSING_DB.items():
     if name in LISTS_PREFIX:
