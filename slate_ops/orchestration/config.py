@@ -60,6 +60,7 @@ import dagster as dg
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from slate_ops.admin.cost import GC_INTERVAL_S
 from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, TagPolicy, checked_tag_policy
 from slate_ops.compaction import CompactorOptions
 from slate_ops.config import parse_duration
@@ -153,7 +154,7 @@ class GcPolicy(dg.Config):
         default=False, description="Automated GC (gc_schedule, maintenance runs) only reports, never deletes."
     )
     interval_hours: int | None = Field(
-        default=6,
+        default=GC_INTERVAL_S // 3600,
         ge=1,
         description="gc_schedule (hourly) collects this database on the UTC hours divisible by this "
         "(counted from the epoch: 6 means 00, 06, 12, 18); null: never (maintenance runs still do).",

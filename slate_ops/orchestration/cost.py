@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from slate_ops.admin.cost import Intervals, MeasuredPasses, polling_cost
 from slate_ops.objstore.metering import KINDS, ZERO, PriceTable, RequestCounts
 
 SENSOR_POLLS = "sensor polls"
@@ -37,11 +38,6 @@ SOURCE_OF_OP = {
 """The source of each op's requests, by its unprefixed name."""
 
 DAY_S = 86_400.0
-
-SLATEDB_GC_INTERVAL_S = 600.0
-"""SlateDB's default GC interval (every 10 minutes: issue 23, SlateDB #1991/#1754)."""
-SLATEDB_MANIFEST_POLL_INTERVAL_S = 1.0
-"""SlateDB's default ``manifest_poll_interval`` (1 s) of a writer or reader following its manifest."""
 
 
 def source_of_op(op_name: str, prefix: str = "") -> str:
@@ -124,25 +120,18 @@ def fleet_rows(costs: Iterable[DatabaseCost], prices: PriceTable) -> list[Databa
 
 
 def slatedb_default_polling(cost: DatabaseCost) -> RequestCounts | None:
-    """What SlateDB's defaults would poll per day on this database, from our measured counts: one
-    manifest poll (our sensors' average poll) every :data:`SLATEDB_MANIFEST_POLL_INTERVAL_S` and one
-    GC pass (our GC steps' average LISTs) every :data:`SLATEDB_GC_INTERVAL_S`. None: neither was
-    measured in the window.
-
-    MERGE HOOK (issue 23 item 3): the cost-core half puts SlateDB's polling model in
-    ``slate_ops/admin/cost.py``; once it is on this branch, return that model's per-day counts here
-    (fed with the same per-poll and per-GC-pass counts) instead of this local estimate.
-    """
+    """What SlateDB's defaults would poll per day on this database in place of our sensors and GC:
+    its collector every 600 s and its compactor's manifest polls every 5 s
+    (:func:`slate_ops.admin.cost.polling_cost`'s ``slatedb_defaults``, writers left out on both
+    sides: they poll outside Dagster). None: neither our polls nor our GC were measured in the
+    window, so there is nothing to set beside it."""
     poll = cost.per_run(SENSOR_POLLS)
     gc_pass = cost.per_run(GC)
     if poll is None and gc_pass is None:
         return None
-    total = ZERO
-    if poll is not None:
-        total += poll.scaled(DAY_S / SLATEDB_MANIFEST_POLL_INTERVAL_S)
-    if gc_pass is not None:
-        total += RequestCounts(list=gc_pass.list).scaled(DAY_S / SLATEDB_GC_INTERVAL_S)
-    return total
+    measured = MeasuredPasses(cost.database, "", poll or ZERO, gc_pass or ZERO, objects={})
+    model = polling_cost(measured, Intervals(writers=0))
+    return model.per_day(model.slatedb_defaults)
 
 
 def usd(value: float) -> str:

@@ -29,6 +29,7 @@ from typing import Generic, TypeVar
 import dagster as dg
 
 from slate_ops.admin import DbStatus
+from slate_ops.admin.cost import SENSOR_POLL_INTERVAL_S
 from slate_ops.admin.handle import poll
 from slate_ops.admin.handle.state import DbState
 from slate_ops.objstore import ObjectStore
@@ -311,7 +312,7 @@ def manifest_sensor(
         @dg.sensor(
             name=name,
             job_name=job_name,
-            minimum_interval_seconds=30,
+            minimum_interval_seconds=SENSOR_POLL_INTERVAL_S,
             description=description,
             required_resource_keys=naming.slate_keys,
         )

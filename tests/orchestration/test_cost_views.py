@@ -30,8 +30,6 @@ from slate_ops.orchestration.cost import (
     DAY_S,
     GC,
     SENSOR_POLLS,
-    SLATEDB_GC_INTERVAL_S,
-    SLATEDB_MANIFEST_POLL_INTERVAL_S,
     CostEvent,
     by_source_markdown,
     database_markdown,
@@ -80,7 +78,7 @@ def test_sums_by_source_over_the_window_per_day() -> None:
     assert cost.per_run(CHECKPOINTS) is None
 
 
-def test_slatedb_defaults_poll_at_their_own_cadence_with_our_measured_counts() -> None:
+def test_slatedb_defaults_poll_at_their_own_cadence_with_their_measured_counts() -> None:
     events = [
         CostEvent(SENSOR_POLLS, RequestCounts(list=120, get=6), NOW, runs=120),
         CostEvent(GC, RequestCounts(list=8, get=2, delete=5), NOW),
@@ -88,11 +86,11 @@ def test_slatedb_defaults_poll_at_their_own_cadence_with_our_measured_counts() -
     ]
     cost = per_day_by_source("a", events, now=NOW, window_s=DAY_S)
     polling = slatedb_default_polling(cost)
-    per_poll = RequestCounts(list=1, get=0)  # 126 / 120 rounds to one LIST and no GET
-    expected = per_poll.scaled(DAY_S / SLATEDB_MANIFEST_POLL_INTERVAL_S) + RequestCounts(list=6).scaled(
-        DAY_S / SLATEDB_GC_INTERVAL_S
-    )
-    assert polling == expected == RequestCounts(list=86_400 + 864)
+    # SlateDB's collector (7 LIST + 23 GET measured per pass) every 600 s and its compactor's
+    # 5 GETs every 5 s: 144 passes and 17,280 polls a day, whatever our own counts were.
+    per_gc_pass = RequestCounts(list=7, get=23)
+    expected = per_gc_pass.scaled(DAY_S / 600) + RequestCounts(get=5).scaled(DAY_S / 5)
+    assert polling == expected == RequestCounts(list=1_008, get=3_312 + 86_400)
     assert slatedb_default_polling(per_day_by_source("b", [], now=NOW, window_s=DAY_S)) is None
 
 
@@ -108,8 +106,8 @@ def test_the_fleet_is_ordered_by_cost_and_the_tables_show_every_source() -> None
     table = fleet_markdown(rows, prices).splitlines()
     assert [line.split("|")[1].strip() for line in table[2:]] == ["dear", "cheap", "idle"]
     assert table[2] == "| dear | $0.002500 | 500 | $0.000000 | - |"  # no polling measured
-    # SlateDB's GC: our pass's 5 LISTs every 600 s, 144 passes a day: 720 LISTs at $0.005 per 1,000
-    assert table[3] == "| cheap | $0.000025 | 5 | $0.000025 | $0.003600 |"
+    # SlateDB's defaults: 1,008 LISTs at $0.005 and 89,712 GETs at $0.0004 per 1,000 a day
+    assert table[3] == "| cheap | $0.000025 | 5 | $0.000025 | $0.040925 |"
     sources = by_source_markdown(rows, prices).splitlines()
     assert sources[0] == "| database | compaction | gc |"
     assert sources[2:] == ["| dear | $0.002500 | - |", "| cheap | - | $0.000025 |", "| idle | - | - |"]
