@@ -15,6 +15,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import wait
 from dataclasses import dataclass, replace
 
 from ulid import ULID
@@ -118,16 +119,22 @@ class Compactor:
             sources=_source_names(proposal),
             started_at_s=self._clock.now(),
         )
-        self._state.record(record)
-        try:
-            result = self.executor.execute(self._store, spec)
-            committed = self._commit(proposal, result)
-        except BaseException:
+        # The "running" record is written while the executor runs (its round trips hidden behind
+        # the merge) and is durable before the commit: a compactor fenced meanwhile still fails
+        # before committing, and its outputs are orphans for GC, as for any failed compaction.
+        with self._clock.executor(1, "slate-ops-compaction-record") as background:
+            recorded = background.submit(self._state.record, record)
             try:
-                self._state.record(_finished(record, "failed", self._clock.now()))
-            except SlateOpsError as error:  # e.g. fenced meanwhile: the original error matters more
-                log.warning("could not record compaction %s as failed: %s", record.id, error)
-            raise
+                result = self.executor.execute(self._store, spec)
+                recorded.result()
+                committed = self._commit(proposal, result)
+            except BaseException:
+                wait([recorded])  # "failed" must land after "running"
+                try:
+                    self._state.record(_finished(record, "failed", self._clock.now()))
+                except SlateOpsError as error:  # e.g. fenced meanwhile: the original error matters more
+                    log.warning("could not record compaction %s as failed: %s", record.id, error)
+                raise
         output_ids = tuple(str(s.id) for s in result.outputs)
         self._state.record(_finished(record, "completed", self._clock.now(), output_ids, committed.id))
         input_ssts = _input_ssts(latest.value, proposal)
@@ -166,27 +173,31 @@ class Compactor:
         runs = {r.id: r for r in manifest.compacted}
         sources = [SourceRun((source(v),)) for v in proposal.l0_views]
         sources += [SourceRun(tuple(source(v) for v in runs[run_id].views)) for run_id in proposal.run_ids]
+        opened = self._open(sources)
         return CompactionSpec(
             db_path=self.path,
             sources=tuple(sources),
             drop_tombstones=proposal.drop_tombstones,
             target_sst_bytes=self.options.target_sst_bytes,
-            subcompactions=self._plan(sources),
+            subcompactions=self._plan(sources, opened),
+            opened=opened,
         )
 
-    def _plan(self, sources: list[SourceRun]) -> tuple[KeyRange, ...]:
-        """Cut the key space where about ``max_subcompaction_bytes`` of input blocks accumulate."""
-        views = [view for run in sources for view in run.views]
+    def _open(self, sources: list[SourceRun]) -> dict[str, SstReader]:
+        """Every input SST's reader (footer, index, bloom filter), opened in parallel: one round trip,
+        not one per input, on a remote store. The executor reuses them (``CompactionSpec.opened``)."""
+        sizes = {view.key: view.size for run in sources for view in run.views}
 
-        def sizes(view: SourceView) -> list[tuple[bytes, int]]:
-            return SstReader.open(self._store, view.key, size=view.size).block_sizes()
+        def open_one(key: str) -> SstReader:
+            return SstReader.open(self._store, key, size=sizes[key])
 
-        blocks: list[tuple[bytes, int]] = []
-        # The indexes are read in parallel: one round trip, not one per input, on a remote store.
-        workers = min(subcompaction.READ_CONCURRENCY, max(1, len(views)))
+        workers = min(subcompaction.READ_CONCURRENCY, max(1, len(sizes)))
         with self._clock.executor(workers, "slate-ops-compaction-plan") as pool:
-            for view_blocks in pool.map(sizes, views):
-                blocks += view_blocks
+            return dict(zip(sizes, pool.map(open_one, sizes), strict=True))
+
+    def _plan(self, sources: list[SourceRun], opened: dict[str, SstReader]) -> tuple[KeyRange, ...]:
+        """Cut the key space where about ``max_subcompaction_bytes`` of input blocks accumulate."""
+        blocks = [block for run in sources for view in run.views for block in opened[view.key].block_sizes()]
         blocks.sort()
         cuts: list[bytes] = []
         accumulated = 0
