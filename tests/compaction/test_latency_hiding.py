@@ -27,6 +27,7 @@ from slate_ops.compaction.executor import combine
 from slate_ops.compaction.spec import CompactionSpec, ExecutionResult
 from slate_ops.compaction.state import CompactionsStore
 from slate_ops.compaction.subcompaction import CompactionIo, run_subcompaction
+from slate_ops.engine import DbReader
 from slate_ops.errors import ObjectStoreError
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, Manifest, SstView
@@ -35,6 +36,8 @@ from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import FaultInjectingStore
 from slate_ops.sst import KIND_TOMBSTONE, KIND_VALUE, SCHEMA, encode_sst
+from tests.support.compaction import SMALL, fill
+from tests.support.engine import QUIET_READER
 
 DB = "db"
 _OVERWRITE = PutMode.overwrite()
@@ -133,8 +136,9 @@ def test_overlapped_compaction_writes_the_same_ssts_as_one_with_no_overlap(
 
 
 class InFlight:
-    """A store whose SST requests and ``.compactions`` writes take ``delay`` seconds, recording how
-    many of each kind run at once and whether an input GET ran during a record's PUT."""
+    """A store whose SST requests, manifest reads and ``.compactions`` writes take ``delay`` seconds,
+    recording how many of each kind run at once and whether an SST GET ran during a record's PUT
+    or during a manifest read."""
 
     def __init__(self, inner: ObjectStore, delay: float) -> None:
         self.inner = inner
@@ -142,6 +146,7 @@ class InFlight:
         self.now: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
         self.get_during_record = False
+        self.get_during_manifest_read = False
         self.tails: Counter[str] = Counter()  # GETs that end at an SST's end, per SST
         self._lock = threading.Lock()
 
@@ -152,6 +157,8 @@ class InFlight:
     def _kind(self, op: str, key: str) -> str | None:
         if key.endswith(".sst"):
             return f"sst {op}"
+        if op in ("get", "list") and "/manifest/" in key:
+            return "manifest read"
         return "record put" if op == "put" and key.endswith(".compactions") else None
 
     def _enter(self, kind: str | None) -> None:
@@ -162,6 +169,8 @@ class InFlight:
             self.most[kind] = max(self.most[kind], self.now[kind])
             if self.now["sst get"] and self.now["record put"]:
                 self.get_during_record = True
+            if self.now["sst get"] and self.now["manifest read"]:
+                self.get_during_manifest_read = True
         time.sleep(self.delay)
 
     def _exit(self, kind: str | None) -> None:
@@ -193,7 +202,12 @@ class InFlight:
             self._exit(kind)
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        return self.inner.list(prefix, start_after)
+        kind = self._kind("list", prefix)
+        self._enter(kind)
+        try:
+            return iter(list(self.inner.list(prefix, start_after)))
+        finally:
+            self._exit(kind)
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
@@ -213,8 +227,10 @@ def test_uploads_input_fetches_and_the_running_record_overlap_and_tails_are_read
     # The "running" record is written while the inputs are fetched, not before.
     assert store.get_during_record
     # Planning opened every input (its tail: footer, index, bloom filter) and the executor reused
-    # the readers: one tail GET per input SST per compaction, not two.
+    # the readers: one tail GET per input SST per compaction, not two; and the tails were read
+    # while the manifest was re-read (the inputs guessed from the manifest the compactor had).
     assert {key: store.tails[key] for key in inputs} == dict.fromkeys(inputs, 1)
+    assert store.get_during_manifest_read
     assert CompactionsStore(memory, DB).read().compactions[-1].status == "completed"
 
 
@@ -257,3 +273,23 @@ def test_a_failed_running_record_fails_the_compaction_before_its_commit() -> Non
     after = ManifestStore(faults, DB).read_latest_required()
     assert after.id == before.id  # no commit
     assert [r.status for r in CompactionsStore(faults, DB).read().compactions] == ["failed"]
+
+
+def test_inputs_added_after_the_guess_are_planned_and_compacted_too(memory_store: MemoryStore) -> None:
+    """The compactor guesses its inputs from the manifest it last saw; a writer's newer L0 SSTs are
+    opened after the re-read, and the plan and the output follow the latest manifest."""
+    fill(memory_store, flushes=2)
+    compactor = Compactor(DB, memory_store, SMALL)  # has seen 2 L0 SSTs
+    fill(memory_store, flushes=3, keys=300)  # 3 more since: overwrites and deletes of older keys
+    assert len(ManifestStore(memory_store, DB).read_latest_required().value.l0) == 5
+    before = contents(memory_store)
+    report = compactor.run_once()
+    assert report is not None and len(report.input_ssts) == 5
+    manifest = ManifestStore(memory_store, DB).read_latest_required().value
+    assert manifest.l0 == () and len(manifest.compacted) == 1
+    assert contents(memory_store) == before
+
+
+def contents(store: ObjectStore) -> dict[bytes, bytes]:
+    with DbReader.open(DB, store, options=QUIET_READER) as reader:
+        return dict(reader.scan())
