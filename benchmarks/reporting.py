@@ -7,7 +7,17 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["argument_parser", "command_line", "markdown_table", "output", "publish", "write_text"]
+__all__ = [
+    "LOAD_COLUMN",
+    "LOAD_RULE",
+    "argument_parser",
+    "command_line",
+    "load_cell",
+    "markdown_table",
+    "output",
+    "publish",
+    "write_text",
+]
 
 _SEPARATORS = {"l": "---", "r": "--:", "c": ":-:"}
 
@@ -30,6 +40,24 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], alig
 
 def _line(cells: Sequence[object]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+LOAD_COLUMN = "load (1 min)"
+LOAD_RULE = (
+    f"The {LOAD_COLUMN} column is the machine's 1-minute load average (other processes share its "
+    "CPUs): where one value is shown, when that figure's own measurement started; where two "
+    "(start → end), at the start and end of its benchmark's run."
+)
+
+
+def load_cell(own: float | None, start: Sequence[float], end: Sequence[float]) -> str:
+    """A summary row's load average: its own measurement's (``own``) if the benchmark took one, else
+    the 1-minute load at its benchmark's ``start`` and ``end`` (``os.getloadavg()`` triples)."""
+    if own is not None:
+        return f"{own:.2f}"
+    if not start or not end:
+        return "n/a"
+    return f"{start[0]:.2f} → {end[0]:.2f}"
 
 
 def argument_parser(doc: str | None, results: Path, quick: str | None = None) -> argparse.ArgumentParser:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import suite
-from benchmarks.reporting import markdown_table, write_text
+from benchmarks.reporting import LOAD_COLUMN, LOAD_RULE, load_cell, markdown_table, write_text
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -159,7 +159,7 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
         data = results.get(bench.name)
         link = f"[{bench.name}](#{slug(bench.title)})"
         if data is None:
-            rows.append([link, "not measured yet", "", "", "", "", ""])
+            rows.append([link, "not measured yet", "", "", "", "", "", ""])
             continue
         if data["mode"] == "quick":
             link += " (quick)"
@@ -179,10 +179,11 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
             met += r.met is True
             missed += r.met is False
             what = r.metric + (f" ({r.note})" if r.note else "")
-            rows.append([link, what, ours, reference, ratio, target, verdict])
+            load = load_cell(r.load, data["load_average_start"], data["load_average_end"])
+            rows.append([link, what, ours, reference, ratio, target, verdict, load])
     head = f"{met} of {met + missed} targets met" + (f"; **{missed} missed**" if missed else "") + "."
-    header = ["benchmark", "what", "ours", "reference", "ratio", "target", "met"]
-    return head + "\n\n" + markdown_table(header, rows, "llrrrrc")
+    header = ["benchmark", "what", "ours", "reference", "ratio", "target", "met", LOAD_COLUMN]
+    return head + " " + LOAD_RULE + "\n\n" + markdown_table(header, rows, "llrrrrcr")
 
 
 _FACTS = (

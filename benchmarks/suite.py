@@ -63,6 +63,10 @@ class Row:
     target: Target | None
     met: bool | None
     note: str | None = None
+    load: float | None = None
+    """The 1-minute load average when this row's own measurement started, where the benchmark took
+    it; otherwise the summary shows its benchmark's load at start and end
+    (:func:`benchmarks.reporting.load_cell`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +83,7 @@ class Row:
             "target_value": None if self.target is None else self.target.value,
             "met": self.met,
             "note": self.note,
+            "load": self.load,
         }
 
     @staticmethod
@@ -97,6 +102,7 @@ class Row:
             target,
             data["met"],
             data.get("note"),
+            data.get("load"),
         )
 
 
@@ -109,6 +115,7 @@ def row(
     reference_label: str | None = None,
     target: Target | None = None,
     note: str | None = None,
+    load: float | None = None,
 ) -> Row:
     """A row with its ratio and ``met`` computed (``met`` None when unmeasured or without target)."""
     ratio = None
@@ -116,7 +123,7 @@ def row(
         ratio = ours / reference
     measured = None if target is None else (ours if target.on == "ours" else ratio)
     met = None if target is None or measured is None or math.isnan(measured) else target.holds(measured)
-    return Row(benchmark, metric, unit, ours, reference, reference_label, ratio, target, met, note)
+    return Row(benchmark, metric, unit, ours, reference, reference_label, ratio, target, met, note, load)
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -332,7 +339,7 @@ def collect_compaction(options: Options) -> Outcome:
     raw = results[0]
     raw_label = "raw pyarrow limit"
     rows = []
-    for threads, default in ((2, " (the default)"), (1, "")):
+    for threads, default in ((2, " (the default)"), (1, " (not the default)")):
         local = next(
             r
             for r in results
@@ -352,7 +359,7 @@ def collect_compaction(options: Options) -> Outcome:
         rows.append(
             row(
                 "compaction",
-                f"LocalExecutor(threads={threads}) vs the raw limit",
+                f"LocalExecutor(threads={threads}){default} vs the raw limit",
                 "MB/s",
                 local.mb_per_s,
                 raw.mb_per_s,

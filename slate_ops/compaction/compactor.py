@@ -15,6 +15,8 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor as Pool
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field, replace
 
 from ulid import ULID
@@ -108,11 +110,10 @@ class Compactor:
         Raises :class:`FencedError` if a newer compactor has started.
         """
         started = self._clock.monotonic()
-        latest = self._fenced.refresh()
-        proposal = propose(latest.value, self.options, full=full)
-        if proposal is None:
+        planned = self._plan_latest(full)
+        if planned is None:
             return None
-        spec = self._spec(latest.value, proposal)
+        latest, proposal, spec = planned
         compaction_id = self._clock.new_ulid()
         record = CompactionRecord(
             id=str(compaction_id),
@@ -122,16 +123,22 @@ class Compactor:
             sources=_source_names(proposal),
             started_at_s=self._clock.now(),
         )
-        self._state.record(record)
-        try:
-            result = self.executor.execute(self._store, spec)
-            committed = self._commit(proposal, result)
-        except BaseException:
+        # The "running" record is written while the executor runs (its round trips hidden behind
+        # the merge) and is durable before the commit: a compactor fenced meanwhile still fails
+        # before committing, and its outputs are orphans for GC, as for any failed compaction.
+        with self._clock.executor(1, "slate-ops-compaction-record") as background:
+            recorded = background.submit(self._state.record, record)
             try:
-                self._state.record(_finished(record, "failed", self._clock.now()))
-            except SlateOpsError as error:  # e.g. fenced meanwhile: the original error matters more
-                log.warning("could not record compaction %s as failed: %s", record.id, error)
-            raise
+                result = self.executor.execute(self._store, spec)
+                recorded.result()
+                committed = self._commit(proposal, result)
+            except BaseException:
+                wait([recorded])  # "failed" must land after "running"
+                try:
+                    self._state.record(_finished(record, "failed", self._clock.now()))
+                except SlateOpsError as error:  # e.g. fenced meanwhile: the original error matters more
+                    log.warning("could not record compaction %s as failed: %s", record.id, error)
+                raise
         output_ids = tuple(str(s.id) for s in result.outputs)
         self._state.record(_finished(record, "completed", self._clock.now(), output_ids, committed.id))
         input_ssts = _input_ssts(latest.value, proposal)
@@ -158,7 +165,44 @@ class Compactor:
         )  # fmt: skip
         return report
 
-    def _spec(self, manifest: Manifest, proposal: Proposal) -> CompactionSpec:
+    def _plan_latest(self, full: bool) -> tuple[VersionedManifest, Proposal, CompactionSpec] | None:
+        """Re-read the manifest, ask the scheduler, plan; None if there is nothing to compact.
+
+        Planning reads every input's tail (footer, index, bloom filter). Those of the inputs the
+        last manifest this compactor saw would compact are read on a guess while the manifest is
+        re-read (an SST never changes once written), so planning usually adds no round trip of its
+        own. A wrong guess costs those reads, never a wrong plan: only the latest manifest's inputs
+        are planned, and any of them the guess missed (or failed to open) is opened then.
+        """
+        with self._clock.executor(subcompaction.READ_CONCURRENCY, "slate-ops-compaction-plan") as pool:
+            guessed: dict[str, Future[SstReader]] = {}
+            cached = self._fenced.sequence.cached()
+            guess = None if cached is None else propose(cached.value, self.options, full=full)
+            if cached is not None and guess is not None:
+                guessed = self._open(pool, self._sources(cached.value, guess))
+            latest = self._fenced.refresh()
+            proposal = propose(latest.value, self.options, full=full)
+            if proposal is None:
+                for future in guessed.values():
+                    future.cancel()
+                return None
+            sources = self._sources(latest.value, proposal)
+            missing = [SourceRun((v,)) for run in sources for v in run.views if v.key not in guessed]
+            opening = {**guessed, **self._open(pool, missing)}
+            opened: dict[str, SstReader] = {}
+            for view in (v for run in sources for v in run.views if v.key not in opened):
+                opened[view.key] = self._opened(view, opening[view.key], guessed=view.key in guessed)
+        spec = CompactionSpec(
+            db_path=self.path,
+            sources=tuple(sources),
+            drop_tombstones=proposal.drop_tombstones,
+            target_sst_bytes=self.options.target_sst_bytes,
+            subcompactions=self._plan(sources, opened),
+            opened=opened,
+        )
+        return latest, proposal, spec
+
+    def _sources(self, manifest: Manifest, proposal: Proposal) -> list[SourceRun]:
         ssts = {s.id: s for s in manifest.ssts}
 
         def source(view: SstView) -> SourceView:
@@ -170,27 +214,27 @@ class Compactor:
         runs = {r.id: r for r in manifest.compacted}
         sources = [SourceRun((source(v),)) for v in proposal.l0_views]
         sources += [SourceRun(tuple(source(v) for v in runs[run_id].views)) for run_id in proposal.run_ids]
-        return CompactionSpec(
-            db_path=self.path,
-            sources=tuple(sources),
-            drop_tombstones=proposal.drop_tombstones,
-            target_sst_bytes=self.options.target_sst_bytes,
-            subcompactions=self._plan(sources),
-        )
+        return sources
 
-    def _plan(self, sources: list[SourceRun]) -> tuple[KeyRange, ...]:
+    def _open(self, pool: Pool, sources: list[SourceRun]) -> dict[str, Future[SstReader]]:
+        """Start opening every input SST's reader (footer, index, bloom filter) on ``pool``: one round
+        trip for all, not one per input, on a remote store. The executor reuses them
+        (``CompactionSpec.opened``)."""
+        sizes = {view.key: view.size for run in sources for view in run.views}
+        return {key: pool.submit(SstReader.open, self._store, key, size=size) for key, size in sizes.items()}
+
+    def _opened(self, view: SourceView, opening: Future[SstReader], *, guessed: bool) -> SstReader:
+        try:
+            return opening.result()
+        except SlateOpsError:
+            if not guessed:
+                raise
+            # Opened on a guess, before the latest manifest was read: e.g. a transient error. Again.
+            return SstReader.open(self._store, view.key, size=view.size)
+
+    def _plan(self, sources: list[SourceRun], opened: dict[str, SstReader]) -> tuple[KeyRange, ...]:
         """Cut the key space where about ``max_subcompaction_bytes`` of input blocks accumulate."""
-        views = [view for run in sources for view in run.views]
-
-        def sizes(view: SourceView) -> list[tuple[bytes, int]]:
-            return SstReader.open(self._store, view.key, size=view.size).block_sizes()
-
-        blocks: list[tuple[bytes, int]] = []
-        # The indexes are read in parallel: one round trip, not one per input, on a remote store.
-        workers = min(subcompaction.READ_CONCURRENCY, max(1, len(views)))
-        with self._clock.executor(workers, "slate-ops-compaction-plan") as pool:
-            for view_blocks in pool.map(sizes, views):
-                blocks += view_blocks
+        blocks = [block for run in sources for view in run.views for block in opened[view.key].block_sizes()]
         blocks.sort()
         cuts: list[bytes] = []
         accumulated = 0

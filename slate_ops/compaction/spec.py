@@ -6,9 +6,12 @@ compactor (the driver) commits the result. Sources are newest first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from slate_ops.manifest.model import CompactedSst, KeyRange
+from slate_ops.sst import SstReader
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,14 @@ class CompactionSpec:
     target_sst_bytes: int
     subcompactions: tuple[KeyRange, ...]
     """Half-open key ranges covering the whole key space, in key order."""
+    opened: Mapping[str, SstReader] = field(default_factory=dict, compare=False, repr=False)
+    """Readers of the sources (by key) that the driver opened while planning: an executor in the
+    driver's process reuses them instead of reading every input's tail again (one round trip less
+    per compaction). Never pickled: a Spark task opens its own."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        plain = (self.db_path, self.sources, self.drop_tombstones, self.target_sst_bytes, self.subcompactions)
+        return (CompactionSpec, plain)
 
 
 @dataclass(frozen=True)

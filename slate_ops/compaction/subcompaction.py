@@ -17,7 +17,7 @@ times per subcompaction instead of once per request.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
@@ -49,7 +49,8 @@ class CompactionIo:
     """The I/O of one compaction: bounded read and write pools and the open SST readers.
 
     Readers (footer, index, bloom filter: ~1-3 % of an SST) are opened once per input and shared by
-    every subcompaction. Use as a context manager; closing cancels queued requests and waits for
+    every subcompaction; ``opened`` seeds them (the readers planning opened: no second round trip
+    for the tails). Use as a context manager; closing cancels queued requests and waits for
     running ones, so nothing outlives the compaction. The pools come from ``clock``.
     """
 
@@ -60,12 +61,13 @@ class CompactionIo:
         write_concurrency: int | None = None,
         *,
         clock: Runtime = SYSTEM_RUNTIME,
+        opened: Mapping[str, SstReader] | None = None,
     ) -> None:
         self.store = store
         self.reads = clock.executor(read_concurrency or READ_CONCURRENCY, "slate-ops-compaction-get")
         self.writes = clock.executor(write_concurrency or WRITE_CONCURRENCY, "slate-ops-compaction-put")
         self._pending = threading.Semaphore(PENDING_OUTPUTS)
-        self._readers: dict[str, SstReader] = {}
+        self._readers: dict[str, SstReader] = dict(opened or {})
         self._opening: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -242,7 +244,7 @@ def run_subcompaction(
     overwrites an earlier attempt's orphan that GC may be deleting.
     """
     if io is None:
-        with CompactionIo(store, clock=clock) as own:
+        with CompactionIo(store, clock=clock, opened=spec.opened) as own:
             return run_subcompaction(
                 store, spec, key_range,
                 io=own, inputs=inputs, inputs_done=inputs_done, uploads=uploads, clock=clock,

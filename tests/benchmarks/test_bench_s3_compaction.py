@@ -18,3 +18,17 @@ def test_a_tiny_run_compacts_locally_and_on_s3_with_the_same_result_shape() -> N
     assert not local.requests  # the local directory sends no HTTP request
     assert ("local", False) in by_store and ("S3 +0 ms", False) in by_store  # the sweep ran too
     assert "default options" in bench.render(runs)
+
+
+def test_the_latency_row_pairs_each_round_and_the_best_runs() -> None:
+    def run(store: str, seconds: float, round_: int, default: bool = True) -> bench.Run:
+        return bench.Run(store, 16 * bench.MiB, default, 9, 9, 100, seconds, {"GET": 1}, 1.0, round_)
+
+    every = [
+        run("S3 +0 ms", 2.0, 0), run("S3 +50 ms", 2.6, 0),
+        run("S3 +0 ms", 1.5, 1), run("S3 +50 ms", 2.1, 1),
+        run("S3 +50 ms", 1.0, 1, default=False),  # a sweep run: not the default, not paired
+    ]  # fmt: skip
+    assert bench.latency_rounds(every, "S3 +50 ms", "S3 +0 ms") == [1.3, 2.1 / 1.5]
+    best = {(r.store, r.default): r.seconds for r in bench.best_of_rounds(every)}
+    assert best == {("S3 +0 ms", True): 1.5, ("S3 +50 ms", True): 2.1, ("S3 +50 ms", False): 1.0}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_gc, suite
-from benchmarks.reporting import command_line, markdown_table, publish
+from benchmarks.reporting import command_line, load_cell, markdown_table, publish
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,3 +83,15 @@ def test_a_benchmark_run_alone_prints_its_table_and_writes_its_report(
     head = f"# GC requests per run (benchmarks/bench_gc.py)\n\n{bench_gc.describe(12)}\n\n"
     assert out.read_text() == head + printed.out
     assert printed.err == f"wrote {out}\n"
+
+
+def test_every_summary_row_gets_a_load_average_its_own_or_its_benchmarks() -> None:
+    assert load_cell(3.214, [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == "3.21"  # the row's own measurement
+    assert load_cell(None, [1.0, 2.0, 3.0], [4.056, 5.0, 6.0]) == "1.00 → 4.06"  # the benchmark's 1 min
+    assert load_cell(None, [], []) == "n/a"  # os.getloadavg() unavailable
+    own = suite.row("b", "m", "s", 1.0, 2.0, "ref", None, None, load=2.5)
+    assert suite.Row.from_json(own.to_json()) == own
+    assert suite.Row.from_json({**own.to_json(), "load": None}).load is None
+    old = own.to_json()
+    del old["load"]  # results written before rows carried their load
+    assert suite.Row.from_json(old).load is None
