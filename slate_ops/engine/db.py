@@ -42,6 +42,7 @@ from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import CheckpointScope, DbOptions, seconds
 from slate_ops.engine.wal_buffer import WAL_ENTRY_OVERHEAD, Entry, WalBuffer
+from slate_ops.engine.wal_confirmer import WalConfirmer
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.engine.writer_manifest import WriterManifest
 from slate_ops.engine.writer_status import WriterStatus
@@ -118,6 +119,7 @@ class Db:
         self._background = background
         self._compactor: BackgroundCompactor | None = None
         self._thread: threading.Thread | None = None
+        self._confirmer: WalConfirmer | None = None
 
         self._manifest = WriterManifest(
             manifests, SstReaders(store, cache, options.read_ahead_limits(), clock), clock, self._status
@@ -185,6 +187,14 @@ class Db:
 
         self._compactor = None if compactor is None else compactor(self.path, store, self._clock)
         if self._background:
+            self._confirmer = WalConfirmer(
+                self._wal,
+                self._status,
+                f"slate-ops-confirmer:{self.path}",
+                retry_s=seconds(self.options.wal_flush_interval),
+            )
+            self._status.on_failure(self._confirmer.request)  # it ends once the writer failed
+            self._confirmer.start()
             self._thread = threading.Thread(
                 target=self._run_background, name=f"slate-ops-flusher:{self.path}", daemon=True
             )
@@ -401,13 +411,15 @@ class Db:
     def _run_background(self) -> None:
         interval = seconds(self.options.wal_flush_interval)
         poll = seconds(self.options.manifest_poll_interval)
+        confirmer = self._confirmer
+        assert confirmer is not None  # started with the thread
         while not self._stopping.is_set():
             self._wake.wait(interval)
             self._wake.clear()
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self._status.failure is not None:
                 return
             try:
-                self._round(poll_after_s=poll)
+                self._round(poll_after_s=poll, acknowledge=confirmer.request)
             except FencedError as error:
                 log.error("%s", error)
                 self._status.fail(error)
@@ -415,11 +427,15 @@ class Db:
             except Exception as error:  # transient store errors: keep the data, retry next tick
                 log.warning("background flush of %s failed, will retry: %s", self._location, error)
 
-    def _round(self, *, poll_after_s: float) -> None:
+    def _round(self, *, poll_after_s: float, acknowledge: Callable[[], None] | None = None) -> None:
         """One round of the flusher: the WAL, frozen memtables to L0 (not waiting for L0 room), a
-        manifest poll if the last one is ``poll_after_s`` old, and merging memtable runs."""
+        manifest poll if the last one is ``poll_after_s`` old, and merging memtable runs.
+
+        ``acknowledge`` follows each WAL write: by default the confirmation runs here, before the
+        round goes on; the flusher thread hands it to its confirmer instead, so the next round's WAL
+        PUT overlaps it (docs/design/engine.md, "One WAL PUT in flight")."""
         with self._flush_lock:
-            self._flusher.flush(blocking=False)
+            self._flusher.flush(blocking=False, acknowledge=acknowledge)
             if self._manifest.poll_due(poll_after_s):
                 self._manifest.poll()
             self._flusher.merge_runs(self._memtable)
@@ -504,6 +520,8 @@ class Db:
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
+        if self._confirmer is not None:
+            self._confirmer.stop()
 
     def close(self) -> None:
         """Flush the WAL, confirm the epoch, release the writer checkpoint and stop.

@@ -86,20 +86,26 @@ class MemtableFlusher:
 
     # --- flushing ---------------------------------------------------------------------------------
 
-    def flush(self, *, blocking: bool) -> None:
-        """Flush frozen memtables to L0, oldest first; waits for L0 room only when ``blocking``.
+    def flush(self, *, blocking: bool, acknowledge: Callable[[], None] | None = None) -> None:
+        """Write the queued WAL, then flush frozen memtables to L0, oldest first; waits for L0 room
+        only when ``blocking``.
 
-        A memtable goes to L0 only once all its WAL SSTs exist, so the commit's
-        ``replay_after_wal_id`` covers every WAL SST holding its writes. A memtable frozen while
-        the WAL was being written (a write filled it, or ``flush_memtable`` froze it) still has its
-        last segment queued: that is written first. Flushing it to L0 before would leave the
-        segment to be written afterwards, after the replay point, though L0 holds its writes.
+        After each WAL write ``acknowledge`` is called (by default :meth:`WalBuffer.acknowledge`,
+        here; the background flusher passes its confirmer's request). A memtable goes to L0 only
+        once all its WAL SSTs exist, so the commit's ``replay_after_wal_id`` covers every WAL SST
+        holding its writes. A memtable frozen while the WAL was being written (a write filled it, or
+        ``flush_memtable`` froze it) still has its last segment queued: that is written first.
+        Flushing it to L0 before would leave the segment to be written afterwards, after the replay
+        point, though L0 holds its writes.
         """
-        self._wal.write_queued()
+        acknowledge = acknowledge or self._wal.acknowledge
+        self._wal.write_queued(confirm=False)
+        acknowledge()
         while self._frozen:
             memtable = self._frozen[0]
             while self._wal.has_queued(memtable):
-                self._wal.write_queued()
+                self._wal.write_queued(confirm=False)
+                acknowledge()
             if not self._await_l0_room(blocking):
                 return
             sst_id = self._clock.new_ulid()

@@ -78,6 +78,7 @@ class WalBuffer:
         self._durable = threading.Condition()
         self._durable_seq = 0  # acknowledged: WAL written and the epoch confirmed after
         self._unacknowledged: list[tuple[int, int]] = []  # (WAL id, its last seq) not yet acknowledged
+        self._withdrawn = False  # the database was deleted under us: WAL SSTs landing later are deleted
 
     def start_at(self, seq: int) -> None:
         """Everything up to ``seq`` (replayed at open) is durable already."""
@@ -151,6 +152,8 @@ class WalBuffer:
         (:class:`EpochCollisionError`) — never retried (docs/design/coordination.md, "Fencing under
         races").
         """
+        if self._status.failure is not None:  # no WAL PUT starts once the writer failed (a fence)
+            raise self._status.failure
         table = entries_to_table(segment.entries)
         for _ in range(MAX_FENCE_SKIPS + 1):
             wal_id = self._next_wal_id
@@ -179,7 +182,11 @@ class WalBuffer:
         self._next_wal_id = wal_id + 1
         segment.memtable.max_wal_id = wal_id
         with self._durable:
-            self._unacknowledged.append((wal_id, segment.entries[-1][1]))
+            withdrawn = self._withdrawn
+            if not withdrawn:
+                self._unacknowledged.append((wal_id, segment.entries[-1][1]))
+        if withdrawn:  # in flight while a confirmation found the database deleted
+            self._withdraw([wal_id])
         self._written_seq = max(self._written_seq, segment.entries[-1][1])
 
     def write_inline(self) -> None:
@@ -213,6 +220,8 @@ class WalBuffer:
         with self._status.failing_when_fenced():
             self._fenced.confirm()
         with self._durable:
+            if self._status.failure is not None:  # failed meanwhile (a fence seen by another thread)
+                raise self._status.failure
             self._durable_seq = max(self._durable_seq, written)
             self._unacknowledged = [w for w in self._unacknowledged if w[1] > self._durable_seq]
             self._durable.notify_all()
@@ -243,12 +252,16 @@ class WalBuffer:
         wrote) is beyond what a removal by hand can promise."""
         with self._durable:
             withdrawn, self._unacknowledged = self._unacknowledged, []
-        for wal_id, _ in withdrawn:
+            self._withdrawn = True  # and a WAL PUT in flight now is deleted when it lands
+        self._withdraw([wal_id for wal_id, _ in withdrawn])
+
+    def _withdraw(self, wal_ids: list[int]) -> None:
+        for wal_id in wal_ids:
             with contextlib.suppress(SlateOpsError):
                 self._store.delete(self._wal.key(wal_id))
-        if withdrawn:
+        if wal_ids:
             log.warning(
                 "the database at %s was deleted under its writer: deleted its %d unacknowledged WAL SST(s)",
                 self._status.location,
-                len(withdrawn),
+                len(wal_ids),
             )
