@@ -780,7 +780,7 @@ def figure_rows(results: S3Results, sizes: Sizes, delays_ms: list[int], label: s
             f"durable puts at +{ms} ms, {WRITERS} writers",
             "puts/s",
             rate,
-            Target("ratio", ">=", 0.5),
+            Target("ratio", ">=", 2.0),  # issue 23; out of reach at +50 ms: engine.md "One WAL PUT in flight"
             f"{c} puts by {WRITERS} threads (SlateDB: {WRITERS} tasks) on one database",
         )
         add(
