@@ -5,14 +5,19 @@ The flusher thread writes round ``k``'s WAL SSTs and asks for a confirmation; it
 round ``k + 1``'s WAL PUT (the writes that arrived meanwhile) runs while round ``k`` is being confirmed.
 Still one WAL PUT in flight, and one confirmation: each starts after the WAL SSTs it acknowledges were
 created (:meth:`WalBuffer.acknowledge` reads what is written before it confirms). A fence or a deletion
-found by a confirmation fails the writer (recorded by the acknowledgement) and ends this thread, so
-nothing is acknowledged after it.
+found by a confirmation fails the writer (recorded by the acknowledgement), so nothing is acknowledged
+after it.
+
+The confirmations run on a one-worker pool from the writer's runtime: a thread of their own under the
+system runtime; under a :class:`~slate_ops.runtime.ManualRuntime` (the simulation, the interleavings
+explorer) inline in the flusher's thread, confirm-then-next-PUT, so their store calls keep one order.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Executor
 
 from slate_ops.engine.wal_buffer import WalBuffer
 from slate_ops.engine.writer_status import WriterStatus
@@ -24,41 +29,49 @@ log = logging.getLogger(__name__)
 class WalConfirmer:
     """Acknowledges what the flusher wrote, one confirmation at a time, off the flusher's thread.
 
-    ``retry_s``: how long it sleeps without a request before it looks again (a confirmation that
-    failed on a store error is retried then, as the flusher retries its round).
+    ``pool``: a one-worker executor (the writer's runtime's), so confirmations never overlap; a request
+    while one runs queues at most one more, which covers every WAL SST written before it starts. A
+    confirmation that fails on a store error leaves its writes unacknowledged; the flusher's next
+    round requests another.
     """
 
-    def __init__(self, wal: WalBuffer, status: WriterStatus, name: str, *, retry_s: float) -> None:
+    def __init__(self, wal: WalBuffer, status: WriterStatus, pool: Executor) -> None:
         self._wal = wal
         self._status = status
-        self._retry_s = retry_s
-        self._requested = threading.Event()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._queued = False
+        self._stopped = False
 
     def request(self) -> None:
         """WAL SSTs were written: acknowledge them (now, or right after the confirmation in flight)."""
-        self._requested.set()
+        with self._lock:
+            if self._queued or self._stopped or self._status.failure is not None:
+                return
+            self._queued = True
+        self._pool.submit(self._confirm)
 
     def stop(self) -> None:
-        """Stop after the confirmation in flight, if any (the caller acknowledges what is left)."""
-        self._stopping.set()
-        self._requested.set()
-        if self._thread.ident is not None:
-            self._thread.join()
+        """Wait for the confirmation in flight, if any (the caller acknowledges what is left)."""
+        with self._lock:
+            self._stopped = True
+        self._pool.shutdown(wait=True)
 
-    def _run(self) -> None:
-        while True:
-            self._requested.wait(self._retry_s)
-            self._requested.clear()
-            if self._stopping.is_set() or self._status.failure is not None:
-                return
-            try:
-                self._wal.acknowledge()
-            except FencedError:
-                return  # recorded on the writer by the acknowledgement: every waiter raises it
-            except Exception as error:  # a store error: the writes stay unacknowledged, retried
-                log.warning("confirming the WAL of %s failed, will retry: %s", self._status.location, error)
+    def abandon(self) -> None:
+        """The writer failed: confirm nothing more, and let the pool's thread end without waiting
+        for it (this may run on that very thread, from the failing confirmation)."""
+        with self._lock:
+            self._stopped = True
+        self._pool.shutdown(wait=False)
+
+    def _confirm(self) -> None:
+        with self._lock:
+            self._queued = False  # a request from now on is a new confirmation, after this one
+        if self._status.failure is not None:
+            return
+        try:
+            self._wal.acknowledge()
+        except FencedError:
+            pass  # recorded on the writer by the acknowledgement: every waiter raises it
+        except Exception as error:  # a store error: the writes stay unacknowledged, retried
+            log.warning("confirming the WAL of %s failed, will retry: %s", self._status.location, error)

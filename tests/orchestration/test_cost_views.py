@@ -157,13 +157,13 @@ def test_a_window_closes_after_an_hour_and_starts_again() -> None:
 def test_the_manifest_sensor_records_each_databases_polls_once_an_hour(
     created: ObjectStore, slate: SlateDatabasesResource, clock: ManualRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outer: dict[str, RequestCounts] = {}
+    meters: list[tuple[str, MeteredStore]] = []
     store_of = fleet_module.store_of
 
     def counted(slate_: SlateDatabasesResource, db: DatabaseConfig) -> ObjectStore:
-        """An outer meter per poll, summed per database."""
-        metered = _Summing(store_of(slate_, db), outer, db.name)
-        return metered
+        """An outer meter per poll (summed per database below)."""
+        meters.append((db.name, MeteredStore(store_of(slate_, db))))
+        return meters[-1][1]
 
     monkeypatch.setattr(fleet_module, "store_of", counted)
 
@@ -184,6 +184,9 @@ def test_the_manifest_sensor_records_each_databases_polls_once_an_hour(
         cursor = result.cursor
         clock.advance(POLL_WINDOW_S / 3)
     assert {tuple(p.asset_key.path) for p in polls} == {("slate_ops", "alpha"), ("slate_ops", "beta")}
+    outer: dict[str, RequestCounts] = {}
+    for name, meter in meters:
+        outer[name] = outer.get(name, RequestCounts()) + meter.counts
     for observation in polls:
         name = observation.asset_key.path[-1]
         metadata = {k: v.value for k, v in observation.metadata.items()}
@@ -197,19 +200,6 @@ def test_the_manifest_sensor_records_each_databases_polls_once_an_hour(
 
 def skip_free(result: dg.SensorResult | dg.SkipReason) -> bool:
     return isinstance(result, dg.SensorResult) and not result.asset_events and result.skip_reason is not None
-
-
-class _Summing(MeteredStore):
-    """A meter that adds what it counts to ``totals[name]`` as it goes."""
-
-    def __init__(self, inner: ObjectStore, totals: dict[str, RequestCounts], name: str) -> None:
-        super().__init__(inner)
-        self._totals, self._name = totals, name
-
-    def _add(self, kind: str, nbytes: int = 0, field: str = "") -> None:
-        super()._add(kind, nbytes, field)
-        add = RequestCounts(**({kind: 1} if kind else {}), **({field: nbytes} if field else {}))
-        self._totals[self._name] = self._totals.get(self._name, RequestCounts()) + add
 
 
 # -- metered steps through real runs ----------------------------------------------------------------
