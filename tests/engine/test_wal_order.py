@@ -103,16 +103,17 @@ class WalOrderCheckingStore:
         self.inner.delete(key)
 
 
-def test_concurrent_durable_writers_create_wal_ssts_one_at_a_time_in_id_order() -> None:
-    memory = MemoryStore()
-    store = WalOrderCheckingStore(memory, "db")
-    db = Db.open("db", store, quiet(wal_flush_interval=timedelta(milliseconds=5)))
+def _durable_writers(db: Db, on_ack: Callable[[bytes], None] = lambda key: None) -> None:
+    """:data:`WRITERS` threads each put :data:`PUTS_EACH` keys ``w<n>-<i>`` with ``await_durable``
+    (``on_ack`` after each put returns); then close ``db``. Fails if any put raised."""
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:
         try:
             for i in range(PUTS_EACH):
-                db.put(b"w%d-%03d" % (n, i), b"v", await_durable=True)
+                key = b"w%d-%03d" % (n, i)
+                db.put(key, b"v", await_durable=True)
+                on_ack(key)
         except BaseException as error:
             errors.append(error)
 
@@ -123,6 +124,13 @@ def test_concurrent_durable_writers_create_wal_ssts_one_at_a_time_in_id_order() 
         thread.join(60)
     db.close()
     assert errors == []
+
+
+def test_concurrent_durable_writers_create_wal_ssts_one_at_a_time_in_id_order() -> None:
+    memory = MemoryStore()
+    store = WalOrderCheckingStore(memory, "db")
+    db = Db.open("db", store, quiet(wal_flush_interval=timedelta(milliseconds=5)))
+    _durable_writers(db)
     assert store.wal_puts > 2, "the writers never wrote the WAL"
     assert store.overlapping == [], f"WAL PUTs overlapped: {store.overlapping[:5]}"
     assert store.after_gap == [], f"WAL SSTs created while the one before did not exist: {store.after_gap}"
@@ -197,24 +205,7 @@ def test_every_durable_write_is_acknowledged_after_a_confirmation_that_started_a
     memory = MemoryStore()
     store = EventLog(memory, "db")
     db = Db.open("db", store, quiet(wal_flush_interval=timedelta(milliseconds=5)))
-    errors: list[BaseException] = []
-
-    def writer(n: int) -> None:
-        try:
-            for i in range(PUTS_EACH):
-                key = b"w%d-%03d" % (n, i)
-                db.put(key, b"v", await_durable=True)
-                store.acked(key)
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(WRITERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    db.close()
-    assert errors == []
+    _durable_writers(db, on_ack=store.acked)
 
     wal = WalStore(memory, "db")
     wal_of = {key.decode(): wal_id for wal_id in wal.list_ids() for key, _, _, _ in wal.read(wal_id)}
