@@ -3,7 +3,8 @@
 ``compact`` runs one compaction (:func:`slate_ops.admin.compact`, which fences any running
 compactor) and prints its report with ``"compacted": true``, or ``{"compacted": false, "reason":
 ...}`` with the current counts of L0 views and sorted runs (``l0_views``, ``sorted_runs``, as
-``describe`` names them) when there is nothing to do (exit 0 either way).
+``describe`` names them) and the ``requests`` the look cost when there is nothing to do (exit 0
+either way).
 ``shape`` prints the LSM tree: every L0 SST and every sorted run with its SST count, key range,
 bytes and entries, keys in the data commands' convention (pasteable into ``scan --from``).
 Both go through the admin handle: on a SlateDB database ``compact`` submits the compaction to SlateDB
@@ -21,10 +22,14 @@ from slate_ops.cli.handle import open_db
 from slate_ops.cli.output import jsonable
 from slate_ops.compaction import CompactorOptions, LocalExecutor
 from slate_ops.objstore import ObjectStore
+from slate_ops.objstore.metering import RequestCounts
 
 
-def nothing_to_compact(shape: LsmShape, *, full: bool, options: CompactorOptions) -> dict[str, Any]:
-    """What ``compact`` prints when the compactor found nothing to do in ``shape``."""
+def nothing_to_compact(
+    shape: LsmShape, *, full: bool, options: CompactorOptions, requests: RequestCounts
+) -> dict[str, Any]:
+    """What ``compact`` prints when the compactor found nothing to do in ``shape``; ``requests``:
+    what finding that out cost (the claim of the compactor's epoch and the planning reads)."""
     l0, runs = len(shape.l0), len(shape.sorted_runs)
     if full:
         reason = f"nothing to compact: {l0} L0 view(s) and {runs} sorted run(s) are already fully compacted"
@@ -39,6 +44,7 @@ def nothing_to_compact(shape: LsmShape, *, full: bool, options: CompactorOptions
         "manifest_id": shape.manifest_id,
         "l0_views": l0,
         "sorted_runs": runs,
+        "requests": requests.to_dict(),
     }
 
 
@@ -57,7 +63,8 @@ def _compact(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
     else:
         report = db.compact(full=args.full, executor=LocalExecutor(), options=options)
     if report is None:
-        return nothing_to_compact(db.shape(), full=args.full, options=options)
+        requests = db.last_requests
+        return nothing_to_compact(db.shape(), full=args.full, options=options, requests=requests)
     return {"compacted": True, **jsonable(report)}
 
 

@@ -19,6 +19,7 @@ from slate_ops.cli.command import Command, arg, dry_run_flag
 from slate_ops.cli.handle import open_db
 from slate_ops.cli.output import jsonable
 from slate_ops.objstore import ObjectStore
+from slate_ops.objstore.metering import render_requests
 
 
 def _create_tag(args: argparse.Namespace, store: ObjectStore) -> dict[str, Any]:
@@ -61,8 +62,9 @@ def _rollback(args: argparse.Namespace, store: ObjectStore) -> Any:
 
 def rollback_rows(report: admin.RollbackReport) -> list[dict[str, Any]]:
     """The table form: the rollback itself (the tag, the manifests before and after, what it discards
-    in all), then one row per discarded SST and WAL SST, then the new L0 SST. Never empty: a rollback
-    that discards nothing still moves the database to the tag's state."""
+    in all), then one row per discarded SST and WAL SST, then the new L0 SST, then what it cost in
+    object-store requests. Never empty: a rollback that discards nothing still moves the database to
+    the tag's state."""
     action = "would discard" if report.dry_run else "discarded"
     rolled = "would roll back to" if report.dry_run else "rolled back to"
     rows = [
@@ -84,6 +86,7 @@ def rollback_rows(report: admin.RollbackReport) -> list[dict[str, Any]]:
         info = report.flushed_sst.info
         wrote = "would write" if report.dry_run else "wrote"
         rows.append(_row(wrote, f"sst {report.flushed_sst.id}", "l0", info.size_bytes, info.num_entries))
+    rows.append({"action": "requests", "object": render_requests(report.requests)})
     return rows
 
 

@@ -96,7 +96,10 @@ def test_nothing_to_compact_then_full(cli_store: ObjectStore, capsys: pytest.Cap
         "manifest_id": idle["manifest_id"],
         "l0_views": 2,
         "sorted_runs": 1,
+        "requests": idle["requests"],
     }
+    # finding nothing to do still read the manifest and claimed the compactor's epoch (a PUT)
+    assert idle["requests"]["get"] >= 1 and idle["requests"]["put"] >= 1 and idle["requests"]["delete"] == 0
 
     code, full, _ = cli(capsys, "compact", "--full")
     assert code == 0

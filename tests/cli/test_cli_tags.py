@@ -150,7 +150,8 @@ def test_rollback_as_a_table_prints_the_rollback_even_when_it_discards_nothing(
     assert header.split() == ["action", "object", "where", "bytes", "entries"]
     verb = "would roll back to" if mode == "--dry-run" else "rolled back to"
     assert first.startswith(verb) and "tag v1" in first and f"manifest {before} -> " in first
-    assert rest == []  # nothing came after the tag: no SST or WAL row
+    # nothing came after the tag: no SST or WAL row, only what the rollback cost
+    assert len(rest) == 1 and rest[0].startswith("requests") and " GET, " in rest[0] and "$" in rest[0]
 
 
 def test_rollback_to_a_missing_tag_exits_1_and_writes_nothing(
