@@ -105,7 +105,10 @@ def short(result: Any) -> str:
 
     if isinstance(result, dg.SkipReason):
         return "skip: " + (result.skip_message or "")[:60]
-    return f"{len(result.run_requests or [])} run request(s), {len(result.asset_events or [])} event(s)"
+    runs, events = len(result.run_requests or []), len(result.asset_events or [])
+    if not runs and not events:
+        return "no run, no event; cursor " + ("updated" if getattr(result, "cursor", None) else "unchanged")
+    return f"{runs} run request(s), {events} event(s)"
 
 
 @contextmanager
