@@ -413,7 +413,8 @@ def test_database_asset_page(ui: UiSession) -> None:
             "request_cost_usd_per_day",
         ],
     )
-    screenshot(ui, "ui-database-asset.png")
+    ui.page.get_by_text("requests_per_day", exact=True).first.scroll_into_view_if_needed()
+    screenshot(ui, "ui-database-asset.png")  # the cost rows in the picture, not below the fold
     shown = latest_materialization(ui.url, [GROUP, "demo"])
     table = shown["requests_per_day"]
     assert "| compaction |" in table and "| checkpoints |" in table, table
