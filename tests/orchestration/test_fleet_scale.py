@@ -1,9 +1,11 @@
-"""Sensor ticks over a fleet on S3 (issue 15): reads overlap, an unchanged database costs one LIST,
-and a missing, destroyed or corrupt database is skipped without failing the tick.
+"""Sensor ticks over a fleet on S3 (issue 15): reads overlap, an unchanged database costs one GET
+probe (issue 23; one LIST at the first poll and hourly), and a missing, destroyed or corrupt
+database is skipped without failing the tick.
 
 The fleet lives on moto's S3 server on loopback, reached through boto3 as the sensors reach it (the
 resource opens ``s3://`` stores from the config). The server's WSGI app is wrapped to count the
-requests by method, to record how many were in flight at once, and to add a delay per request.
+requests by method (a GET with ``list-type`` counted as ``LIST``), to record how many were in flight
+at once, and to add a delay per request.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ class CountingApp:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         with self._lock:
-            self.requests[environ["REQUEST_METHOD"]] += 1
+            method = environ["REQUEST_METHOD"]
+            listing = method == "GET" and "list-type=" in environ.get("QUERY_STRING", "")
+            self.requests["LIST" if listing else method] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -164,24 +168,26 @@ def observed(result: dg.SensorResult | dg.SkipReason) -> list[tuple[str, object]
     ]
 
 
-def test_an_unchanged_database_costs_one_list_and_a_changed_one_is_seen(
+def test_an_unchanged_database_costs_one_get_probe_and_a_changed_one_is_seen(
     s3_fleet: SlateDatabasesResource, s3_fleet_store: S3Store, counter: CountingApp
 ) -> None:
     first = manifest_tick(s3_fleet, None)
     assert observed(first) == [(name, 1) for name in names()]  # every one, in the config's order
-    assert dict(counter.requests) == {"GET": 2 * COUNT}  # a LIST and a GET each (both HTTP GETs)
+    assert dict(counter.requests) == {"LIST": COUNT, "GET": COUNT}  # a LIST and a GET each
     assert isinstance(first, dg.SensorResult) and first.cursor is not None
 
     counter.reset()
     second = manifest_tick(s3_fleet, first.cursor)
     assert f"no manifest changed in {COUNT} database(s)" in (skip_message(second) or "")
-    assert dict(counter.requests) == {"GET": COUNT}  # one LIST per database, no manifest read
+    # One GET probe of manifest 2 per database (404), no LIST, no manifest read.
+    assert dict(counter.requests) == {"GET": COUNT}
 
     add_checkpoint(s3_fleet_store, f"{PREFIX}/db_017", ManualRuntime(1_700_000_000.0), None, "moved")
     counter.reset()
     third = manifest_tick(s3_fleet, first.cursor)
     assert observed(third) == [("db_017", 2)]
-    assert dict(counter.requests) == {"GET": COUNT + 1}  # and one GET of the new manifest
+    # db_017's probe found manifest 2; one LIST showed it the newest, so it is not read again.
+    assert dict(counter.requests) == {"GET": COUNT, "LIST": 1}
     assert isinstance(third, dg.SensorResult) and third.cursor is not None
     assert manifests_of(third.cursor) == {name: 2 if name == "db_017" else 1 for name in names()}
 
@@ -202,7 +208,7 @@ def test_ticks_read_the_fleet_concurrently_within_the_bound(
     assert 1 < counter.max_in_flight <= FLEET_READ_THREADS
 
 
-def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_per_unchanged_database(
+def test_a_compaction_sensor_tick_costs_a_probe_list_and_get_per_changed_and_one_get_per_unchanged_database(
     endpoint: str, bucket: str, s3_fleet_store: S3Store, counter: CountingApp
 ) -> None:
     databases = names(20)
@@ -225,7 +231,7 @@ def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_pe
     first = tick(None)
     assert isinstance(first, dg.SensorResult) and first.cursor is not None
     assert [r.tags["slate_ops/db"] for r in first.run_requests or []] == ["db_005"]
-    assert dict(counter.requests) == {"GET": 2 * len(databases)}
+    assert dict(counter.requests) == {"LIST": len(databases), "GET": len(databases)}
 
     counter.reset()
     again = tick(first.cursor)
@@ -233,16 +239,17 @@ def test_a_compaction_sensor_tick_costs_two_requests_per_new_manifest_and_one_pe
     assert manifests_of(again.cursor) == manifests_of(first.cursor)  # no manifest moved (polls counted)
     message = skip_message(again) or ""
     assert f"{len(databases)} without a new manifest since the last tick: db_000" in message
-    # The cursor names the manifest each database was evaluated at: one LIST each proves it unchanged.
+    # The cursor names the manifest each database was evaluated at: one GET probe each (of the next
+    # manifest, absent) proves it unchanged.
     assert dict(counter.requests) == {"GET": len(databases)}
 
-    with Db.open(f"{PREFIX}/db_004", s3_fleet_store) as db:  # a new manifest: read (LIST + GET), still below
+    with Db.open(f"{PREFIX}/db_004", s3_fleet_store) as db:  # new manifests: probe, LIST + GET, still below
         db.put(b"key", b"v")
         db.flush_memtable()
     counter.reset()
     changed = tick(first.cursor)
     assert "db_004 1/4" in (skip_message(changed) or "")
-    assert dict(counter.requests) == {"GET": len(databases) + 1}
+    assert dict(counter.requests) == {"GET": len(databases) + 1, "LIST": 1}
 
 
 def test_missing_destroyed_gc_trimmed_and_corrupt_databases_do_not_fail_the_tick(
@@ -283,7 +290,7 @@ def test_a_discovered_fleet_keeps_its_cursor_without_observations(
     s3_fleet: SlateDatabasesResource, endpoint: str, bucket: str, counter: CountingApp
 ) -> None:
     """Discovered databases have no asset to observe; the cursor still moves, so the next tick
-    costs one LIST per database (and the discovery LIST)."""
+    costs one GET probe per database (and the discovery LIST)."""
     url = f"s3://{bucket}?endpoint_url={endpoint}&region=us-east-1"
     slate = SlateDatabasesResource(
         config=parse_config(f"discover: {{store_url: '{url}', prefix: {PREFIX}}}\n")
@@ -294,14 +301,15 @@ def test_a_discovered_fleet_keeps_its_cursor_without_observations(
     assert manifests_of(first.cursor) == dict.fromkeys(names(), 1)
     counter.reset()
     assert skip_message(manifest_tick(slate, first.cursor)) is not None
-    assert dict(counter.requests) == {"GET": COUNT + 1}
+    assert dict(counter.requests) == {"GET": COUNT, "LIST": 1}
 
 
 def test_an_hour_of_polls_records_exactly_the_requests_the_server_served(
     s3_fleet: SlateDatabasesResource, counter: CountingApp
 ) -> None:
     """Each database's poll requests accumulate in the cursor and come out once an hour as one
-    observation; summed over the fleet they are what S3 was asked (HTTP GET: a LIST or a GET)."""
+    observation; summed over the fleet they are what S3 was asked. Ticks 30 minutes apart are too
+    far apart to probe from (SENSOR_PROBE_MAX_AGE_S): each poll LISTs."""
     clock = s3_fleet.clock()
     assert isinstance(clock, ManualRuntime)
     cursor: str | None = None
@@ -318,7 +326,7 @@ def test_an_hour_of_polls_records_exactly_the_requests_the_server_served(
     counts = [RequestCounts.from_dict(p.metadata["requests"].value) for p in polls]  # type: ignore[arg-type]
     assert set(counts) == {RequestCounts(list=3, get=1, bytes_read=counts[0].bytes_read)}
     assert {p.metadata["cost_runs"].value for p in polls} == {3}
-    assert dict(counter.requests) == {"GET": sum(c.list + c.get for c in counts)}
+    assert dict(counter.requests) == {"LIST": sum(c.list for c in counts), "GET": sum(c.get for c in counts)}
 
 
 def test_a_gc_step_on_s3_records_exactly_the_requests_the_server_served(
@@ -340,7 +348,8 @@ def test_a_gc_step_on_s3_records_exactly_the_requests_the_server_served(
     assert served == {
         method: n
         for method, n in {
-            "GET": recorded.get + recorded.list,
+            "GET": recorded.get,
+            "LIST": recorded.list,
             "HEAD": recorded.head,
             "PUT": recorded.put,
             "DELETE": recorded.delete,
