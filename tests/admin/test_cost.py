@@ -1,6 +1,6 @@
 """The polling cost model: per-pass counts measured on the database (one sensor observe by probe and
-one by LIST = what the fleet's polls really send, one GC dry run), times passes per day, in dollars; beside SlateDB's
-defaults computed from its documented GC and compactor behaviour."""
+one by LIST = what the fleet's polls really send, one GC dry run), times passes per day, in
+dollars; beside SlateDB's defaults computed from its documented GC and compactor behaviour."""
 
 from __future__ import annotations
 

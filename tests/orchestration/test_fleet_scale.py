@@ -10,6 +10,7 @@ at once, and to add a delay per request.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -23,6 +24,7 @@ from moto.server import ThreadedMotoServer
 from werkzeug.serving import make_server
 
 from slate_ops import Db, admin
+from slate_ops.admin.cost import SENSOR_LIST_INTERVAL_S
 from slate_ops.objstore import S3Store
 from slate_ops.objstore.metering import RequestCounts
 from slate_ops.objstore.s3 import make_s3_client
@@ -356,3 +358,108 @@ def test_a_gc_step_on_s3_records_exactly_the_requests_the_server_served(
         }.items()
         if n
     }
+
+
+def small_fleet(endpoint: str, bucket: str, store: S3Store, count: int) -> SlateDatabasesResource:
+    """``count`` databases (manifest 1 each) on a clock the test advances."""
+    for name in names(count):
+        admin.create_db(f"{PREFIX}/{name}", store)
+    clock = ManualRuntime(1_700_000_000.0)
+    return SlateDatabasesResource(config=fleet_config(endpoint, bucket, names(count))).with_clock(clock)
+
+
+def test_an_hour_of_30s_polls_is_one_get_each_with_a_list_at_the_start_and_the_hour(
+    endpoint: str, bucket: str, s3_fleet_store: S3Store, counter: CountingApp
+) -> None:
+    """Issue 23: an idle database's poll is one GET probe; it LISTs at its first poll (no manifest
+    known), and again once its last LIST is an hour old (SENSOR_LIST_INTERVAL_S). db_001 is deleted
+    by hand meanwhile: the probe cannot tell (decided, docs/orchestration.md), the hourly LIST finds
+    it missing, and from then on every poll of it LISTs and reports it, as before issue 23."""
+    slate = small_fleet(endpoint, bucket, s3_fleet_store, 3)
+    clock = slate.clock()
+    assert isinstance(clock, ManualRuntime) and SENSOR_LIST_INTERVAL_S == 3600
+    served: list[dict[str, int]] = []
+    messages: list[str] = []
+    polls: list[dg.AssetObservation] = []
+    cursor: str | None = None
+    for tick in range(122):  # at 0 s, 30 s, ..., 3630 s
+        if tick == 10:
+            for meta in list(s3_fleet_store.list(f"{PREFIX}/db_001/")):
+                s3_fleet_store.delete(meta.key)
+        counter.reset()
+        result = manifest_tick(slate, cursor)
+        served.append(dict(counter.requests))
+        messages.append(skip_message(result) or "")
+        assert isinstance(result, dg.SensorResult) and result.cursor is not None
+        polls += [e for e in result.asset_events if is_cost_observation(e)]  # type: ignore[arg-type]
+        cursor = result.cursor
+        clock.advance(30)
+    assert served[0] == {"LIST": 3, "GET": 3}  # the first poll reads each database
+    assert all(s == {"GET": 3} for s in served[1:120]), served[1:120]  # one probe each, no LIST
+    assert all("db_001" not in m for m in messages[:121])
+    # The hour: each confirmed by LIST; db_001 found missing (its LIST from manifest 1 is empty,
+    # then one of every manifest: DbNotFoundError), and so on every poll of it from now on.
+    assert served[120] == {"LIST": 4}
+    assert served[121] == {"GET": 2, "LIST": 2}
+    assert "db_001 (DbNotFoundError" in messages[121]
+    # The hour's poll window of db_000, recorded at 3600 s: exactly what it cost the server.
+    (db_000,) = [p for p in polls if p.asset_key.path[-1] == "db_000"]
+    recorded = RequestCounts.from_dict(db_000.metadata["requests"].value)  # type: ignore[arg-type]
+    assert (recorded.list, recorded.get, db_000.metadata["cost_runs"].value) == (2, 120, 121)
+
+
+def test_destroyed_and_gc_trimmed_databases_are_seen_by_the_probe(
+    endpoint: str, bucket: str, s3_fleet_store: S3Store, counter: CountingApp
+) -> None:
+    """A soft destroy writes the next manifest: the probe finds it and the state is read. A hard
+    destroy of a database already seen destroyed writes its tombstone there: found, and skipped as
+    deleted. GC trimming the manifest the cursor names (newer ones exist) is a change like any other.
+    A hard destroy of a live database deletes the destroyed mark it commits first, so the probe
+    misses it until the hourly LIST (decided: as a deletion by hand; a discovered fleet drops it at
+    once, next test)."""
+    slate = small_fleet(endpoint, bucket, s3_fleet_store, 4)
+    clock = slate.clock()
+    assert isinstance(clock, ManualRuntime)
+    admin.destroy(f"{PREFIX}/db_001", s3_fleet_store, dry_run=False, clock=clock)  # claim 2, mark 3
+    first = manifest_tick(slate, None)
+    assert isinstance(first, dg.SensorResult) and manifests_of(first.cursor)["db_001"] == 3
+
+    clock.advance(30)
+    admin.destroy(f"{PREFIX}/db_000", s3_fleet_store, dry_run=False, clock=clock)  # soft: 2 and 3
+    admin.destroy(f"{PREFIX}/db_001", s3_fleet_store, soft=False, dry_run=False, clock=clock)  # tombstone 4
+    admin.destroy(f"{PREFIX}/db_002", s3_fleet_store, soft=False, dry_run=False, clock=clock)  # only 4 left
+    add_checkpoint(s3_fleet_store, f"{PREFIX}/db_003", clock, None, "a")
+    add_checkpoint(s3_fleet_store, f"{PREFIX}/db_003", clock, None, "b")
+    s3_fleet_store.delete(f"{PREFIX}/db_003/manifest/{1:020d}.manifest")  # as GC, after its min_age
+    counter.reset()
+    second = manifest_tick(slate, first.cursor)
+    assert observed(second) == [("db_000", 3), ("db_003", 3)]
+    destroyed = next(e for e in second.asset_events if e.asset_key.path[-1] == "db_000")  # type: ignore[union-attr]
+    assert "destroyed_at_s" in destroyed.metadata
+    assert isinstance(second, dg.SensorResult) and second.cursor is not None
+    cursor = manifests_of(second.cursor)
+    assert (cursor["db_000"], cursor["db_001"], cursor["db_002"], cursor["db_003"]) == (3, 3, 1, 3)
+    # db_000 and db_003: probe hit (2), LIST, GET of the newest (3); db_001: probe hit (the
+    # tombstone 4), LIST: it is the newest, so not read again (deleted: skipped); db_002: probe miss.
+    assert dict(counter.requests) == {"GET": 2 + 1 + 1 + 2, "LIST": 3}
+
+    clock.advance(30)
+    third = manifest_tick(slate, second.cursor)
+    message = skip_message(third) or ""
+    assert "db_001 (DbNotFoundError" in message and "db_002" not in message
+
+
+def test_a_discovered_fleet_drops_a_hard_destroyed_database_at_once(
+    s3_fleet: SlateDatabasesResource, endpoint: str, bucket: str, s3_fleet_store: S3Store
+) -> None:
+    url = f"s3://{bucket}?endpoint_url={endpoint}&region=us-east-1"
+    slate = SlateDatabasesResource(
+        config=parse_config(f"discover: {{store_url: '{url}', prefix: {PREFIX}}}\n")
+    ).with_clock(s3_fleet.clock())
+    first = manifest_tick(slate, None)
+    assert isinstance(first, dg.SensorResult) and "db_005" in manifests_of(first.cursor)
+    admin.destroy(f"{PREFIX}/db_005", s3_fleet_store, soft=False, dry_run=False)
+    again = manifest_tick(slate, first.cursor)
+    assert isinstance(again, dg.SensorResult) and again.cursor is not None
+    assert "db_005" not in manifests_of(again.cursor) and len(manifests_of(again.cursor)) == COUNT - 1
+    assert "db_005" not in json.loads(again.cursor)["confirmed"]
