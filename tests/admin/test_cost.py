@@ -31,8 +31,10 @@ from slate_ops.admin.cost import (
     measure,
     polling_cost,
 )
+from slate_ops.admin.fleet import latest_manifest_since
 from slate_ops.admin.handle import SlateOpsHandle, poll
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore, S3Store
 from slate_ops.objstore.metering import S3_STANDARD, ZERO, MeteredStore, PriceTable, RequestCounts
 from tests.support.engine import quiet
@@ -64,6 +66,28 @@ def test_measured_passes_are_what_the_real_functions_cost(memory_store: MemorySt
     assert measured.gc_pass == SlateOpsHandle("db", memory_store).gc_plan().requests
     assert measured.gc_pass.list >= 1 and measured.gc_pass.put == measured.gc_pass.delete == 0
     assert measured.objects["manifest"] >= 1 and measured.objects["compacted"] == 3
+
+
+def test_a_probe_is_one_get_and_a_change_adds_one_list(memory_store: MemoryStore) -> None:
+    """The sensors' probe (latest_manifest_since with ``probe``): unchanged, one GET of the next
+    manifest; one manifest newer, that GET and a LIST showing it the newest (not read again); more,
+    a GET of the newest too."""
+    _write(memory_store, "db", 1)
+    meter = MeteredStore(memory_store)
+    known = ManifestStore(memory_store, "db").list()[-1].id
+    assert latest_manifest_since("db", meter, known, probe=True) is None
+    assert meter.counts == RequestCounts(get=1, bytes_read=0)
+    admin.create_checkpoint("db", memory_store)
+    meter.reset()
+    one = latest_manifest_since("db", meter, known, probe=True)
+    assert one is not None and one.id == known + 1 and len(one.value.checkpoints) == 1
+    assert (meter.counts.get, meter.counts.list) == (1, 1)
+    admin.create_checkpoint("db", memory_store)
+    admin.create_checkpoint("db", memory_store)
+    meter.reset()
+    newest = latest_manifest_since("db", meter, one.id, probe=True)
+    assert newest is not None and newest.id == one.id + 2 and len(newest.value.checkpoints) == 3
+    assert (meter.counts.get, meter.counts.list) == (2, 1)
 
 
 def test_requests_per_day_by_source_and_dollars() -> None:
