@@ -40,7 +40,7 @@ from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.cost import SENSOR_POLLS
 from slate_ops.orchestration.naming import DEFAULT, Naming
-from slate_ops.orchestration.polls import SensorCursor
+from slate_ops.orchestration.polls import SensorCursor, location_digest
 from slate_ops.orchestration.request_meter import cost_observation
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
@@ -254,8 +254,11 @@ class ManifestTick:
         self.cursor = self._state.manifests
         self._known = dict(self.cursor)
         started = slate.clock().now()
+        where = {db.name: location_digest(db.store_url, db.path) for db in fleet}
         probing = {
-            db.name for db in fleet if self._state.may_probe(db.name, self._known.get(db.name), started)
+            db.name
+            for db in fleet
+            if self._state.may_probe(db.name, self._known.get(db.name), started, where[db.name])
         }
         polled: dict[str, RequestCounts] = {}
         lock = threading.Lock()
@@ -271,7 +274,7 @@ class ManifestTick:
         self.found: EachDatabase[Observed] = each_database(fleet, context.log, metered_observe)
         for db, observed in self.found.results:  # a probe miss proves no more than since `started`
             listed = isinstance(observed, Read) or db.name not in probing
-            self._state.confirm(db.name, observed.manifest_id, started, listed=listed)
+            self._state.confirm(db.name, observed.manifest_id, started, where[db.name], listed=listed)
         now = slate.clock().now()
         for db in fleet:
             if db.name in polled:

@@ -14,12 +14,14 @@ costs"): the cursor keeps, per database, when a poll last confirmed that manifes
 
 The cursor is JSON ``{"manifests": {"<db>": <manifest id>}, "polls": {"<db>": {"since": <epoch s>,
 "polls": <n>, "counts": {<RequestCounts.to_dict()>}}}, "confirmed": {"<db>": {"manifest": <id>,
-"at": <epoch s>, "listed": <epoch s>}}}``. The formats before, ``{"<db>": <manifest id>}`` and the
-one without ``confirmed``, still parse (nothing confirmed yet: the next poll LISTs).
+"at": <epoch s>, "listed": <epoch s>, "where": <digest of its store and path>}}}``. The formats
+before, ``{"<db>": <manifest id>}`` and the one without ``confirmed``, still parse (nothing
+confirmed yet: the next poll LISTs).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable
@@ -58,28 +60,40 @@ class PollWindow:
         return cls(float(since), polls, RequestCounts.from_dict(counts))
 
 
+def location_digest(store_url: str, path: str) -> str:
+    """A short digest of where a database lives: a confirmation holds only for the same place (a
+    config that moves a name to another store or path LISTs it again)."""
+    return hashlib.sha256(f"{store_url}\n{path}".encode()).hexdigest()[:12]
+
+
 @dataclass(frozen=True)
 class Confirmed:
-    """A poll's proof that ``manifest`` was the database's latest: last at ``at`` (a LIST or a probe
-    miss), last by LIST at ``listed`` (epoch seconds, each the start of its tick)."""
+    """A poll's proof that ``manifest`` was the latest of the database at ``where``
+    (:func:`location_digest`): last at ``at`` (a LIST or a probe miss), last by LIST at ``listed``
+    (epoch seconds, each the start of its tick)."""
 
     manifest: int
     at: float
     listed: float
+    where: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"manifest": self.manifest, "at": self.at, "listed": self.listed}
+        return {"manifest": self.manifest, "at": self.at, "listed": self.listed, "where": self.where}
 
     @classmethod
     def from_json(cls, raw: object) -> Confirmed:
         """The confirmation ``raw`` describes; :class:`InvalidArgumentError` if it is not one."""
         if not isinstance(raw, dict):
             raise InvalidArgumentError(f"a confirmation must be an object, got {raw!r}")
-        manifest, at, listed = raw.get("manifest"), raw.get("at"), raw.get("listed")
-        if not isinstance(manifest, int) or not all(isinstance(t, int | float) for t in (at, listed)):
+        manifest, at, listed, where = raw.get("manifest"), raw.get("at"), raw.get("listed"), raw.get("where")
+        if (
+            not isinstance(manifest, int)
+            or not isinstance(at, int | float)
+            or not isinstance(listed, int | float)
+            or not isinstance(where, str)
+        ):
             raise InvalidArgumentError(f"not a confirmation: {raw!r}")
-        assert isinstance(at, int | float) and isinstance(listed, int | float)
-        return cls(manifest, float(at), float(listed))
+        return cls(manifest, float(at), float(listed), where)
 
 
 @dataclass
@@ -131,9 +145,9 @@ class SensorCursor:
             sort_keys=True,
         )
 
-    def may_probe(self, name: str, known_id: int | None, now: float) -> bool:
-        """Whether the poll of ``name`` at ``now`` may be a GET probe of manifest ``known_id + 1``
-        rather than a LIST: ``known_id`` was confirmed the latest less than
+    def may_probe(self, name: str, known_id: int | None, now: float, where: str) -> bool:
+        """Whether the poll of ``name`` (at ``where``) at ``now`` may be a GET probe of manifest
+        ``known_id + 1`` rather than a LIST: ``known_id`` was confirmed the latest there less than
         :data:`~slate_ops.admin.cost.SENSOR_PROBE_MAX_AGE_S` ago (60 s: a probe miss proves nothing
         older, since GC may have deleted ``known_id + 1``), and by LIST less than
         :data:`~slate_ops.admin.cost.SENSOR_LIST_INTERVAL_S` ago (so a
@@ -144,16 +158,17 @@ class SensorCursor:
             known_id is not None
             and confirmed is not None
             and confirmed.manifest == known_id
+            and confirmed.where == where
             and 0 <= now - confirmed.at < SENSOR_PROBE_MAX_AGE_S
             and 0 <= now - confirmed.listed < SENSOR_LIST_INTERVAL_S
         )
 
-    def confirm(self, name: str, manifest_id: int, now: float, *, listed: bool) -> None:
-        """Record that a poll started at ``now`` found ``manifest_id`` the latest of ``name``
-        (``listed``: by a LIST; else by a probe miss, which keeps the last LIST's time)."""
+    def confirm(self, name: str, manifest_id: int, now: float, where: str, *, listed: bool) -> None:
+        """Record that a poll started at ``now`` found ``manifest_id`` the latest of ``name`` at
+        ``where`` (``listed``: by a LIST; else by a probe miss, which keeps the last LIST's time)."""
         before = self.confirmed.get(name)
         last_list = now if listed else (0.0 if before is None else before.listed)
-        self.confirmed[name] = Confirmed(manifest_id, now, last_list)
+        self.confirmed[name] = Confirmed(manifest_id, now, last_list, where)
 
     def add_poll(self, name: str, counts: RequestCounts, now: float) -> None:
         """Count one poll of ``name`` (its window starts now if it has none)."""

@@ -391,7 +391,9 @@ def test_an_hour_of_30s_polls_is_one_get_each_with_a_list_at_the_start_and_the_h
         served.append(dict(counter.requests))
         messages.append(skip_message(result) or "")
         assert isinstance(result, dg.SensorResult) and result.cursor is not None
-        polls += [e for e in result.asset_events if is_cost_observation(e)]  # type: ignore[arg-type]
+        polls += [
+            e for e in result.asset_events if isinstance(e, dg.AssetObservation) and is_cost_observation(e)
+        ]
         cursor = result.cursor
         clock.advance(30)
     assert served[0] == {"LIST": 3, "GET": 3}  # the first poll reads each database
@@ -434,9 +436,9 @@ def test_destroyed_and_gc_trimmed_databases_are_seen_by_the_probe(
     counter.reset()
     second = manifest_tick(slate, first.cursor)
     assert observed(second) == [("db_000", 3), ("db_003", 3)]
-    destroyed = next(e for e in second.asset_events if e.asset_key.path[-1] == "db_000")  # type: ignore[union-attr]
-    assert "destroyed_at_s" in destroyed.metadata
     assert isinstance(second, dg.SensorResult) and second.cursor is not None
+    destroyed = next(e for e in second.asset_events if e.asset_key.path[-1] == "db_000")
+    assert "destroyed_at_s" in destroyed.metadata
     cursor = manifests_of(second.cursor)
     assert (cursor["db_000"], cursor["db_001"], cursor["db_002"], cursor["db_003"]) == (3, 3, 1, 3)
     # db_000 and db_003: probe hit (2), LIST, GET of the newest (3); db_001: probe hit (the
