@@ -154,8 +154,10 @@ def latest_manifest_since(
         return None
     if listed:
         try:
-            probed = following is not None and following.id == listed[-1].id
-            newest = following if following is not None and probed else manifests.read(listed[-1].id)
+            if following is not None and following.id == listed[-1].id:
+                newest = following  # the probe read it
+            else:
+                newest = manifests.read(listed[-1].id)
         except ObjectNotFoundError:
             pass  # deleted since the LIST (a destroy): read it afresh
         else:

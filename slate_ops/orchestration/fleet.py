@@ -272,7 +272,7 @@ class ManifestTick:
                     polled[db.name] = store.counts
 
         self.found: EachDatabase[Observed] = each_database(fleet, context.log, metered_observe)
-        for db, observed in self.found.results:  # a probe miss proves no more than since `started`
+        for db, observed in self.found.results:  # confirmed as of `started`: its requests came later
             listed = isinstance(observed, Read) or db.name not in probing
             self._state.confirm(db.name, observed.manifest_id, started, where[db.name], listed=listed)
         now = slate.clock().now()
