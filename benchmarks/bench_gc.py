@@ -137,11 +137,13 @@ class PollingRow:
     database: str
     objects: int
     cost: cost_model.DatabaseCost
+    writers: int = 1
 
 
 def polling_costs(rounds: int = ROUNDS) -> list[PollingRow]:
     """Requests per day of keeping the benchmark's database maintained, at our defaults and at
-    SlateDB's, measured on it as built (garbage waiting) and after a GC (steady state)."""
+    SlateDB's, measured on it as built (garbage waiting) and after a GC (steady state), with one
+    writer; and after the GC without a writer (idle: the sensors' polls and GC alone)."""
     clock = ManualRuntime(1_700_000_000.0)
     state = build(clock, rounds)
     clock.advance(86_400)
@@ -150,13 +152,15 @@ def polling_costs(rounds: int = ROUNDS) -> list[PollingRow]:
         measured = cost_model.measure("db", state, clock=clock)
         rows.append(PollingRow(name, sum(measured.objects.values()), cost_model.polling_cost(measured)))
         GarbageCollector("db", state, GcOptions(), clock=clock).run_once(dry_run=False)
+    idle = cost_model.polling_cost(measured, cost_model.Intervals(writers=0))
+    rows.append(PollingRow("after a GC, no writer (idle)", rows[-1].objects, idle, writers=0))
     return rows
 
 
 def polling_table(rows: list[PollingRow]) -> str:
-    header = ["database", "objects", "ours: sensor polls", "ours: GC", "ours: writer polls", "ours total",
-              "ours $/month", "SlateDB: GC", "SlateDB: compactor polls", "SlateDB: writer polls",
-              "SlateDB total", "SlateDB $/month"]  # fmt: skip
+    header = ["database", "objects", "ours: sensor polls (GET probes + LISTs)", "ours: GC",
+              "ours: writer polls", "ours total", "ours $/month", "SlateDB: GC", "SlateDB: compactor polls",
+              "SlateDB: writer polls", "SlateDB total", "SlateDB $/month"]  # fmt: skip
     cells = []
     for row in rows:
         cost = row.cost
@@ -166,7 +170,7 @@ def polling_table(rows: list[PollingRow]) -> str:
             [
                 row.database,
                 row.objects,
-                ours["sensor_polls"],
+                f"{ours['sensor_polls']} + {ours['sensor_lists']}",
                 ours["gc"],
                 ours["writer_polls"],
                 cost.per_day(cost.ours).requests,
@@ -267,8 +271,9 @@ def describe(rounds: int) -> str:
 
 POLLING_NOTE = (
     "Requests per day of keeping that database maintained (slate_ops.admin.cost, counts measured on "
-    "it: one sensor observe, one GC dry run, its objects per directory). "
-    "Ours: 2 manifest sensors every 30 s + GC every 6 h + one writer's manifest probe every second; "
+    "it: one sensor observe by GET probe and one by LIST, one GC dry run, its objects per directory). "
+    "Ours: 2 manifest sensors every 30 s (a GET probe of the next manifest, a LIST once an hour) + GC "
+    "every 6 h + one writer's manifest probe every second (none in the idle row); "
     "SlateDB's defaults: GC every 10 min (its measured pass, plus a LIST per further 1,000 keys of "
     "manifest/, wal/, compacted/, compactions/) + its compactor's polls every 5 s + one writer's every "
     "second (measured at the endpoint: `--idle-seconds`). S3 Standard us-east-1 prices."

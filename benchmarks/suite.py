@@ -466,7 +466,8 @@ def collect_gc(options: Options) -> Outcome:
                 reference=theirs.requests,
                 reference_label="SlateDB defaults",
                 note=f"${p.cost.dollars_per_month:.2f} vs ${p.cost.slatedb_dollars_per_month:.2f} a month "
-                "(S3 Standard); sensor polls + GC + 1 writer vs GC + compactor + 1 writer",
+                "(S3 Standard); sensor polls + GC"
+                + (" + 1 writer vs GC + compactor + 1 writer" if p.writers else " vs GC + compactor"),
             )
         )
     measured = list(results.values())

@@ -10,7 +10,10 @@ Ours (slate_ops' defaults, which the Dagster definitions use):
 
 * ``sensor_polls`` -- each manifest sensor (:data:`MANIFEST_SENSORS` of them: compaction and
   checkpoints) observes every database every :data:`SENSOR_POLL_INTERVAL_S`; one observe is
-  :func:`slate_ops.admin.handle.poll.state_since` with the known manifest (one LIST when unchanged);
+  :func:`slate_ops.admin.handle.poll.state_since` with the known manifest and ``probe`` (one GET of
+  the next manifest when unchanged);
+* ``sensor_lists`` -- of those polls, one per sensor every :data:`SENSOR_LIST_INTERVAL_S` is a LIST
+  instead (the same call without ``probe``: one LIST when unchanged);
 * ``gc`` -- one GC pass every :data:`GC_INTERVAL_S`, as its dry run costs (the plan reads what
   the run reads; a run's deletions come on top, free on S3 Standard);
 * ``writer_polls`` -- each writer probes for a newer manifest every second
@@ -46,6 +49,7 @@ from slate_ops.admin.handle import open as open_handle
 from slate_ops.admin.handle import poll
 from slate_ops.engines.detect import Engine
 from slate_ops.errors import InvalidArgumentError
+from slate_ops.gc import MIN_AGE_FLOOR
 from slate_ops.layout import (
     COMPACTED_DIR,
     COMPACTIONS_DIR,
@@ -67,7 +71,9 @@ from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 __all__ = [
     "GC_INTERVAL_S",
     "MANIFEST_SENSORS",
+    "SENSOR_LIST_INTERVAL_S",
     "SENSOR_POLL_INTERVAL_S",
+    "SENSOR_PROBE_MAX_AGE_S",
     "SLATEDB_COMPACTOR_POLL",
     "SLATEDB_COMPACTOR_POLL_INTERVAL_S",
     "SLATEDB_GC_DIRECTORIES",
@@ -91,6 +97,18 @@ MONTH_DAYS: Final = 30
 
 SENSOR_POLL_INTERVAL_S: Final = 30
 """Our manifest sensors' ``minimum_interval_seconds`` (the Dagster definitions use this)."""
+SENSOR_LIST_INTERVAL_S: Final = 3600
+"""How often each manifest sensor polls an unchanged database with a LIST instead of a GET probe
+(:meth:`slate_ops.orchestration.polls.SensorCursor.may_probe`): a database whose manifests were
+deleted by hand is found missing within it."""
+SENSOR_PROBE_MAX_AGE_S: Final = MIN_AGE_FLOOR.total_seconds() / 2
+"""How recently (60 s) a poll must have confirmed a manifest the latest for the next poll to probe
+from it (so sensors polling this seldom or less often always LIST). A probe miss cannot tell
+``M + 1`` never written from ``M + 1`` deleted; GC deletes only manifests older than its
+``min_age`` (at least :data:`~slate_ops.gc.MIN_AGE_FLOOR`, 120 s), and ``M + 1`` was written after
+``M`` was last confirmed the latest, so within this age a miss proves ``M`` still the latest (and
+confirms it again). Half the floor leaves room for a tick's duration and clock skew; it is the TTL
+of the sequenced stores' own probe (docs/design/coordination.md)."""
 MANIFEST_SENSORS: Final = 2
 """Manifest sensors observing every database: the compaction sensor and the checkpoint sensor."""
 GC_INTERVAL_S: Final = 6 * 3600
@@ -147,6 +165,8 @@ class MeasuredPasses:
     observe: RequestCounts
     gc_pass: RequestCounts
     objects: dict[str, int]
+    observe_listed: RequestCounts = ZERO
+    """An unchanged observe by LIST (``observe`` is the probe's: the sensors' usual poll)."""
 
     def slatedb_gc_pass(self) -> RequestCounts:
         """One pass of SlateDB's collector on this database: :data:`SLATEDB_GC_PASS`, plus a LIST
@@ -228,22 +248,25 @@ def measure(
     path: str, store: ObjectStore, engine: Engine | str | None = None, *, clock: Runtime = SYSTEM_RUNTIME
 ) -> MeasuredPasses:
     """Run one pass of each source on the database at ``path`` through a meter: one unchanged
-    observe (what the sensors' poll costs; the first, which reads the state, is not counted), one GC
-    dry run, one listing of the database's directories. Reads only."""
+    observe by probe and one by LIST (what the sensors' polls cost; the first, which reads the
+    state, is not counted), one GC dry run, one listing of the database's directories. Reads only."""
     db = normalize_db_path(path)
     handle = open_handle(db, store, engine, clock=clock)
     meter = MeteredStore(store)
     state = poll.state_since(db, meter, handle.engine, None, clock=clock)
     assert state is not None
     meter.reset()
-    poll.state_since(db, meter, handle.engine, state.manifest_id, clock=clock)
+    poll.state_since(db, meter, handle.engine, state.manifest_id, probe=True, clock=clock)
     observe = meter.counts
+    meter.reset()
+    poll.state_since(db, meter, handle.engine, state.manifest_id, clock=clock)
+    observe_listed = meter.counts
     gc_pass = handle.gc_plan().requests
     objects: dict[str, int] = {}
     for meta in store.list(f"{db}/"):
         directory = meta.key[len(db) + 1 :].split("/", 1)[0]
         objects[directory] = objects.get(directory, 0) + 1
-    return MeasuredPasses(db, handle.engine.value, observe, gc_pass, objects)
+    return MeasuredPasses(db, handle.engine.value, observe, gc_pass, objects, observe_listed)
 
 
 def polling_cost(
@@ -251,8 +274,13 @@ def polling_cost(
 ) -> DatabaseCost:
     """Requests and dollars per day of ``measured``'s database at ``intervals`` (module docstring)."""
     writer_seconds = intervals.writers * DAY_S / WRITER_POLL_INTERVAL_S
+    polls = MANIFEST_SENSORS * DAY_S / intervals.poll_s
+    lists = MANIFEST_SENSORS * DAY_S / SENSOR_LIST_INTERVAL_S
+    if intervals.poll_s >= SENSOR_PROBE_MAX_AGE_S:
+        lists = polls  # every confirmation is too old to probe from
     ours = (
-        SourceCost("sensor_polls", measured.observe, MANIFEST_SENSORS * DAY_S / intervals.poll_s),
+        SourceCost("sensor_polls", measured.observe, polls - lists),
+        SourceCost("sensor_lists", measured.observe_listed, lists),
         SourceCost("gc", measured.gc_pass, DAY_S / intervals.gc_s),
         SourceCost("writer_polls", WRITER_POLL, writer_seconds),
     )

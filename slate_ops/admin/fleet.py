@@ -124,7 +124,9 @@ def _listing(store: ObjectStore, path: str, manifest_id: int, written: datetime)
     )
 
 
-def latest_manifest_since(path: str, store: ObjectStore, known_id: int | None) -> VersionedManifest | None:
+def latest_manifest_since(
+    path: str, store: ObjectStore, known_id: int | None, *, probe: bool = False
+) -> VersionedManifest | None:
     """The latest manifest of the database at ``path``, or None when it is still ``known_id``.
 
     Without ``known_id``: a LIST of its manifests and a GET of the latest. With it: one LIST of the
@@ -134,16 +136,28 @@ def latest_manifest_since(path: str, store: ObjectStore, known_id: int | None) -
     empty ``known_id`` is gone with nothing after it (a hard destroy, maybe re-created with lower ids):
     the database is read as without ``known_id`` (:class:`~slate_ops.errors.DbNotFoundError` if none,
     or if the newest manifest is a tombstone: the database was deleted).
+
+    ``probe``: first one GET of manifest ``known_id + 1`` (:meth:`SequencedStore.probe_after`);
+    absent, the database is unchanged and that GET is all it costs; present, the LIST above follows
+    (and when that manifest is the newest, it is not read again). The caller vouches that ``known_id``
+    was confirmed the latest less than GC's ``min_age`` floor ago (docs/orchestration.md, "What each
+    database costs"): a probe cannot tell a manifest never written from one GC deleted.
     """
     manifests = ManifestStore(store, path)
     if known_id is None or known_id < 1:
         return manifests.read_latest_required()
+    following = manifests.sequence.probe_after(known_id) if probe else None
+    if probe and following is None:
+        return None
     listed = manifests.sequence.list(start_after_id=known_id - 1)
     if listed and listed[-1].id == known_id:
         return None
     if listed:
         try:
-            newest = manifests.read(listed[-1].id)
+            if following is not None and following.id == listed[-1].id:
+                newest = following  # the probe read it
+            else:
+                newest = manifests.read(listed[-1].id)
         except ObjectNotFoundError:
             pass  # deleted since the LIST (a destroy): read it afresh
         else:

@@ -10,10 +10,12 @@ answers in the fleet's order. On it:
   that wants one, or a skip reason;
 - :func:`manifest_sensor` builds the sensors that follow each database's manifest
   (:class:`ManifestTick`: the latest manifest of every database, and the cursor,
-  :class:`~slate_ops.orchestration.polls.SensorCursor`: the manifest id of each database and its
-  poll requests). A database still at its cursor's manifest costs one LIST and is not read again
-  (:class:`Unchanged`); any other one a LIST and a GET (:class:`Read`). Each poll is metered; once an
-  hour per database the polls' requests become one cost observation of its asset.
+  :class:`~slate_ops.orchestration.polls.SensorCursor`: the manifest id of each database, when it
+  was last confirmed and its poll requests). A database still at its cursor's manifest costs one
+  GET probe (one LIST when the cursor's confirmation is too old to probe from: at the first poll,
+  after a pause, and hourly) and is not read again (:class:`Unchanged`); any other one a LIST and a
+  GET (:class:`Read`; a probe GET more). Each poll is metered; once an hour per database the polls'
+  requests become one cost observation of its asset.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the resource annotations of the
@@ -38,7 +40,7 @@ from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.cost import SENSOR_POLLS
 from slate_ops.orchestration.naming import DEFAULT, Naming
-from slate_ops.orchestration.polls import SensorCursor
+from slate_ops.orchestration.polls import SensorCursor, location_digest
 from slate_ops.orchestration.request_meter import cost_observation
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
@@ -200,7 +202,8 @@ class Read:
 
 @dataclass(frozen=True)
 class Unchanged:
-    """A database still at the manifest its sensor's cursor names (one LIST proved it; not read)."""
+    """A database still at the manifest its sensor's cursor names (one GET probe or one LIST proved
+    it; not read)."""
 
     manifest_id: int
 
@@ -210,13 +213,19 @@ Observed = Read | Unchanged
 
 
 def observe(
-    slate: SlateDatabasesResource, db: DatabaseConfig, known_id: int | None, store: ObjectStore | None = None
+    slate: SlateDatabasesResource,
+    db: DatabaseConfig,
+    known_id: int | None,
+    store: ObjectStore | None = None,
+    *,
+    probe: bool = False,
 ) -> Observed:
     """``db``'s state, or :class:`Unchanged` when its latest manifest is still ``known_id``
-    (:func:`slate_ops.admin.handle.poll.state_since`, either engine: one LIST when unchanged), read
-    through ``store`` (default :func:`store_of`); raises if it is missing or unreadable."""
+    (:func:`slate_ops.admin.handle.poll.state_since`, either engine: one LIST when unchanged, one
+    GET with ``probe``, which :meth:`SensorCursor.may_probe` decides), read through ``store``
+    (default :func:`store_of`); raises if it is missing or unreadable."""
     store = store if store is not None else store_of(slate, db)
-    state = poll.state_since(db.path, store, db.engine_override(), known_id, clock=slate.clock())
+    state = poll.state_since(db.path, store, db.engine_override(), known_id, probe=probe, clock=slate.clock())
     if state is None:
         assert known_id is not None
         return Unchanged(known_id)
@@ -226,9 +235,11 @@ def observe(
 class ManifestTick:
     """One tick of a sensor that follows manifests: the latest manifest of every database in the
     fleet (:attr:`found`, read :data:`FLEET_READ_THREADS` at a time) and the cursor: :attr:`cursor`,
-    ``{db name: manifest id}`` of what the sensor already handled, and each database's poll requests
+    ``{db name: manifest id}`` of what the sensor already handled, when each was confirmed the
+    latest, and each database's poll requests
     (:class:`~slate_ops.orchestration.polls.SensorCursor`). A database still at its cursor's manifest
-    is :class:`Unchanged` (one LIST, no GET); the others are :class:`Read`.
+    is :class:`Unchanged` (one GET probe, or one LIST when the cursor may not probe); the others are
+    :class:`Read`.
 
     Every poll is metered (a failed one too) and added to its database's window in the cursor; the
     windows an hour old become :attr:`poll_observations` (one cost observation of the database's
@@ -242,18 +253,28 @@ class ManifestTick:
         self._state = SensorCursor.parse(context.cursor, context.log, [db.name for db in fleet])
         self.cursor = self._state.manifests
         self._known = dict(self.cursor)
+        started = slate.clock().now()
+        where = {db.name: location_digest(db.store_url, db.path) for db in fleet}
+        probing = {
+            db.name
+            for db in fleet
+            if self._state.may_probe(db.name, self._known.get(db.name), started, where[db.name])
+        }
         polled: dict[str, RequestCounts] = {}
         lock = threading.Lock()
 
         def metered_observe(db: DatabaseConfig) -> Observed:
             store = MeteredStore(store_of(slate, db))
             try:
-                return observe(slate, db, self._known.get(db.name), store)
+                return observe(slate, db, self._known.get(db.name), store, probe=db.name in probing)
             finally:
                 with lock:
                     polled[db.name] = store.counts
 
         self.found: EachDatabase[Observed] = each_database(fleet, context.log, metered_observe)
+        for db, observed in self.found.results:  # confirmed as of `started`: its requests came later
+            listed = isinstance(observed, Read) or db.name not in probing
+            self._state.confirm(db.name, observed.manifest_id, started, where[db.name], listed=listed)
         now = slate.clock().now()
         for db in fleet:
             if db.name in polled:

@@ -179,6 +179,14 @@ class SequencedStore(Generic[T]):
         with self._lock:
             return self._cached
 
+    def probe_after(self, known_id: int) -> Versioned[T] | None:
+        """Version ``known_id + 1`` if it exists now, else None: one GET, the probe of
+        :meth:`read_latest`. A miss proves ``known_id`` still the latest only while GC cannot have
+        deleted ``known_id + 1``: when ``known_id`` was confirmed the latest less than GC's
+        ``min_age`` ago (the class's TTL rule; the manifest sensors' poll keeps its own)."""
+        following = self._try_read(known_id + 1)
+        return None if following is None else following[0]
+
     def _probe_from(self, known: Versioned[T], etag: str | None) -> _MaybeTagged[T]:
         latest, latest_etag = known, etag
         for _ in range(self._probe_limit):

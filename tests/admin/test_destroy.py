@@ -370,6 +370,8 @@ def assert_deleted_and_reusable(
     for known in (None, 1, tombstone_id - 1):  # a fleet sensor's tick: the database is gone
         with pytest.raises(DbNotFoundError, match="was deleted at"):
             latest_manifest_since(path, store, known)
+    with pytest.raises(DbNotFoundError, match="was deleted at"):  # its probe finds the tombstone
+        latest_manifest_since(path, store, tombstone_id - 1, probe=True)
     with Db.open(path, store, quiet(), clock=clock) as db:
         assert list(db.scan()) == []
         db.put(b"new", b"life")

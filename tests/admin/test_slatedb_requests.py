@@ -45,6 +45,17 @@ def test_state_reads_the_manifest_once(proxied: tuple[SlateDbHandle, LatencyProx
     assert requests_of(proxy, handle.state_since) == {"LIST": 2, "GET": 2}  # was 10: 3 manifest reads
     known = handle.describe().manifest_id
     assert requests_of(proxy, lambda: handle.state_since(known)) == {"LIST": 1}
+    # The manifest sensors' usual poll: one GET probe of the next manifest (404), no LIST.
+    assert requests_of(proxy, lambda: handle.state_since(known, probe=True)) == {"GET": 1}
+
+
+def test_a_probe_sees_a_changed_slatedb_database(proxied: tuple[SlateDbHandle, LatencyProxy]) -> None:
+    handle, _ = proxied
+    known = handle.describe().manifest_id
+    handle.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="moved"))
+    state = handle.state_since(known, probe=True)
+    assert state is not None and state.manifest_id > known and "moved" in state.checkpoint_names
+    assert handle.state_since(state.manifest_id, probe=True) is None
 
 
 def test_delete_checkpoint_is_one_manifest_read_and_slatedbs_delete(

@@ -37,8 +37,10 @@ def test_cost_of_a_local_fleet(
     assert isinstance(databases, list)
     assert sorted(d["path"] for d in databases) == ["fleet/a", "fleet/b"]
     ours = databases[0]["ours"]["sources"]
-    assert ours["sensor_polls"]["per_pass"]["list"] == 1  # measured: one LIST when unchanged
-    assert ours["sensor_polls"]["passes_per_day"] == MANIFEST_SENSORS * 86_400 / 30
+    assert ours["sensor_polls"]["per_pass"]["get"] == 1  # measured: one GET probe when unchanged
+    assert ours["sensor_lists"]["per_pass"]["list"] == 1  # and hourly one LIST
+    assert ours["sensor_polls"]["passes_per_day"] == MANIFEST_SENSORS * (86_400 / 30 - 24)
+    assert ours["sensor_lists"]["passes_per_day"] == MANIFEST_SENSORS * 24
     assert ours["gc"]["passes_per_day"] == 4
     assert set(databases[0]["slatedb_defaults"]["sources"]) == {"gc", "compactor_polls", "writer_polls"}
     assert ours["writer_polls"]["passes_per_day"] == 86_400  # one writer by default
@@ -49,7 +51,8 @@ def test_cost_of_a_local_fleet(
         capsys, "--path", "fleet", "cost", "--poll-interval", "60s", "--gc-interval", "1h", "--json"
     )
     sources = slower["databases"][0]["ours"]["sources"]
-    assert sources["sensor_polls"]["passes_per_day"] == MANIFEST_SENSORS * 1440
+    assert sources["sensor_lists"]["passes_per_day"] == MANIFEST_SENSORS * 1440  # too slow to probe
+    assert sources["sensor_polls"]["passes_per_day"] == 0
     assert sources["gc"]["passes_per_day"] == 24
 
     prices = tmp_path / "prices.yaml"
@@ -62,7 +65,8 @@ def test_cost_of_a_local_fleet(
 
     assert main(["cost", "--format", "table"]) == 0
     table = capsys.readouterr().out
-    assert "sensor_polls" in table and "slatedb $/month" in table and "fleet/a" in table
+    assert "sensor_polls" in table and "sensor_lists" in table
+    assert "slatedb $/month" in table and "fleet/a" in table
 
 
 def test_bad_price_file_names_file_and_field(
@@ -103,4 +107,5 @@ def test_cost_on_s3(
     out = _json(capsys, *store, "cost")
     databases = out["databases"]
     assert isinstance(databases, list) and len(databases) == 2
-    assert all(d["ours"]["sources"]["sensor_polls"]["per_pass"]["list"] == 1 for d in databases)
+    assert all(d["ours"]["sources"]["sensor_polls"]["per_pass"]["get"] == 1 for d in databases)
+    assert all(d["ours"]["sources"]["sensor_lists"]["per_pass"]["list"] == 1 for d in databases)

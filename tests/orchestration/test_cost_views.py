@@ -15,6 +15,7 @@ import dagster as dg
 import pytest
 
 from slate_ops import admin
+from slate_ops.admin.cost import SENSOR_LIST_INTERVAL_S, SENSOR_PROBE_MAX_AGE_S
 from slate_ops.engine import Db
 from slate_ops.objstore import ObjectStore, open_store
 from slate_ops.objstore.metering import S3_STANDARD, MeteredStore, PriceTable, RequestCounts
@@ -40,7 +41,13 @@ from slate_ops.orchestration.cost import (
     source_of_op,
 )
 from slate_ops.orchestration.cost_assets import build_fleet_cost_asset, cost_events, fleet_cost_key
-from slate_ops.orchestration.polls import POLL_WINDOW_S, PollWindow, SensorCursor
+from slate_ops.orchestration.polls import (
+    POLL_WINDOW_S,
+    Confirmed,
+    PollWindow,
+    SensorCursor,
+    location_digest,
+)
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY, local_pyspark_resource
 from slate_ops.runtime import ManualRuntime
 from tests.support.orchestration import ALPHA, BETA, cost_observation_events, manifests_of
@@ -141,6 +148,38 @@ def test_the_old_cursor_format_still_parses_and_the_new_one_round_trips() -> Non
 )
 def test_an_unreadable_cursor_is_empty(text: str) -> None:
     assert SensorCursor.parse(text, LOG, ["alpha"]) == SensorCursor()
+
+
+def test_a_poll_probes_only_from_a_recent_confirmation_and_lists_hourly() -> None:
+    """Issue 23: the GET probe of manifest ``M + 1`` is sound only while ``M`` was confirmed the
+    latest, at the same store and path, less than 60 s ago (GC's min_age floor is 120 s); the last
+    LIST must be under an hour old."""
+    here, there = location_digest("s3://b", "alpha"), location_digest("s3://b", "moved/alpha")
+    assert here != there and here == location_digest("s3://b", "alpha")
+    cursor = SensorCursor()
+    assert not cursor.may_probe("alpha", 3, NOW, here)  # nothing confirmed: LIST
+    cursor.confirm("alpha", 3, NOW, here, listed=True)
+    assert cursor.may_probe("alpha", 3, NOW + 30, here) and cursor.may_probe("alpha", 3, NOW + 59.9, here)
+    assert not cursor.may_probe("alpha", 3, NOW + SENSOR_PROBE_MAX_AGE_S, here)  # too old to probe from
+    assert not cursor.may_probe("alpha", 2, NOW + 30, here) and not cursor.may_probe("alpha", None, NOW, here)
+    assert not cursor.may_probe("alpha", 3, NOW + 30, there)  # the config moved it: LIST
+    assert not cursor.may_probe("alpha", 3, NOW - 1, here)  # the clock went back: LIST
+    # Probe misses every 30 s carry the confirmation forward, but not the last LIST.
+    at = NOW
+    while at + 30 < NOW + SENSOR_LIST_INTERVAL_S:
+        at += 30
+        assert cursor.may_probe("alpha", 3, at, here), at
+        cursor.confirm("alpha", 3, at, here, listed=False)
+    assert cursor.confirmed["alpha"] == Confirmed(3, at, NOW, here)
+    assert not cursor.may_probe("alpha", 3, NOW + SENSOR_LIST_INTERVAL_S, here)  # an hour: LIST again
+    cursor.confirm("alpha", 4, NOW + SENSOR_LIST_INTERVAL_S, here, listed=True)
+    assert cursor.confirmed["alpha"] == Confirmed(4, NOW + 3600, NOW + 3600, here)
+    assert SensorCursor.parse(cursor.dumps(), LOG, ["alpha"]) == cursor
+    # The cursor before issue 23's probes (manifests and polls) parses with nothing confirmed.
+    before = json.dumps({"manifests": {"alpha": 4}, "polls": {}})
+    assert SensorCursor.parse(before, LOG, ["alpha"]) == SensorCursor({"alpha": 4})
+    bad = json.dumps({"manifests": {"alpha": 4}, "confirmed": {"alpha": {"manifest": 4, "at": "now"}}})
+    assert SensorCursor.parse(bad, LOG, ["alpha"]) == SensorCursor()
 
 
 def test_a_window_closes_after_an_hour_and_starts_again() -> None:

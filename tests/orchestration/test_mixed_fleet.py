@@ -304,12 +304,12 @@ def test_slatedb_compaction_in_dagster_needs_a_running_compactor(
     assert asyncio.run(read_all(sdb, root, "fleet/busy")) == rows
 
 
-def test_an_unchanged_database_costs_the_manifest_sensor_one_list_on_either_engine(
+def test_an_unchanged_database_costs_the_manifest_sensor_one_get_probe_on_either_engine(
     mixed_fleet: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The sensor's poll (admin.handle.poll.state_since): a changed database of either engine is read
-    (a slate_ops one with one LIST and one GET), an unchanged one of either engine costs one LIST
-    and no GET (no engine probe)."""
+    (a slate_ops one with one LIST and one GET), an unchanged one of either engine costs one GET
+    probe of its next manifest and no LIST (no engine detection)."""
     from slate_ops.objstore import CountingStore
     from slate_ops.orchestration import fleet as fleet_module
 
@@ -331,4 +331,4 @@ def test_an_unchanged_database_costs_the_manifest_sensor_one_list_on_either_engi
     )
     assert "no manifest changed in 3 database(s)" in str(skip_message(second))
     for name in ("ours", "theirs", "other"):
-        assert opened[name].counts == {**dict.fromkeys(opened[name].counts, 0), "list": 1}, name
+        assert opened[name].counts == {**dict.fromkeys(opened[name].counts, 0), "get": 1}, name

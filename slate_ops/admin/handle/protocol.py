@@ -81,10 +81,12 @@ class DatabaseHandle(Protocol):
         """The asset checks' findings (one result per check)."""
         ...
 
-    def state_since(self, known_id: int | None = None) -> DbState | None:
+    def state_since(self, known_id: int | None = None, *, probe: bool = False) -> DbState | None:
         """The current state as an asset records it (summary, LSM shape, checkpoint and tag names),
         or None when the latest manifest is still ``known_id`` (the manifest sensor's poll: one
-        LIST then, nothing read)."""
+        LIST then, nothing read; with ``probe``, one GET of manifest ``known_id + 1`` instead, which
+        the caller may ask for only while ``known_id`` was confirmed the latest less than GC's
+        ``min_age`` floor ago: :func:`slate_ops.admin.fleet.latest_manifest_since`)."""
         ...
 
     # --- checkpoints ---

@@ -88,9 +88,10 @@ class SlateOpsHandle:
             self.path, self.store, l0_threshold=l0_threshold, l0_max_ssts=l0_max_ssts, clock=self.clock
         )
 
-    def state_since(self, known_id: int | None = None) -> DbState | None:
-        # One LIST when unchanged; else one GET more, and everything from that one manifest.
-        current = latest_manifest_since(self.path, self.store, known_id)
+    def state_since(self, known_id: int | None = None, *, probe: bool = False) -> DbState | None:
+        # One LIST (or with probe one GET) when unchanged; else one GET more, and everything from
+        # that one manifest.
+        current = latest_manifest_since(self.path, self.store, known_id, probe=probe)
         return None if current is None else state_of_manifest(self.path, current, self.clock.now())
 
     # checkpoints

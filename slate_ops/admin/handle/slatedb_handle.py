@@ -175,11 +175,12 @@ class SlateDbHandle:
             external_dbs=len(m.external_dbs),
         )
 
-    def state_since(self, known_id: int | None = None) -> DbState | None:
-        """None after one LIST when the latest manifest is still ``known_id``; else the state of
-        one manifest read (4 requests on S3): its :meth:`describe`, :meth:`shape` and
-        :meth:`list_checkpoints` (SlateDB's tags are named checkpoints with slate_ops' tag prefix)."""
-        if latest_manifest_id_since(self.path, self.store, known_id) is None:
+    def state_since(self, known_id: int | None = None, *, probe: bool = False) -> DbState | None:
+        """None after one LIST (``probe``: one GET) when the latest manifest is still ``known_id``;
+        else the state of one manifest read (4 requests on S3): its :meth:`describe`, :meth:`shape`
+        and :meth:`list_checkpoints` (SlateDB's tags are named checkpoints with slate_ops' tag
+        prefix)."""
+        if latest_manifest_id_since(self.path, self.store, known_id, probe=probe) is None:
             return None
         m = self.current_manifest()
         return state_from_reports(

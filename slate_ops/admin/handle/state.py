@@ -6,7 +6,7 @@ from a handle's own reports (SlateDB).
 
 Both engines keep ``<db>/manifest/<20-digit id>.manifest``, so :func:`latest_manifest_id_since`
 answers the manifest sensor's cheap question ("anything newer than the cursor's manifest?") with one
-LIST on either engine, without reading a manifest.
+LIST on either engine, or one GET probe of the next id (``probe``), without decoding a manifest.
 """
 
 from __future__ import annotations
@@ -19,10 +19,17 @@ from slate_ops.admin.shape import LsmShape, shape_of
 from slate_ops.admin.tags import TAG_PREFIX, find_tags, is_tag
 from slate_ops.compaction import CompactorOptions, propose
 from slate_ops.errors import DbNotFoundError
-from slate_ops.layout import manifest_key, normalize_db_path, parse_own_manifest_key
+from slate_ops.layout import (
+    MANIFEST_DIR,
+    MANIFEST_SUFFIX,
+    manifest_key,
+    normalize_db_path,
+    parse_own_manifest_key,
+)
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.manifest.store import VersionedManifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.txn import SequencedStore
 
 __all__ = [
     "CompactionPlan",
@@ -104,13 +111,23 @@ def plan_of_manifest(
     )
 
 
-def latest_manifest_id_since(path: str, store: ObjectStore, known_id: int | None) -> int | None:
+def latest_manifest_id_since(
+    path: str, store: ObjectStore, known_id: int | None, *, probe: bool = False
+) -> int | None:
     """The id of the latest manifest of the database at ``path`` (either engine), or None when it is
     still ``known_id``: one LIST of the manifests from ``known_id`` on, none read. Without
     ``known_id``, or when ``known_id`` is gone with nothing after it (a destroy and re-create), a
-    LIST of every manifest; :class:`DbNotFoundError` when there is none."""
+    LIST of every manifest; :class:`DbNotFoundError` when there is none.
+
+    ``probe``: first one GET of manifest ``known_id + 1``, read as bytes (either engine's); absent,
+    None after that one request; present, the LIST above (as
+    :func:`slate_ops.admin.fleet.latest_manifest_since`'s probe, on whose caller's promise it rests)."""
     db = normalize_db_path(path)
     prefix = manifest_key(db, 0).rsplit("/", 1)[0] + "/"
+    if probe and known_id is not None and known_id >= 1:
+        manifests = SequencedStore(store, db, MANIFEST_DIR, MANIFEST_SUFFIX, _ANY_ENGINE)
+        if manifests.probe_after(known_id) is None:
+            return None
     if known_id is not None and known_id >= 1:
         after = manifest_key(db, known_id - 1)
         ids = [i for m in store.list(prefix, after) if (i := parse_own_manifest_key(db, m.key)) is not None]
@@ -122,3 +139,16 @@ def latest_manifest_id_since(path: str, store: ObjectStore, known_id: int | None
     if not ids:
         raise DbNotFoundError(f"no database at {path!r} in {store.url}: no manifest under {prefix}")
     return max(ids)
+
+
+class _Bytes:
+    """The codec of a manifest read as bytes: both engines name their manifests alike."""
+
+    def encode(self, value: bytes) -> bytes:
+        return value
+
+    def decode(self, data: bytes, path: str) -> bytes:
+        return data
+
+
+_ANY_ENGINE = _Bytes()
