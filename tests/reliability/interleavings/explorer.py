@@ -226,7 +226,7 @@ class _Run:
             return False
         frames = sys._current_frames()
         threads = {t.ident: t for t in threading.enumerate()}
-        for ident, frame in frames.items():
+        for ident in frames:
             if ident in self.parked_threads:
                 continue
             if ident not in self.task_threads:  # a worker (maybe of an earlier execution) runs ours

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from slate_ops.engine.wal_confirmer import WalConfirmer
+from slate_ops.gc import destroyed
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import WRITER_EPOCH
 from slate_ops.objstore import MemoryStore
@@ -29,7 +32,7 @@ from slate_ops.objstore.base import ObjectStore
 from slate_ops.txn.fencing import FenceableStore
 from tests.reliability.interleavings import run as runner
 from tests.reliability.interleavings.explorer import Call, Context, Explorer, Outcome, Report, dependent
-from tests.reliability.interleavings.scenarios import TwoWriters
+from tests.reliability.interleavings.scenarios import TwoWriters, WriterAcrossDestroy
 
 
 @pytest.fixture(autouse=True)
@@ -173,3 +176,57 @@ def test_sleep_sets_explore_each_trace_once() -> None:
     assert (conflicting.interleavings, conflicting.violating) == (2, 0)
     independent = Explorer(_Synthetic("independent")).explore()
     assert (independent.interleavings, independent.sleep_blocked) == (1, 1)
+
+
+def _preferring(actor: str) -> Callable[[list[Call]], Call]:
+    """A schedule: ``actor``'s first parked call whenever it has one, else the first parked call."""
+    return lambda enabled: next((c for c in enabled if c.actor == actor), enabled[0])
+
+
+def _stalled(function: Callable[..., Any], seconds: float) -> Callable[..., Any]:
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(seconds)
+        return function(*args, **kwargs)
+
+    return slow
+
+
+STALL_S = 1.5
+"""Longer than the explorer ever waited before it went on without a running actor (1 s): what a
+garbage-collection pause on a loaded machine did to the full run (issue 23's explorer part)."""
+
+
+@pytest.mark.parametrize(
+    ("first", "stall"),
+    [
+        # D's hard destroy computes its tombstone between its WAL fence and the tombstone's PUT;
+        # W's first call waits parked all along.
+        (
+            "D",
+            lambda m: m.setattr(
+                destroyed,
+                "release_external_checkpoints",
+                _stalled(destroyed.release_external_checkpoints, STALL_S),
+            ),
+        ),
+        # W's flusher thread confirms its WAL PUT while W's main thread waits for durability.
+        ("W", lambda m: m.setattr(WalConfirmer, "_confirm", _stalled(WalConfirmer._confirm, STALL_S))),
+    ],
+    ids=["destroyer-stalled", "writer-flusher-stalled"],
+)
+def test_a_stalled_actor_reaches_the_same_parked_calls(
+    monkeypatch: pytest.MonkeyPatch, first: str, stall: Callable[[pytest.MonkeyPatch], None]
+) -> None:
+    """Determinism by construction: one schedule of ``writer_across_destroy`` run twice, the second
+    time with one actor stalled for STALL_S between two store calls, reaches the same parked calls at
+    every step — the explorer waits for a running thread however long it takes, never goes on
+    without its next call."""
+    explorer = Explorer(WriterAcrossDestroy())
+    steady = explorer.follow(_preferring(first))
+    stall(monkeypatch)
+    started = time.monotonic()
+    slowed = explorer.follow(_preferring(first))
+    assert time.monotonic() - started >= STALL_S  # the stall happened
+    assert len(steady) > 20 and steady[-1] == []  # every actor finished
+    for step, (before, after) in enumerate(zip(steady, slowed, strict=True), 1):
+        assert [str(c) for c in after] == [str(c) for c in before], f"step {step}"
