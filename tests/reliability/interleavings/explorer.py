@@ -36,6 +36,8 @@ not notified, or joins such a thread (:meth:`_Run.blocked`).
 submission until its future's waiters are notified. Then every actor with a parked call is enabled.
 That state is stable — no thread of the execution moves until the explorer releases a call — so the
 set of parked calls is a function of the schedule, not of how long the threads took to get there.
+(A wait with a timeout counts as blocked: the scenarios' timers are an hour, and a durability wait's
+50 ms poll only waits again unless something notified it, which counts as running.)
 **No decision depends on the clock**: a thread that still runs (a slow step, a garbage-collection
 pause, a loaded machine) is waited for however long it takes; ``settle_timeout_s`` only bounds a
 settle that never ends (a thread blocked on a plain lock, which never looks blocked): the
