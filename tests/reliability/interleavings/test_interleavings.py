@@ -33,7 +33,15 @@ from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.txn.fencing import FenceableStore
 from tests.reliability.interleavings import run as runner
-from tests.reliability.interleavings.explorer import Call, Context, Explorer, Outcome, Report, dependent
+from tests.reliability.interleavings.explorer import (
+    Call,
+    Context,
+    Explorer,
+    Outcome,
+    Report,
+    Unsettled,
+    dependent,
+)
 from tests.reliability.interleavings.scenarios import TwoWriters, WriterAcrossDestroy
 
 
@@ -129,6 +137,14 @@ class _Releaser:
         self.event.set()
 
 
+class _Unlocker:
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
+
+    def close(self) -> None:
+        self.lock.release()
+
+
 class _Synthetic:
     """Two actors over a memory store: X reads a key and then waits (forever, or not at all), or
     retries a read without end; Y writes the key. For the explorer's own verdicts."""
@@ -147,6 +163,11 @@ class _Synthetic:
             key = "db/wal/k" if self.behaviour == "independent" else "db/manifest/k"
             ctx.op("put", lambda: ctx.store.put(key, b"v"))
             return
+        if self.behaviour == "lock":
+            lock = threading.Lock()
+            lock.acquire()
+            ctx.keep(_Unlocker(lock))  # what the explorer closes when the execution ends
+            ctx.op("lock", lock.acquire)  # a plain lock nobody releases: it never looks blocked
         if self.behaviour == "livelock":
             while True:
                 ctx.store.list("db/manifest/")
@@ -164,6 +185,14 @@ def test_an_actor_waiting_outside_the_store_is_reported_with_its_schedule() -> N
     assert report.violating == 1
     rendered = report.violations[0].render()
     assert "waits forever: X" in rendered and "schedule:" in rendered, rendered
+
+
+def test_a_settle_that_never_ends_fails_instead_of_going_on() -> None:
+    """X blocks on a plain lock, which never looks blocked: the explorer cannot know whether X will
+    make another call, so it stops with Unsettled and the threads' stacks rather than go on without
+    X (which would make the schedule depend on how long it waited)."""
+    with pytest.raises(Unsettled, match="actor:X"):
+        Explorer(_Synthetic("lock"), settle_timeout_s=0.5).explore()
 
 
 def test_an_actor_retrying_without_end_is_reported() -> None:
