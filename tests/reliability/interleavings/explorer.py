@@ -431,7 +431,7 @@ class Explorer:
         scenario: Scenario,
         *,
         max_calls: int = 80,
-        settle_timeout_s: float = 300.0,  # a 46 s garbage-collection pause was seen at load ~10
+        settle_timeout_s: float = 300.0,  # only a hang: a loaded machine's pauses must not fail a run
         preemption_bound: int | None = None,
         max_executions: int | None = None,
         stop_on_violation: bool = False,

@@ -224,8 +224,8 @@ def _stalled(function: Callable[..., Any], seconds: float) -> Callable[..., Any]
 
 
 STALL_S = 1.5
-"""Longer than the explorer ever waited before it went on without a running actor (1 s): what a
-garbage-collection pause on a loaded machine did to the full run (issue 23's explorer part)."""
+"""Longer than the explorer used to wait before it went on without a running actor (1 s): what a
+garbage-collection pause on a loaded machine did to the full run (issue 23)."""
 
 
 @pytest.mark.parametrize(
