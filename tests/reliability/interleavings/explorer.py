@@ -31,16 +31,23 @@ run.py states the bound of each scenario.
 task is waiting to start, and every thread started during the execution (the actors, a writer's
 flusher, pool workers running one of the execution's tasks) is parked at the gate, finished, or
 waits in ``Condition.wait`` (an Event, a Future, a Condition) with its waiter still queued, i.e.
-not notified (:func:`_blocked`). ``ThreadPoolExecutor.submit`` is wrapped during an exploration so
-a task counts as running from its submission until its future's waiters are notified. Then every
-actor with a parked call is enabled.
+not notified, or joins such a thread (:meth:`_Run.blocked`).
+``ThreadPoolExecutor.submit`` is wrapped during an exploration so a task counts as running from its
+submission until its future's waiters are notified. Then every actor with a parked call is enabled.
+That state is stable — no thread of the execution moves until the explorer releases a call — so the
+set of parked calls is a function of the schedule, not of how long the threads took to get there.
+(A wait with a timeout counts as blocked: the scenarios' timers are an hour, and a durability wait's
+50 ms poll only waits again unless something notified it, which counts as running.)
+**No decision depends on the clock**: a thread that still runs (a slow step, a garbage-collection
+pause, a loaded machine) is waited for however long it takes; ``settle_timeout_s`` only bounds a
+settle that never ends (a thread blocked on a plain lock, which never looks blocked): the
+exploration then fails with :class:`Unsettled` and the threads' stacks, never goes on without it.
 
 **Termination.** "Nobody waits forever" is checked in two ways: an actor that makes more than
 ``max_calls`` gated calls retries without end (:class:`Livelock`, raised in its thread); an actor
-that is neither parked nor finished while nothing can run (for ``QUIET_S``) waits on something no
-store call can change — if it still does when nobody else can move, it waits forever and the
-execution fails with its schedule. ``stuck_after_s`` bounds a settle in which something never looks
-blocked (a thread blocked on a plain lock); reports count such settles (``stuck_waits``, expected 0).
+that is neither parked nor finished once nothing can run waits on something no store call can
+change — if it still does when nobody else can move, it waits forever and the execution fails with
+its schedule.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import thread as _pool_thread
 from dataclasses import dataclass, field
@@ -77,6 +84,12 @@ class Livelock(BaseException):
 
 class Nondeterminism(AssertionError):
     """Replaying a schedule reached a different set of parked calls than the first time."""
+
+
+class Unsettled(AssertionError):
+    """A settle did not end within ``settle_timeout_s``: some thread of the execution neither parked,
+    finished nor blocked (a plain lock, or a hang). The exploration stops rather than go on without
+    that thread's next call, which would make the schedule depend on timing."""
 
 
 @dataclass(frozen=True, order=True)
@@ -174,11 +187,12 @@ class _Run:
         self.max_calls = max_calls
         self.abandoned = False
         self.livelocked: set[str] = set()
-        self.stuck: set[str] = set()  # seen waiting outside the store (not waited for again)
         self.parked_threads: set[int] = set()
         self.queued = 0  # pool tasks submitted during the execution and not started
         self.task_threads: set[int] = set()  # pool workers running one of those tasks
-        self.known: set[int] = set()  # threads that existed before the execution (not checked)
+        # The threads that existed before the execution (not checked), by ident. The Thread object is
+        # kept too: a thread of the execution may get the ident of one of them that ended since.
+        self.known: dict[int, threading.Thread | None] = {}
         self.ops: list[OpRecord] = []
         self.current: dict[str, OpRecord] = {}  # each actor's operation in progress
         self.resources: list[Any] = []  # closed at the end of the execution (writers, compactors)
@@ -203,34 +217,51 @@ class _Run:
             if not go.is_set():
                 raise Abandoned(str(me))
 
-    def settled(self) -> bool:
-        return all(a in self.done or a in self.stuck or self.parked[a] for a in self.parked)
-
     def waiting(self) -> list[str]:
         return sorted(a for a in self.parked if a not in self.done and not self.parked[a])
 
     def quiet(self) -> bool:
         """No thread of the execution can run: every pool task is parked, and every thread started
         during the execution (actors, flushers) is parked, finished, or waits on a condition nobody
-        has notified (see :func:`_blocked`). Called with ``cond`` held."""
+        has notified (see :meth:`blocked`). Called with ``cond`` held."""
         if self.queued:
             return False
         frames = sys._current_frames()
         threads = {t.ident: t for t in threading.enumerate()}
-        for ident, frame in frames.items():
+        for ident in frames:
             if ident in self.parked_threads:
                 continue
             if ident not in self.task_threads:  # a worker (maybe of an earlier execution) runs ours
-                if ident in self.known:
-                    continue
                 thread = threads.get(ident)
+                if ident in self.known and self.known[ident] is thread:
+                    continue
                 if thread is None:
                     return False  # starting: not yet registered
                 if _is_pool_worker(thread):
                     continue  # an idle worker
-            if not _blocked(frame):
+            if not self.blocked(ident, frames):
                 return False
         return True
+
+    def blocked(self, ident: int, frames: dict[int, Any], depth: int = 0) -> bool:
+        """Whether thread ``ident`` waits until another thread of the execution acts: parked at the
+        gate, in ``Condition.wait`` with its waiter not notified (:func:`_waits_unnotified`), or
+        joining a thread that is blocked itself. Joining a thread that runs, or whose code has ended
+        (no frame in ``frames``, every thread's innermost frame), returns without anyone's help
+        however late the joiner is scheduled: that counts as running, like anything else (running,
+        sleeping, blocked on a plain lock)."""
+        if ident in self.parked_threads:
+            return True
+        frame = frames.get(ident)
+        if frame is None:
+            return False
+        if frame.f_code is _JOIN_WAIT:
+            scope = frame.f_locals
+            joined = scope.get("self")
+            if not scope.get("block", True) or joined is None or joined.ident is None or depth > 8:
+                return False  # is_alive() looks without waiting
+            return self.blocked(joined.ident, frames, depth + 1)
+        return _waits_unnotified(frame)
 
     def enabled(self) -> list[Call]:
         return sorted(entry[0] for calls in self.parked.values() for entry in calls)
@@ -375,7 +406,6 @@ class Report:
     problem_kinds: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     duration_s: float = 0.0
-    stuck_waits: int = 0  # settles that needed the stuck timeout (actors waiting off the store)
 
     def summary(self) -> str:
         bound = "none (exhaustive)" if self.preemption_bound is None else str(self.preemption_bound)
@@ -383,7 +413,6 @@ class Report:
             f"{self.scenario}: {self.interleavings} interleavings (+{self.sleep_blocked} sleep-set blocked "
             f"prefixes), depth <= {self.max_depth}, preemption bound {bound}, {self.violating} violating, "
             f"{self.duration_s:.1f} s{'' if self.complete else ' (stopped early)'}"
-            + (f", {self.stuck_waits} settles timed out" if self.stuck_waits else "")
         )
 
 
@@ -402,7 +431,7 @@ class Explorer:
         scenario: Scenario,
         *,
         max_calls: int = 80,
-        stuck_after_s: float = 1.0,
+        settle_timeout_s: float = 300.0,  # only a hang: a loaded machine's pauses must not fail a run
         preemption_bound: int | None = None,
         max_executions: int | None = None,
         stop_on_violation: bool = False,
@@ -411,7 +440,7 @@ class Explorer:
     ) -> None:
         self.scenario = scenario
         self.max_calls = max_calls
-        self.stuck_after_s = stuck_after_s
+        self.settle_timeout_s = settle_timeout_s
         self.preemption_bound = preemption_bound
         self.max_executions = max_executions
         self.stop_on_violation = stop_on_violation
@@ -424,13 +453,7 @@ class Explorer:
         started = time.monotonic()
         stack: list[_Node] = []
         schedule: list[Call] = []
-        hook = threading.excepthook
-        threading.excepthook = _quiet_hook(hook)
-        parallelism = wal_store.WAL_FETCH_PARALLELISM
-        wal_store.WAL_FETCH_PARALLELISM = 1  # a replay fetches one WAL SST at a time
-        submit = ThreadPoolExecutor.submit
-        ThreadPoolExecutor.submit = self._tracked_submit(submit)  # type: ignore[method-assign]
-        try:
+        with self._instrumented():
             while True:
                 executions = report.interleavings + report.sleep_blocked
                 if self.max_executions is not None and executions >= self.max_executions:
@@ -443,12 +466,50 @@ class Explorer:
                 schedule = self._backtrack(stack)
                 if not stack:
                     break
+        report.duration_s = time.monotonic() - started
+        return report
+
+    def follow(self, choose: Callable[[list[Call]], Call]) -> list[list[Call]]:
+        """Run one execution outside the search, releasing ``choose(enabled)`` at every step until
+        no call is parked; return the parked calls before each step (the last list: those left,
+        empty when every actor finished). Two runs with the same ``choose`` must return the same
+        lists: the determinism the search relies on (tests/reliability/interleavings/
+        test_interleavings.py replays schedules with and without a stalled actor)."""
+        seen: list[list[Call]] = []
+        with self._instrumented():
+            store, setup = self.scenario.setup()
+            run, threads = self._start(store, setup)
+            try:
+                while True:
+                    self._settle(run)
+                    with run.cond:
+                        enabled = run.enabled()
+                    seen.append(enabled)
+                    if not enabled or run.livelocked:
+                        break
+                    run.release(choose(enabled))
+            finally:
+                run.abandon()
+                self._finish(run, threads)
+        return seen
+
+    @contextlib.contextmanager
+    def _instrumented(self) -> Iterator[None]:
+        """While exploring: helper threads end quietly when cut, a WAL replay fetches one SST at a
+        time, and pool submissions are tracked (:meth:`_tracked_submit`)."""
+        hook = threading.excepthook
+        threading.excepthook = _quiet_hook(hook)
+        parallelism = wal_store.WAL_FETCH_PARALLELISM
+        wal_store.WAL_FETCH_PARALLELISM = 1  # a replay fetches one WAL SST at a time
+        submit = ThreadPoolExecutor.submit
+        ThreadPoolExecutor.submit = self._tracked_submit(submit)  # type: ignore[method-assign]
+        try:
+            yield
         finally:
             threading.excepthook = hook
             wal_store.WAL_FETCH_PARALLELISM = parallelism
             ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
-        report.duration_s = time.monotonic() - started
-        return report
+            self._current_run = None
 
     # --- the search -------------------------------------------------------------------------------
 
@@ -490,25 +551,14 @@ class Explorer:
 
     def _execute(self, schedule: list[Call], stack: list[_Node], report: Report) -> None:
         store, setup = self.scenario.setup()
-        actors = self.scenario.actors
-        run = _Run(actors, self.max_calls)
-        run.known = {t.ident for t in threading.enumerate() if t.ident is not None}
-        self._current_run = run
-        threads = [
-            threading.Thread(
-                target=self._body, args=(run, actor, store, setup), name=f"actor:{actor}", daemon=True
-            )
-            for actor in actors
-        ]
-        for thread in threads:
-            thread.start()
+        run, threads = self._start(store, setup)
         taken: list[Call] = []
         waiting: list[str] = []
         blocked = False
         depth = 0
         try:
             while True:
-                waiting = self._settle(run, report)
+                waiting = self._settle(run)
                 with run.cond:
                     enabled = run.enabled()
                     livelocked = sorted(run.livelocked)
@@ -635,36 +685,36 @@ class Explorer:
                 run.done.add(actor)
                 run.cond.notify_all()
 
-    def _settle(self, run: _Run, report: Report) -> list[str]:
-        """Wait until no thread of the execution can run (:meth:`_Run.quiet`) and every actor is
-        parked or finished. An actor that is neither while everything is quiet for ``QUIET_S`` waits
-        outside the store (nothing a store call does can wake it): it is marked waiting and the
-        others go on; at the end it waits forever. ``stuck_after_s`` bounds the wait when something
-        never looks quiet (a thread blocked on a plain lock): the actors not parked are then marked
-        waiting too, and the report counts it (``stuck_waits``)."""
-        started = time.monotonic()
-        quiet_since: float | None = None
+    def _start(self, store: ObjectStore, setup: Any) -> tuple[_Run, list[threading.Thread]]:
+        """A new execution: its shared state, and one started thread per actor."""
+        run = _Run(self.scenario.actors, self.max_calls)
+        threads = {t.ident: t for t in threading.enumerate()}
+        run.known = {ident: threads.get(ident) for ident in sys._current_frames()}
+        self._current_run = run
+        actors = [
+            threading.Thread(
+                target=self._body, args=(run, actor, store, setup), name=f"actor:{actor}", daemon=True
+            )
+            for actor in self.scenario.actors
+        ]
+        for thread in actors:
+            thread.start()
+        return run, actors
+
+    def _settle(self, run: _Run) -> list[str]:
+        """Wait until no thread of the execution can run (:meth:`_Run.quiet`), however long that
+        takes; return the actors then neither parked nor finished: they wait outside the store
+        (nothing a store call does can wake them), and the others go on — at the end they wait
+        forever. :class:`Unsettled` after ``settle_timeout_s`` (see the module docstring)."""
+        deadline = time.monotonic() + self.settle_timeout_s
         with run.cond:
-            run.stuck.clear()
-            while not run.livelocked:
-                now = time.monotonic()
-                if run.quiet():
-                    if run.settled():
-                        break
-                    quiet_since = now if quiet_since is None else quiet_since
-                    if now - quiet_since >= QUIET_S:
-                        if _DEBUG:
-                            _dump(run, "quiet")
-                        run.stuck.update(run.waiting())
-                        break
-                else:
-                    quiet_since = None
-                if now - started >= self.stuck_after_s:
-                    if _DEBUG:
-                        _dump(run, "timeout")
-                    report.stuck_waits += 1
-                    run.stuck.update(run.waiting())
-                    break
+            while not run.livelocked and not run.quiet():
+                if time.monotonic() >= deadline:
+                    raise Unsettled(
+                        f"{self.scenario.name}: after step {run.steps}, a thread of the execution neither "
+                        f"parked, finished nor blocked within {self.settle_timeout_s:.0f} s:\n"
+                        + _running_threads(run)
+                    )
                 run.cond.wait(POLL_S)
             return run.waiting()
 
@@ -684,31 +734,29 @@ class Explorer:
                 raise AssertionError(f"{thread.name} did not stop after the execution was abandoned")
 
 
-_DEBUG = bool(__import__("os").environ.get("H6_DEBUG"))
-
-
-def _dump(run: _Run, why: str) -> None:
+def _running_threads(run: _Run) -> str:
+    """The threads of the execution, parked or not, each with its innermost frames (for
+    :class:`Unsettled`)."""
     frames = sys._current_frames()
-    print(f"--- settle {why}: step {run.steps} queued {run.queued} waiting {run.waiting()}")
+    lines = []
     for thread in threading.enumerate():
-        frame = frames.get(thread.ident or 0)
-        if frame is None or thread.ident in run.known:
+        ident = thread.ident or 0
+        frame = frames.get(ident)
+        if frame is None or run.known.get(ident, False) is thread:
             continue
         where: list[str] = []
         f: Any = frame
-        while f is not None and len(where) < 4:
+        while f is not None and len(where) < 6:
             where.append(f"{f.f_code.co_name}:{f.f_lineno}")
             f = f.f_back
-        print(f"  {thread.name} parked={thread.ident in run.parked_threads} {' < '.join(where)}")
+        lines.append(f"  {thread.name} parked={ident in run.parked_threads}: {' < '.join(where)}")
+    return "\n".join(lines)
 
 
-QUIET_S = 0.03
-"""How long everything must stay quiet before an actor that is not parked counts as waiting."""
 POLL_S = 0.0005
 _CONDITION_WAIT = threading.Condition.wait.__code__
 _THREAD_START = threading.Thread.start.__code__
-# Thread.join waits in here (Python 3.11): the joined thread was started during the execution, so it is
-# inspected too — if it can run, the execution is not quiet anyway.
+# Thread.join waits in here (Python 3.11; also is_alive, without blocking).
 _JOIN_WAIT = threading.Thread._wait_for_tstate_lock.__code__  # type: ignore[attr-defined]
 
 
@@ -716,12 +764,9 @@ def _is_pool_worker(thread: threading.Thread) -> bool:
     return getattr(thread, "_target", None) is _pool_thread._worker
 
 
-def _blocked(frame: Any) -> bool:
-    """Whether a thread whose innermost frame is ``frame`` waits on a condition (Event, Future,
-    Condition) that nobody has notified yet: ``Condition.wait`` with its waiter lock still queued.
-    Anything else (running, or blocked on a plain lock) counts as able to run."""
-    if frame.f_code is _JOIN_WAIT:
-        return True  # joining a thread of the execution (a writer's close joins its flusher)
+def _waits_unnotified(frame: Any) -> bool:
+    """Whether a thread whose innermost frame is ``frame`` waits in ``Condition.wait`` (an Event, a
+    Future, a Condition) with its waiter lock still queued, i.e. nobody has notified it yet."""
     if frame.f_code is not _CONDITION_WAIT:
         return False
     caller = frame.f_back

@@ -34,7 +34,6 @@ The result file (read by ``tests/reliability/report.py``, which renders it into 
       "problems": {kind: count},          # kinds of violation (the text before the first colon)
       "outcomes": {"A:ok/ok/ok B:...": n},  # how each actor's operations ended, per interleaving
       "first_violation": str | null,      # the first violating schedule, rendered
-      "stuck_waits": int,                 # settles that hit the harness's timeout (0 expected)
       "seconds": float
     }
 """
@@ -143,7 +142,6 @@ def scenario_json(run: Run, report: Report) -> dict[str, Any]:
         "problems": dict(sorted(report.problem_kinds.items())),
         "outcomes": dict(sorted(report.outcomes.items())),
         "first_violation": report.violations[0].render() if report.violations else None,
-        "stuck_waits": report.stuck_waits,
         "seconds": round(report.duration_s, 1),
     }
 

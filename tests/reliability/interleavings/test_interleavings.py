@@ -7,8 +7,10 @@ or block, and between the threads of one actor, are free) and the compactor take
 ``-m slow`` runs :data:`~tests.reliability.interleavings.run.FULL_RUNS` (every scenario exhaustively,
 no bound; about 6 minutes) and records the counts in
 tests/reliability/results/interleavings.json (format: ``tests/reliability/interleavings/run.py``).
-Also here: the harness is deterministic (same schedules, same counts), and the proof can fail (a
-writer without its epoch check is caught).
+Not in CI's second step (``-m "cluster or e2e"``): at about 6 minutes it is twice that step's budget
+of about 3. Also here: the harness is deterministic (same schedules, same counts; a replay with an
+actor stalled longer than any timeout reaches the same parked calls), and the proof can fail (a writer
+without its epoch check is caught).
 
 Replay by hand: ``python -m tests.reliability.interleavings.run --scenario two_writers --bound none``.
 """
@@ -17,19 +19,30 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from slate_ops.engine.wal_confirmer import WalConfirmer
+from slate_ops.gc import destroyed
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import WRITER_EPOCH
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.txn.fencing import FenceableStore
 from tests.reliability.interleavings import run as runner
-from tests.reliability.interleavings.explorer import Call, Context, Explorer, Outcome, Report, dependent
-from tests.reliability.interleavings.scenarios import TwoWriters
+from tests.reliability.interleavings.explorer import (
+    Call,
+    Context,
+    Explorer,
+    Outcome,
+    Report,
+    Unsettled,
+    dependent,
+)
+from tests.reliability.interleavings.scenarios import TwoWriters, WriterAcrossDestroy
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +64,6 @@ def _explore(run: runner.Run) -> Report:
 def _assert_holds(report: Report) -> None:
     assert report.complete, report.summary()
     assert report.interleavings > 0
-    assert report.stuck_waits == 0, "the harness timed out settling: the counts may not be exact"
     first = report.violations[0].render() if report.violations else ""
     assert report.violating == 0, f"{report.summary()}\n{dict(report.problem_kinds)}\n{first}"
 
@@ -62,13 +74,13 @@ def test_invariants_hold_in_every_interleaving(run: runner.Run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 6 minutes alone, more on a loaded machine
 def test_full_exploration_recorded() -> None:
     """Every scenario at its full configuration; the counts go to the result file."""
     data = runner.run_json(runner.FULL_RUNS, "pytest -m slow tests/reliability/interleavings")
     runner.record("full", data)
     for scenario in data["scenarios"]:
         assert scenario["complete"], scenario["name"]
-        assert scenario["stuck_waits"] == 0, scenario["name"]
         assert scenario["violating"] == 0, f"{scenario['name']}: {scenario['first_violation']}"
 
 
@@ -125,6 +137,14 @@ class _Releaser:
         self.event.set()
 
 
+class _Unlocker:
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
+
+    def close(self) -> None:
+        self.lock.release()
+
+
 class _Synthetic:
     """Two actors over a memory store: X reads a key and then waits (forever, or not at all), or
     retries a read without end; Y writes the key. For the explorer's own verdicts."""
@@ -143,6 +163,11 @@ class _Synthetic:
             key = "db/wal/k" if self.behaviour == "independent" else "db/manifest/k"
             ctx.op("put", lambda: ctx.store.put(key, b"v"))
             return
+        if self.behaviour == "lock":
+            lock = threading.Lock()
+            lock.acquire()
+            ctx.keep(_Unlocker(lock))  # what the explorer closes when the execution ends
+            ctx.op("lock", lock.acquire)  # a plain lock nobody releases: it never looks blocked
         if self.behaviour == "livelock":
             while True:
                 ctx.store.list("db/manifest/")
@@ -162,6 +187,14 @@ def test_an_actor_waiting_outside_the_store_is_reported_with_its_schedule() -> N
     assert "waits forever: X" in rendered and "schedule:" in rendered, rendered
 
 
+def test_a_settle_that_never_ends_fails_instead_of_going_on() -> None:
+    """X blocks on a plain lock, which never looks blocked: the explorer cannot know whether X will
+    make another call, so it stops with Unsettled and the threads' stacks rather than go on without
+    X (which would make the schedule depend on how long it waited)."""
+    with pytest.raises(Unsettled, match="actor:X"):
+        Explorer(_Synthetic("lock"), settle_timeout_s=0.5).explore()
+
+
 def test_an_actor_retrying_without_end_is_reported() -> None:
     report = Explorer(_Synthetic("livelock"), max_calls=20, stop_on_violation=True).explore()
     assert report.violating == 1
@@ -175,3 +208,57 @@ def test_sleep_sets_explore_each_trace_once() -> None:
     assert (conflicting.interleavings, conflicting.violating) == (2, 0)
     independent = Explorer(_Synthetic("independent")).explore()
     assert (independent.interleavings, independent.sleep_blocked) == (1, 1)
+
+
+def _preferring(actor: str) -> Callable[[list[Call]], Call]:
+    """A schedule: ``actor``'s first parked call whenever it has one, else the first parked call."""
+    return lambda enabled: next((c for c in enabled if c.actor == actor), enabled[0])
+
+
+def _stalled(function: Callable[..., Any], seconds: float) -> Callable[..., Any]:
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(seconds)
+        return function(*args, **kwargs)
+
+    return slow
+
+
+STALL_S = 1.5
+"""Longer than the explorer used to wait before it went on without a running actor (1 s): what a
+garbage-collection pause on a loaded machine did to the full run (issue 23)."""
+
+
+@pytest.mark.parametrize(
+    ("first", "stall"),
+    [
+        # D's hard destroy computes its tombstone between its WAL fence and the tombstone's PUT;
+        # W's first call waits parked all along.
+        (
+            "D",
+            lambda m: m.setattr(
+                destroyed,
+                "release_external_checkpoints",
+                _stalled(destroyed.release_external_checkpoints, STALL_S),
+            ),
+        ),
+        # W's flusher thread confirms its WAL PUT while W's main thread waits for durability.
+        ("W", lambda m: m.setattr(WalConfirmer, "_confirm", _stalled(WalConfirmer._confirm, STALL_S))),
+    ],
+    ids=["destroyer-stalled", "writer-flusher-stalled"],
+)
+def test_a_stalled_actor_reaches_the_same_parked_calls(
+    monkeypatch: pytest.MonkeyPatch, first: str, stall: Callable[[pytest.MonkeyPatch], None]
+) -> None:
+    """Determinism by construction: one schedule of ``writer_across_destroy`` run twice, the second
+    time with one actor stalled for STALL_S between two store calls, reaches the same parked calls at
+    every step — the explorer waits for a running thread however long it takes, never goes on
+    without its next call."""
+    explorer = Explorer(WriterAcrossDestroy())
+    steady = explorer.follow(_preferring(first))
+    stall(monkeypatch)
+    started = time.monotonic()
+    slowed = explorer.follow(_preferring(first))
+    assert time.monotonic() - started >= STALL_S  # the stall happened
+    assert len(steady) > 20 and steady[-1] == []  # every actor finished
+    for step, (before, after) in enumerate(zip(steady, slowed, strict=True), 1):
+        assert [str(c) for c in after] == [str(c) for c in before], f"step {step}"
