@@ -19,11 +19,14 @@ def compact(
     """One compaction of ``path``: what the scheduler picks next, or everything with ``full``.
 
     Fences any running compactor of the database (its next commit fails). Returns None when there
-    is nothing to compact. The compactor is closed afterwards.
+    is nothing to compact. The compactor is closed afterwards, once the compaction's "completed"
+    record is durable too (a failure to write it is raised, after the commit).
     """
     compactor = Compactor(path, store, options, executor, clock=clock)
     try:
-        return compactor.run_once(full=full)
+        report = compactor.run_once(full=full)
+        compactor.wait_recorded()
+        return report
     finally:
         compactor.close()
 

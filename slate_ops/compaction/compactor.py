@@ -96,11 +96,41 @@ class Compactor:
         self._state.claim(self.epoch, clock.now())
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._completing: _Completion | None = None  # the last "completed" record, being written
 
     @property
     def compactions(self) -> CompactionsStore:
         """The database's ``.compactions`` namespace, held at this compactor's epoch."""
         return self._state
+
+    def wait_recorded(self) -> None:
+        """Wait until the last compaction's "completed" record is durable in ``.compactions``.
+
+        :meth:`run_once` returns once its commit is durable and writes that record in the
+        background. If the write failed (already logged), it is tried once more here; an error of
+        that retry is raised (:class:`FencedError` if a newer compactor took over). The next
+        :meth:`run_once` calls this before its own records, :meth:`close` too (logging instead of
+        raising), and ``slate_ops.admin.compact`` before it returns.
+        """
+        completing, self._completing = self._completing, None
+        if completing is None or completing.written.exception() is None:
+            return
+        try:
+            self._state.record(completing.record)
+        except BaseException:
+            self._completing = completing  # still not written: the next wait tries again
+            raise
+
+    def _record_completed(self, record: CompactionRecord) -> None:
+        try:
+            self._state.record(record)
+        except SlateOpsError as error:
+            log.warning(
+                'compaction %s committed, but its "completed" record could not be written (tried again '
+                "before the next compaction and on close): %s",
+                record.id, error,
+            )  # fmt: skip
+            raise
 
     # --- one compaction ---------------------------------------------------------------------------
 
@@ -125,8 +155,11 @@ class Compactor:
         )
         # The "running" record is written while the executor runs (its round trips hidden behind
         # the merge) and is durable before the commit: a compactor fenced meanwhile still fails
-        # before committing, and its outputs are orphans for GC, as for any failed compaction.
-        with self._clock.executor(1, "slate-ops-compaction-record") as background:
+        # before committing, and its outputs are orphans for GC, as for any failed compaction. The
+        # previous compaction's "completed" record lands first: records stay in order.
+        self.wait_recorded()
+        background = self._clock.executor(1, "slate-ops-compaction-record")
+        try:
             recorded = background.submit(self._state.record, record)
             try:
                 result = self.executor.execute(self._store, spec)
@@ -139,8 +172,14 @@ class Compactor:
                 except SlateOpsError as error:  # e.g. fenced meanwhile: the original error matters more
                     log.warning("could not record compaction %s as failed: %s", record.id, error)
                 raise
-        output_ids = tuple(str(s.id) for s in result.outputs)
-        self._state.record(_finished(record, "completed", self._clock.now(), output_ids, committed.id))
+            output_ids = tuple(str(s.id) for s in result.outputs)
+            # The commit is durable (and checked against GC's boundary): the report can say so now.
+            # The "completed" record follows in the background; wait_recorded(), the next run_once
+            # and close() wait for it (docs/design/compaction.md, "I/O: streaming from and to").
+            completed = _finished(record, "completed", self._clock.now(), output_ids, committed.id)
+            self._completing = _Completion(completed, background.submit(self._record_completed, completed))
+        finally:
+            background.shutdown(wait=False)  # its one thread ends once the record is written
         input_ssts = _input_ssts(latest.value, proposal)
         report = CompactionReport(
             id=compaction_id,
@@ -328,9 +367,23 @@ class Compactor:
             self.run(self._stopping)
 
     def close(self) -> None:
+        """Stop :meth:`run` and wait for the last "completed" record (a failure is logged: the
+        commit it describes is durable, and a restarted compactor marks the record failed)."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
+        try:
+            self.wait_recorded()
+        except SlateOpsError as error:
+            log.warning("a compaction record of %s is left unwritten: %s", self._manifests.location, error)
+
+
+@dataclass(frozen=True)
+class _Completion:
+    """A "completed" record and its write, running in the background."""
+
+    record: CompactionRecord
+    written: Future[None]
 
 
 def _replace_runs(

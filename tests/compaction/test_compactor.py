@@ -101,7 +101,9 @@ def test_state_records_compactions_and_failed_ones(memory_store: MemoryStore) ->
 
     with pytest.raises(RuntimeError, match="worker lost"):
         Compactor("db", memory_store, SMALL, executor=Exploding()).run_once()
-    report = Compactor("db", memory_store, SMALL).run_once()
+    compactor = Compactor("db", memory_store, SMALL)
+    report = compactor.run_once()
+    compactor.close()  # waits for the "completed" record, written in the background
     assert report is not None
     records = CompactionsStore(memory_store, "db").read().compactions
     assert [r.status for r in records] == ["failed", "completed"]

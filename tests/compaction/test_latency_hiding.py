@@ -218,7 +218,9 @@ def test_uploads_input_fetches_and_the_running_record_overlap_and_tails_are_read
     write_l0(memory, ssts=4, rows=3000, value_bytes=100, deletes=0.05, seed=7)
     inputs = [m.key for m in memory.list(f"{DB}/compacted/")]
     store = InFlight(memory, delay=0.05)
-    report = Compactor(DB, store, MANY, LocalExecutor(threads=2)).run_once()
+    compactor = Compactor(DB, store, MANY, LocalExecutor(threads=2))
+    report = compactor.run_once()
+    compactor.close()  # waits for the "completed" record, written in the background
     assert report is not None and len(report.output_ssts) >= 8 and report.subcompactions >= 4
     # Outputs upload while the next ones are encoded: several PUTs at once (one at a time, N
     # outputs would cost N x 50 ms on their own).
