@@ -19,6 +19,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from slate_ops import Db, DbOptions, DbReader
 from slate_ops.compaction import Compactor, CompactorOptions
 from slate_ops.engine.wal_store import WalStore
@@ -205,6 +207,8 @@ print(json.dumps({"runs": runs, "deleted": deleted}))
 """
 
 
+@pytest.mark.e2e  # GC in a child process beside the workload (the thread case stays in the default run)
+@pytest.mark.slow
 def test_gc_in_a_separate_process(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = LocalStore(root)
