@@ -205,6 +205,25 @@ def test_cli_imports_pyspark_only_for_spark_compactions(cli_store: ObjectStore, 
 
 
 @pytest.mark.spark
+def test_compact_on_spark_in_this_process(cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
+    """``compact --executor spark`` through ``main``: it takes this process's session (starting one if
+    none is active) and stops it; a later test that needs one starts another on the same JVM."""
+    pytest.importorskip("slate_ops.spark")
+    flush_rounds(cli_store, 4)
+    code, report, err = cli(capsys, "compact", "--executor", "spark")
+    assert code == 0, err
+    assert (report["compacted"], report["kind"], report["executor"], report["rows_out"]) == (
+        True,
+        "l0",
+        "spark",
+        10,
+    )
+    assert contents(cli_store) == {key: b"v3" for key in KEYS}
+
+
+@pytest.mark.spark
+@pytest.mark.e2e  # the console script in its own process, which starts its own JVM (~20 s): CI's second step
+@pytest.mark.slow
 def test_compact_on_spark(cli_store: ObjectStore, cli_store_url: str) -> None:
     """``compact --executor spark`` starts a local session and stops it (own process: the stop must
     not end another test's session)."""

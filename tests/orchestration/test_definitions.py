@@ -139,6 +139,8 @@ def cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProc
     return done
 
 
+@pytest.mark.e2e  # dg in a subprocess (~10 s; .ci/test also runs `dg check defs`): CI's second step
+@pytest.mark.slow
 def test_dg_check_defs_loads_the_repositorys_code_location(tmp_path: Path) -> None:
     ok = cli(["check", "defs"], tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr

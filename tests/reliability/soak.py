@@ -30,8 +30,8 @@ Run it alone, for any duration (starts its own moto server)::
 
     .venv/bin/python -m tests.reliability.soak --duration 600 --seed 7 --report soak.json
 
-or through pytest: ``pytest tests/reliability/test_soak.py`` runs the CI soak (~30 s);
-``SLATE_OPS_SOAK_SECONDS=600 pytest -m slow tests/reliability/test_soak.py`` the long one.
+or through pytest: ``pytest -m e2e tests/reliability/test_soak.py`` runs the CI soak (~30 s);
+``SLATE_OPS_SOAK_SECONDS=600 pytest -m slow -k long tests/reliability/test_soak.py`` the long one.
 """
 
 from __future__ import annotations

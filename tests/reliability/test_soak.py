@@ -1,8 +1,9 @@
 """The chaos soak on S3 (issue 8) and the fault-injecting proxy it runs behind.
 
-``pytest tests/reliability/test_soak.py`` runs the proxy checks and a ~30 s soak (CI);
-``SLATE_OPS_SOAK_SECONDS=600 pytest -m slow tests/reliability/test_soak.py -s`` runs the long soak
-(default 600 s) and prints its report; ``SLATE_OPS_SOAK_REPORT=path.json`` also writes the report
+``pytest tests/reliability/test_soak.py`` runs the proxy checks (default run);
+``pytest -m e2e tests/reliability/test_soak.py`` the ~30 s soak of four processes (CI's second step);
+``SLATE_OPS_SOAK_SECONDS=600 pytest -m slow -k long tests/reliability/test_soak.py -s`` runs the long
+soak (default 600 s) and prints its report; ``SLATE_OPS_SOAK_REPORT=path.json`` also writes the report
 as JSON. Without pytest: ``python -m tests.reliability.soak --duration 600`` (see ``--help``).
 """
 
@@ -225,6 +226,8 @@ def assert_sound(report: SoakReport) -> None:
 
 
 @pytest.mark.s3
+@pytest.mark.e2e  # writer, reader, compactor and GC processes for 30 s: CI's second step
+@pytest.mark.slow
 def test_chaos_soak(moto_endpoint: str, make_bucket: Callable[[], str], tmp_path: Path) -> None:
     report = run_and_report(moto_endpoint, make_bucket(), tmp_path, SoakConfig(duration_s=CI_SECONDS))
     assert_sound(report)
