@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -21,21 +22,23 @@ from slate_ops.compaction import CompactionReport, CompactionsStore, Compactor
 from slate_ops.errors import ObjectStoreError
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
-from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
+from slate_ops.objstore.base import ObjectStore, PutMode, PutResult
+from tests.reliability.hooked_store import HookedStore
 from tests.support.compaction import SMALL, fill
 
 DB = "db"
 _OVERWRITE = PutMode.overwrite()
 WAIT_S = 10.0
+_R = TypeVar("_R")
 
 
-class Records:
+class Records(HookedStore):
     """A store that logs, in order, each ``.compactions`` write (the id and status of the record
     it adds) and each manifest write; it can hold the writes of "completed" records until
     released, or fail the next ``fail_completed`` of them."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.log: list[tuple[str, str]] = []  # ("manifest", key) | (record id, status)
         self.hold = threading.Event()
         self.hold.set()  # set: not holding
@@ -43,9 +46,8 @@ class Records:
         self.fail_completed = 0
         self._lock = threading.Lock()
 
-    @property
-    def url(self) -> str:
-        return self.inner.url
+    def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
+        return call()  # every call but put passes through
 
     def put(self, key: str, data: bytes, mode: PutMode = _OVERWRITE, put_id: str | None = None) -> PutResult:
         added = _added_record(data) if key.endswith(".compactions") else None
@@ -65,18 +67,6 @@ class Records:
             elif key.endswith(".manifest"):
                 self.log.append(("manifest", key))
         return result
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        return self.inner.get(key, byte_range)
-
-    def head(self, key: str) -> ObjectMeta:
-        return self.inner.head(key)
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        return self.inner.list(prefix, start_after)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
 
     def statuses(self, compaction_id: str) -> list[str]:
         with self._lock:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from slate_ops.engine.wal_confirmer import WalConfirmer
+from slate_ops.engine.wal_buffer import WalBuffer
 from slate_ops.gc import destroyed
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import WRITER_EPOCH
@@ -241,8 +241,9 @@ garbage-collection pause on a loaded machine did to the full run (issue 23)."""
                 _stalled(destroyed.release_external_checkpoints, STALL_S),
             ),
         ),
-        # W's flusher thread confirms its WAL PUT while W's main thread waits for durability.
-        ("W", lambda m: m.setattr(WalConfirmer, "_confirm", _stalled(WalConfirmer._confirm, STALL_S))),
+        # W's flusher thread acknowledges its WAL PUT (the confirmer, inline under the explorer's
+        # runtime) while W's main thread waits for durability.
+        ("W", lambda m: m.setattr(WalBuffer, "acknowledge", _stalled(WalBuffer.acknowledge, STALL_S))),
     ],
     ids=["destroyer-stalled", "writer-flusher-stalled"],
 )
