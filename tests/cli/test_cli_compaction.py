@@ -204,6 +204,17 @@ def test_cli_imports_pyspark_only_for_spark_compactions(cli_store: ObjectStore, 
     assert done.returncode == 0, done.stderr
 
 
+def assert_compacted_on_spark(report: dict[str, Any], store: ObjectStore) -> None:
+    """The report of ``compact --executor spark`` over four flushed rounds, and the data after it."""
+    assert (report["compacted"], report["kind"], report["executor"], report["rows_out"]) == (
+        True,
+        "l0",
+        "spark",
+        10,
+    )
+    assert contents(store) == {key: b"v3" for key in KEYS}
+
+
 @pytest.mark.spark
 def test_compact_on_spark_in_this_process(cli_store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     """``compact --executor spark`` through ``main``: it takes this process's session (starting one if
@@ -212,13 +223,7 @@ def test_compact_on_spark_in_this_process(cli_store: ObjectStore, capsys: pytest
     flush_rounds(cli_store, 4)
     code, report, err = cli(capsys, "compact", "--executor", "spark")
     assert code == 0, err
-    assert (report["compacted"], report["kind"], report["executor"], report["rows_out"]) == (
-        True,
-        "l0",
-        "spark",
-        10,
-    )
-    assert contents(cli_store) == {key: b"v3" for key in KEYS}
+    assert_compacted_on_spark(report, cli_store)
 
 
 @pytest.mark.spark
@@ -240,10 +245,4 @@ def test_compact_on_spark(cli_store: ObjectStore, cli_store_url: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
-    assert (report["compacted"], report["kind"], report["executor"], report["rows_out"]) == (
-        True,
-        "l0",
-        "spark",
-        10,
-    )
-    assert contents(cli_store) == {key: b"v3" for key in KEYS}
+    assert_compacted_on_spark(report, cli_store)
