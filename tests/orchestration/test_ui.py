@@ -457,14 +457,37 @@ def test_the_fleet_cost_asset_lists_the_databases_by_cost(ui: UiSession) -> None
     screenshot(ui, "ui-fleet-cost.png")
 
 
+PICK_ATTEMPTS = 6
+PICK_WAIT_MS = 10_000
+
+
+def pick_partition(ui: UiSession, name: str) -> None:
+    """Type ``name`` but its last letter into the launchpad's partition picker and click its entry.
+
+    The picker filters the partitions it has loaded when the text changes: typed before the list
+    arrived (a loaded machine), the menu stays empty, so the text is typed again, as a user would."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    picker = ui.page.get_by_placeholder("Partition")
+    entry = ui.page.get_by_role("menuitem").filter(has_text=name).first
+    for attempt in range(1, PICK_ATTEMPTS + 1):
+        picker.click()
+        picker.fill("")
+        picker.fill(name[:-1])
+        try:
+            entry.wait_for(state="visible", timeout=PICK_WAIT_MS)
+            break
+        except PlaywrightTimeoutError:
+            if attempt == PICK_ATTEMPTS:
+                raise
+    entry.click()
+
+
 def test_a_partition_picked_in_the_launchpad_runs_that_database(ui: UiSession) -> None:
     """The operator's launch: maintenance_job's launchpad, the partition picker, Launch Run. The run
     carries the partition (no hand-typed tag) and maintains that database; by default it only reports."""
     visit(ui, f"/locations/{LOCATION}/jobs/{MAIN_JOB}/playground", ["Launch Run"])
-    picker = ui.page.get_by_placeholder("Partition")
-    picker.click()
-    picker.fill(PICKED[:-1])
-    ui.page.get_by_role("menuitem").filter(has_text=PICKED).first.click()
+    pick_partition(ui, PICKED)
     ui.page.get_by_text(f"partition: {PICKED}").first.wait_for(state="visible")
     # The config the launchpad fills in for the partition: each op only the fields it uses, so
     # the compaction executor is offered under maintenance_compact alone.
