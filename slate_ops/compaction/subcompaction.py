@@ -264,7 +264,7 @@ def run_subcompaction(
     overwrites an earlier attempt's orphan that GC may be deleting.
     """
     if io is None:
-        with CompactionIo(store, clock=clock, opened=spec.opened, first_reads=spec.first_reads) as own:
+        with CompactionIo(store, clock=clock, opened=spec.opened) as own:
             return run_subcompaction(
                 store, spec, key_range,
                 io=own, inputs=inputs, inputs_done=inputs_done, uploads=uploads, clock=clock,
