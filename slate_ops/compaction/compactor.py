@@ -241,7 +241,7 @@ class Compactor:
         without them)."""
         if not isinstance(self.executor, LocalExecutor):
             return None
-        budget = 2 * self.options.max_subcompaction_bytes
+        budget = self.options.max_subcompaction_bytes * 5 // 4  # firstreads: the first cut's margin
         return FirstReads(
             budget, subcompaction.FETCH_RUN_BYTES, subcompaction.READ_CONCURRENCY, clock=self._clock
         )

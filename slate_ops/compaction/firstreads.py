@@ -6,13 +6,15 @@ input is known as soon as its tail (footer, index) is read, before the cuts are 
 local executor's subcompactions take the fetched blocks instead of requesting them again: the
 round trip that used to come before any merge is paid during planning (issue 23, item 4).
 
-Bounded: per input at most ``max_run`` bytes (the executor's own GET size) and together at most
-``budget`` bytes (the compactor passes twice ``max_subcompaction_bytes``, 32 MiB by default: the
-local executor fetches the first two subcompactions' inputs as soon as it starts, so these are
-bytes it would hold then anyway). A read nobody takes (a guessed input the latest manifest does not
-compact, blocks beyond what the subcompactions read) costs its GET and its memory until
-:meth:`FirstReads.close`; a failed one is fetched again by the executor. Blocks are verified when
-decoded, wherever they came from: a wrong guess can never change a result.
+Bounded: per input at most ``max_run`` bytes (the executor's own GET size) and an equal share of
+``budget`` bytes. The compactor passes 1.25 x ``max_subcompaction_bytes`` (20 MiB by default): the
+first subcompaction's inputs, which the executor fetches and holds as soon as it starts anyway, with
+a quarter's margin because the first cut lands a little past an equal share of every input (more
+would delay the first merge by the transfer of bytes it does not need). A read nobody takes (a
+guessed input the latest manifest does not compact, blocks beyond what the subcompactions read)
+costs its GET and its memory until :meth:`FirstReads.close`; a failed one is fetched again by the
+executor. Blocks are verified when decoded, wherever they came from: a wrong guess can never change
+a result.
 """
 
 from __future__ import annotations
@@ -89,6 +91,15 @@ class FirstReads:
             self._reads = {key: read for key, read in self._reads.items() if key in keys}
         for read in dropped:
             read.blocks.cancel()
+
+    def covered(self, key: str, i: int, j: int) -> int:
+        """The end of the blocks from ``i`` (up to ``j``) that a read started here covers (``i``:
+        none), without waiting for it."""
+        with self._lock:
+            read = self._reads.get(key)
+        if read is None or not read.first <= i < read.end:
+            return i
+        return min(j, read.end)
 
     def fetched(self, key: str, i: int, j: int) -> dict[int, memoryview]:
         """The framed blocks of SST ``key`` from ``i`` (up to ``j``) fetched here, without gaps:

@@ -98,13 +98,18 @@ class CompactionIo:
         self, key: str, reader: SstReader, i: int, j: int, start: bytes | None, end: bytes | None
     ) -> pa.RecordBatch | None:
         """:meth:`SstReader.read_run` of SST ``key``, its first blocks taken from ``first_reads``
-        where they were fetched (one GET for the rest, if any)."""
-        framed = {} if self.first_reads is None else self.first_reads.fetched(key, i, j)
-        if not framed:
+        where they were fetched: the rest, if any, is requested before waiting for them (one GET
+        each, the two round trips overlapping), and all of them if their read failed."""
+        first_reads = self.first_reads
+        covered = i if first_reads is None else first_reads.covered(key, i, j)
+        if covered == i:
             return reader.read_run(i, j, start, end)
-        rest = i + len(framed)
-        if rest < j:
-            framed.update(reader.fetch_run(rest, j))
+        rest = reader.fetch_run(covered, j) if covered < j else {}
+        assert first_reads is not None
+        framed = first_reads.fetched(key, i, covered)
+        if len(framed) < covered - i:  # the first read failed: fetch those blocks here
+            framed = reader.fetch_run(i, covered)
+        framed.update(rest)
         return reader.decode_run(i, j, framed, start, end)
 
     def upload(self, key: str, data: bytes) -> Future[PutResult]:
