@@ -23,6 +23,7 @@ from ulid import ULID
 
 from slate_ops.compaction import subcompaction
 from slate_ops.compaction.executor import Executor, LocalExecutor
+from slate_ops.compaction.firstreads import FirstReads
 from slate_ops.compaction.options import CompactorOptions
 from slate_ops.compaction.scheduler import Proposal, propose
 from slate_ops.compaction.spec import CompactionSpec, ExecutionResult, SourceRun, SourceView
@@ -157,12 +158,19 @@ class Compactor:
         # the merge) and is durable before the commit: a compactor fenced meanwhile still fails
         # before committing, and its outputs are orphans for GC, as for any failed compaction. The
         # previous compaction's "completed" record lands first: records stay in order.
-        self.wait_recorded()
+        try:
+            self.wait_recorded()
+        except BaseException:
+            _close_first_reads(spec)
+            raise
         background = self._clock.executor(1, "slate-ops-compaction-record")
         try:
             recorded = background.submit(self._state.record, record)
             try:
-                result = self.executor.execute(self._store, spec)
+                try:
+                    result = self.executor.execute(self._store, spec)
+                finally:
+                    _close_first_reads(spec)
                 recorded.result()
                 committed = self._commit(proposal, result)
             except BaseException:
@@ -212,13 +220,47 @@ class Compactor:
         re-read (an SST never changes once written), so planning usually adds no round trip of its
         own. A wrong guess costs those reads, never a wrong plan: only the latest manifest's inputs
         are planned, and any of them the guess missed (or failed to open) is opened then.
+
+        For a :class:`LocalExecutor`, each input's first blocks are fetched as soon as its tail is
+        read (:mod:`slate_ops.compaction.firstreads`; the spec's ``first_reads``, closed by the
+        caller once the executor is done).
         """
-        with self._clock.executor(subcompaction.READ_CONCURRENCY, "slate-ops-compaction-plan") as pool:
+        first_reads = self._first_reads()
+        try:
+            planned = self._plan_with(full, first_reads)
+        except BaseException:
+            if first_reads is not None:
+                first_reads.close()
+            raise
+        if planned is None and first_reads is not None:
+            first_reads.close()
+        return planned
+
+    def _first_reads(self) -> FirstReads | None:
+        """Only an executor in this process can take blocks fetched here (a spec is pickled
+        without them)."""
+        if not isinstance(self.executor, LocalExecutor):
+            return None
+        budget = self.options.max_subcompaction_bytes * 5 // 4  # firstreads: the first cut's margin
+        return FirstReads(
+            budget, subcompaction.FETCH_RUN_BYTES, subcompaction.READ_CONCURRENCY, clock=self._clock
+        )
+
+    def _plan_with(
+        self, full: bool, first_reads: FirstReads | None
+    ) -> tuple[VersionedManifest, Proposal, CompactionSpec] | None:
+        with contextlib.ExitStack() as stack:
+            if first_reads is None:
+                pool = stack.enter_context(
+                    self._clock.executor(subcompaction.READ_CONCURRENCY, "slate-ops-compaction-plan")
+                )
+            else:  # the tails and first blocks on the pool the executor will fetch with
+                pool = first_reads.reads
             guessed: dict[str, Future[SstReader]] = {}
             cached = self._fenced.sequence.cached()
             guess = None if cached is None else propose(cached.value, self.options, full=full)
             if cached is not None and guess is not None:
-                guessed = self._open(pool, self._sources(cached.value, guess))
+                guessed = self._open(pool, self._sources(cached.value, guess), first_reads)
             latest = self._fenced.refresh()
             proposal = propose(latest.value, self.options, full=full)
             if proposal is None:
@@ -226,8 +268,10 @@ class Compactor:
                     future.cancel()
                 return None
             sources = self._sources(latest.value, proposal)
+            if first_reads is not None:
+                first_reads.keep({v.key for run in sources for v in run.views})
             missing = [SourceRun((v,)) for run in sources for v in run.views if v.key not in guessed]
-            opening = {**guessed, **self._open(pool, missing)}
+            opening = {**guessed, **self._open(pool, missing, first_reads)}
             opened: dict[str, SstReader] = {}
             for view in (v for run in sources for v in run.views if v.key not in opened):
                 opened[view.key] = self._opened(view, opening[view.key], guessed=view.key in guessed)
@@ -238,6 +282,7 @@ class Compactor:
             target_sst_bytes=self.options.target_sst_bytes,
             subcompactions=self._plan(sources, opened),
             opened=opened,
+            first_reads=first_reads,
         )
         return latest, proposal, spec
 
@@ -255,12 +300,22 @@ class Compactor:
         sources += [SourceRun(tuple(source(v) for v in runs[run_id].views)) for run_id in proposal.run_ids]
         return sources
 
-    def _open(self, pool: Pool, sources: list[SourceRun]) -> dict[str, Future[SstReader]]:
+    def _open(
+        self, pool: Pool, sources: list[SourceRun], first_reads: FirstReads | None
+    ) -> dict[str, Future[SstReader]]:
         """Start opening every input SST's reader (footer, index, bloom filter) on ``pool``: one round
         trip for all, not one per input, on a remote store. The executor reuses them
-        (``CompactionSpec.opened``)."""
-        sizes = {view.key: view.size for run in sources for view in run.views}
-        return {key: pool.submit(SstReader.open, self._store, key, size=size) for key, size in sizes.items()}
+        (``CompactionSpec.opened``); ``first_reads`` starts fetching each one's first blocks as
+        soon as it is open."""
+        views = {view.key: view for run in sources for view in run.views}
+
+        def open_view(view: SourceView) -> SstReader:
+            reader = SstReader.open(self._store, view.key, size=view.size)
+            if first_reads is not None:
+                first_reads.start(view.key, reader, view.visible, len(views))
+            return reader
+
+        return {key: pool.submit(open_view, view) for key, view in views.items()}
 
     def _opened(self, view: SourceView, opening: Future[SstReader], *, guessed: bool) -> SstReader:
         try:
@@ -399,6 +454,11 @@ def _replace_runs(
     if new_run.views:
         kept.insert(position, new_run)
     return tuple(kept)
+
+
+def _close_first_reads(spec: CompactionSpec) -> None:
+    if spec.first_reads is not None:
+        spec.first_reads.close()
 
 
 def _source_names(proposal: Proposal) -> tuple[str, ...]:

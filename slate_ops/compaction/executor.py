@@ -64,7 +64,7 @@ class LocalExecutor:
         futures: list[Future[SubcompactionResult | None]] = []
         uploads: list[Future[PutResult]] = []  # appended by the subcompactions, awaited here
         with (
-            CompactionIo(store, clock=self.clock, opened=spec.opened) as io,
+            CompactionIo(store, clock=self.clock, opened=spec.opened, first_reads=spec.first_reads) as io,
             self.clock.executor(self.threads, "slate-ops-compaction") as pool,
         ):
             for key_range in spec.subcompactions:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from slate_ops.compaction.firstreads import FirstReads
 from slate_ops.manifest.model import CompactedSst, KeyRange
 from slate_ops.sst import SstReader
 
@@ -42,6 +43,9 @@ class CompactionSpec:
     """Readers of the sources (by key) that the driver opened while planning: an executor in the
     driver's process reuses them instead of reading every input's tail again (one round trip less
     per compaction). Never pickled: a Spark task opens its own."""
+    first_reads: FirstReads | None = field(default=None, compare=False, repr=False)
+    """The inputs' first blocks, fetched while the driver planned: an executor in the driver's
+    process takes them instead of requesting them again. Never pickled."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         plain = (self.db_path, self.sources, self.drop_tombstones, self.target_sst_bytes, self.subcompactions)

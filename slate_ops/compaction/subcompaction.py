@@ -25,6 +25,7 @@ from types import TracebackType
 import pyarrow as pa
 from ulid import ULID
 
+from slate_ops.compaction.firstreads import FirstReads
 from slate_ops.compaction.spec import CompactionSpec, SubcompactionResult, intersect
 from slate_ops.layout import sst_key
 from slate_ops.manifest.model import CompactedSst, KeyRange
@@ -50,7 +51,8 @@ class CompactionIo:
 
     Readers (footer, index, bloom filter: ~1-3 % of an SST) are opened once per input and shared by
     every subcompaction; ``opened`` seeds them (the readers planning opened: no second round trip
-    for the tails). Use as a context manager; closing cancels queued requests and waits for
+    for the tails), and blocks found in ``first_reads`` (fetched while planning) are not requested
+    again. Use as a context manager; closing cancels queued requests and waits for
     running ones, so nothing outlives the compaction. The pools come from ``clock``.
     """
 
@@ -62,9 +64,14 @@ class CompactionIo:
         *,
         clock: Runtime = SYSTEM_RUNTIME,
         opened: Mapping[str, SstReader] | None = None,
+        first_reads: FirstReads | None = None,
     ) -> None:
         self.store = store
-        self.reads = clock.executor(read_concurrency or READ_CONCURRENCY, "slate-ops-compaction-get")
+        self.first_reads = first_reads
+        if first_reads is None:
+            self.reads = clock.executor(read_concurrency or READ_CONCURRENCY, "slate-ops-compaction-get")
+        else:  # its pool: the first reads and the executor's GETs share one bound
+            self.reads = first_reads.reads
         self.writes = clock.executor(write_concurrency or WRITE_CONCURRENCY, "slate-ops-compaction-put")
         self._pending = threading.Semaphore(PENDING_OUTPUTS)
         self._readers: dict[str, SstReader] = dict(opened or {})
@@ -86,6 +93,24 @@ class CompactionIo:
                 with self._lock:
                     self._readers[key] = reader
             return reader
+
+    def read_run(
+        self, key: str, reader: SstReader, i: int, j: int, start: bytes | None, end: bytes | None
+    ) -> pa.RecordBatch | None:
+        """:meth:`SstReader.read_run` of SST ``key``, its first blocks taken from ``first_reads``
+        where they were fetched: the rest, if any, is requested before waiting for them (one GET
+        each, the two round trips overlapping), and all of them if their read failed."""
+        first_reads = self.first_reads
+        covered = i if first_reads is None else first_reads.covered(key, i, j)
+        if covered == i:
+            return reader.read_run(i, j, start, end)
+        rest = reader.fetch_run(covered, j) if covered < j else {}
+        assert first_reads is not None
+        framed = first_reads.fetched(key, i, covered)
+        if len(framed) < covered - i:  # the first read failed: fetch those blocks here
+            framed = reader.fetch_run(i, covered)
+        framed.update(rest)
+        return reader.decode_run(i, j, framed, start, end)
 
     def upload(self, key: str, data: bytes) -> Future[PutResult]:
         """Start writing ``data`` to ``key``; waits first while ``PENDING_OUTPUTS`` uploads are pending."""
@@ -159,7 +184,7 @@ def fetch_inputs(io: CompactionIo, spec: CompactionSpec, key_range: KeyRange) ->
     def fetch_view(key: str, size: int, bounds: KeyRange) -> _ViewFetch:
         reader = io.reader(key, size)
         runs = [
-            io.reads.submit(reader.read_run, i, j, bounds.start, bounds.end)
+            io.reads.submit(io.read_run, key, reader, i, j, bounds.start, bounds.end)
             for i, j in reader.plan_runs(bounds.start, bounds.end, FETCH_RUN_BYTES)
         ]
         return _ViewFetch(runs, reader.stored_bytes(bounds.start, bounds.end))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import struct
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -351,14 +351,26 @@ class SstReader:
     ) -> pa.RecordBatch | None:
         """Blocks ``i..j-1`` fetched with one GET, verified and decoded into one batch of the rows in
         ``[start, end)`` (boundary blocks range-filtered with ``pyarrow.compute``); None if no rows."""
+        return self.decode_run(i, j, self.fetch_run(i, j), start, end)
+
+    def decode_run(
+        self,
+        i: int,
+        j: int,
+        framed: Mapping[int, bytes | memoryview],
+        start: bytes | None = None,
+        end: bytes | None = None,
+    ) -> pa.RecordBatch | None:
+        """As :meth:`read_run`, from blocks ``i..j-1`` already fetched (``framed``, by block number,
+        as :meth:`fetch_run` returns them): verified and decoded here."""
         key_order = self._is_key_order
         first_keys, last_keys = self._first_keys, self._last_keys
         prune = not key_order and (start is not None or end is not None)
         batches = []
-        for b, framed in self.fetch_run(i, j).items():
+        for b in range(i, j):
             if prune and not self._overlaps(b, start, end):
                 continue
-            batch = self._decode(b, framed)
+            batch = self._decode(b, framed[b])
             lower = start is not None and first_keys[b] < start
             upper = end is not None and last_keys[b] >= end
             if lower or upper or prune:
