@@ -223,17 +223,21 @@ def durable_puts_bound(proxy: LatencyProxy, bucket: str, n: int, writers: int = 
     SST's size by ``writers`` closed-loop threads through slate_ops' S3 client, nothing else per put (no
     grouping, no confirmation, no manifest). A durable put cannot be acknowledged before its data's
     PUT ends, so no design of the WAL reaches more puts/s than this on this endpoint and delay."""
-    store = ours_store(proxy.endpoint, bucket, f"bound-{writers}")
+    store = ours_store(proxy.endpoint, bucket, f"bound-{writers}-{_ms(proxy)}")
     body = random.Random(23).randbytes(BOUND_PUT_BYTES)
     latencies: list[float] = []
+    failures: list[BaseException] = []
     lock = threading.Lock()
 
     def write(indexes: range) -> None:
         mine = []
-        for i in indexes:
-            started = time.perf_counter()
-            store.put(f"wal/{i:020d}.sst", body, PutMode.create())
-            mine.append(time.perf_counter() - started)
+        try:
+            for i in indexes:
+                started = time.perf_counter()
+                store.put(f"wal/{i:020d}.sst", body, PutMode.create())
+                mine.append(time.perf_counter() - started)
+        except BaseException as error:  # a thread that stopped early would inflate the rate
+            failures.append(error)
         with lock:
             latencies.extend(mine)
 
@@ -245,6 +249,8 @@ def durable_puts_bound(proxy: LatencyProxy, bucket: str, n: int, writers: int = 
     for thread in threads:
         thread.join()
     seconds = time.perf_counter() - started
+    if failures:
+        raise failures[0]
     figure = DURABLE if writers == 1 else DURABLE_CONCURRENT
     return Measured(figure, BOUND, _ms(proxy), n, seconds, proxy.counts, tuple(latencies))
 
