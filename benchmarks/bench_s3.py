@@ -184,34 +184,50 @@ def _no_background() -> DbOptions:
 # --- slate_ops: the figures -------------------------------------------------------------------------
 
 
+def timed_closed_loop(put: Callable[[int], object], n: int, writers: int) -> tuple[float, list[float]]:
+    """Puts ``0..n-1`` by ``writers`` threads (thread ``w`` takes ``w, w + writers, ...``), each put
+    after the previous one returned: the wall time and each put's latency. A thread's failure is
+    raised here (a thread that stopped early would make the rate look higher)."""
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def write(indexes: range) -> None:
+        mine = []
+        try:
+            for i in indexes:
+                started = time.perf_counter()
+                put(i)
+                mine.append(time.perf_counter() - started)
+        except BaseException as error:
+            failures.append(error)
+        with lock:
+            latencies.extend(mine)
+
+    parts = [range(w, n, writers) for w in range(writers)]
+    started = time.perf_counter()
+    if writers == 1:
+        write(parts[0])
+    else:
+        threads = [threading.Thread(target=write, args=(part,)) for part in parts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    seconds = time.perf_counter() - started
+    if failures:
+        raise failures[0]
+    return seconds, latencies
+
+
 def durable_puts_ours(proxy: LatencyProxy, bucket: str, n: int, writers: int = 1) -> Measured:
     """``n`` puts with ``await_durable=True`` by ``writers`` threads on one writer (default options)."""
     with Db.open(DB_PATH, ours_store(proxy.endpoint, bucket, f"ours-durable-{writers}")) as db:
-        latencies: list[float] = []
-        lock = threading.Lock()
         data = values(n)
-
-        def write(indexes: range) -> None:
-            mine = []
-            for i in indexes:
-                started = time.perf_counter()
-                db.put(key(i), data[i], await_durable=True)
-                mine.append(time.perf_counter() - started)
-            with lock:
-                latencies.extend(mine)
-
-        parts = [range(w, n, writers) for w in range(writers)]
         proxy.reset()
-        started = time.perf_counter()
-        if writers == 1:
-            write(parts[0])
-        else:
-            threads = [threading.Thread(target=write, args=(part,)) for part in parts]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        seconds = time.perf_counter() - started
+        seconds, latencies = timed_closed_loop(
+            lambda i: db.put(key(i), data[i], await_durable=True), n, writers
+        )
         counts = proxy.counts
         assert db.get(key(n - 1)) == data[n - 1]
     figure = DURABLE if writers == 1 else DURABLE_CONCURRENT
@@ -225,32 +241,10 @@ def durable_puts_bound(proxy: LatencyProxy, bucket: str, n: int, writers: int = 
     PUT ends, so no design of the WAL reaches more puts/s than this on this endpoint and delay."""
     store = ours_store(proxy.endpoint, bucket, f"bound-{writers}-{_ms(proxy)}")
     body = random.Random(23).randbytes(BOUND_PUT_BYTES)
-    latencies: list[float] = []
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-
-    def write(indexes: range) -> None:
-        mine = []
-        try:
-            for i in indexes:
-                started = time.perf_counter()
-                store.put(f"wal/{i:020d}.sst", body, PutMode.create())
-                mine.append(time.perf_counter() - started)
-        except BaseException as error:  # a thread that stopped early would inflate the rate
-            failures.append(error)
-        with lock:
-            latencies.extend(mine)
-
     proxy.reset()
-    started = time.perf_counter()
-    threads = [threading.Thread(target=write, args=(range(w, n, writers),)) for w in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - started
-    if failures:
-        raise failures[0]
+    seconds, latencies = timed_closed_loop(
+        lambda i: store.put(f"wal/{i:020d}.sst", body, PutMode.create()), n, writers
+    )
     figure = DURABLE if writers == 1 else DURABLE_CONCURRENT
     return Measured(figure, BOUND, _ms(proxy), n, seconds, proxy.counts, tuple(latencies))
 

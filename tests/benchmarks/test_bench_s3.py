@@ -23,9 +23,33 @@ def figure(results: bench.S3Results, name: str) -> bench.Measured:
     return found
 
 
-def test_only_our_engine_runs_without_slatedb(results: bench.S3Results) -> None:
-    assert {(m.figure, m.engine) for m in results.figures} == {(f, bench.OURS) for f in bench.FIGURES}
+def test_only_our_engine_and_the_bound_run_without_slatedb(results: bench.S3Results) -> None:
+    ours = {(f, bench.OURS) for f in bench.FIGURES}
+    bounds = {(f, bench.BOUND) for f in (bench.DURABLE, bench.DURABLE_CONCURRENT)}
+    assert {(m.figure, m.engine) for m in results.figures} == ours | bounds
     assert results.notes["slatedb"] == "not run (--no-slatedb)"
+
+
+def test_the_bound_sends_one_create_per_put_and_nothing_else(results: bench.S3Results) -> None:
+    for name, n in ((bench.DURABLE, TINY.durable_puts), (bench.DURABLE_CONCURRENT, TINY.concurrent_puts)):
+        bound = results.find(name, bench.BOUND, 0)
+        assert bound is not None and bound.ops == len(bound.latencies) == n
+        assert bound.requests == {"PUT": n}
+
+
+def test_a_failed_put_fails_the_closed_loop_measurement() -> None:
+    done: list[int] = []
+
+    def put(i: int) -> None:
+        if i == 5:
+            raise RuntimeError("put 5 failed")
+        done.append(i)
+
+    with pytest.raises(RuntimeError, match="put 5 failed"):
+        bench.timed_closed_loop(put, 16, 4)
+    assert 5 not in done and len(done) < 16  # the thread of put 5 stopped there
+    seconds, latencies = bench.timed_closed_loop(lambda i: None, 16, 4)
+    assert len(latencies) == 16 and seconds >= 0
 
 
 def test_each_durable_put_of_one_writer_waits_for_its_own_wal_put(results: bench.S3Results) -> None:
@@ -89,7 +113,11 @@ def test_collect_gives_summary_rows_without_reference(monkeypatch: pytest.Monkey
     assert "reader open + full scan, adjacent SSTs at +50 ms, vs SlateDB's defaults" in metrics
     assert "reopen after 4 WAL SSTs at +50 ms, 16 WAL GETs at a time" in metrics
     assert all(r.benchmark == "s3" and r.ours is not None for r in outcome.rows)
-    assert all(r.reference is None and r.met is None for r in outcome.rows)  # no SlateDB: nothing judged
+    assert all(r.met is None for r in outcome.rows)  # no SlateDB: nothing judged
+    assert all(r.reference is None for r in outcome.rows if r.reference_label != bench.BOUND)
+    bound = f"durable puts at +50 ms, {bench.WRITERS} writers: slate_ops vs the bound"
+    vs_bound = next(r for r in outcome.rows if r.metric == bound)
+    assert vs_bound.reference is not None and vs_bound.ours is not None  # ours against bare PUTs
     slow = next(r for r in outcome.rows if r.metric == "durable put p50 at +50 ms, 1 writer")
     assert slow.ours is not None and slow.ours >= 50  # each durable put waits at least one round trip
     assert "durable puts, 1 writer" in outcome.markdown and "WAL GETs" in outcome.markdown
