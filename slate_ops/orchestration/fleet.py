@@ -39,6 +39,7 @@ from slate_ops.objstore.metering import MeteredStore, RequestCounts
 from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.cost import SENSOR_POLLS
+from slate_ops.orchestration.discovery import DiscoveryListing, fleet_with_listing
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.polls import SensorCursor, location_digest
 from slate_ops.orchestration.request_meter import cost_observation
@@ -132,14 +133,26 @@ def database_exists(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
     return True
 
 
-def fleet_of(slate: SlateDatabasesResource, log: logging.Logger) -> list[DatabaseConfig]:
-    """The fleet (configured, then discovered databases); if discovery fails, the configured ones
-    with a warning (a store that cannot be listed must not stop the configured databases' runs)."""
-    try:
-        return slate.fleet()
-    except Exception as exc:
-        log.warning(f"discovery failed, using the configured databases only: {type(exc).__name__}: {exc}")
+def fleet_of(
+    slate: SlateDatabasesResource, log: logging.Logger, *, discover: bool = True
+) -> list[DatabaseConfig]:
+    """The fleet (configured, then discovered databases: one discovery LIST); if discovery fails,
+    the configured ones with a warning (a store that cannot be listed must not stop the configured
+    databases' runs). Without ``discover``: the configured ones, no request."""
+    if not discover:
         return list(slate.config.databases)
+    return fleet_with_listing(slate, log, None)[0]
+
+
+def discovered_may_be_due(
+    slate: SlateDatabasesResource, due: Callable[[DatabaseConfig, datetime], bool], tick: datetime
+) -> bool:
+    """Whether a discovered database (the default policies) is ``due`` at ``tick``: if not, the
+    schedule's tick needs no discovery LIST."""
+    discover = slate.config.discover
+    if discover is None:
+        return False
+    return due(DatabaseConfig(name="discovered", store_url=discover.store_url, path="discovered"), tick)
 
 
 def database_schedule(
@@ -174,7 +187,10 @@ def database_schedule(
     ) -> list[dg.RunRequest] | dg.SkipReason:
         slate = naming.slate(context)
         tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
-        databases = [db for db in fleet_of(slate, context.log) if due is None or due(db, tick)]
+        discover = due is None or discovered_may_be_due(slate, due, tick)
+        databases = [
+            db for db in fleet_of(slate, context.log, discover=discover) if due is None or due(db, tick)
+        ]
         if due is not None and not databases:
             return dg.SkipReason(none_due.format(tick=tick))
         found = each_database(databases, context.log, lambda db: wants_run(slate, db))
@@ -248,9 +264,11 @@ class ManifestTick:
     def __init__(
         self, context: dg.SensorEvaluationContext, slate: SlateDatabasesResource, naming: Naming = DEFAULT
     ) -> None:
-        fleet = fleet_of(slate, context.log)
+        cached = DiscoveryListing.in_cursor(context.cursor)
+        fleet, listing = fleet_with_listing(slate, context.log, cached)
         self._given = context.cursor
         self._state = SensorCursor.parse(context.cursor, context.log, [db.name for db in fleet])
+        self._state.discovered = listing
         self.cursor = self._state.manifests
         self._known = dict(self.cursor)
         started = slate.clock().now()
