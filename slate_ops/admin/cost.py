@@ -97,6 +97,7 @@ __all__ = [
     "SourceCost",
     "discovery_cost",
     "fleet_cost",
+    "fleet_discovery_cost",
     "load_prices",
     "measure",
     "polling_cost",
@@ -325,6 +326,17 @@ def discovery_cost(
     passes = sum(DAY_S / max(interval_s, tick_s) for tick_s in DISCOVERING_SENSORS.values())
     passes += sum(DISCOVERING_SCHEDULE_TICKS.values())
     return DiscoveryCost(objects, interval_s, RequestCounts(list=pages), passes, prices)
+
+
+def fleet_discovery_cost(
+    store: ObjectStore,
+    prefix: str = "",
+    interval_s: float = DISCOVER_INTERVAL_S,
+    prices: PriceTable = S3_STANDARD,
+) -> DiscoveryCost:
+    """:func:`discovery_cost` of a Dagster fleet discovering ``prefix`` in ``store``, counted on its
+    objects now (one discovery LIST)."""
+    return discovery_cost(fleet.discover(store, prefix).objects, interval_s, prices)
 
 
 def measure(

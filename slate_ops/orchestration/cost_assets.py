@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from slate_ops.admin.cost import DiscoveryCost, discovery_cost
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.objstore.metering import PriceTable, RequestCounts
 from slate_ops.orchestration.config import SlateOpsConfig
@@ -27,13 +28,14 @@ from slate_ops.orchestration.cost import (
     DatabaseCost,
     by_source_markdown,
     database_markdown,
+    discovery_markdown,
     fleet_markdown,
     fleet_rows,
     per_day_by_source,
     prices_markdown,
     slatedb_default_polling,
 )
-from slate_ops.orchestration.fleet import fleet_of
+from slate_ops.orchestration.discovery import fleet_with_listing
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.request_meter import COST_SOURCE, REQUESTS, RUNS
 from slate_ops.runtime import SYSTEM_RUNTIME
@@ -146,6 +148,16 @@ def fleet_cost_metadata(costs: list[DatabaseCost], prices: PriceTable) -> dict[s
     }
 
 
+def discovery_cost_metadata(cost: DiscoveryCost) -> dict[str, dg.MetadataValue]:
+    """The fleet's discovery cost (a fleet's, not a database's: modelled on its objects at its
+    ``discover.interval_minutes``, :func:`~slate_ops.admin.cost.discovery_cost`)."""
+    return {
+        "discovery": dg.MetadataValue.md(discovery_markdown(cost)),
+        "discovery_requests_per_day": dg.MetadataValue.int(cost.per_day.requests),
+        "discovery_cost_usd_per_day": dg.MetadataValue.float(cost.dollars_per_day),
+    }
+
+
 def fleet_cost_key(naming: Naming = DEFAULT) -> dg.AssetKey:
     """The key of the fleet's cost asset: ``slate_ops_fleet_cost`` with ``naming``'s prefix (one
     component, so no database's asset key ``[..., slate_ops, <db>]`` can take it)."""
@@ -168,12 +180,18 @@ def build_fleet_cost_asset(naming: Naming = DEFAULT) -> dg.AssetsDefinition:
     def _fleet_cost(context: dg.AssetExecutionContext) -> dg.MaterializeResult[None]:
         slate = naming.slate(context)
         now = SYSTEM_RUNTIME.now()
+        fleet, listing = fleet_with_listing(slate, context.log, None)
         costs = [
             database_cost(context.instance, naming.asset_key(slate, db.name), db.name, slate.config, now)
-            for db in fleet_of(slate, context.log)
+            for db in fleet
         ]
-        metadata = fleet_cost_metadata(costs, slate.config.prices.table())
+        prices = slate.config.prices.table()
+        metadata = fleet_cost_metadata(costs, prices)
         metadata["window_days"] = dg.MetadataValue.float(float(slate.config.cost_window_days))
+        if listing is not None and slate.config.discover is not None:
+            metadata |= discovery_cost_metadata(
+                discovery_cost(listing.objects, slate.config.discover.interval_minutes * 60, prices)
+            )
         return dg.MaterializeResult(metadata=metadata)
 
     return _fleet_cost
