@@ -135,13 +135,13 @@ def fleet_cost_metadata(costs: list[DatabaseCost], prices: PriceTable) -> dict[s
     return {
         "databases": dg.MetadataValue.md(fleet_markdown(rows, prices)),
         "by_source": dg.MetadataValue.md(by_source_markdown(rows, prices)),
-        "fleet_cost_usd_per_day": dg.MetadataValue.float(sum(c.cost_per_day(prices) for c in rows)),
+        "fleet_cost_usd_per_day": dg.MetadataValue.float(float(sum(c.cost_per_day(prices) for c in rows))),
         "fleet_requests_per_day": dg.MetadataValue.int(
             sum(round(c.total.requests / c.window_days) for c in rows)
         ),
-        "polling_cost_usd_per_day": dg.MetadataValue.float(ours),
+        "polling_cost_usd_per_day": dg.MetadataValue.float(float(ours)),
         "slatedb_default_polling_cost_usd_per_day": dg.MetadataValue.float(
-            sum(prices.cost(s) for s in slatedb if s is not None)
+            float(sum(prices.cost(s) for s in slatedb if s is not None))  # none measured: 0, an int
         ),
         "costliest_database": dg.MetadataValue.text(rows[0].database if rows else "-"),
         "price_table": dg.MetadataValue.md(prices_markdown(prices)),
