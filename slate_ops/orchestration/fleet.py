@@ -15,7 +15,9 @@ answers in the fleet's order. On it:
   GET probe (one LIST when the cursor's confirmation is too old to probe from: at the first poll,
   after a pause, and hourly) and is not read again (:class:`Unchanged`); any other one a LIST and a
   GET (:class:`Read`; a probe GET more). Each poll is metered; once an hour per database the polls'
-  requests become one cost observation of its asset.
+  requests become one cost observation of its asset. The discovered part of the fleet comes from
+  the cursor's discovery listing while it is younger than ``discover.interval_minutes``
+  (:mod:`~slate_ops.orchestration.discovery`), so most ticks send no discovery LIST.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the resource annotations of the
