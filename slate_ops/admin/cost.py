@@ -155,17 +155,11 @@ DISCOVERING_SENSORS: Final = {
 }
 """The sensors that discover the fleet, with their tick intervals in seconds: each LISTs once per
 discovery interval (at most once per tick), keeping the listing in its cursor."""
-DISCOVERING_SCHEDULE_TICKS: Final = {
-    "compaction": 48,
-    "checkpoint expiry": 24,
-    "gc": 4,
-    "maintenance": 1,
-    "tag policy": 96,
-}
+DISCOVERING_SCHEDULE_TICKS: Final = {"compaction": 48, "checkpoint expiry": 24, "gc": 4, "maintenance": 1}
 """The schedule ticks per day that discover the fleet (a schedule has no cursor: it LISTs at each
-tick, except a GC tick at which a database with the default policies is not due): compaction every
-30 minutes, checkpoint expiry hourly, GC at the default ``interval_hours`` (6), maintenance daily,
-tag policies every 15 minutes."""
+tick at which a database with the default policies, as a discovered one has, may get a run):
+compaction every 30 minutes, checkpoint expiry hourly, GC at the default ``interval_hours`` (6),
+maintenance daily; the tag policy schedule never (a discovered database has no tag policy)."""
 
 
 @dataclass(frozen=True)

@@ -146,15 +146,20 @@ def fleet_of(
     return fleet_with_listing(slate, log, None)[0]
 
 
-def discovered_may_be_due(
-    slate: SlateDatabasesResource, due: Callable[[DatabaseConfig, datetime], bool], tick: datetime
+def discovered_may_run(
+    slate: SlateDatabasesResource,
+    tick: datetime,
+    due: Callable[[DatabaseConfig, datetime], bool] | None,
+    may_run: Callable[[DatabaseConfig], bool] | None,
 ) -> bool:
-    """Whether a discovered database (the default policies) is ``due`` at ``tick``: if not, the
-    schedule's tick needs no discovery LIST."""
+    """Whether a discovered database (it has the default policies) may get a run at ``tick``: it is
+    ``due`` and ``may_run`` says it may want one (each None: yes). If not, the schedule's tick needs
+    no discovery LIST."""
     discover = slate.config.discover
     if discover is None:
         return False
-    return due(DatabaseConfig(name="discovered", store_url=discover.store_url, path="discovered"), tick)
+    default = DatabaseConfig(name="discovered", store_url=discover.store_url, path="discovered")
+    return (due is None or due(default, tick)) and (may_run is None or may_run(default))
 
 
 def database_schedule(
@@ -168,13 +173,17 @@ def database_schedule(
     nothing_to_do: str,
     due: Callable[[DatabaseConfig, datetime], bool] | None = None,
     none_due: str = "",
+    may_want_run: Callable[[DatabaseConfig], bool] | None = None,
     naming: Naming = DEFAULT,
 ) -> dg.ScheduleDefinition:
     """The UTC schedule ``name`` of ``job``: at each tick (its scheduled time, else now), a
     ``run_request(db, tick)`` of each database that is ``due`` (default: every one) and
     ``wants_run`` (which may read it: :func:`each_database`); none: ``nothing_to_do``, with the
     skipped databases. ``none_due`` (formatted with ``tick``) is the skip reason when no database
-    is due. ``naming``: the resource key of the ``slate`` resource it reads."""
+    is due. ``may_want_run``: False for a database that cannot want a run whatever its state (read
+    nothing for it); a tick at which a discovered one (the default policies) is not due or cannot
+    want a run does not list the ``discover`` prefix. ``naming``: the resource key of the ``slate``
+    resource it reads."""
 
     @dg.schedule(
         name=name,
@@ -189,7 +198,7 @@ def database_schedule(
     ) -> list[dg.RunRequest] | dg.SkipReason:
         slate = naming.slate(context)
         tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
-        discover = due is None or discovered_may_be_due(slate, due, tick)
+        discover = discovered_may_run(slate, tick, due, may_want_run)
         databases = [
             db for db in fleet_of(slate, context.log, discover=discover) if due is None or due(db, tick)
         ]

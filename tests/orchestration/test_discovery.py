@@ -34,6 +34,7 @@ from slate_ops.orchestration.discovery import CURSOR_KEY, DiscoveryListing, disc
 from slate_ops.orchestration.gc import gc_schedule
 from slate_ops.orchestration.partitions import slate_ops_partitions_sensor
 from slate_ops.orchestration.resources import RESOURCE_KEY
+from slate_ops.orchestration.tags import tag_policy_schedule
 from slate_ops.runtime import ManualRuntime
 from tests.support.orchestration import manifests_of, skip_message
 from tests.support.s3 import CREDENTIALS, drain, isolate_aws_environment
@@ -253,6 +254,15 @@ def test_a_gc_schedule_tick_at_which_no_discovered_database_is_due_does_not_list
     runs = gc_tick(6)
     assert fleet.app.take()["discovery"] == PAGES
     assert isinstance(runs, list) and len(runs) == DATABASES
+
+
+def test_a_tag_policy_schedule_tick_does_not_list_for_databases_without_a_policy(fleet: Fleet) -> None:
+    slate = fleet.resource()
+    when = datetime(2026, 1, 1, 0, 15, tzinfo=UTC)
+    skip = tag_policy_schedule(
+        dg.build_schedule_context(scheduled_execution_time=when, resources={RESOURCE_KEY: slate})
+    )
+    assert isinstance(skip, dg.SkipReason) and fleet.app.take() == {}
 
 
 def test_a_discovered_name_is_resolved_without_the_discovery_list(fleet: Fleet) -> None:
