@@ -89,7 +89,7 @@ class ListingMotoServer(ThreadedMotoServer):
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ListingMotoServer]:
+def listing_moto() -> Iterator[ListingMotoServer]:
     with pytest.MonkeyPatch.context() as mp:
         isolate_aws_environment(mp)
         moto = ListingMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -124,8 +124,8 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(server: ListingMotoServer) -> Fleet:
-    return Fleet(server)
+def fleet(listing_moto: ListingMotoServer) -> Fleet:
+    return Fleet(listing_moto)
 
 
 def tick(
