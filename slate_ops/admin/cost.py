@@ -33,6 +33,11 @@ SlateDB 0.17's defaults (docs/design/slatedb-engine.md, "Other measured facts"):
   second (:data:`SLATEDB_WRITER_POLL`, measured).
 
 Compaction is not polling: it runs when the sensor sees enough L0 (its report's ``requests``).
+
+Discovery is the fleet's, not a database's (:func:`discovery_cost`): a Dagster fleet with
+``discover`` LISTs every object under its prefix (one request per 1,000 keys) once per
+``discover.interval_minutes`` in each sensor that keeps the listing in its cursor
+(:data:`DISCOVERING_SENSORS`), and on the schedules' ticks (:data:`DISCOVERING_SCHEDULE_TICKS`).
 """
 
 from __future__ import annotations
@@ -69,6 +74,9 @@ from slate_ops.objstore.metering import (
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
 __all__ = [
+    "DISCOVERING_SCHEDULE_TICKS",
+    "DISCOVERING_SENSORS",
+    "DISCOVER_INTERVAL_S",
     "GC_INTERVAL_S",
     "MANIFEST_SENSORS",
     "SENSOR_LIST_INTERVAL_S",
@@ -83,10 +91,13 @@ __all__ = [
     "WRITER_POLL",
     "WRITER_POLL_INTERVAL_S",
     "DatabaseCost",
+    "DiscoveryCost",
     "Intervals",
     "MeasuredPasses",
     "SourceCost",
+    "discovery_cost",
     "fleet_cost",
+    "fleet_discovery_cost",
     "load_prices",
     "measure",
     "polling_cost",
@@ -134,6 +145,21 @@ SLATEDB_COMPACTOR_POLL: Final = RequestCounts(get=5)
 and its boundary (with its writer: 3.0-3.2 GET/s measured idle, 2 + 5/5 modelled)."""
 SLATEDB_GC_PASS: Final = RequestCounts(list=7, get=23)
 """One ``run_gc_once`` with default options on that database (7 LIST, 23 GET measured)."""
+
+DISCOVER_INTERVAL_S: Final = 300
+"""How long a sensor reuses its discovery listing (``discover.interval_minutes: 5``, the default)."""
+DISCOVERING_SENSORS: Final = {
+    "manifest": SENSOR_POLL_INTERVAL_S,
+    "compaction": SENSOR_POLL_INTERVAL_S,
+    "partitions": 60,
+}
+"""The sensors that discover the fleet, with their tick intervals in seconds: each LISTs once per
+discovery interval (at most once per tick), keeping the listing in its cursor."""
+DISCOVERING_SCHEDULE_TICKS: Final = {"compaction": 48, "checkpoint expiry": 24, "gc": 4, "maintenance": 1}
+"""The schedule ticks per day that discover the fleet (a schedule has no cursor: it LISTs at each
+tick at which a database with the default policies, as a discovered one has, may get a run):
+compaction every 30 minutes, checkpoint expiry hourly, GC at the default ``interval_hours`` (6),
+maintenance daily; the tag policy schedule never (a discovered database has no tag policy)."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +268,69 @@ class DatabaseCost:
             "ours": side(self.ours),
             "slatedb_defaults": side(self.slatedb_defaults),
         }
+
+
+@dataclass(frozen=True)
+class DiscoveryCost:
+    """What discovering a fleet of ``objects`` objects costs per day: one listing is ``per_pass``
+    (a LIST per 1,000 keys), made ``passes_per_day`` times (:func:`discovery_cost`)."""
+
+    objects: int
+    interval_s: float
+    per_pass: RequestCounts
+    passes_per_day: float
+    prices: PriceTable = S3_STANDARD
+
+    @property
+    def per_day(self) -> RequestCounts:
+        return self.per_pass.scaled(self.passes_per_day)
+
+    @property
+    def dollars_per_day(self) -> float:
+        return self.prices.cost(self.per_day)
+
+    @property
+    def dollars_per_month(self) -> float:
+        return self.dollars_per_day * MONTH_DAYS
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "objects": self.objects,
+            "interval_s": self.interval_s,
+            "passes_per_day": self.passes_per_day,
+            "per_pass": self.per_pass.to_dict(),
+            "per_day": self.per_day.to_dict(),
+            "requests_per_day": self.per_day.requests,
+            "dollars_per_day": self.dollars_per_day,
+            "dollars_per_month": self.dollars_per_month,
+        }
+
+
+def discovery_cost(
+    objects: int, interval_s: float = DISCOVER_INTERVAL_S, prices: PriceTable = S3_STANDARD
+) -> DiscoveryCost:
+    """Discovery's requests per day for a prefix holding ``objects`` objects at ``interval_s``
+    (module docstring): each of :data:`DISCOVERING_SENSORS` lists once per ``interval_s`` (at most
+    once per tick; 0: every tick), plus :data:`DISCOVERING_SCHEDULE_TICKS`."""
+    if not math.isfinite(interval_s) or interval_s < 0:
+        raise InvalidArgumentError(f"discovery interval must be 0 or more seconds, got {interval_s!r}")
+    if objects < 0:
+        raise InvalidArgumentError(f"objects must be 0 or more, got {objects!r}")
+    pages = max(1, math.ceil(objects / LIST_PAGE_KEYS))
+    passes = sum(DAY_S / max(interval_s, tick_s) for tick_s in DISCOVERING_SENSORS.values())
+    passes += sum(DISCOVERING_SCHEDULE_TICKS.values())
+    return DiscoveryCost(objects, interval_s, RequestCounts(list=pages), passes, prices)
+
+
+def fleet_discovery_cost(
+    store: ObjectStore,
+    prefix: str = "",
+    interval_s: float = DISCOVER_INTERVAL_S,
+    prices: PriceTable = S3_STANDARD,
+) -> DiscoveryCost:
+    """:func:`discovery_cost` of a Dagster fleet discovering ``prefix`` in ``store``, counted on its
+    objects now (one discovery LIST)."""
+    return discovery_cost(fleet.discover(store, prefix).objects, interval_s, prices)
 
 
 def measure(

@@ -4,6 +4,7 @@ whether a database moved on from a manifest a caller already knows (the fleet se
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,6 +14,7 @@ from slate_ops.errors import CorruptObjectError, ObjectNotFoundError, SlateDbMan
 from slate_ops.layout import discovery_prefix, live_databases, manifest_key, parse_manifest_key
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.objstore.metering import LIST_PAGE_KEYS
 
 LIVE = "live"
 UNINITIALIZED = "uninitialized"
@@ -47,6 +49,20 @@ class DbListing:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class Discovery:
+    """What one discovery LIST found: the database ``paths`` (sorted) and how many ``objects`` it
+    listed, i.e. what it cost: :attr:`list_pages`."""
+
+    paths: tuple[str, ...]
+    objects: int
+
+    @property
+    def list_pages(self) -> int:
+        """The LIST requests it took: one per page of 1,000 keys (one for an empty prefix)."""
+        return max(1, math.ceil(self.objects / LIST_PAGE_KEYS))
+
+
 def discover_databases(store: ObjectStore, prefix: str = "") -> list[str]:
     """The paths of the databases at and under ``prefix`` (a database path: ``""`` is the whole
     store, ``"team"`` finds ``team`` and ``team/a``, never ``team2``), sorted; one LIST.
@@ -54,7 +70,20 @@ def discover_databases(store: ObjectStore, prefix: str = "") -> list[str]:
     A path holds a database when it holds manifests and was not deleted
     (:func:`slate_ops.layout.live_databases`: a manifest under a path no database may have is none).
     """
-    return list(_latest_manifests(store, prefix))
+    return list(discover(store, prefix).paths)
+
+
+def discover(store: ObjectStore, prefix: str = "") -> Discovery:
+    """:func:`discover_databases`, with the number of objects its LIST paged through."""
+    listed = [0]
+    paths = tuple(_latest_manifests(store, prefix, listed))
+    return Discovery(paths, listed[0])
+
+
+def holds_manifests(store: ObjectStore, path: str) -> bool:
+    """Whether ``path`` holds manifests (a database, possibly deleted since): one LIST of its
+    ``manifest/`` directory, not of everything under it."""
+    return bool(ManifestStore(store, path).sequence.list())
 
 
 def list_dbs(prefix: str, store: ObjectStore) -> list[DbListing]:
@@ -73,13 +102,18 @@ def list_dbs(prefix: str, store: ObjectStore) -> list[DbListing]:
     return listings
 
 
-def _latest_manifests(store: ObjectStore, prefix: str) -> dict[str, tuple[int, datetime]]:
+def _latest_manifests(
+    store: ObjectStore, prefix: str, listed: list[int] | None = None
+) -> dict[str, tuple[int, datetime]]:
     """``{path: (latest manifest id, when it was written)}`` of the live databases under ``prefix``,
-    in path order, from one LIST (refuses a ``prefix`` no database path may have, e.g. ``..``)."""
+    in path order, from one LIST (refuses a ``prefix`` no database path may have, e.g. ``..``);
+    ``listed[0]`` counts the objects listed."""
     written: dict[str, datetime] = {}
 
     def keys() -> Iterator[str]:
         for meta in store.list(discovery_prefix(prefix)):
+            if listed is not None:
+                listed[0] += 1
             if parse_manifest_key(meta.key) is not None:  # only the manifests' times are kept
                 written[meta.key] = meta.last_modified
             yield meta.key
@@ -173,7 +207,10 @@ __all__ = [
     "UNINITIALIZED",
     "UNREADABLE",
     "DbListing",
+    "Discovery",
+    "discover",
     "discover_databases",
+    "holds_manifests",
     "latest_manifest_since",
     "list_dbs",
 ]

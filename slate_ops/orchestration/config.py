@@ -60,7 +60,7 @@ import dagster as dg
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from slate_ops.admin.cost import GC_INTERVAL_S
+from slate_ops.admin.cost import DISCOVER_INTERVAL_S, GC_INTERVAL_S
 from slate_ops.admin.tag_policy import DEFAULT_NAME_FORMAT, TagPolicy, checked_tag_policy
 from slate_ops.compaction import CompactorOptions
 from slate_ops.config import parse_duration
@@ -392,6 +392,12 @@ class DiscoverConfig(dg.Config):
 
     store_url: str = Field(min_length=1, description="The store to list (no secrets); default: as databases.")
     prefix: str = Field(default="", description="List under this path; empty: the whole store.")
+    interval_minutes: float = Field(
+        default=DISCOVER_INTERVAL_S / 60,
+        ge=0,
+        description="How long a sensor reuses its last listing (kept in its cursor) before it lists "
+        "again: a new database is found, and a deleted one dropped, within it; 0: every tick.",
+    )
 
     @field_validator("store_url")
     @classmethod
@@ -403,6 +409,18 @@ class DiscoverConfig(dg.Config):
     def _valid_prefix(cls, prefix: str) -> str:
         normalize_db_path(prefix)  # a prefix is a path: the same rules (docs/design/names.md)
         return prefix
+
+
+def discovered_path(name: str, prefix: str) -> str | None:
+    """The path under ``prefix`` whose :func:`discovered_name` is ``name`` and is ``name`` itself
+    (``db_007`` under ``fleet``: ``fleet/db_007``), which discovery prefers when several paths share
+    a name; None if ``name`` cannot be a path's own name there."""
+    path = f"{prefix.strip('/')}/{name}" if prefix.strip("/") else name
+    try:
+        normalized = normalize_db_path(path)
+    except ValueError:
+        return None
+    return normalized if discovered_name(normalized, prefix) == name else None
 
 
 def discovered_name(path: str, prefix: str) -> str | None:

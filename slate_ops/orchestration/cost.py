@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from slate_ops.admin.cost import Intervals, MeasuredPasses, polling_cost
+from slate_ops.admin.cost import DiscoveryCost, Intervals, MeasuredPasses, polling_cost
 from slate_ops.objstore.metering import KINDS, ZERO, PriceTable, RequestCounts
 
 SENSOR_POLLS = "sensor polls"
@@ -193,6 +193,19 @@ def by_source_markdown(costs: list[DatabaseCost], prices: PriceTable) -> str:
         cells = [usd(cost.cost_per_day(prices, s)) if s in cost.totals else "-" for s in sources]
         lines.append(f"| {cost.database} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def discovery_markdown(cost: DiscoveryCost) -> str:
+    """The fleet's discovery: its listings per day at its interval, what one costs, the total."""
+    return "\n".join(
+        [
+            "| objects under the prefix | LIST pages per listing | interval (min) | listings/day "
+            "| requests/day | $/day | $/month |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {cost.objects} | {cost.per_pass.list} | {cost.interval_s / 60:g} | {cost.passes_per_day:g} "
+            f"| {cost.per_day.requests} | {usd(cost.dollars_per_day)} | {usd(cost.dollars_per_month)} |",
+        ]
+    )
 
 
 def prices_markdown(prices: PriceTable) -> str:

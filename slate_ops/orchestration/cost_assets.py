@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from slate_ops.admin.cost import DiscoveryCost, discovery_cost
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.objstore.metering import PriceTable, RequestCounts
 from slate_ops.orchestration.config import SlateOpsConfig
@@ -27,13 +28,14 @@ from slate_ops.orchestration.cost import (
     DatabaseCost,
     by_source_markdown,
     database_markdown,
+    discovery_markdown,
     fleet_markdown,
     fleet_rows,
     per_day_by_source,
     prices_markdown,
     slatedb_default_polling,
 )
-from slate_ops.orchestration.fleet import fleet_of
+from slate_ops.orchestration.discovery import fleet_with_listing
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.request_meter import COST_SOURCE, REQUESTS, RUNS
 from slate_ops.runtime import SYSTEM_RUNTIME
@@ -133,16 +135,26 @@ def fleet_cost_metadata(costs: list[DatabaseCost], prices: PriceTable) -> dict[s
     return {
         "databases": dg.MetadataValue.md(fleet_markdown(rows, prices)),
         "by_source": dg.MetadataValue.md(by_source_markdown(rows, prices)),
-        "fleet_cost_usd_per_day": dg.MetadataValue.float(sum(c.cost_per_day(prices) for c in rows)),
+        "fleet_cost_usd_per_day": dg.MetadataValue.float(float(sum(c.cost_per_day(prices) for c in rows))),
         "fleet_requests_per_day": dg.MetadataValue.int(
             sum(round(c.total.requests / c.window_days) for c in rows)
         ),
-        "polling_cost_usd_per_day": dg.MetadataValue.float(ours),
+        "polling_cost_usd_per_day": dg.MetadataValue.float(float(ours)),
         "slatedb_default_polling_cost_usd_per_day": dg.MetadataValue.float(
-            sum(prices.cost(s) for s in slatedb if s is not None)
+            float(sum(prices.cost(s) for s in slatedb if s is not None))  # none measured: 0, an int
         ),
         "costliest_database": dg.MetadataValue.text(rows[0].database if rows else "-"),
         "price_table": dg.MetadataValue.md(prices_markdown(prices)),
+    }
+
+
+def discovery_cost_metadata(cost: DiscoveryCost) -> dict[str, dg.MetadataValue]:
+    """The fleet's discovery cost (a fleet's, not a database's: modelled on its objects at its
+    ``discover.interval_minutes``, :func:`~slate_ops.admin.cost.discovery_cost`)."""
+    return {
+        "discovery": dg.MetadataValue.md(discovery_markdown(cost)),
+        "discovery_requests_per_day": dg.MetadataValue.int(cost.per_day.requests),
+        "discovery_cost_usd_per_day": dg.MetadataValue.float(cost.dollars_per_day),
     }
 
 
@@ -168,12 +180,18 @@ def build_fleet_cost_asset(naming: Naming = DEFAULT) -> dg.AssetsDefinition:
     def _fleet_cost(context: dg.AssetExecutionContext) -> dg.MaterializeResult[None]:
         slate = naming.slate(context)
         now = SYSTEM_RUNTIME.now()
+        fleet, listing = fleet_with_listing(slate, context.log, None)
         costs = [
             database_cost(context.instance, naming.asset_key(slate, db.name), db.name, slate.config, now)
-            for db in fleet_of(slate, context.log)
+            for db in fleet
         ]
-        metadata = fleet_cost_metadata(costs, slate.config.prices.table())
+        prices = slate.config.prices.table()
+        metadata = fleet_cost_metadata(costs, prices)
         metadata["window_days"] = dg.MetadataValue.float(float(slate.config.cost_window_days))
+        if listing is not None and slate.config.discover is not None:
+            metadata |= discovery_cost_metadata(
+                discovery_cost(listing.objects, slate.config.discover.interval_minutes * 60, prices)
+            )
         return dg.MaterializeResult(metadata=metadata)
 
     return _fleet_cost

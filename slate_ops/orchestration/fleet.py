@@ -15,7 +15,9 @@ answers in the fleet's order. On it:
   GET probe (one LIST when the cursor's confirmation is too old to probe from: at the first poll,
   after a pause, and hourly) and is not read again (:class:`Unchanged`); any other one a LIST and a
   GET (:class:`Read`; a probe GET more). Each poll is metered; once an hour per database the polls'
-  requests become one cost observation of its asset.
+  requests become one cost observation of its asset. The discovered part of the fleet comes from
+  the cursor's discovery listing while it is younger than ``discover.interval_minutes``
+  (:mod:`~slate_ops.orchestration.discovery`), so most ticks send no discovery LIST.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the resource annotations of the
@@ -39,6 +41,7 @@ from slate_ops.objstore.metering import MeteredStore, RequestCounts
 from slate_ops.objstore.s3 import MAX_POOL_CONNECTIONS
 from slate_ops.orchestration.config import DatabaseConfig
 from slate_ops.orchestration.cost import SENSOR_POLLS
+from slate_ops.orchestration.discovery import DiscoveryListing, fleet_with_listing
 from slate_ops.orchestration.naming import DEFAULT, Naming
 from slate_ops.orchestration.polls import SensorCursor, location_digest
 from slate_ops.orchestration.request_meter import cost_observation
@@ -132,14 +135,31 @@ def database_exists(slate: SlateDatabasesResource, db: DatabaseConfig) -> bool:
     return True
 
 
-def fleet_of(slate: SlateDatabasesResource, log: logging.Logger) -> list[DatabaseConfig]:
-    """The fleet (configured, then discovered databases); if discovery fails, the configured ones
-    with a warning (a store that cannot be listed must not stop the configured databases' runs)."""
-    try:
-        return slate.fleet()
-    except Exception as exc:
-        log.warning(f"discovery failed, using the configured databases only: {type(exc).__name__}: {exc}")
+def fleet_of(
+    slate: SlateDatabasesResource, log: logging.Logger, *, discover: bool = True
+) -> list[DatabaseConfig]:
+    """The fleet (configured, then discovered databases: one discovery LIST); if discovery fails,
+    the configured ones with a warning (a store that cannot be listed must not stop the configured
+    databases' runs). Without ``discover``: the configured ones, no request."""
+    if not discover:
         return list(slate.config.databases)
+    return fleet_with_listing(slate, log, None)[0]
+
+
+def discovered_may_run(
+    slate: SlateDatabasesResource,
+    tick: datetime,
+    due: Callable[[DatabaseConfig, datetime], bool] | None,
+    may_run: Callable[[DatabaseConfig], bool] | None,
+) -> bool:
+    """Whether a discovered database (it has the default policies) may get a run at ``tick``: it is
+    ``due`` and ``may_run`` says it may want one (each None: yes). If not, the schedule's tick needs
+    no discovery LIST."""
+    discover = slate.config.discover
+    if discover is None:
+        return False
+    default = DatabaseConfig(name="discovered", store_url=discover.store_url, path="discovered")
+    return (due is None or due(default, tick)) and (may_run is None or may_run(default))
 
 
 def database_schedule(
@@ -153,13 +173,17 @@ def database_schedule(
     nothing_to_do: str,
     due: Callable[[DatabaseConfig, datetime], bool] | None = None,
     none_due: str = "",
+    may_want_run: Callable[[DatabaseConfig], bool] | None = None,
     naming: Naming = DEFAULT,
 ) -> dg.ScheduleDefinition:
     """The UTC schedule ``name`` of ``job``: at each tick (its scheduled time, else now), a
     ``run_request(db, tick)`` of each database that is ``due`` (default: every one) and
     ``wants_run`` (which may read it: :func:`each_database`); none: ``nothing_to_do``, with the
     skipped databases. ``none_due`` (formatted with ``tick``) is the skip reason when no database
-    is due. ``naming``: the resource key of the ``slate`` resource it reads."""
+    is due. ``may_want_run``: False for a database that cannot want a run whatever its state (read
+    nothing for it); a tick at which a discovered one (the default policies) is not due or cannot
+    want a run does not list the ``discover`` prefix. ``naming``: the resource key of the ``slate``
+    resource it reads."""
 
     @dg.schedule(
         name=name,
@@ -174,7 +198,10 @@ def database_schedule(
     ) -> list[dg.RunRequest] | dg.SkipReason:
         slate = naming.slate(context)
         tick = (context.scheduled_execution_time or datetime.now(UTC)).astimezone(UTC)
-        databases = [db for db in fleet_of(slate, context.log) if due is None or due(db, tick)]
+        discover = discovered_may_run(slate, tick, due, may_want_run)
+        databases = [
+            db for db in fleet_of(slate, context.log, discover=discover) if due is None or due(db, tick)
+        ]
         if due is not None and not databases:
             return dg.SkipReason(none_due.format(tick=tick))
         found = each_database(databases, context.log, lambda db: wants_run(slate, db))
@@ -248,9 +275,11 @@ class ManifestTick:
     def __init__(
         self, context: dg.SensorEvaluationContext, slate: SlateDatabasesResource, naming: Naming = DEFAULT
     ) -> None:
-        fleet = fleet_of(slate, context.log)
+        cached = DiscoveryListing.in_cursor(context.cursor)
+        fleet, listing = fleet_with_listing(slate, context.log, cached)
         self._given = context.cursor
         self._state = SensorCursor.parse(context.cursor, context.log, [db.name for db in fleet])
+        self._state.discovered = listing
         self.cursor = self._state.manifests
         self._known = dict(self.cursor)
         started = slate.clock().now()

@@ -3,19 +3,23 @@
 per-database jobs) equal to the fleet's database names: the configured databases and those the
 config's ``discover`` store and prefix hold. A new database becomes a partition on the next tick; a
 database that is gone (removed from the config, or no longer listed) stops being one. If the
-discovery listing fails, the tick adds the configured databases and removes nothing.
+discovery listing fails, the tick adds the configured databases and removes nothing. The sensor's
+cursor keeps its last discovery listing (:mod:`~slate_ops.orchestration.discovery`), so it lists the
+prefix once per ``discover.interval_minutes``, not every tick.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the resource annotations of the
 # sensor below at runtime.
 
 import argparse
+import json
 import os
 from collections.abc import Sequence
 
 import dagster as dg
 
 from slate_ops.orchestration.config import CONFIG_ENV, load_config
+from slate_ops.orchestration.discovery import CURSOR_KEY, DiscoveryListing, fleet_with_listing
 from slate_ops.orchestration.naming import DEFAULT, Domain, Naming
 from slate_ops.orchestration.resources import SlateDatabasesResource
 from slate_ops.orchestration.runs import PARTITIONS_NAME
@@ -55,15 +59,19 @@ def build(naming: Naming = DEFAULT) -> Domain:
     def sensor(context: dg.SensorEvaluationContext, **_resources: object) -> dg.SensorResult | dg.SkipReason:
         slate = naming.slate(context)
         existing = context.instance.get_dynamic_partitions(partitions_name)
-        try:
-            wanted, complete = slate.database_names(), True
-        except Exception as exc:  # the listing failed: add the configured ones, remove nothing
-            context.log.warning(f"discovery failed: {type(exc).__name__}: {exc}")
-            wanted, complete = [db.name for db in slate.config.databases], False
-        requests = partition_requests(wanted, existing, remove=complete, naming=naming)
+        fleet, listing = fleet_with_listing(slate, context.log, DiscoveryListing.in_cursor(context.cursor))
+        # The listing failed: add the configured ones, remove nothing.
+        complete = listing is not None or slate.config.discover is None
+        requests = partition_requests([db.name for db in fleet], existing, remove=complete, naming=naming)
+        cursor = None if listing is None else json.dumps({CURSOR_KEY: listing.to_json()}, sort_keys=True)
         if not requests:
-            return dg.SkipReason(f"the {len(existing)} partition(s) already match the fleet")
-        return dg.SensorResult(dynamic_partitions_requests=requests)
+            skip = dg.SkipReason(f"the {len(existing)} partition(s) already match the fleet")
+            return (
+                skip
+                if cursor is None or cursor == context.cursor
+                else dg.SensorResult(skip_reason=skip, cursor=cursor)
+            )
+        return dg.SensorResult(dynamic_partitions_requests=requests, cursor=cursor)
 
     return Domain(sensors={SENSOR_NAME: sensor})
 

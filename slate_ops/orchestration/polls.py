@@ -14,9 +14,10 @@ costs"): the cursor keeps, per database, when a poll last confirmed that manifes
 
 The cursor is JSON ``{"manifests": {"<db>": <manifest id>}, "polls": {"<db>": {"since": <epoch s>,
 "polls": <n>, "counts": {<RequestCounts.to_dict()>}}}, "confirmed": {"<db>": {"manifest": <id>,
-"at": <epoch s>, "listed": <epoch s>, "where": <digest of its store and path>}}}``. The formats
-before, ``{"<db>": <manifest id>}`` and the one without ``confirmed``, still parse (nothing
-confirmed yet: the next poll LISTs).
+"at": <epoch s>, "listed": <epoch s>, "where": <digest of its store and path>}}, "discovered":
+{<the fleet's last discovery listing: discovery.DiscoveryListing>}}``. The formats before,
+``{"<db>": <manifest id>}`` and those without ``confirmed`` or ``discovered``, still parse (nothing
+confirmed yet: the next poll LISTs; no listing: the tick discovers).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from slate_ops.admin.cost import SENSOR_LIST_INTERVAL_S, SENSOR_PROBE_MAX_AGE_S
 from slate_ops.errors import InvalidArgumentError
 from slate_ops.objstore.metering import ZERO, RequestCounts
+from slate_ops.orchestration.discovery import CURSOR_KEY, DiscoveryListing
 
 POLL_WINDOW_S = 3600.0
 """How long a database's poll requests accumulate before they are recorded (one observation)."""
@@ -98,12 +100,13 @@ class Confirmed:
 
 @dataclass
 class SensorCursor:
-    """What a manifest sensor keeps between ticks: :attr:`manifests` handled, :attr:`polls` and
-    :attr:`confirmed`."""
+    """What a manifest sensor keeps between ticks: :attr:`manifests` handled, :attr:`polls`,
+    :attr:`confirmed` and the fleet's :attr:`discovered` listing (set by the tick)."""
 
     manifests: dict[str, int] = field(default_factory=dict)
     polls: dict[str, PollWindow] = field(default_factory=dict)
     confirmed: dict[str, Confirmed] = field(default_factory=dict)
+    discovered: DiscoveryListing | None = None
 
     @classmethod
     def parse(cls, text: str | None, log: logging.Logger, names: Iterable[str]) -> SensorCursor:
@@ -116,7 +119,7 @@ class SensorCursor:
             raw = json.loads(text)
             if isinstance(raw, dict) and all(isinstance(v, int) for v in raw.values()):  # the old format
                 return cls({str(k): v for k, v in raw.items() if str(k) in keep})
-            if isinstance(raw, dict) and set(raw) <= {"manifests", "polls", "confirmed"}:
+            if isinstance(raw, dict) and set(raw) <= {"manifests", "polls", "confirmed", CURSOR_KEY}:
                 manifests, polls = raw.get("manifests", {}), raw.get("polls", {})
                 confirmed = raw.get("confirmed", {})
                 if (
@@ -129,6 +132,7 @@ class SensorCursor:
                         {str(k): v for k, v in manifests.items() if str(k) in keep},
                         {str(k): PollWindow.from_json(v) for k, v in polls.items() if str(k) in keep},
                         {str(k): Confirmed.from_json(v) for k, v in confirmed.items() if str(k) in keep},
+                        DiscoveryListing.in_cursor(text),
                     )
         except (ValueError, InvalidArgumentError):
             pass
@@ -136,14 +140,14 @@ class SensorCursor:
         return cls()
 
     def dumps(self) -> str:
-        return json.dumps(
-            {
-                "manifests": self.manifests,
-                "polls": {name: window.to_json() for name, window in sorted(self.polls.items())},
-                "confirmed": {name: c.to_json() for name, c in sorted(self.confirmed.items())},
-            },
-            sort_keys=True,
-        )
+        cursor: dict[str, object] = {
+            "manifests": self.manifests,
+            "polls": {name: window.to_json() for name, window in sorted(self.polls.items())},
+            "confirmed": {name: c.to_json() for name, c in sorted(self.confirmed.items())},
+        }
+        if self.discovered is not None:
+            cursor[CURSOR_KEY] = self.discovered.to_json()
+        return json.dumps(cursor, sort_keys=True)
 
     def may_probe(self, name: str, known_id: int | None, now: float, where: str) -> bool:
         """Whether the poll of ``name`` (at ``where``) at ``now`` may be a GET probe of manifest

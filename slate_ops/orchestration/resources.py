@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import dagster as dg
@@ -29,7 +29,8 @@ from dagster_pyspark.resources import spark_session_from_config
 from pydantic import ConfigDict, Field
 
 from slate_ops import admin
-from slate_ops.admin.fleet import discover_databases
+from slate_ops.admin.fleet import Discovery, holds_manifests
+from slate_ops.admin.fleet import discover as discover_databases
 from slate_ops.admin.handle import DatabaseHandle
 from slate_ops.engine import DbReader
 from slate_ops.errors import ConfigError
@@ -39,6 +40,7 @@ from slate_ops.orchestration.config import (
     DatabaseConfig,
     SlateOpsConfig,
     discovered_name,
+    discovered_path,
 )
 from slate_ops.orchestration.request_meter import metered
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
@@ -118,49 +120,81 @@ class SlateDatabasesResource(S3CredentialFields):
         """The names of the fleet: the configured databases, then the discovered ones."""
         return [db.name for db in self.fleet()]
 
-    def fleet(self) -> list[DatabaseConfig]:
+    def fleet(self, discovered_paths: Sequence[str] | None = None) -> list[DatabaseConfig]:
         """The configured databases, then the discovered ones (:meth:`discovered`)."""
-        return [*self.config.databases, *self.discovered()]
+        return [*self.config.databases, *self.discovered(discovered_paths)]
 
     def configured(self, name: str) -> bool:
         """Whether ``name`` is listed in the config (so it has an asset), not only discovered."""
         return any(db.name == name for db in self.config.databases)
 
-    def discovered(self) -> list[DatabaseConfig]:
-        """The databases under the config's ``discover`` store and prefix (one LIST), with the default
-        policies; a path or name that a listed database already has is left out (the listed entry
-        keeps its settings and lineage)."""
+    def discover(self) -> Discovery:
+        """One discovery LIST of the config's ``discover`` store and prefix (which must be set)."""
+        discover = self.config.discover
+        if discover is None:
+            raise ConfigError("the config sets no discover store and prefix")
+        return discover_databases(
+            open_store(discover.store_url, **self._store_credentials()), discover.prefix
+        )
+
+    def discovered(self, paths: Sequence[str] | None = None) -> list[DatabaseConfig]:
+        """The databases at ``paths`` (default: :meth:`discover`'s, one LIST) under the config's
+        ``discover`` store and prefix, with the default policies; a path or name that a listed
+        database already has is left out (the listed entry keeps its settings and lineage). Two paths
+        with one name: the one whose name is its own path (:func:`discovered_path`) wins, else the
+        first."""
         discover = self.config.discover
         if discover is None:
             return []
-        store = open_store(discover.store_url, **self._store_credentials())
+        if paths is None:
+            paths = self.discover().paths
         listed = {(db.store_url, db.path.strip("/")) for db in self.config.databases}
         names = {db.name for db in self.config.databases}
+        own = {discovered_name(p, discover.prefix) for p in paths if _is_own_path(p, discover.prefix)}
         found: list[DatabaseConfig] = []
-        for path in discover_databases(store, discover.prefix):
+        for path in paths:
             name = discovered_name(path, discover.prefix)
             if name is None or name in names or (discover.store_url, path.strip("/")) in listed:
                 continue
+            if name in own and not _is_own_path(path, discover.prefix):
+                continue  # its name is another path's own
             names.add(name)
             found.append(DatabaseConfig(name=name, store_url=discover.store_url, path=path))
         return found
 
     def database(self, name: str) -> DatabaseConfig:
         """The database called ``name``, configured or else discovered;
-        :class:`~slate_ops.errors.ConfigError` if neither."""
+        :class:`~slate_ops.errors.ConfigError` if neither.
+
+        A discovered name without ``_`` can only be its own path under the prefix
+        (:func:`discovered_path`): resolved with no request, the handle's own read finding the
+        database (:class:`~slate_ops.errors.DbNotFoundError`, naming it, if it is gone). A name with
+        ``_`` (which stands for any character but letters and digits): one LIST of its own path's
+        ``manifest/`` directory; no manifest there, the discovery LIST."""
         try:
             return self.config.database(name)
         except ConfigError:
             if self.config.discover is None:
                 raise
+        discover = self.config.discover
+        path = discovered_path(name, discover.prefix)
+        listed = {(db.store_url, db.path.strip("/")) for db in self.config.databases}
+        if (
+            path is not None
+            and (discover.store_url, path) not in listed
+            and ("_" not in name or self._holds_manifests(discover.store_url, path))
+        ):
+            return DatabaseConfig(name=name, store_url=discover.store_url, path=path)
         for db in self.discovered():
             if db.name == name:
                 return db
-        discover = self.config.discover
         raise ConfigError(
             f"no database named {name!r} is configured or discovered under {discover.prefix!r} in "
             f"{redact_url(discover.store_url)}"
         )
+
+    def _holds_manifests(self, store_url: str, path: str) -> bool:
+        return holds_manifests(metered(open_store(store_url, **self._store_credentials())), path)
 
     def open_store(self, name: str) -> ObjectStore:
         """Open the object store that holds database ``name`` (S3 with the resource's credentials)."""
@@ -191,7 +225,7 @@ class SlateDatabasesResource(S3CredentialFields):
         """A :class:`DbReader` of database ``name`` with its ``checkpoints.reader_lifetime``."""
         db = self.database(name)
         return DbReader.open(
-            db.path, self.open_store(name), checkpoint_id, db.reader_options(), clock=self.clock()
+            db.path, self.store_for(db), checkpoint_id, db.reader_options(), clock=self.clock()
         )
 
     def clock(self) -> Runtime:
@@ -212,6 +246,12 @@ class SlateDatabasesResource(S3CredentialFields):
             ),
         )
         return clocked(config=self.config, **self.credential_fields())
+
+
+def _is_own_path(path: str, prefix: str) -> bool:
+    """Whether ``path``'s discovered name is its own path under ``prefix`` (:func:`discovered_path`)."""
+    name = discovered_name(path, prefix)
+    return name is not None and discovered_path(name, prefix) == path.strip("/")
 
 
 class LocalPySparkResource(LazyPySparkResource, S3CredentialFields):

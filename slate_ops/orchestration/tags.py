@@ -210,6 +210,7 @@ def build(naming: Naming = DEFAULT) -> Domain:
         wants_run=tag_policy_has_work,
         run_request=lambda db, tick: tag_policy_run_request(db, tick, naming),
         nothing_to_do="no database's tag policy has anything to do",
+        may_want_run=lambda db: db.tag_policy is not None,
         naming=naming,
     )
     return Domain(jobs={TAG_POLICY_JOB: job}, schedules={SCHEDULE_NAME: schedule}, ops={"tag_policy_op": op})

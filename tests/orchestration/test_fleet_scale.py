@@ -292,7 +292,8 @@ def test_a_discovered_fleet_keeps_its_cursor_without_observations(
     s3_fleet: SlateDatabasesResource, endpoint: str, bucket: str, counter: CountingApp
 ) -> None:
     """Discovered databases have no asset to observe; the cursor still moves, so the next tick
-    costs one GET probe per database (and the discovery LIST)."""
+    costs one GET probe per database (and no discovery LIST: the cursor's listing is reused within
+    discover.interval_minutes)."""
     url = f"s3://{bucket}?endpoint_url={endpoint}&region=us-east-1"
     slate = SlateDatabasesResource(
         config=parse_config(f"discover: {{store_url: '{url}', prefix: {PREFIX}}}\n")
@@ -303,7 +304,7 @@ def test_a_discovered_fleet_keeps_its_cursor_without_observations(
     assert manifests_of(first.cursor) == dict.fromkeys(names(), 1)
     counter.reset()
     assert skip_message(manifest_tick(slate, first.cursor)) is not None
-    assert dict(counter.requests) == {"GET": COUNT, "LIST": 1}
+    assert dict(counter.requests) == {"GET": COUNT}
 
 
 def test_an_hour_of_polls_records_exactly_the_requests_the_server_served(
@@ -454,9 +455,10 @@ def test_destroyed_and_gc_trimmed_databases_are_seen_by_the_probe(
 def test_a_discovered_fleet_drops_a_hard_destroyed_database_at_once(
     s3_fleet: SlateDatabasesResource, endpoint: str, bucket: str, s3_fleet_store: S3Store
 ) -> None:
+    """With ``interval_minutes: 0`` every tick discovers (the default's interval: next module)."""
     url = f"s3://{bucket}?endpoint_url={endpoint}&region=us-east-1"
     slate = SlateDatabasesResource(
-        config=parse_config(f"discover: {{store_url: '{url}', prefix: {PREFIX}}}\n")
+        config=parse_config(f"discover: {{store_url: '{url}', prefix: {PREFIX}, interval_minutes: 0}}\n")
     ).with_clock(s3_fleet.clock())
     first = manifest_tick(slate, None)
     assert isinstance(first, dg.SensorResult) and "db_005" in manifests_of(first.cursor)
