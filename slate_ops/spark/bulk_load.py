@@ -66,6 +66,7 @@ from slate_ops.runtime import SYSTEM_RUNTIME
 from slate_ops.spark.credentials import S3Credentials
 from slate_ops.spark.executor import _remote_error, _worker_store
 from slate_ops.spark.read_base import default_parallelism, require_shareable
+from slate_ops.spark.task_kills import session_kill_grace, sweep_after_kills
 from slate_ops.sst import DEFAULT_OPTIONS, KIND_VALUE, SCHEMA, SstOptions, SstReader, encode_sst
 from slate_ops.sst.cut import ROW_OVERHEAD, SstCutter
 
@@ -423,7 +424,12 @@ def bulk_load(
                 df, columns, store_url, credentials, path, seq, target_sst_bytes, partitions, sst_options
             )
         except BulkLoadFailedError:
-            delete_load_orphans(store, path, seq, db.writer_epoch, job_started)
+            failed_at, epoch = SYSTEM_RUNTIME.monotonic(), db.writer_epoch
+            sweep_after_kills(
+                lambda: delete_load_orphans(store, path, seq, epoch, job_started),
+                grace_s=session_kill_grace(df.sparkSession),
+                failed_at=failed_at,
+            )  # the tasks Spark killed may still write SSTs for a few seconds
             raise
         try:
             committed, ssts = commit_load(db, path, results, seq)

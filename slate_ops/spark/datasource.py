@@ -32,8 +32,8 @@ reserved again) and commits every SST in one manifest update
 
 The planning, commit and abort steps run in Python processes the driver's JVM starts, not in the
 caller's: the S3 credentials (the session's ``spark.slate_ops.s3.*``, else the driver's
-``SLATE_OPS_S3_*``) and the default parallelism are read by :func:`register` and carried by the
-registered class. Errors raised there reach the caller as Spark's ``AnalysisException`` or
+``SLATE_OPS_S3_*``), the default parallelism and the kill timeout are read by :func:`register`
+and carried by the registered class. Errors raised there reach the caller as Spark's ``AnalysisException`` or
 ``PythonException`` whose message holds the slate_ops error's class and text.
 """
 
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -102,6 +101,7 @@ from slate_ops.spark.read_base import (
     default_parallelism,
     require_shareable,
 )
+from slate_ops.spark.task_kills import kill_grace_seconds, session_kill_grace, sweep_after_kills
 from slate_ops.sst import DEFAULT_OPTIONS
 
 log = logging.getLogger(__name__)
@@ -111,9 +111,6 @@ FORMAT = "slate_ops"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 """Spark's switch for ``pushFilters`` of Python data sources (off by default; :func:`register` sets it)."""
 
-KILL_GRACE_SECONDS = 3.0
-"""How long ``abort`` waits for killed tasks to stop before it sweeps their SSTs again (Spark
-kills a Python worker that ignores the interrupt after ``spark.python.task.killTimeout``, 2 s)."""
 READ_OPTIONS = frozenset({"store", "path", "checkpoint", "tag", "partitions", "engine"})
 WRITE_OPTIONS = frozenset({"store", "path", "key_col", "value_col", "target_sst_bytes"})
 P = TypeVar("P")
@@ -244,13 +241,25 @@ class SlateOpsCommitMessage(WriterCommitMessage):
 class SlateOpsWriter(DataSourceArrowWriter):
     """Tasks write SSTs of their (sorted) partition; the driver commits them all at once."""
 
-    def __init__(self, load: LoadTarget, key_col: str, value_col: str, *, epoch: int, started: float) -> None:
+    def __init__(
+        self,
+        load: LoadTarget,
+        key_col: str,
+        value_col: str,
+        *,
+        epoch: int,
+        started: float,
+        kill_grace_s: float = kill_grace_seconds(),
+    ) -> None:
         self.load = load
         self.key_col = key_col
         self.value_col = value_col
         self.epoch = epoch
         """The writer epoch the write took to reserve ``load.seq`` (what :meth:`abort`'s sweep checks)."""
         self.started = started
+        self.kill_grace_s = kill_grace_s
+        """How long after the job failed the tasks Spark killed may still write
+        (:mod:`slate_ops.spark.task_kills`): :meth:`abort` sweeps again after it."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SlateOpsCommitMessage:
         """One task: its rows sorted by key, written as SSTs at the reserved sequence number."""
@@ -289,14 +298,20 @@ class SlateOpsWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the SSTs of the tasks that finished, then those of tasks Spark killed after they
-        wrote (:func:`~slate_ops.spark.bulk_load.delete_load_orphans`; a failed task deleted its own)."""
+        wrote (:func:`~slate_ops.spark.bulk_load.delete_load_orphans`; a failed task deleted its own),
+        once more after :attr:`kill_grace_s` if a task sent no message (it may still be writing)."""
+        failed_at = SYSTEM_RUNTIME.monotonic()  # Spark killed the job's other tasks before calling abort
         load = self.load
         store = _worker_store(load.url, load.credentials)
         delete_ssts(store, load.path, (s for r in _results(messages) for s in r.ssts))
-        delete_load_orphans(store, load.path, load.seq, self.epoch, self.started)
-        if any(m is None for m in messages):  # killed tasks may still finish an SST: sweep again
-            time.sleep(KILL_GRACE_SECONDS)
-            delete_load_orphans(store, load.path, load.seq, self.epoch, self.started)
+
+        def sweep() -> int:
+            return delete_load_orphans(store, load.path, load.seq, self.epoch, self.started)
+
+        if any(m is None for m in messages):
+            sweep_after_kills(sweep, grace_s=self.kill_grace_s, failed_at=failed_at)
+        else:
+            sweep()
 
 
 def _results(messages: Sequence[WriterCommitMessage | None]) -> list[_TaskResult]:
@@ -313,6 +328,9 @@ class SlateOpsDataSource(DataSource):
     """Bound by :func:`register`: the S3 credentials of the planning, commit and task processes."""
     parallelism: int = 2
     """Bound by :func:`register`: the session's default parallelism (partitions at least)."""
+    kill_grace_s: float = kill_grace_seconds()
+    """Bound by :func:`register`: how long the tasks of a failed write may still write, from the
+    session's ``spark.python.task.killTimeout`` (:mod:`slate_ops.spark.task_kills`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -409,16 +427,18 @@ class SlateOpsDataSource(DataSource):
             seq = db.reserve_ingest_seq()
             epoch = db.writer_epoch
         load = LoadTarget(store_url, self.credentials, path, seq, target, DEFAULT_OPTIONS)
-        return SlateOpsWriter(load, key_col, value_col, epoch=epoch, started=started)
+        return SlateOpsWriter(
+            load, key_col, value_col, epoch=epoch, started=started, kill_grace_s=self.kill_grace_s
+        )
 
 
 def register(spark: SparkSession) -> type[SlateOpsDataSource]:
     """Register ``format("slate_ops")`` on ``spark`` and enable Spark's filter pushdown for it.
 
     The registered class carries the session's S3 credentials (``spark.slate_ops.s3.*``, else the
-    driver's ``SLATE_OPS_S3_*``) and default parallelism as they are now: call it again after
-    changing them. :func:`~slate_ops.spark.local_spark_session` and the Dagster ``pyspark``
-    resource call it for you.
+    driver's ``SLATE_OPS_S3_*``), default parallelism and ``spark.python.task.killTimeout`` as
+    they are now: call it again after changing them. :func:`~slate_ops.spark.local_spark_session`
+    and the Dagster ``pyspark`` resource call it for you.
     """
     bound = type(
         "SlateOpsDataSource",
@@ -426,6 +446,7 @@ def register(spark: SparkSession) -> type[SlateOpsDataSource]:
         {
             "credentials": S3Credentials.of_session(spark),
             "parallelism": default_parallelism(spark),
+            "kill_grace_s": session_kill_grace(spark),
             "__module__": __name__,
             "__qualname__": "register.<locals>.SlateOpsDataSource",
         },

@@ -10,7 +10,7 @@ import pytest
 
 from slate_ops import CheckpointScope, Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX, SOURCE_CHECKPOINT_PREFIX, clone_manifest
-from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.compaction import CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine.lsm import LsmState, SstReaders
 from slate_ops.engine.wal_store import WalStore
@@ -31,6 +31,7 @@ from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import ManualRuntime
+from tests.support.compaction import compact_once
 from tests.support.db_state import contents, manifest
 from tests.support.engine import QUIET_READER, quiet
 from tests.support.stores import snapshot
@@ -54,7 +55,7 @@ def build_parent(
             db.delete(b"k%03d" % (round_ * 7))
             model.pop(b"k%03d" % (round_ * 7), None)
             db.flush_memtable()
-    Compactor(path, store, FULL).run_once(full=True)
+    compact_once(path, store, FULL)
     with Db.open(path, store, options, clock=clock or ManualRuntime()) as db:
         for i in range(0, 60, 5):
             db.put(b"k%03d" % i, b"l0-%d" % i)
@@ -123,7 +124,7 @@ def test_writes_are_isolated_both_ways(engine_store: ObjectStore) -> None:
         parent.put(b"parent-only", b"p")
         parent.put(b"k004", b"parent-changed")
         parent.flush_memtable()
-    Compactor(PARENT, engine_store, FULL).run_once(full=True)  # rewrites the parent's SSTs
+    compact_once(PARENT, engine_store, FULL)  # rewrites the parent's SSTs
     clone_model = {k: v for k, v in model.items() if k != b"k003"} | {b"clone-only": b"c", b"clone-wal": b"w"}
     parent_model = model | {b"parent-only": b"p", b"k004": b"parent-changed"}
     assert contents(engine_store, "dbs/clone") == clone_model
@@ -137,7 +138,7 @@ def test_compactor_and_reader_of_a_clone_read_the_parents_ssts(local_dir_store: 
     parent_objects = snapshot(local_dir_store, PARENT + "/compacted/")
     with DbReader.open("dbs/clone", local_dir_store, options=QUIET_READER) as reader:
         assert dict(reader.scan()) == model
-    report = Compactor("dbs/clone", local_dir_store, FULL).run_once(full=True)
+    report = compact_once("dbs/clone", local_dir_store, FULL)
     assert report is not None and report.input_ssts
     after = manifest(local_dir_store, "dbs/clone")
     assert after.external_dbs[0].sst_ids == ()  # every parent SST was compacted away
@@ -181,7 +182,7 @@ def test_clone_of_a_clone(local_dir_store: LocalStore) -> None:
 
     with Db.open("dbs/second", local_dir_store, quiet()) as db:
         db.put(b"second", b"3")
-    Compactor("dbs/second", local_dir_store, FULL).run_once(full=True)
+    compact_once("dbs/second", local_dir_store, FULL)
     assert contents(local_dir_store, "dbs/second") == first_model | {b"second": b"3"}
     assert contents(local_dir_store, "dbs/first") == first_model
     assert contents(local_dir_store, PARENT) == model

@@ -31,6 +31,7 @@ from slate_ops.errors import (
 from slate_ops.gc import GcOptions, GcReport
 from slate_ops.manifest.model import Checkpoint
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime
 from tests.support.jsonable import to_jsonable
 from tests.support.writers import DB, write_slate_ops, write_slatedb
 
@@ -98,8 +99,10 @@ def test_checkpoints_create_list_refresh_delete(handle: DatabaseHandle) -> None:
 
 
 def test_expired_checkpoints_are_not_refreshed(handle: DatabaseHandle) -> None:
+    clock = ManualRuntime(SYSTEM_RUNTIME.now())  # SlateDB stamps its expiry with the real clock
+    handle = admin.open(handle.path, handle.store, clock=clock)
     short = handle.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1), name="short"))
-    time.sleep(2.1)  # slate_ops rounds an expiry up to the next second
+    clock.advance(3)  # slate_ops rounds an expiry up to the next second
     with pytest.raises(CheckpointExpiredError):
         handle.refresh_checkpoint(short.id, timedelta(hours=1))
     assert handle.describe().expired_checkpoints == 1

@@ -34,7 +34,7 @@ from slate_ops.errors import (
 )
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.runtime import ManualRuntime
+from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime, Runtime
 
 sdb = pytest.importorskip("slatedb.uniffi")
 
@@ -68,8 +68,8 @@ def objects(store: ObjectStore, prefix: str = "") -> dict[str, int]:
     return {m.key: m.size for m in store.list(prefix)}
 
 
-def opened(store: LocalStore, path: str = DB) -> SlateDbHandle:
-    h = admin.open(path, store)
+def opened(store: LocalStore, path: str = DB, clock: Runtime = SYSTEM_RUNTIME) -> SlateDbHandle:
+    h = admin.open(path, store, clock=clock)
     assert isinstance(h, SlateDbHandle)
     return h
 
@@ -116,12 +116,13 @@ def test_clone_history_and_detail_name_the_parent(local_dir_store: LocalStore) -
 
 def test_expire_checkpoints_dry_run_first_and_never_tags(local_dir_store: LocalStore) -> None:
     write(local_dir_store)
-    h = opened(local_dir_store)
+    clock = ManualRuntime(SYSTEM_RUNTIME.now())  # SlateDB stamps expiry times with the real clock
+    h = opened(local_dir_store, clock=clock)
     short = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1), name="short"))
     keep = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(hours=1), name="keep"))
     # a tag given an expiry outside slate_ops (straight through SlateDB)
     tag_id, _ = h.db.create_checkpoint(lifetime_s=1, name="tag:odd")
-    time.sleep(2.1)
+    clock.advance(3)
     dry = h.expire_checkpoints()
     assert dry.dry_run and [c.id for c in dry.expired] == [short.id]
     assert {c.id for c in binding_checkpoints(local_dir_store)} >= {str(short.id), str(keep.id), tag_id}
@@ -172,11 +173,12 @@ def test_tags_create_list_delete_protected_and_read_by_slatedb(local_dir_store: 
 
 def test_tag_from_a_checkpoint_and_an_expired_source(local_dir_store: LocalStore) -> None:
     write(local_dir_store)
-    h = opened(local_dir_store)
+    clock = ManualRuntime(SYSTEM_RUNTIME.now())  # SlateDB stamps expiry times with the real clock
+    h = opened(local_dir_store, clock=clock)
     cp = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1), name="src"))
     tagged = h.create_tag("at-src", checkpoint=cp.id)
     assert tagged.manifest_id == cp.manifest_id
-    time.sleep(2.1)
+    clock.advance(3)
     with pytest.raises(CheckpointExpiredError):
         h.create_tag("late", checkpoint=cp.id)
 
@@ -290,12 +292,13 @@ def test_clone_and_restore_to_new_are_read_by_slatedb(local_dir_store: LocalStor
 def test_clone_refusals_touch_nothing(local_dir_store: LocalStore) -> None:
     write(local_dir_store)
     write(local_dir_store, "dbs/other", rounds=1)
-    h = opened(local_dir_store)
+    clock = ManualRuntime(SYSTEM_RUNTIME.now())  # SlateDB stamps expiry times with the real clock
+    h = opened(local_dir_store, clock=clock)
     (local_dir_store.root / "dbs/foreign").mkdir(parents=True)
     (local_dir_store.root / "dbs/foreign/notes.txt").write_text("not a database")
     write_slate_ops(local_dir_store, "dbs/ours")  # a slate_ops database: not SlateDB's, refused as well
     short = h.create_checkpoint(CheckpointOptions(lifetime=timedelta(seconds=1)))
-    time.sleep(2.1)
+    clock.advance(3)
     before = objects(local_dir_store)
     for call, error in (
         (lambda: h.clone_to("dbs/other"), TargetNotEmptyError),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from slate_ops import Db, admin
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
-from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.compaction import CompactorOptions
 from slate_ops.errors import (
     CloneMismatchError,
     DbNotInitializedError,
@@ -30,6 +30,7 @@ from slate_ops.objstore import FaultInjectingStore, LocalStore, MemoryStore
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime, Runtime
+from tests.support.compaction import compact_once
 from tests.support.db_state import contents, manifest
 from tests.support.engine import quiet
 from tests.support.stores import snapshot
@@ -52,7 +53,7 @@ def build_source(
             db.delete(b"k%03d" % keys[round_ * 7])
             model.pop(b"k%03d" % keys[round_ * 7], None)
             db.flush_memtable()
-    Compactor(path, store, FULL, clock=clock).run_once(full=True)
+    compact_once(path, store, FULL, clock=clock)
     with Db.open(path, store, quiet(l0_max_ssts=1000), clock=clock) as db:
         for i in keys[::5]:
             db.put(b"k%03d" % i, b"l0-%d" % i)
@@ -143,7 +144,7 @@ def test_split_then_merge_is_the_identity(
                 db.flush_memtable()
         db.flush_memtable()
     if compact:
-        Compactor("src", store, FULL).run_once(full=True)
+        compact_once("src", store, FULL)
     keys = [b"%02d" % c for c in sorted(cuts)]
     targets = [f"shard{i}" for i in range(len(keys) + 1)]
     report = admin.split("src", store, keys, targets)
@@ -220,13 +221,13 @@ def test_shards_compact_and_gc_without_losing_data(tmp_path: Path) -> None:
         db.flush_memtable()
     model[b"k001"] = b"shard-write"
     # The source compacts and runs GC: the shards' final checkpoints keep its SSTs.
-    Compactor(SOURCE, store, FULL, clock=clock).run_once(full=True)
+    compact_once(SOURCE, store, FULL, clock=clock)
     gc = GcOptions()
     clock.advance(3600)
     GarbageCollector(SOURCE, store, gc, clock=clock).run_once(dry_run=False)
     assert contents(store, "dbs/a") | contents(store, "dbs/b") == model
     # The shard compacts everything into its own SSTs: GC detaches it from the source.
-    Compactor("dbs/a", store, FULL, clock=clock).run_once(full=True)
+    compact_once("dbs/a", store, FULL, clock=clock)
     assert contents(store, "dbs/a") == restricted(model, KeyRange(None, b"k050"))
     clock.advance(3600)
     GarbageCollector("dbs/a", store, gc, clock=clock).run_once(dry_run=False)

@@ -12,7 +12,7 @@ from ulid import ULID
 
 from slate_ops import Db, admin
 from slate_ops.admin.split_keys import balanced_ranges, split_points, visible_blocks
-from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.compaction import CompactorOptions
 from slate_ops.config import CheckpointOptions
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError, InvalidArgumentError
 from slate_ops.layout import COMPACTED_DIR, sst_key
@@ -22,6 +22,7 @@ from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import GetResult
 from slate_ops.runtime import ManualRuntime
 from slate_ops.sst import KIND_VALUE, SstReader, encode_sst, entries_to_table
+from tests.support.compaction import compact_once
 from tests.support.engine import quiet
 
 DB = "split"
@@ -55,7 +56,7 @@ def skewed(store: MemoryStore, *, compact: bool) -> dict[bytes, bytes]:
             db.flush_memtable()
     if compact:
         full = CompactorOptions(min_sources=2, target_sst_bytes=256 * 1024)
-        assert Compactor(DB, store, full).run_once(full=True) is not None
+        assert compact_once(DB, store, full) is not None
     return model
 
 

@@ -9,9 +9,10 @@ import pyarrow as pa
 
 from benchmarks import bench_compaction as bench
 from slate_ops import DbReader, ReaderOptions
-from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
+from slate_ops.compaction import CompactorOptions, LocalExecutor
 from slate_ops.objstore import LocalStore
 from slate_ops.sst import KIND_VALUE, SstReader
+from tests.support.compaction import compact_once
 
 MB_PER_SST = 0.15  # ~1,170 rows per SST
 
@@ -48,7 +49,7 @@ def test_a_compaction_of_a_fresh_copy_keeps_the_content(tmp_path: Path) -> None:
     inputs = bench.build_inputs(tmp_path / "in", MB_PER_SST)
     store = bench.fresh_copy(inputs, tmp_path)
     options = CompactorOptions(min_sources=2, max_sources=bench.SSTS, max_subcompaction_bytes=64 * 1024)
-    report = Compactor(bench.DB_PATH, store, options, LocalExecutor(2)).run_once()
+    report = compact_once(bench.DB_PATH, store, options, LocalExecutor(2), full=False)
     assert report is not None and report.subcompactions > 1 and report.rows_out == inputs.live_keys
     reader_options = ReaderOptions(
         manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=timedelta(hours=3)

@@ -24,7 +24,7 @@ from slate_ops.manifest.model import ExternalDb
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore, open_store
 from slate_ops.objstore.base import ObjectStore
-from tests.support.compaction import SMALL, fill
+from tests.support.compaction import SMALL, compact_once, fill
 from tests.support.engine import QUIET_READER, quiet, simulate_crash
 
 
@@ -47,11 +47,12 @@ def test_l0_compaction_keeps_every_key_and_empties_l0(engine_store: ObjectStore)
     assert report.rows_in > report.rows_out
     assert contents(engine_store) == model
     assert compactor.run_once() is None
+    compactor.close()
 
 
 def test_output_ssts_are_ordered_and_non_overlapping(memory_store: MemoryStore) -> None:
     fill(memory_store, keys=400)
-    Compactor("db", memory_store, SMALL).run_once()
+    compact_once("db", memory_store, SMALL, full=False)
     manifest = ManifestStore(memory_store, "db").read_latest_required().value
     infos = {s.id: s.info for s in manifest.ssts}
     views = manifest.compacted[0].views
@@ -65,16 +66,16 @@ def test_tombstones_survive_when_older_runs_exist(memory_store: MemoryStore) -> 
             db.put(b"k%d" % i, b"old")
         db.flush_memtable()
         db.flush_memtable()
-    Compactor("db", memory_store, SMALL).run_once(full=True)  # run 0 holds k0..k9
+    compact_once("db", memory_store, SMALL)  # run 0 holds k0..k9
     with Db.open("db", memory_store, quiet(l0_max_ssts=100)) as db:
         db.delete(b"k3")
         db.flush_memtable()
         db.put(b"k4", b"new")
         db.flush_memtable()
-    report = Compactor("db", memory_store, SMALL).run_once()
+    report = compact_once("db", memory_store, SMALL, full=False)
     assert report is not None and report.kind == "l0" and report.rows_out == 2  # the tombstone is kept
     assert contents(memory_store) == {b"k%d" % i: (b"new" if i == 4 else b"old") for i in range(10) if i != 3}
-    full = Compactor("db", memory_store, SMALL).run_once(full=True)
+    full = compact_once("db", memory_store, SMALL)
     assert full is not None and full.rows_out == 9  # now the oldest run: the tombstone is dropped
     assert contents(memory_store) == {b"k%d" % i: (b"new" if i == 4 else b"old") for i in range(10) if i != 3}
 
@@ -87,6 +88,7 @@ def test_a_second_compactor_fences_the_first(memory_store: MemoryStore) -> None:
     with pytest.raises(FencedError, match="compactor"):
         first.run_once()
     assert second.run_once() is not None
+    second.close()
     fill(memory_store, flushes=2)
     with pytest.raises(FencedError):
         first.run_once()
@@ -144,7 +146,7 @@ def test_checkpoint_readers_keep_reading_old_ssts(memory_store: MemoryStore) -> 
     with Db.open("db", memory_store, quiet(l0_max_ssts=1000)) as db:
         checkpoint = db.create_checkpoint()
     before = ManifestStore(memory_store, "db").read_latest_required().value
-    report = Compactor("db", memory_store, SMALL).run_once()
+    report = compact_once("db", memory_store, SMALL, full=False)
     assert report is not None
     after = ManifestStore(memory_store, "db").read_latest_required().value
     compaction_checkpoints = [c for c in after.checkpoints if c.name == COMPACTION_CHECKPOINT]
@@ -163,7 +165,7 @@ def test_compaction_prunes_external_sst_ids(memory_store: MemoryStore) -> None:
     ManifestStore(memory_store, "clone").create_initial(clone)
     expected = contents(memory_store, "parent")
     assert contents(memory_store, "clone") == expected  # reads resolve to the parent's SSTs
-    Compactor("clone", memory_store, SMALL).run_once()
+    compact_once("clone", memory_store, SMALL, full=False)
     manifest = ManifestStore(memory_store, "clone").read_latest_required().value
     assert manifest.external_dbs[0].sst_ids == ()  # no longer referenced: pruned in the same commit
     assert list(memory_store.list("clone/compacted/"))  # outputs are written under the clone
@@ -203,6 +205,7 @@ def test_writer_and_compactor_in_threads_lose_nothing(engine_store: ObjectStore)
         finally:
             stop.set()
             thread.join()
+            compactor.close()
         assert dict(db.scan()) == model
     assert contents(engine_store) == model
     assert CompactionsStore(engine_store, "db").read().compactions  # it did compact

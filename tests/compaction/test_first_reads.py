@@ -29,6 +29,7 @@ from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode,
 from slate_ops.runtime import ManualRuntime
 from slate_ops.sst import KIND_VALUE, SCHEMA, SstReader, encode_sst
 from tests.compaction.test_latency_hiding import DB, MANY, Serial, copy_of, output_bytes, write_l0
+from tests.support.compaction import compact_once
 
 _OVERWRITE = PutMode.overwrite()
 START = 1_700_000_000.0
@@ -132,7 +133,7 @@ def compact_both(memory: MemoryStore, options: CompactorOptions, store: ObjectSt
     serial = copy_of(memory)
     clock = ManualRuntime(START)
     ours = Compactor(DB, store, options, LocalExecutor(threads=2, clock=clock), clock=clock).run_once()
-    theirs = Compactor(DB, serial, options, Serial()).run_once()
+    theirs = compact_once(DB, serial, options, Serial(), full=False)
     assert ours is not None and theirs is not None
     assert (ours.subcompactions, ours.rows_in, ours.rows_out) == (
         theirs.subcompactions,
@@ -241,7 +242,7 @@ def test_first_reads_of_a_guess_that_missed_cost_their_gets_only() -> None:
     manifests.update(lambda current: current.value.with_changes(ssts=newest_first, l0=l0, last_l0_seq=20_000))
     serial = copy_of(memory)
     report = compactor.run_once()
-    theirs = Compactor(DB, serial, ONE, Serial()).run_once()
+    theirs = compact_once(DB, serial, ONE, Serial(), full=False)
     assert report is not None and theirs is not None
     assert sorted(report.input_ssts) == sorted(str(s.id) for s in newer)
     assert output_bytes(memory) == output_bytes(serial)
@@ -256,7 +257,7 @@ def test_an_executor_in_another_process_gets_no_first_reads() -> None:
     memory = MemoryStore("serial")
     write_l0(memory, ssts=3, rows=3000, value_bytes=100, deletes=0.0, seed=9)
     store = Recording(memory)
-    assert Compactor(DB, store, ONE, Serial()).run_once() is not None
+    assert compact_once(DB, store, ONE, Serial(), full=False) is not None
     planning, executor = store.split()
     assert planning == [] and len(executor) >= 3
 

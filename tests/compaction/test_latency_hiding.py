@@ -36,7 +36,7 @@ from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import FaultInjectingStore
 from slate_ops.sst import KIND_TOMBSTONE, KIND_VALUE, SCHEMA, encode_sst
-from tests.support.compaction import SMALL, fill
+from tests.support.compaction import SMALL, compact_once, fill
 from tests.support.engine import QUIET_READER
 
 DB = "db"
@@ -124,8 +124,8 @@ def test_overlapped_compaction_writes_the_same_ssts_as_one_with_no_overlap(
     write_l0(overlapped, ssts, rows, value_bytes, deletes, seed)
     serial = copy_of(overlapped)
     options = MANY.model_copy(update={"max_subcompaction_bytes": subcompaction_kib * 1024})
-    ours = Compactor(DB, overlapped, options, LocalExecutor(threads=2)).run_once()
-    theirs = Compactor(DB, serial, options, Serial()).run_once()
+    ours = compact_once(DB, overlapped, options, LocalExecutor(threads=2), full=False)
+    theirs = compact_once(DB, serial, options, Serial(), full=False)
     assert ours is not None and theirs is not None
     assert (ours.subcompactions, ours.rows_in, ours.rows_out) == (
         theirs.subcompactions,
@@ -260,6 +260,7 @@ def test_a_failed_upload_in_flight_fails_the_compaction_cleanly_and_a_retry_succ
     assert CompactionsStore(faults, DB).read().compactions[-1].status == "failed"
     orphans = unreferenced_outputs(faults, before)  # outputs written meanwhile: GC's to delete
     report = compactor.run_once()
+    compactor.close()
     assert report is not None
     assert unreferenced_outputs(faults, before) == orphans  # the retry's outputs are all referenced
 
@@ -286,6 +287,7 @@ def test_inputs_added_after_the_guess_are_planned_and_compacted_too(memory_store
     assert len(ManifestStore(memory_store, DB).read_latest_required().value.l0) == 5
     before = contents(memory_store)
     report = compactor.run_once()
+    compactor.close()
     assert report is not None and len(report.input_ssts) == 5
     manifest = ManifestStore(memory_store, DB).read_latest_required().value
     assert manifest.l0 == () and len(manifest.compacted) == 1

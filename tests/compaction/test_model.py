@@ -23,7 +23,12 @@ class CompactingWriterModel(WriterModel):
 
     @rule()
     def restart_compactor(self) -> None:
+        self.compactor.close()
         self.compactor = Compactor("db", self.store, OPTIONS)
+
+    def teardown(self) -> None:
+        self.compactor.close()
+        super().teardown()
 
 
 CompactingWriterModel.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)

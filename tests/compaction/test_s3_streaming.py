@@ -27,7 +27,7 @@ from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode,
 from slate_ops.objstore.s3 import MIN_PART_BYTES, make_s3_client
 from slate_ops.objstore.wrappers import FaultInjectingStore
 from slate_ops.sst import KIND_VALUE, SCHEMA, SstReader, encode_sst
-from tests.support.compaction import SMALL, fill
+from tests.support.compaction import SMALL, compact_once, fill
 from tests.support.s3 import CREDENTIALS
 
 pytestmark = pytest.mark.s3
@@ -145,7 +145,7 @@ def test_compaction_on_s3_writes_the_same_ssts_as_on_a_local_directory(
     model = fill(local, flushes=4, keys=600)
     s3 = make_s3_store()
     copy_store(local, s3)
-    reports = [Compactor(DB, store, SMALL).run_once(full=True) for store in (local, s3)]
+    reports = [compact_once(DB, store, SMALL) for store in (local, s3)]
     assert all(r is not None for r in reports)
     assert reports[0].subcompactions == reports[1].subcompactions > 2  # type: ignore[union-attr]
     ours, theirs = output_tables(s3), output_tables(local)
@@ -162,7 +162,7 @@ def test_a_large_output_is_a_parallel_multipart_upload(
     store, calls = multipart_store()
     model = write_l0(store, ssts=2, rows=6000, value_bytes=1000)  # ~12 MB of incompressible rows
     calls.clear()
-    report = Compactor(DB, store, CompactorOptions(min_sources=2)).run_once()
+    report = compact_once(DB, store, CompactorOptions(min_sources=2), full=False)
     assert report is not None and len(report.output_ssts) == 1
     ((data, _),) = output_tables(store)
     assert len(data) > store.multipart_threshold
@@ -202,6 +202,7 @@ def test_a_failed_part_leaves_no_output_and_the_compaction_can_be_retried(
 
     store.client.meta.events.unregister("before-parameter-build.s3.UploadPart", break_second_part)
     report = compactor.run_once()
+    compactor.close()
     assert report is not None and report.rows_out == len(model)
     assert rows_of(store) == model
 
@@ -256,7 +257,7 @@ def test_prefetch_keeps_at_most_the_bound_of_gets_in_flight(
     store = _InFlight(memory, delay=0.005)
     monkeypatch.setattr(subcompaction, "READ_CONCURRENCY", bound)
     monkeypatch.setattr(subcompaction, "FETCH_RUN_BYTES", 1)  # one GET per block: many GETs
-    report = Compactor(DB, store, WINDOWED, LocalExecutor(threads=2)).run_once(full=True)
+    report = compact_once(DB, store, WINDOWED, LocalExecutor(threads=2))
     assert report is not None and report.subcompactions > 4
     assert 1 < store.max_gets <= bound
     assert rows_of(memory) == model
@@ -302,6 +303,7 @@ def test_inputs_are_held_by_at_most_one_subcompaction_more_than_the_threads(
     finally:
         gate.release()
         runner.join(30)
+        compactor.close()
     (report,) = result
     assert isinstance(report, CompactionReport) and report.subcompactions == len(fetched) > while_frozen
     assert held[1] == threads + 1

@@ -16,7 +16,6 @@ from ulid import ULID
 
 from slate_ops import Db
 from slate_ops.compaction import CompactorOptions
-from slate_ops.compaction.compactor import Compactor
 from slate_ops.engine import DbReader
 from slate_ops.engine.lsm import LsmState, SstReaders
 from slate_ops.layout import sst_key
@@ -24,6 +23,7 @@ from slate_ops.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import MemoryStore
 from slate_ops.sst import encode_sst, entries_to_table
+from tests.support.compaction import compact_once
 from tests.support.engine import QUIET, QUIET_READER
 
 KEYS = 400
@@ -51,7 +51,7 @@ def test_first_and_last_keys_of_every_sst_in_a_compacted_run(memory_store: Memor
             for i in range(part, KEYS, 4):
                 db.put(key(i), value(i))
             db.flush_memtable()
-    Compactor("db", memory_store, CompactorOptions(target_sst_bytes=2_000)).run_once(full=True)
+    compact_once("db", memory_store, CompactorOptions(target_sst_bytes=2_000))
     manifest = ManifestStore(memory_store, "db").read_latest_required().value
     assert manifest.l0 == () and len(manifest.compacted) == 1
     ssts = {s.id: s for s in manifest.ssts}

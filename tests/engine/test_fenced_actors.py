@@ -152,6 +152,7 @@ def test_a_fenced_compactor_cannot_commit_its_result_to_the_manifest(memory_stor
     state = CompactionsStore(memory_store, "db").read()
     assert all(r.status != "completed" for r in state.compactions if r.epoch == first.epoch)
     assert second.run_once(full=True) is not None  # the newer compactor works on
+    second.close()
     assert read_with_a_reader(memory_store, b"k001") == b"r2"
 
 

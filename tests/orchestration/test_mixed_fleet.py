@@ -26,7 +26,8 @@ from slate_ops.orchestration.config import CompactionPolicy, DiscoverConfig
 from slate_ops.orchestration.maintenance import maintenance_run_config
 from slate_ops.orchestration.resources import PYSPARK_RESOURCE_KEY, RESOURCE_KEY, local_pyspark_resource
 from slate_ops.orchestration.runs import PARTITIONS_NAME
-from slate_ops.runtime import ManualRuntime
+from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime
+from tests.support.clock import sleep_until_expired
 from tests.support.engine import quiet
 from tests.support.orchestration import skip_message
 from tests.support.slatedb import read_all, write_db
@@ -132,8 +133,9 @@ def test_a_mixed_fleet_is_discovered_checked_and_maintained_on_both_engines(
             name: str(slate.handle(name).create_checkpoint(CheckpointOptions(lifetime="1s")).id)
             for name in ("ours", "theirs", "other")
         }
+        created = SYSTEM_RUNTIME.now()
         assert made["theirs"] in checkpoint_ids(root, THEIRS)  # SlateDB lists it
-        time.sleep(2.2)  # expiry times are whole seconds
+        sleep_until_expired(created, 1)
         sensed = slate_ops_manifest_sensor(
             dg.build_sensor_context(instance=instance, resources={RESOURCE_KEY: slate})
         )

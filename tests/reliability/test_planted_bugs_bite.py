@@ -213,6 +213,7 @@ def test_an_l0_compaction_over_older_runs_keeps_their_deleted_keys_deleted(older
         assert report is not None and report.kind == "l0" and report.sorted_run_id == older_runs
         assert_reads(store, model)
         compactor.run_once(full=True)  # the oldest run now: the tombstones may go
+        compactor.close()
         assert_reads(store, model)
     with Db.open("db", store, OPTIONS) as reopened:
         assert dict(reopened.scan()) == model

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from slate_ops import CheckpointScope, Db, DbReader, admin
-from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.compaction import CompactorOptions
 from slate_ops.errors import (
     BulkLoadInputError,
     DuplicateKeyError,
@@ -29,6 +29,7 @@ from slate_ops.objstore import LocalStore, S3Store
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.spark import bulk_load, read_db
 from tests.spark.test_executor import QUIET, QUIET_READER
+from tests.support.compaction import compact_once
 from tests.support.stores import snapshot
 
 pytestmark = [
@@ -61,7 +62,7 @@ def test_loaded_values_shadow_older_ones_everywhere(spark: SparkSession, local_d
         db.flush_memtable()
         db.put(b"k00000", b"run-too")
         db.flush_memtable()
-        assert Compactor(PATH, local_dir_store, CompactorOptions(min_sources=2)).run_once(full=True)
+        assert compact_once(PATH, local_dir_store, CompactorOptions(min_sources=2))
         for i in range(0, 3000, 3):  # ... L0 over it ...
             old[b"k%05d" % i] = b"l0"
             db.put(b"k%05d" % i, b"l0")
@@ -106,7 +107,7 @@ def test_loaded_values_shadow_older_ones_everywhere(spark: SparkSession, local_d
         checkpoint = db.create_checkpoint(CheckpointScope.DURABLE).id
     got = read_db(spark, local_dir_store.url, PATH, checkpoint=checkpoint).collect()
     assert {bytes(r["key"]): bytes(r["value"]) for r in got} == expected
-    assert Compactor(PATH, local_dir_store, CompactorOptions(min_sources=2)).run_once(full=True)
+    assert compact_once(PATH, local_dir_store, CompactorOptions(min_sources=2))
     assert contents(local_dir_store) == expected  # the compactor keeps the load's versions
 
 

@@ -5,7 +5,6 @@ failed write leaves nothing visible."""
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -26,10 +25,12 @@ from slate_ops.manifest.model import KeyRange
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import LocalStore
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME
 from slate_ops.spark import FORMAT, read_db, register
 from slate_ops.spark.datasource import KeyFilter, SlateOpsDataSource
 from slate_ops.spark.read import READ_CHECKPOINT_NAME, narrow_plan, plan_read
 from tests.spark.test_executor import QUIET, QUIET_READER
+from tests.support.clock import sleep_until_expired
 from tests.support.stores import snapshot
 
 pytestmark = [
@@ -229,7 +230,7 @@ def test_read_errors_are_typed(spark: SparkSession, local_dir_store: LocalStore)
         load(spark, local_dir_store, checkpoint=str(uuid.uuid4()))
     spark_error(caught, "CheckpointNotFoundError", "")
     short = admin.create_checkpoint(PATH, local_dir_store, CheckpointOptions(lifetime=timedelta(seconds=1)))
-    time.sleep(2.5)  # expiry times are whole seconds
+    sleep_until_expired(SYSTEM_RUNTIME.now(), 1)
     with pytest.raises(AnalysisException) as caught:
         load(spark, local_dir_store, checkpoint=str(short.id))
     spark_error(caught, "CheckpointExpiredError", str(short.id))
@@ -252,8 +253,9 @@ def test_a_dataframe_evaluated_after_its_checkpoint_expired_fails_typed(
 ) -> None:
     populate(local_dir_store, 50)
     short = admin.create_checkpoint(PATH, local_dir_store, CheckpointOptions(lifetime=timedelta(seconds=3)))
+    created = SYSTEM_RUNTIME.now()
     df = load(spark, local_dir_store, checkpoint=str(short.id))
-    time.sleep(4.5)  # expiry times are whole seconds
+    sleep_until_expired(created, 3)
     with pytest.raises((AnalysisException, PythonException)) as caught:  # planning or task
         df.collect()
     spark_error(caught, "CheckpointExpiredError", str(short.id))

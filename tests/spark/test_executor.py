@@ -13,7 +13,6 @@ from pyspark.sql import SparkSession
 from slate_ops import Db, DbOptions, DbReader, ReaderOptions
 from slate_ops.compaction import (
     CompactionSpec,
-    Compactor,
     CompactorOptions,
     ExecutionResult,
     LocalExecutor,
@@ -28,6 +27,7 @@ from slate_ops.objstore import CountingStore, LocalStore, MemoryStore, S3Store
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.spark import SparkExecutor
 from slate_ops.sst import SCHEMA, SstReader
+from tests.support.compaction import compact_once
 
 pytestmark = [
     pytest.mark.spark,
@@ -96,7 +96,7 @@ def output_rows(store: ObjectStore, result: ExecutionResult) -> pa.Table:
 
 def test_compactor_on_spark_keeps_the_content(spark: SparkSession, local_dir_store: LocalStore) -> None:
     model = fill(local_dir_store)
-    report = Compactor(PATH, local_dir_store, SMALL, executor=SparkExecutor(spark)).run_once()
+    report = compact_once(PATH, local_dir_store, SMALL, executor=SparkExecutor(spark), full=False)
     assert report is not None and report.kind == "l0" and report.executor == "spark"
     assert report.subcompactions >= 3 and len(report.output_ssts) >= 3
     assert report.rows_out == len(model) < report.rows_in  # the only run: shadowed rows and tombstones go
@@ -120,7 +120,7 @@ def test_tasks_reach_s3_through_the_store_url(
     model = fill(store)
     credentials = urlencode({"access_key_id": "testing", "secret_access_key": "testing"})
     executor = SparkExecutor(spark, store_url=f"{store.url}&{credentials}")
-    report = Compactor(PATH, store, SMALL, executor=executor).run_once()
+    report = compact_once(PATH, store, SMALL, executor=executor, full=False)
     assert report is not None and report.executor == "spark" and report.subcompactions >= 3
     assert contents(store) == model
 

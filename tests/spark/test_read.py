@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from slate_ops import CheckpointScope, Db, DbReader, admin
-from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.compaction import CompactorOptions
 from slate_ops.errors import (
     CheckpointExpiredError,
     CheckpointNotFoundError,
@@ -27,6 +27,7 @@ from slate_ops.runtime import ManualRuntime
 from slate_ops.spark import read_db, tags_table
 from slate_ops.spark.read import READ_CHECKPOINT_NAME, plan_read
 from tests.spark.test_executor import QUIET, QUIET_READER
+from tests.support.compaction import compact_once
 
 pytestmark = [
     pytest.mark.spark,
@@ -69,7 +70,7 @@ def test_read_db_equals_the_engine_scan_at_each_checkpoint(
             mutate(db, rng, model, 2000)
             db.flush_memtable()
         states.append((db.create_checkpoint(CheckpointScope.DURABLE).id, dict(model), "l0 only"))
-        assert Compactor(PATH, local_dir_store, FULL).run_once(full=True) is not None
+        assert compact_once(PATH, local_dir_store, FULL) is not None
         mutate(db, rng, model, 1500)
         db.flush_memtable()  # L0 over a sorted run
         mutate(db, rng, model, 1500)

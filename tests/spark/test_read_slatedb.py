@@ -33,6 +33,7 @@ from slate_ops.errors import (
 from slate_ops.manifest.model import KeyRange
 from slate_ops.objstore import LocalStore, S3Store, open_store
 from slate_ops.objstore.base import ObjectStore
+from slate_ops.runtime import SYSTEM_RUNTIME
 from slate_ops.spark import FORMAT, read_db
 from slate_ops.spark.datasource import KeyFilter, PlanReader, SlateOpsDataSource
 from slate_ops.spark.read import SLATE_OPS_READ
@@ -45,6 +46,7 @@ from slate_ops.spark.read_slatedb import (
     read_slatedb_partition,
 )
 from tests.spark.test_datasource import populate
+from tests.support.clock import sleep_until_expired
 from tests.support.slatedb import fast_settings, in_child, read_slatedb
 from tests.support.stores import snapshot
 
@@ -167,8 +169,9 @@ def test_default_checkpoint_tag_and_typed_errors(
     with pytest.raises(DbNotFoundError):
         read_db(spark, local_dir_store.url, "shop/none")
     short = checkpoint_of(local_dir_store, lifetime_s=2)
+    created = SYSTEM_RUNTIME.now()
     lazy = read_db(spark, local_dir_store.url, PATH, checkpoint=short)
-    time.sleep(3.5)  # expiry times are whole seconds
+    sleep_until_expired(created, 2)
     with pytest.raises(CheckpointExpiredError):
         read_db(spark, local_dir_store.url, PATH, checkpoint=short)
     with pytest.raises(PythonException, match="CheckpointExpiredError"):  # the tasks check too

@@ -8,17 +8,27 @@ process-wide threads of :data:`PROCESS_THREADS` and :data:`PROCESS_THREAD_MODULE
 legitimately leaves threads behind carries ``@pytest.mark.leaves_threads("reason")``. Whatever
 the outcome, the writers and readers a test opened and did not close are stopped afterwards, so
 one failure cannot leak into the next test.
+
+A compactor's "completed" record is written on a short-lived thread after ``run_once`` returns
+(docs/design/compaction.md, "I/O: streaming from and to"). That thread usually ends within the
+grace period, so the thread check alone would miss a test that never waits for it and deletes,
+copies or counts the database's objects while the record may still land. The guard therefore
+also fails a test that leaves a compactor (on a runtime with threads) whose last ``run_once``
+committed and that nobody ``close()``-d or ``wait_recorded()`` since; it closes them afterwards.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from slate_ops.compaction import Compactor
 from slate_ops.engine import Db, DbReader
+from slate_ops.runtime import SYSTEM_RUNTIME, ManualRuntime
 
 GRACE_SECONDS = 2.0
 """How long the threads a test started get to finish after it (a pool's workers, a closed
@@ -101,15 +111,28 @@ def new_threads(before: set[threading.Thread], grace: float = GRACE_SECONDS) -> 
 def thread_leak_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     before = set(threading.enumerate())
     opened = _record_engine_instances(monkeypatch)
+    unwaited = record_unwaited_compactions(monkeypatch)
     yield
     checked = request.node.get_closest_marker("leaves_threads") is None
-    leaked = new_threads(before) if checked and not request.node.stash.get(_call_failed, True) else []
+    passed = not request.node.stash.get(_call_failed, True)
+    leaked = new_threads(before) if checked and passed else []
+    recording = list(unwaited.values()) if checked and passed else []
     _stop(opened)
+    for compactor in list(unwaited.values()):
+        compactor.close()
     if leaked:
         names = ", ".join(sorted(t.name for t in leaked))
         pytest.fail(
             f"the test left {len(leaked)} thread(s) running after {GRACE_SECONDS} s: {names} (close what "
             "the test opened, or mark it leaves_threads with the reason)",
+            pytrace=False,
+        )
+    if recording:
+        paths = ", ".join(sorted(c.path for c in recording))
+        pytest.fail(
+            f'the test left {len(recording)} compactor(s) of {paths} writing their last "completed" record '
+            "in the background: close() each compactor (contextlib.closing, or "
+            "tests.support.compaction.compact_once) before the test ends or touches its directory",
             pytrace=False,
         )
 
@@ -125,6 +148,35 @@ def _record_engine_instances(monkeypatch: pytest.MonkeyPatch) -> list[Db | DbRea
 
         monkeypatch.setattr(cls, "__init__", recording)
     return opened
+
+
+def record_unwaited_compactions(monkeypatch: pytest.MonkeyPatch) -> dict[int, Compactor]:
+    """The compactors (by ``id``) whose last ``run_once`` committed, with its "completed" record
+    written on a thread, and whose ``wait_recorded`` (which ``close`` and the next ``run_once``
+    call) has not run since. A :class:`ManualRuntime` writes that record inline: not counted."""
+    unwaited: dict[int, Compactor] = {}
+    threaded: weakref.WeakSet[Compactor] = weakref.WeakSet()
+    init, run_once, wait_recorded = Compactor.__init__, Compactor.run_once, Compactor.wait_recorded
+
+    def recording_init(self: Compactor, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if not isinstance(kwargs.get("clock", SYSTEM_RUNTIME), ManualRuntime):
+            threaded.add(self)
+
+    def recording_run_once(self: Compactor, *args: Any, **kwargs: Any) -> Any:
+        report = run_once(self, *args, **kwargs)
+        if report is not None and self in threaded:
+            unwaited[id(self)] = self
+        return report
+
+    def recording_wait_recorded(self: Compactor) -> None:
+        unwaited.pop(id(self), None)  # the record's thread has ended when this returns or raises
+        wait_recorded(self)
+
+    monkeypatch.setattr(Compactor, "__init__", recording_init)
+    monkeypatch.setattr(Compactor, "run_once", recording_run_once)
+    monkeypatch.setattr(Compactor, "wait_recorded", recording_wait_recorded)
+    return unwaited
 
 
 def _stop(opened: list[Db | DbReader]) -> None:
