@@ -28,7 +28,15 @@ from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.runtime import ManualRuntime
 from slate_ops.sst import KIND_VALUE, SCHEMA, SstReader, encode_sst
-from tests.compaction.test_latency_hiding import DB, MANY, Serial, copy_of, output_bytes, write_l0
+from tests.compaction.test_latency_hiding import (
+    DB,
+    MANY,
+    Serial,
+    assert_same_compaction,
+    copy_of,
+    output_bytes,
+    write_l0,
+)
 from tests.support.compaction import compact_once
 
 _OVERWRITE = PutMode.overwrite()
@@ -134,13 +142,7 @@ def compact_both(memory: MemoryStore, options: CompactorOptions, store: ObjectSt
     clock = ManualRuntime(START)
     ours = Compactor(DB, store, options, LocalExecutor(threads=2, clock=clock), clock=clock).run_once()
     theirs = compact_once(DB, serial, options, Serial(), full=False)
-    assert ours is not None and theirs is not None
-    assert (ours.subcompactions, ours.rows_in, ours.rows_out) == (
-        theirs.subcompactions,
-        theirs.rows_in,
-        theirs.rows_out,
-    )
-    assert output_bytes(memory) == output_bytes(serial)
+    assert_same_compaction(ours, memory, theirs, serial)
     return serial
 
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ulid import ULID
 
-from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
+from slate_ops.compaction import CompactionReport, Compactor, CompactorOptions, LocalExecutor
 from slate_ops.compaction.executor import combine
 from slate_ops.compaction.spec import CompactionSpec, ExecutionResult
 from slate_ops.compaction.state import CompactionsStore
@@ -86,6 +86,22 @@ def output_bytes(store: ObjectStore) -> list[bytes]:
     return [store.get(sst_key(DB, view.sst_id)).data for view in views]
 
 
+def assert_same_compaction(
+    ours: CompactionReport | None,
+    our_store: MemoryStore,
+    theirs: CompactionReport | None,
+    their_store: MemoryStore,
+) -> None:
+    """Two compactions of the same inputs cut the same subcompactions and wrote the same SSTs."""
+    assert ours is not None and theirs is not None
+    assert (ours.subcompactions, ours.rows_in, ours.rows_out) == (
+        theirs.subcompactions,
+        theirs.rows_in,
+        theirs.rows_out,
+    )
+    assert output_bytes(our_store) == output_bytes(their_store)
+
+
 class Serial:
     """An executor with no overlap at all: subcompactions one after another, each with its own
     single-request pools, its inputs' readers opened anew, every output written before the next."""
@@ -126,13 +142,7 @@ def test_overlapped_compaction_writes_the_same_ssts_as_one_with_no_overlap(
     options = MANY.model_copy(update={"max_subcompaction_bytes": subcompaction_kib * 1024})
     ours = compact_once(DB, overlapped, options, LocalExecutor(threads=2), full=False)
     theirs = compact_once(DB, serial, options, Serial(), full=False)
-    assert ours is not None and theirs is not None
-    assert (ours.subcompactions, ours.rows_in, ours.rows_out) == (
-        theirs.subcompactions,
-        theirs.rows_in,
-        theirs.rows_out,
-    )
-    assert output_bytes(overlapped) == output_bytes(serial)
+    assert_same_compaction(ours, overlapped, theirs, serial)
 
 
 class InFlight:
