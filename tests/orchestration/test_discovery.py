@@ -4,6 +4,7 @@ the discovery LIST (prefix ``fleet/``) apart from each database's own LISTs."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -118,13 +119,33 @@ class Fleet:
         self.app = server.app
         self.app.take()
 
+    def fresh(self) -> Fleet:
+        """This fleet on a new clock at START, with the requests counted so far dropped."""
+        view = copy.copy(self)
+        view.clock = ManualRuntime(START)
+        view.app.take()
+        return view
+
     def resource(self, extra: str = "") -> SlateDatabasesResource:
         config = parse_config(f"discover: {{store_url: '{self.url}', prefix: {PREFIX}{extra}}}\n")
         return SlateDatabasesResource(config=config).with_clock(self.clock)
 
 
+@pytest.fixture(scope="module")
+def unchanged_fleet(listing_moto: ListingMotoServer) -> Fleet:
+    """One fleet for the tests that change no object in it (building one takes ~5 s)."""
+    return Fleet(listing_moto)
+
+
 @pytest.fixture
-def fleet(listing_moto: ListingMotoServer) -> Fleet:
+def fleet(unchanged_fleet: Fleet) -> Fleet:
+    """The shared fleet, on a clock of the test's own, its requests counted from now."""
+    return unchanged_fleet.fresh()
+
+
+@pytest.fixture
+def own_fleet(listing_moto: ListingMotoServer) -> Fleet:
+    """A fleet of the test's own, for tests that create or destroy databases (or run an op)."""
     return Fleet(listing_moto)
 
 
@@ -155,26 +176,26 @@ def test_a_tick_within_the_interval_sends_no_discovery_list_and_after_it_exactly
     assert manifests_of(cursor) == {f"db_{i}": 1 for i in range(DATABASES)}
 
 
-def test_a_new_database_is_found_and_a_deleted_one_dropped_after_the_interval(fleet: Fleet) -> None:
+def test_a_new_database_is_found_and_a_deleted_one_dropped_after_the_interval(own_fleet: Fleet) -> None:
     """Within the interval the fleet is the listing's: a new database is not polled yet; a deleted
     one is still polled, and skipped with a warning where its poll finds it gone (ticks 90 s apart
     are too far apart to probe from, so each poll LISTs its manifests). The next listing adds the new
     one and drops the deleted one."""
-    slate = fleet.resource()
+    slate = own_fleet.resource()
     _, cursor = tick(slate_ops_manifest_sensor, slate, None)
-    admin.create_db(f"{PREFIX}/db_new", fleet.store)
-    admin.destroy(f"{PREFIX}/db_3", fleet.store, soft=False, dry_run=False, clock=fleet.clock)
-    fleet.app.take()
+    admin.create_db(f"{PREFIX}/db_new", own_fleet.store)
+    admin.destroy(f"{PREFIX}/db_3", own_fleet.store, soft=False, dry_run=False, clock=own_fleet.clock)
+    own_fleet.app.take()
 
-    fleet.clock.advance(90)
+    own_fleet.clock.advance(90)
     within, cursor = tick(slate_ops_manifest_sensor, slate, cursor)
-    assert "discovery" not in fleet.app.take()
+    assert "discovery" not in own_fleet.app.take()
     assert "db_3 (DbNotFoundError" in (skip_message(within) or "")
     assert cursor is not None and "db_new" not in manifests_of(cursor) and "db_3" in manifests_of(cursor)
 
-    fleet.clock.advance(DISCOVER_INTERVAL_S - 90)
+    own_fleet.clock.advance(DISCOVER_INTERVAL_S - 90)
     after, cursor = tick(slate_ops_manifest_sensor, slate, cursor)
-    assert fleet.app.take()["discovery"] == PAGES
+    assert own_fleet.app.take()["discovery"] == PAGES
     assert "db_3" not in (skip_message(after) or "")
     assert cursor is not None
     assert set(manifests_of(cursor)) == {f"db_{i}" for i in range(DATABASES) if i != 3} | {"db_new"}
@@ -218,23 +239,23 @@ def test_interval_zero_lists_every_tick(fleet: Fleet) -> None:
         fleet.clock.advance(30)
 
 
-def test_the_partitions_sensor_keeps_its_listing_in_its_cursor(fleet: Fleet) -> None:
-    slate = fleet.resource()
+def test_the_partitions_sensor_keeps_its_listing_in_its_cursor(own_fleet: Fleet) -> None:
+    slate = own_fleet.resource()
     instance = dg.DagsterInstance.ephemeral()
     first, cursor = tick(slate_ops_partitions_sensor, slate, None, instance=instance)
-    assert fleet.app.take() == {"discovery": PAGES}
+    assert own_fleet.app.take() == {"discovery": PAGES}
     assert isinstance(first, dg.SensorResult) and first.dynamic_partitions_requests
     for request in first.dynamic_partitions_requests:
         assert isinstance(request, dg.AddDynamicPartitionsRequest)
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    fleet.clock.advance(60)
+    own_fleet.clock.advance(60)
     again, cursor = tick(slate_ops_partitions_sensor, slate, cursor, instance=instance)
-    assert fleet.app.take() == {} and isinstance(again, dg.SkipReason)
-    admin.destroy(f"{PREFIX}/db_0", fleet.store, soft=False, dry_run=False, clock=fleet.clock)
-    fleet.app.take()
-    fleet.clock.advance(DISCOVER_INTERVAL_S)
+    assert own_fleet.app.take() == {} and isinstance(again, dg.SkipReason)
+    admin.destroy(f"{PREFIX}/db_0", own_fleet.store, soft=False, dry_run=False, clock=own_fleet.clock)
+    own_fleet.app.take()
+    own_fleet.clock.advance(DISCOVER_INTERVAL_S)
     later, cursor = tick(slate_ops_partitions_sensor, slate, cursor, instance=instance)
-    assert fleet.app.take() == {"discovery": PAGES}
+    assert own_fleet.app.take() == {"discovery": PAGES}
     assert isinstance(later, dg.SensorResult)
     (removed,) = later.dynamic_partitions_requests or []
     assert isinstance(removed, dg.DeleteDynamicPartitionsRequest) and list(removed.partition_keys) == ["db_0"]
@@ -265,21 +286,21 @@ def test_a_tag_policy_schedule_tick_does_not_list_for_databases_without_a_policy
     assert isinstance(skip, dg.SkipReason) and fleet.app.take() == {}
 
 
-def test_a_discovered_name_is_resolved_without_the_discovery_list(fleet: Fleet) -> None:
-    admin.create_db(f"{PREFIX}/orders", fleet.store)
-    admin.create_db(f"{PREFIX}/eu-1", fleet.store)
-    fleet.app.take()
-    slate = fleet.resource()
+def test_a_discovered_name_is_resolved_without_the_discovery_list(own_fleet: Fleet) -> None:
+    admin.create_db(f"{PREFIX}/orders", own_fleet.store)
+    admin.create_db(f"{PREFIX}/eu-1", own_fleet.store)
+    own_fleet.app.take()
+    slate = own_fleet.resource()
     # No "_": the name is its own path; no request (the handle's own read finds it).
     assert slate.database("orders").path == f"{PREFIX}/orders"
     assert slate.database("ghost").path == f"{PREFIX}/ghost"
-    assert fleet.app.take() == {}
+    assert own_fleet.app.take() == {}
     # "_" may stand for another character: one LIST of the own path's manifests proves it.
     assert slate.database("db_2").path == f"{PREFIX}/db_2"
-    assert fleet.app.take() == {"LIST": 1}
+    assert own_fleet.app.take() == {"LIST": 1}
     # Not its own path: that LIST finds nothing, then the discovery LIST finds it.
     assert slate.database("eu_1").path == f"{PREFIX}/eu-1"
-    assert fleet.app.take() == {"LIST": 1, "discovery": PAGES}
+    assert own_fleet.app.take() == {"LIST": 1, "discovery": PAGES}
     with pytest.raises(ConfigError, match="no database named 'no_such'"):
         slate.database("no_such")
     # A gone database: the handle's read says so, naming it.
@@ -287,20 +308,20 @@ def test_a_discovered_name_is_resolved_without_the_discovery_list(fleet: Fleet) 
         slate.handle("ghost").describe()
 
 
-def test_an_op_on_a_discovered_database_sends_no_discovery_list(fleet: Fleet) -> None:
-    slate = fleet.resource()
+def test_an_op_on_a_discovered_database_sends_no_discovery_list(own_fleet: Fleet) -> None:
+    slate = own_fleet.resource()
     result = checkpoint_expiry_job.execute_in_process(
         run_config={"ops": {"expire_checkpoints_op": {"config": {"database": "db_4"}}}},
         resources={RESOURCE_KEY: slate},
     )
     assert result.success
-    served = fleet.app.take()
+    served = own_fleet.app.take()
     assert "discovery" not in served and served["LIST"] >= 1
 
 
-def test_two_paths_with_one_name_resolve_to_the_own_path_everywhere(fleet: Fleet) -> None:
-    admin.create_db(f"{PREFIX}/db-2", fleet.store)  # sorts before db_2, and is named db_2 too
-    slate = fleet.resource()
+def test_two_paths_with_one_name_resolve_to_the_own_path_everywhere(own_fleet: Fleet) -> None:
+    admin.create_db(f"{PREFIX}/db-2", own_fleet.store)  # sorts before db_2, and is named db_2 too
+    slate = own_fleet.resource()
     by_name = {db.name: db.path for db in slate.discovered()}
     assert by_name["db_2"] == f"{PREFIX}/db_2"
     assert slate.database("db_2").path == f"{PREFIX}/db_2"
