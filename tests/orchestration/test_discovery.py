@@ -16,9 +16,6 @@ from urllib.parse import parse_qs
 
 import dagster as dg
 import pytest
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from moto.server import ThreadedMotoServer
-from werkzeug.serving import make_server
 
 from slate_ops import admin
 from slate_ops.admin.cost import DISCOVER_INTERVAL_S, DISCOVERING_SCHEDULE_TICKS, discovery_cost
@@ -38,7 +35,7 @@ from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.orchestration.tags import tag_policy_schedule
 from slate_ops.runtime import ManualRuntime
 from tests.support.orchestration import manifests_of, skip_message
-from tests.support.s3 import CREDENTIALS, drain, isolate_aws_environment
+from tests.support.s3 import CREDENTIALS, WrappedMotoServer, drain, serving
 
 pytestmark = pytest.mark.s3
 
@@ -77,36 +74,20 @@ class ListingApp:
             return counted
 
 
-class ListingMotoServer(ThreadedMotoServer):
-    app: ListingApp
-
-    def _server_entry(self) -> None:
-        self.app = ListingApp(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(
-            self._ip_address, self._port, self.app, True, request_handler=MotoRequestHandler
-        )
-        self._server_ready_event.set()
-        self._server.serve_forever()
+ListingMotoServer = WrappedMotoServer[ListingApp]
 
 
 @pytest.fixture(scope="module")
 def listing_moto() -> Iterator[ListingMotoServer]:
-    with pytest.MonkeyPatch.context() as mp:
-        isolate_aws_environment(mp)
-        moto = ListingMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        moto.start()
-        try:
-            yield moto
-        finally:
-            moto.stop()
+    with serving(WrappedMotoServer(ListingApp)) as moto:
+        yield moto
 
 
 class Fleet:
     """``DATABASES`` databases ``fleet/db_N`` with ``JUNK`` other objects each, in a fresh bucket."""
 
     def __init__(self, server: ListingMotoServer) -> None:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+        endpoint = server.endpoint
         bucket = f"discovery-{time.monotonic_ns()}"
         make_s3_client(endpoint_url=endpoint, **CREDENTIALS).create_bucket(Bucket=bucket)
         self.store = S3Store(bucket, "", endpoint_url=endpoint, **CREDENTIALS)

@@ -19,9 +19,6 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from moto.server import ThreadedMotoServer
-from werkzeug.serving import make_server
 
 from slate_ops import Db, admin
 from slate_ops.admin.cost import SENSOR_LIST_INTERVAL_S
@@ -37,7 +34,7 @@ from slate_ops.orchestration.gc import gc_job
 from slate_ops.orchestration.resources import RESOURCE_KEY
 from slate_ops.runtime import ManualRuntime
 from tests.support.orchestration import add_checkpoint, is_cost_observation, manifests_of, skip_message
-from tests.support.s3 import CREDENTIALS, drain, isolate_aws_environment
+from tests.support.s3 import CREDENTIALS, WrappedMotoServer, drain, serving
 
 pytestmark = pytest.mark.s3
 
@@ -78,28 +75,13 @@ class CountingApp:
                 self.in_flight -= 1
 
 
-class CountingMotoServer(ThreadedMotoServer):
-    app: CountingApp
-
-    def _server_entry(self) -> None:
-        self.app = CountingApp(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(
-            self._ip_address, self._port, self.app, True, request_handler=MotoRequestHandler
-        )
-        self._server_ready_event.set()
-        self._server.serve_forever()
+CountingMotoServer = WrappedMotoServer[CountingApp]
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[CountingMotoServer]:
-    with pytest.MonkeyPatch.context() as mp:
-        isolate_aws_environment(mp)  # the resource's stores use boto3's chain: dummy keys
-        moto = CountingMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        moto.start()
-        try:
-            yield moto
-        finally:
-            moto.stop()
+    with serving(WrappedMotoServer(CountingApp)) as moto:  # the resource's stores use boto3's chain
+        yield moto
 
 
 @pytest.fixture
@@ -111,8 +93,7 @@ def counter(server: CountingMotoServer) -> CountingApp:
 
 @pytest.fixture
 def endpoint(server: CountingMotoServer) -> str:
-    host, port = server.get_host_and_port()
-    return f"http://{host}:{port}"
+    return server.endpoint
 
 
 @pytest.fixture

@@ -894,11 +894,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--rate {item}: unknown fault rate {name!r}")
         overrides: dict[str, Any] = {name: float(value)}
         config = replace(config, rates=replace(config.rates, **overrides))
-    server = AtomicMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = AtomicMotoServer()
     server.start()
     try:
-        host, port = server.get_host_and_port()
-        upstream = f"http://{host}:{port}"
+        upstream = server.endpoint
         from slate_ops.objstore.s3 import make_s3_client
 
         bucket = f"soak-{uuid.uuid4().hex[:12]}"

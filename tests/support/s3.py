@@ -4,11 +4,12 @@ the developer's real credentials."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pytest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
@@ -17,6 +18,9 @@ from werkzeug.serving import make_server
 
 from slate_ops.objstore import S3Store
 from slate_ops.objstore.s3 import make_s3_client
+
+App = TypeVar("App")
+Server = TypeVar("Server", bound=ThreadedMotoServer)
 
 CREDENTIALS: dict[str, Any] = {
     "access_key_id": "testing",
@@ -52,14 +56,48 @@ def drain(body: Iterable[bytes]) -> list[bytes]:
             close()
 
 
-class AtomicMotoServer(ThreadedMotoServer):
+class WrappedMotoServer(ThreadedMotoServer, Generic[App]):
+    """moto's threaded S3 server on 127.0.0.1 (a port the OS chooses) whose WSGI app is moto's
+    wrapped by ``wrap``, kept as :attr:`app` (a wrapper that serialises, counts, delays...)."""
+
+    app: App
+
+    def __init__(self, wrap: Callable[[Any], App]) -> None:
+        super().__init__(ip_address="127.0.0.1", port=0, verbose=False)
+        self._wrap = wrap
+
     def _server_entry(self) -> None:
-        app = _SerializedApp(DomainDispatcherApplication(create_backend_app))
+        self.app = self._wrap(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
-            self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            self._ip_address, self._port, self.app, True, request_handler=MotoRequestHandler
         )
         self._server_ready_event.set()
         self._server.serve_forever()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.get_host_and_port()
+        return f"http://{host}:{port}"
+
+
+class AtomicMotoServer(WrappedMotoServer[_SerializedApp]):
+    """The server whose conditional puts are atomic, as on S3 (:class:`_SerializedApp`)."""
+
+    def __init__(self) -> None:
+        super().__init__(_SerializedApp)
+
+
+@contextlib.contextmanager
+def serving(server: Server) -> Iterator[Server]:
+    """``server`` started in an AWS environment of dummy credentials (:func:`isolate_aws_environment`),
+    stopped afterwards."""
+    with pytest.MonkeyPatch.context() as mp:
+        isolate_aws_environment(mp)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def remove_credentials(mp: pytest.MonkeyPatch, *, metadata: bool = False) -> None:
@@ -96,15 +134,8 @@ def moto_endpoint() -> Iterator[str]:
     Dummy AWS credentials are also put in the environment (and removed afterwards) so that any
     boto3 client made without explicit credentials never finds real ones.
     """
-    with pytest.MonkeyPatch.context() as mp:
-        isolate_aws_environment(mp)
-        server = AtomicMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-        try:
-            yield f"http://{host}:{port}"
-        finally:
-            server.stop()
+    with serving(AtomicMotoServer()) as server:
+        yield server.endpoint
 
 
 @pytest.fixture(scope="session")
