@@ -37,6 +37,7 @@ from slate_ops import admin
 
 if TYPE_CHECKING:
     from benchmarks.suite import Options, Outcome
+from slate_ops.objstore.metering import list_requests
 from slate_ops.objstore.s3 import shared_s3_client
 
 RESULTS = Path(__file__).parent / "results" / "s3_fleet.md"
@@ -127,13 +128,12 @@ def read_threads(threads: int) -> Iterator[None]:
 def discovery_pages(before: str | None, after: str | None) -> int:
     """The discovery LIST pages a tick sent: those of the listing in its new cursor, if it listed
     (the listing is newer than the one it was given); none when it reused its cursor's."""
-    from slate_ops.admin.fleet import Discovery
     from slate_ops.orchestration.discovery import DiscoveryListing
 
     given, kept = DiscoveryListing.in_cursor(before), DiscoveryListing.in_cursor(after)
     if kept is None or (given is not None and given.at == kept.at):
         return 0
-    return Discovery(kept.paths, kept.objects).list_pages
+    return list_requests(kept.objects)
 
 
 def measure(proxy: LatencyProxy, slate: Any, sensor: str, n: int, threads: int) -> tuple[Tick, Tick]:

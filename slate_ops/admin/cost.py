@@ -64,12 +64,12 @@ from slate_ops.layout import (
 )
 from slate_ops.objstore.base import ObjectStore
 from slate_ops.objstore.metering import (
-    LIST_PAGE_KEYS,
     S3_STANDARD,
     ZERO,
     MeteredStore,
     PriceTable,
     RequestCounts,
+    list_requests,
 )
 from slate_ops.runtime import SYSTEM_RUNTIME, Runtime
 
@@ -197,9 +197,7 @@ class MeasuredPasses:
     def slatedb_gc_pass(self) -> RequestCounts:
         """One pass of SlateDB's collector on this database: :data:`SLATEDB_GC_PASS`, plus a LIST
         for each further 1,000 keys of a directory it lists (module docstring)."""
-        extra_pages = sum(
-            max(0, math.ceil(self.objects.get(d, 0) / LIST_PAGE_KEYS) - 1) for d in SLATEDB_GC_DIRECTORIES
-        )
+        extra_pages = sum(list_requests(self.objects.get(d, 0)) - 1 for d in SLATEDB_GC_DIRECTORIES)
         return SLATEDB_GC_PASS + RequestCounts(list=extra_pages)
 
 
@@ -316,7 +314,7 @@ def discovery_cost(
         raise InvalidArgumentError(f"discovery interval must be 0 or more seconds, got {interval_s!r}")
     if objects < 0:
         raise InvalidArgumentError(f"objects must be 0 or more, got {objects!r}")
-    pages = max(1, math.ceil(objects / LIST_PAGE_KEYS))
+    pages = list_requests(objects)
     passes = sum(DAY_S / max(interval_s, tick_s) for tick_s in DISCOVERING_SENSORS.values())
     passes += sum(DISCOVERING_SCHEDULE_TICKS.values())
     return DiscoveryCost(objects, interval_s, RequestCounts(list=pages), passes, prices)

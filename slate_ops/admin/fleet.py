@@ -4,7 +4,6 @@ whether a database moved on from a manifest a caller already knows (the fleet se
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +13,7 @@ from slate_ops.errors import CorruptObjectError, ObjectNotFoundError, SlateDbMan
 from slate_ops.layout import discovery_prefix, live_databases, manifest_key, parse_manifest_key
 from slate_ops.manifest.store import ManifestStore, VersionedManifest
 from slate_ops.objstore.base import ObjectStore
-from slate_ops.objstore.metering import LIST_PAGE_KEYS
+from slate_ops.objstore.metering import list_requests
 
 LIVE = "live"
 UNINITIALIZED = "uninitialized"
@@ -60,7 +59,7 @@ class Discovery:
     @property
     def list_pages(self) -> int:
         """The LIST requests it took: one per page of 1,000 keys (one for an empty prefix)."""
-        return max(1, math.ceil(self.objects / LIST_PAGE_KEYS))
+        return list_requests(self.objects)
 
 
 def discover_databases(store: ObjectStore, prefix: str = "") -> list[str]:

@@ -24,6 +24,13 @@ KINDS: Final = ("get", "head", "put", "list", "delete")
 LIST_PAGE_KEYS: Final = 1000
 """Keys per LIST page on S3 (``ListObjectsV2``'s ``MaxKeys`` default and maximum)."""
 
+
+def list_requests(keys: int) -> int:
+    """The LIST requests that page through ``keys`` keys: one per :data:`LIST_PAGE_KEYS`, and one
+    for none (an empty listing is still asked for)."""
+    return max(1, -(-keys // LIST_PAGE_KEYS))
+
+
 _OVERWRITE = PutMode.overwrite()
 
 

@@ -148,7 +148,7 @@ class SlateDatabasesResource(S3CredentialFields):
             return []
         if paths is None:
             paths = self.discover().paths
-        listed = {(db.store_url, db.path.strip("/")) for db in self.config.databases}
+        listed = self._listed_locations()
         names = {db.name for db in self.config.databases}
         own = {discovered_name(p, discover.prefix) for p in paths if _is_own_path(p, discover.prefix)}
         found: list[DatabaseConfig] = []
@@ -178,7 +178,7 @@ class SlateDatabasesResource(S3CredentialFields):
                 raise
         discover = self.config.discover
         path = discovered_path(name, discover.prefix)
-        listed = {(db.store_url, db.path.strip("/")) for db in self.config.databases}
+        listed = self._listed_locations()
         if (
             path is not None
             and (discover.store_url, path) not in listed
@@ -192,6 +192,10 @@ class SlateDatabasesResource(S3CredentialFields):
             f"no database named {name!r} is configured or discovered under {discover.prefix!r} in "
             f"{redact_url(discover.store_url)}"
         )
+
+    def _listed_locations(self) -> set[tuple[str, str]]:
+        """``(store_url, path)`` of every configured database: a discovered one there is left out."""
+        return {(db.store_url, db.path.strip("/")) for db in self.config.databases}
 
     def _holds_manifests(self, store_url: str, path: str) -> bool:
         return holds_manifests(metered(open_store(store_url, **self._store_credentials())), path)

@@ -21,6 +21,7 @@ from slate_ops.objstore.metering import (
     MeteredStore,
     PriceTable,
     RequestCounts,
+    list_requests,
     render_requests,
 )
 
@@ -155,3 +156,8 @@ def test_render_requests_line() -> None:
     assert render_requests(counts) == (
         "12 GET, 3 PUT, 2 LIST, 0 DELETE, 1 HEAD; 4.1 MB read, 1.2 MB written; $0.000030"
     )
+
+
+def test_list_requests_are_one_per_page_and_one_for_nothing() -> None:
+    pages = [list_requests(n) for n in (0, 1, LIST_PAGE_KEYS, LIST_PAGE_KEYS + 1, 3 * LIST_PAGE_KEYS)]
+    assert pages == [1, 1, 1, 2, 3]
