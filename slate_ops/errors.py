@@ -272,6 +272,17 @@ class EpochCollisionError(FencedError):
         self.key = key
 
 
+class WalChainOvertakenError(SlateOpsError):
+    """An opener fencing the end of the WAL chain found more than ``WAL_FENCE_WINDOW`` ids created under
+    it one after another: another process is writing the WAL. The caller confirms its epoch (a newer
+    epoch: :class:`FencedError`; still its own: :class:`EpochCollisionError`)."""
+
+    def __init__(self, key: str, steps: int) -> None:
+        super().__init__(f"{key}: {steps} WAL ids were created while fencing the end of the WAL chain")
+        self.key = key
+        self.steps = steps
+
+
 # --- databases and checkpoints ----------------------------------------------------------------
 
 

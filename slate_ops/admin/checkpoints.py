@@ -15,6 +15,7 @@ from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX, SOURCE_CHECKPOINT_PRE
 from slate_ops.admin.rescale import MERGE_CHECKPOINT_PREFIX, SPLIT_CHECKPOINT_PREFIX
 from slate_ops.clock import render_utc
 from slate_ops.config import CheckpointCreateResult, CheckpointOptions, check_duration
+from slate_ops.engine.wal_chain import walk_chain
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import CheckpointProtectedError, InvalidArgumentError
 from slate_ops.gc.checkpoints import CheckpointExpiryReport, expire_checkpoints
@@ -183,15 +184,16 @@ def checkpoint_adder(
 
     From the current manifest, the checkpoint also covers writes durable only in the WAL so far:
     readers of it replay the WAL up to ``wal_id_last_seen`` (docs/design/engine.md, "DbReader"), so that is
-    raised to the newest WAL id (one LIST, before the commit loop).
+    raised to the last id of the WAL chain (one LIST, before the commit loop; objects beyond its
+    first missing id are orphans or PUTs in flight, never acknowledged).
     """
-    wal_ids = WalStore(manifests.store, manifests.path).list_ids() if options.source is None else []
-    last_wal = wal_ids[-1] if wal_ids else 0
+    listing = WalStore(manifests.store, manifests.path).list_sizes() if options.source is None else []
 
     def add(current: VersionedManifest) -> Manifest:
         manifest = with_new_checkpoint(current, options, checkpoint_id, clock.now(), manifests.location)
         if options.source is not None:
             return manifest
+        last_wal = walk_chain(listing, manifest.replay_after_wal_id).end - 1
         return manifest.with_changes(wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal))
 
     return add

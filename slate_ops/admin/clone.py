@@ -30,6 +30,7 @@ from datetime import timedelta
 
 from slate_ops.config import CheckpointOptions
 from slate_ops.engine import Db, DbOptions
+from slate_ops.engine.wal_chain import next_in_chain, walk_chain
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     CheckpointExpiredError,
@@ -211,13 +212,13 @@ def _source_checkpoint(
         return checkpoint.id, parents.read(checkpoint.manifest_id).value
     # Like a reader establishing its checkpoint (spec "Readers"), record the newest WAL id, so the
     # clone includes every write durable now, not only what is in L0.
-    wal_ids = WalStore(parents.store, parents.path).list_ids()
-    last_wal = wal_ids[-1] if wal_ids else 0
+    listing = WalStore(parents.store, parents.path).list_sizes()
     checkpoint_id = clock.new_uuid()
     options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=SOURCE_CHECKPOINT_PREFIX + clone_path)
 
     def add(current: VersionedManifest) -> Manifest:
         manifest = with_new_checkpoint(current, options, checkpoint_id, clock.now(), parents.location)
+        last_wal = walk_chain(listing, manifest.replay_after_wal_id).end - 1  # the chain's end, not orphans
         return manifest.with_changes(wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal))
 
     committed = parents.update(add)  # the checkpoint pins the version it is committed in
@@ -279,12 +280,14 @@ def _ensure_final_checkpoint(ed: ExternalDb, store: ObjectStore, clone_path: str
 
 
 def _copy_wal(manifest: Manifest, store: ObjectStore, clone_path: str) -> None:
-    """Copy the direct parent's WAL SSTs in ``(replay_after_wal_id, wal_id_last_seen]``.
+    """Copy the objects of the direct parent's WAL chain in ``(replay_after_wal_id, wal_id_last_seen]``.
 
-    The source checkpoint (and the final one) pins that range on the parent, so every id in it must
-    exist there. An id already in the clone was copied by an earlier run: skipped. An id missing from
-    both would hold acknowledged writes the clone silently lacks, so it is refused. (Ids at or below
-    ``replay_after_wal_id`` are covered by L0 and never copied.)
+    Every object the chain visits is copied, fences included (a window fence keeps the ids it covers
+    out of the clone's chain too), nothing else: the clone's replay is the parent's chain. The
+    source checkpoint (and the final one) pins that range on the parent, so the chain must reach past
+    it there. An id already in the clone was copied by an earlier run: skipped. A chain ending inside
+    the range would drop acknowledged writes the clone silently lacks, so it is refused. (Ids at or
+    below ``replay_after_wal_id`` are covered by L0 and never copied.)
     """
     low, high = manifest.replay_after_wal_id, manifest.wal_id_last_seen
     if high <= low:
@@ -292,17 +295,20 @@ def _copy_wal(manifest: Manifest, store: ObjectStore, clone_path: str) -> None:
     parent = WalStore(store, manifest.external_dbs[-1].path)
     clone = WalStore(store, clone_path)
     copied = {i for i in clone.list_ids(low) if i <= high}
-    available = {i for i in parent.list_ids(low) if i <= high}
-    for wal_id in range(low + 1, high + 1):
-        if wal_id in copied:
-            continue
-        if wal_id not in available:
-            raise CloneWalMissingError(
-                f"{parent.key(wal_id)} is missing although the clone's source checkpoint covers WAL ids "
-                f"{low + 1}..{high}; cloning would lose its writes. Destroy the clone at {clone_path!r} "
-                "and clone again from a newer checkpoint"
-            )
-        clone.create(wal_id, store.get(parent.key(wal_id)).data)  # False: a concurrent run copied it
+    sizes = dict(parent.list_sizes(low))
+    visited, at = [], low + 1
+    while at <= high and at in sizes:
+        visited.append(at)
+        at = next_in_chain(at, sizes[at], [])
+    if at <= high:
+        raise CloneWalMissingError(
+            f"{parent.key(at)} is missing although the clone's source checkpoint covers WAL ids "
+            f"{low + 1}..{high}; cloning would lose its writes. Destroy the clone at {clone_path!r} "
+            "and clone again from a newer checkpoint"
+        )
+    for wal_id in visited:
+        if wal_id not in copied:
+            clone.create(wal_id, store.get(parent.key(wal_id)).data)  # False: a concurrent run copied it
 
 
 def _require_final_checkpoints(manifest: Manifest, store: ObjectStore, location: str) -> None:

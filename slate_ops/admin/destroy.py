@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from slate_ops.engine.wal_store import WalStore
+from slate_ops.engine.wal_store import WalStore, fence_chain_end
 from slate_ops.errors import InvalidDeletionError
 from slate_ops.gc.destroyed import delete_database, marked_destroyed
 from slate_ops.manifest.model import Manifest, WriterCheckpoint
@@ -89,9 +89,9 @@ def _destroy_soft(
     # Step 1: claim write ownership (fences the writer's manifest commits) and fence the WAL (its
     # next WAL write fails), as a new writer would; step 2 rides along with the epoch bump.
     fenced, claimed = manifests.claim(WRITER_EPOCH, drop_writer_checkpoints)
-    WalStore(manifests.store, manifests.path).fence(
-        max(claimed.value.replay_after_wal_id, claimed.value.next_wal_sst_id - 1)
-    )
+    wal = WalStore(manifests.store, manifests.path)
+    location, epoch = manifests.location, fenced.epoch
+    fence_chain_end(wal, claimed.value.replay_after_wal_id, fenced.confirm, location, "destroy", epoch)
     now = int(clock.now())
     # Step 3. Through the fenced store: a writer opened since our claim makes this fail (re-run it).
     committed = fenced.update(lambda latest: marked_destroyed(latest.value, now))

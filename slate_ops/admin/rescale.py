@@ -270,7 +270,8 @@ def _require_flushed(store: ObjectStore, path: str, manifest: Manifest, location
     with entries newer than ``last_l0_seq``. (A WAL SST whose entries an L0 flush already holds, as a
     writer may leave one when it closes, carries nothing a projection would lose.)"""
     wal = WalStore(store, path)
-    for wal_id, size in wal.list_sizes(manifest.replay_after_wal_id):
+    # The chain only: objects beyond its first missing id are orphans, never acknowledged.
+    for wal_id, size in wal.chain(manifest.replay_after_wal_id).segments:
         max_seq = wal.max_seq(wal_id, size)
         if max_seq is not None and max_seq > manifest.last_l0_seq:
             raise WalNotFlushedError(

@@ -4,15 +4,17 @@ state again.
 A real run does, in order (docs/design/tags.md "Rollback"):
 
 1. **Fence the writer** as soft destroy does: bump the writer epoch, dropping writer checkpoints in
-   the same commit (manifest V+1), then create an empty WAL fence object above every WAL SST. The
-   old writer's next manifest commit or WAL write raises :class:`~slate_ops.errors.FencedError`.
+   the same commit (manifest V+1), then create a window fence at the end of the WAL chain
+   (docs/design/engine.md, "Several WAL PUTs in flight"). The old writer's next manifest commit or
+   WAL write raises :class:`~slate_ops.errors.FencedError`.
 2. **Flush the tag's WAL**: the writes a reader of the tag replays from the WAL, i.e. the WAL SSTs
    in ``(replay_after_wal_id, wal_id_last_seen]`` of the tagged manifest, go into one new L0 SST.
 3. **One manifest update** (V+2, through the fenced store) makes the tag's state current: L0 (the
    new SST first), sorted runs, SSTs, external databases and ``l0_last_compacted`` of the tagged
-   manifest; ``replay_after_wal_id`` at the fence, so no WAL SST written after the tag is ever
-   replayed; ``last_l0_seq`` the maximum of every sequence number seen, so sequence numbers stay
-   monotonic; the compactor epoch bumped, so a running compaction cannot commit outputs built on
+   manifest; ``replay_after_wal_id`` at the end of the fence's window, so no WAL SST written after
+   the tag (nor an orphan the fenced writer's PUTs leave inside the window) is ever replayed;
+   ``last_l0_seq`` the maximum of every sequence number seen, so sequence numbers stay monotonic;
+   the compactor epoch bumped, so a running compaction cannot commit outputs built on
    the discarded state. Checkpoints (the tag itself included) are kept; writer checkpoints are not.
 
 A crash part-way leaves a consistent database (at worst a fenced writer and an orphan L0 SST that
@@ -22,14 +24,15 @@ GC removes); running the rollback again completes it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from ulid import ULID
 
 from slate_ops.admin.tags import Tag, find_tags
 from slate_ops.engine.memtable import Memtable
-from slate_ops.engine.wal_store import WalStore
+from slate_ops.engine.wal_chain import Segment, first_writer_id, walk_chain
+from slate_ops.engine.wal_store import WalStore, fence_chain_end
 from slate_ops.errors import TagNotFoundError
 from slate_ops.layout import WAL_DIR, own_directory, parse_wal_key, sst_key
 from slate_ops.manifest.model import CompactedSst, ExternalDb, Manifest, SstView, WriterCheckpoint
@@ -74,7 +77,7 @@ class RollbackReport:
     manifest_id_after: int  # the manifest that makes the tag's state current
     writer_epoch: int  # the fenced writers' successor epoch (held by nobody afterwards)
     compactor_epoch: int
-    fence_wal_id: int  # nothing at or below it is ever replayed
+    fence_wal_id: int  # the window fence: nothing at or below it, nor in its window, is ever replayed
     discarded_ssts: tuple[DiscardedSst, ...]
     discarded_view_ids: tuple[ULID, ...]  # every current L0 / sorted-run view the tag lacks
     discarded_wal: tuple[DiscardedWal, ...]
@@ -131,10 +134,10 @@ def rollback_to_tag(
 
     if dry_run:
         m = current.value
-        after = max(m.replay_after_wal_id, m.next_wal_sst_id - 1)
-        fence_id = max([after, *(f.wal_id for f in files if f.wal_id > after)]) + 1
-        discarded_wal = _discarded_wal(store, wal, files, m, tagged, fence_id)
-        rolled = _rolled_back(m, tagged, flush.sst, fence_id, discarded_wal, clock.new_ulid)
+        walk = walk_chain(((f.wal_id, f.size_bytes) for f in files), m.replay_after_wal_id)
+        fence_id, first_id = walk.end, first_writer_id(walk.end, walk.highest)  # as WalStore.fence
+        discarded_wal = _discarded_wal(store, wal, walk.segments, m, tagged)
+        rolled = _rolled_back(m, tagged, flush.sst, first_id, discarded_wal, clock.new_ulid)
         writers = tuple(c.id for c in m.checkpoints if isinstance(c.metadata, WriterCheckpoint))
         return _report(
             manifests.path, True, at_s, tag, (current.id, current.id + 2), m.writer_epoch + 1, m, tagged,
@@ -152,9 +155,13 @@ def rollback_to_tag(
 
     # Step 1, as soft destroy: the epoch first, so a writer that finds its WAL id taken sees why.
     fenced, claimed = manifests.claim(WRITER_EPOCH, fence_writer)
-    fence_id = wal.fence(max(claimed.value.replay_after_wal_id, claimed.value.next_wal_sst_id - 1))
-    # Below the fence every WAL SST is final now: the fenced writer cannot add any.
-    discarded_wal = _discarded_wal(store, wal, _list_wal(store, wal), claimed.value, tagged, fence_id)
+    location, epoch = manifests.location, fenced.epoch
+    fence = fence_chain_end(
+        wal, claimed.value.replay_after_wal_id, fenced.confirm, location, "rollback", epoch
+    )
+    fence_id = fence.fence_id
+    # The chain below the fence is final now: the fenced writer cannot add to it.
+    discarded_wal = _discarded_wal(store, wal, fence.segments, claimed.value, tagged)
     # Step 2. A crash after this upload leaves an orphan SST (GC removes it); a re-run writes another.
     if flush.sst is not None and flush.data is not None:
         store.put(sst_key(manifests.path, flush.sst.id), flush.data)
@@ -164,7 +171,7 @@ def rollback_to_tag(
         require_usable(latest.value, manifests.location)
         _find_tag(latest.value, name, manifests.location, tag.checkpoint_id)
         base[:] = [latest.value]
-        return _rolled_back(latest.value, tagged, flush.sst, fence_id, discarded_wal, clock.new_ulid)
+        return _rolled_back(latest.value, tagged, flush.sst, fence.first_id, discarded_wal, clock.new_ulid)
 
     # Step 3, through the fenced store: a writer opened since our claim makes this fail (re-run it).
     committed = fenced.update(make_current)
@@ -190,11 +197,12 @@ def _rolled_back(
     current: Manifest,
     tagged: Manifest,
     flushed: CompactedSst | None,
-    fence_id: int,
+    first_wal_id: int,
     discarded_wal: tuple[DiscardedWal, ...],
     new_view_id: Callable[[], ULID],
 ) -> Manifest:
-    """``current`` with the tag's LSM state, the WAL past the fence and the compactor fenced.
+    """``current`` with the tag's LSM state, the WAL from ``first_wal_id`` on (past the fence's window)
+    and the compactor fenced.
 
     ``last_l0_seq`` also covers the discarded WAL writes: no sequence number is ever reused.
     """
@@ -213,9 +221,9 @@ def _rolled_back(
         external_dbs=_external_dbs(current, tagged),
         l0_last_compacted=tagged.l0_last_compacted,
         last_l0_seq=last_seq,
-        replay_after_wal_id=max(current.replay_after_wal_id, fence_id),
-        wal_id_last_seen=max(current.wal_id_last_seen, fence_id),
-        next_wal_sst_id=max(current.next_wal_sst_id, fence_id + 1),
+        replay_after_wal_id=max(current.replay_after_wal_id, first_wal_id - 1),
+        wal_id_last_seen=max(current.wal_id_last_seen, first_wal_id - 1),
+        next_wal_sst_id=max(current.next_wal_sst_id, first_wal_id),
         compactor_epoch=current.compactor_epoch + 1,
         checkpoints=tuple(c for c in current.checkpoints if not isinstance(c.metadata, WriterCheckpoint)),
     )
@@ -274,18 +282,18 @@ def _list_wal(store: ObjectStore, wal: WalStore) -> list[_WalFile]:
 def _discarded_wal(
     store: ObjectStore,
     wal: WalStore,
-    files: list[_WalFile],
+    chain: Iterable[Segment],
     current: Manifest,
     tagged: Manifest,
-    fence_id: int,
 ) -> tuple[DiscardedWal, ...]:
-    """WAL SSTs after the tag that hold writes the current state has not put in L0 yet."""
+    """The WAL SSTs of the chain below the fence (``chain``) after the tag: writes the current state
+    has not put in L0 yet."""
     after = max(current.replay_after_wal_id, tagged.wal_id_last_seen)
     discarded = []
-    for f in files:
-        if after < f.wal_id < fence_id and f.size_bytes > 0:  # empty objects are fences
-            info = SstReader.open(store, wal.key(f.wal_id), size=f.size_bytes).info
-            discarded.append(DiscardedWal(f.wal_id, f.size_bytes, info.num_entries, info.max_seq))
+    for wal_id, size in chain:
+        if wal_id > after:
+            info = SstReader.open(store, wal.key(wal_id), size=size).info
+            discarded.append(DiscardedWal(wal_id, size, info.num_entries, info.max_seq))
     return tuple(discarded)
 
 
@@ -301,12 +309,11 @@ class _Flush:
 def _flush_tag_wal(
     wal: WalStore, files: list[_WalFile], tagged: Manifest, new_sst_id: Callable[[], ULID]
 ) -> _Flush:
-    """What a reader of the tag replays, ``(replay_after_wal_id, wal_id_last_seen]``, as one L0 SST
-    with the newest version of each key (as a writer's replay and L0 flush build it)."""
+    """What a reader of the tag replays, the chain in ``(replay_after_wal_id, wal_id_last_seen]``, as
+    one L0 SST with the newest version of each key (as a writer's replay and L0 flush build it)."""
+    listing = ((f.wal_id, f.size_bytes) for f in files)
     ids = tuple(
-        f.wal_id
-        for f in files
-        if tagged.replay_after_wal_id < f.wal_id <= tagged.wal_id_last_seen and f.size_bytes > 0
+        i for i, _ in walk_chain(listing, tagged.replay_after_wal_id, tagged.wal_id_last_seen).segments
     )
     if not ids:
         return _Flush((), None, None)

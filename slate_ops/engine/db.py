@@ -42,8 +42,9 @@ from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import CheckpointScope, DbOptions, seconds
 from slate_ops.engine.wal_buffer import WAL_ENTRY_OVERHEAD, Entry, WalBuffer
+from slate_ops.engine.wal_chain import Segment
 from slate_ops.engine.wal_confirmer import WalConfirmer
-from slate_ops.engine.wal_store import WalStore
+from slate_ops.engine.wal_store import WalStore, fence_chain_end
 from slate_ops.engine.writer_manifest import WriterManifest
 from slate_ops.engine.writer_status import WriterStatus
 from slate_ops.errors import (
@@ -152,14 +153,26 @@ class Db:
     def _open_claimed(
         self, manifest: Manifest, wal: WalStore, store: ObjectStore, compactor: CompactorStarter | None
     ) -> None:
-        fence_id = wal.fence(max(manifest.replay_after_wal_id, manifest.next_wal_sst_id - 1))
+        fence = fence_chain_end(
+            wal,
+            manifest.replay_after_wal_id,
+            self._manifest.confirm,
+            self._location,
+            "writer",
+            manifest.writer_epoch,
+        )
         # Post-fence epoch check (docs/design/coordination.md, "Fencing under races"): a newer writer
         # that claimed before our fence landed may have fenced below it; we then never write the WAL.
         self._manifest.confirm()
         self._last_seq = manifest.last_l0_seq
         self._memtable = Memtable()
         self._wal = WalBuffer(
-            wal, store, self._manifest.fenced, self._status, next_wal_id=fence_id + 1, memtable=self._memtable
+            wal,
+            store,
+            self._manifest.fenced,
+            self._status,
+            next_wal_id=fence.first_id,
+            memtable=self._memtable,
         )
         self._flusher = MemtableFlusher(
             self.path,
@@ -176,7 +189,7 @@ class Db:
         self._status.on_failure(self._wal.notify)
         self._status.on_fenced(self._on_fenced)
         try:
-            self._replay(wal, manifest.replay_after_wal_id, fence_id)
+            self._replay(wal, fence.segments)
         except ObjectNotFoundError:
             # A WAL SST listed a moment ago is gone: only a deletion (a destroy; a newer writer's L0
             # flush and GC) removes one, and each fences us first — say so (FencedError,
@@ -196,13 +209,11 @@ class Db:
             )
             self._thread.start()
 
-    def _replay(self, wal: WalStore, after: int, fence_id: int) -> None:
-        """Re-apply the WAL SSTs between the manifest's replay point and our fence.
+    def _replay(self, wal: WalStore, segments: Sequence[Segment]) -> None:
+        """Re-apply the WAL SSTs of the chain below our fence (listed by the fence's LIST).
 
-        One LIST gives their ids and sizes; they are fetched several at a time (one GET each, none
-        for an empty fence object) and applied one after another in id order."""
-        below_fence = [(wal_id, size) for wal_id, size in wal.list_sizes(after) if wal_id < fence_id]
-        for wal_id, entries in wal.read_many(below_fence):
+        They are fetched several at a time (one GET each) and applied one after another in id order."""
+        for wal_id, entries in wal.read_many(segments):
             for key, seq, kind, value in entries:
                 self._memtable.put(key, seq, kind, value)
                 self._last_seq = max(self._last_seq, seq)

@@ -25,6 +25,7 @@ from slate_ops.engine.memtable import Memtable
 from slate_ops.engine.merge import lookup, prefix_end, scan_merged
 from slate_ops.engine.options import ReaderOptions, seconds
 from slate_ops.engine.pins import CheckpointPins
+from slate_ops.engine.wal_chain import walk_chain
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbClosedError, InvalidArgumentError, SlateOpsError
 from slate_ops.manifest.checkpoints import expiry_time, live_checkpoint, with_expiry
@@ -61,7 +62,7 @@ class DbReader:
         self._pins = CheckpointPins()
         self._lock = threading.Lock()
         self._memtables: list[Memtable] = []  # oldest first
-        self._last_wal_id = 0
+        self._wal_next = 1  # the chain position: the next WAL id the tail reads
         self._closed = False
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -152,8 +153,7 @@ class DbReader:
         Called with the reader lock held (or before any scan exists), so no scan can pin
         ``replacing`` meanwhile.
         """
-        wal_ids = self._wal.list_ids()
-        last_wal = wal_ids[-1] if wal_ids else 0
+        listing = self._wal.list_sizes()
         removable = self._pins.removable()
         if replacing is not None and not self._pins.is_active(replacing):
             removable.add(replacing)
@@ -169,6 +169,7 @@ class DbReader:
                 expire_time_s=expiry_time(now, self.options.checkpoint_lifetime),
             )
             kept = tuple(c for c in manifest.checkpoints if c.id not in removable)
+            last_wal = walk_chain(listing, manifest.replay_after_wal_id).end - 1  # the chain's, not orphans
             return manifest.with_changes(
                 checkpoints=(*kept, ours), wal_id_last_seen=max(manifest.wal_id_last_seen, last_wal)
             )
@@ -215,29 +216,32 @@ class DbReader:
         self._lsm = LsmState(manifest, self.path, self._readers)
         covered = manifest.replay_after_wal_id
         self._memtables = [m for m in self._memtables if m.max_wal_id > covered]
-        self._last_wal_id = max(self._last_wal_id, covered)
+        self._wal_next = max(self._wal_next, covered + 1)
 
     def tail_wal(self, upto: int | None = None) -> None:
-        """Replay WAL SSTs after the last one seen (up to ``upto``) into bounded memtables.
+        """Replay the WAL chain from where the tail stands (up to ``upto``) into bounded memtables.
 
+        The walk ends at the first missing id (docs/design/engine.md, "Several WAL PUTs in flight"):
+        WAL SSTs listed beyond a gap are not read until the gap fills, and the next call resumes there.
         :meth:`poll` calls it; a reader at a checkpoint reads up to the checkpoint's
         ``wal_id_last_seen`` once, at open, and is never tailed further."""
-        for wal_id in self._wal.list_ids(self._last_wal_id):
-            if upto is not None and wal_id > upto:
-                break
-            entries = list(self._wal.read(wal_id))
+        walk = self._wal.chain(self._wal_next - 1, upto)
+        for wal_id, entries in self._wal.read_many(walk.segments):
+            applied = list(entries)
             with self._lock:
                 if not self._memtables or self._memtables[-1].size_bytes >= self.options.max_memtable_bytes:
                     if self._memtables:
                         self._memtables[-1].freeze()  # full: packed from here on
                     self._memtables.append(Memtable())
                 current = self._memtables[-1]
-                for key, seq, kind, value in entries:
+                for key, seq, kind, value in applied:
                     current.put(key, seq, kind, value)
                 while current.merge_runs():
                     pass
                 current.max_wal_id = wal_id
-                self._last_wal_id = wal_id
+                self._wal_next = max(self._wal_next, wal_id + 1)
+        with self._lock:
+            self._wal_next = max(self._wal_next, walk.end)
 
     def _poll_loop(self) -> None:
         interval = seconds(self.options.manifest_poll_interval)

@@ -1,19 +1,38 @@
 """The WAL of one database: ``<db>/wal/<20-digit id>.sst`` (keys: :mod:`slate_ops.layout`).
 
-Contiguous ids, entries in sequence order, and an empty object at an id is a fence, never data.
-A writer fences older writers by creating an empty object at the next WAL id: the fenced writer's
-create-if-absent of that id then fails, and it finds the newer epoch in the manifest
-(docs/design/coordination.md, "Fencing").
+The WAL is a chain from the replay point (:mod:`slate_ops.engine.wal_chain`): data SSTs, window
+fences and legacy empty fences (:mod:`slate_ops.engine.wal_fence`), ending at the first missing id.
+An opener fences older writers by creating a window fence at the chain's end: a fenced writer's
+create-if-absent of that id then fails, its later PUTs inside the window are never read, and it finds
+the newer epoch in the manifest (docs/design/engine.md, "Several WAL PUTs in flight";
+docs/design/coordination.md, "Fencing").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import pyarrow as pa
 
-from slate_ops.errors import ObjectNotFoundError, PreconditionFailedError, PutOutcomeUnknownError
+from slate_ops.engine.wal_chain import (
+    ChainWalk,
+    Segment,
+    first_writer_id,
+    is_data,
+    next_in_chain,
+    walk_chain,
+    walk_from,
+)
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
+from slate_ops.errors import (
+    EpochCollisionError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    PutOutcomeUnknownError,
+    WalChainOvertakenError,
+)
 from slate_ops.layout import WAL_DIR, join, normalize_db_path, parse_wal_key, wal_key
 from slate_ops.objstore.base import (
     GetResult,
@@ -32,6 +51,16 @@ from slate_ops.sst import SstReader, encode_sst
 WAL_FETCH_PARALLELISM = 16
 
 Entry = tuple[bytes, int, int, bytes]
+
+
+@dataclass(frozen=True)
+class WalFence:
+    """What an opener's fence of the WAL chain leaves it: the data segments of the chain below the
+    fence (its replay), the id of its window fence, and the first WAL id the new writer writes."""
+
+    segments: tuple[Segment, ...]
+    fence_id: int
+    first_id: int
 
 
 class WalStore:
@@ -64,8 +93,8 @@ class WalStore:
         return found
 
     def max_seq(self, wal_id: int, size: int) -> int | None:
-        """The highest sequence number in WAL ``wal_id`` of ``size`` bytes; None for a fence."""
-        if size == 0:
+        """The highest sequence number in WAL ``wal_id`` of ``size`` bytes; None for a fence (either kind)."""
+        if not is_data(size):
             return None
         return SstReader.open(self.store, self.key(wal_id), size=size).info.max_seq
 
@@ -96,12 +125,37 @@ class WalStore:
         data, _ = encode_sst(table, order="seq")
         return self.create(wal_id, data, put_id)
 
-    def fence(self, after: int) -> int:
-        """Create an empty fence object at the first free id above every existing WAL; return it."""
-        candidate = max([after, *self.list_ids(after)]) + 1
-        while not self.create(candidate, b""):
-            candidate += 1
-        return candidate
+    def chain(self, after: int = 0, upto: int | None = None) -> ChainWalk:
+        """The WAL chain from ``after + 1`` (to ``upto`` at most); one LIST."""
+        return walk_chain(self.list_sizes(after), after, upto)
+
+    def fence(self, after: int) -> WalFence:
+        """Fence the end of the chain from ``after + 1`` (rule 3 of docs/design/engine.md, "Several WAL
+        PUTs in flight"): one LIST, one create-if-absent of a window fence at the first missing id.
+
+        An id created under us meanwhile is HEADed: data extends the chain, a window fence jumps it,
+        a legacy empty fence is stepped over, a vanished object is tried again. More than
+        :data:`WAL_FENCE_WINDOW` such steps raise :class:`WalChainOvertakenError` (the caller confirms
+        its epoch). The new writer's first id is above the fence's window and every listed id.
+        """
+        listing = self.list_sizes(after)
+        walk = walk_chain(listing, after)
+        sizes = dict(listing)
+        segments, at, highest = list(walk.segments), walk.end, walk.highest
+        steps = 0
+        while not self.create(at, WINDOW_FENCE):
+            size = self.size(at)
+            if size is None:
+                continue  # vanished meanwhile (a deletion): try the id again
+            steps += 1
+            if steps > WAL_FENCE_WINDOW:
+                raise WalChainOvertakenError(self.key(at), steps)
+            highest = max(highest, at)
+            sizes[at] = size
+            after_step = next_in_chain(at, size, segments)
+            more, at = walk_from(sizes, after_step)
+            segments += more
+        return WalFence(tuple(segments), at, first_writer_id(at, highest))
 
     def read(self, wal_id: int) -> Iterator[Entry]:
         """The entries of WAL ``wal_id`` in seq order; nothing for a fence. One GET."""
@@ -114,7 +168,7 @@ class WalStore:
 
         Up to ``parallelism`` (default :data:`WAL_FETCH_PARALLELISM`) WAL SSTs are fetched at once,
         each with one GET and in order of need (the next ones while the caller applies this one); a
-        fence (size 0) costs no request. Stopping early (or an error) cancels the fetches not yet
+        fence costs no request. Stopping early (or an error) cancels the fetches not yet
         started.
         """
         window = max(1, WAL_FETCH_PARALLELISM if parallelism is None else parallelism)
@@ -128,7 +182,7 @@ class WalStore:
                         if step is None:
                             break
                         wal_id, size = step
-                        pending.append((wal_id, None if size == 0 else pool.submit(self._fetch, wal_id)))
+                        pending.append((wal_id, pool.submit(self._fetch, wal_id) if is_data(size) else None))
                     if not pending:
                         return
                     wal_id, future = pending.pop(0)
@@ -145,11 +199,25 @@ class WalStore:
         return _WalSegment(self.store.url, key, self.store.get(key))
 
     def size(self, wal_id: int) -> int | None:
-        """The size of WAL ``wal_id`` by one HEAD (0: a fence), or None if it does not exist."""
+        """The size of WAL ``wal_id`` by one HEAD (its kind: ``wal_fence.wal_object_kind``), or None if
+        it does not exist."""
         try:
             return self.store.head(self.key(wal_id)).size
         except ObjectNotFoundError:
             return None
+
+
+def fence_chain_end(
+    wal: WalStore, after: int, confirm: Callable[[], object], location: str, role: str, epoch: int
+) -> WalFence:
+    """:meth:`WalStore.fence` for an opener holding ``epoch``: the chain overtaken under it
+    (:class:`WalChainOvertakenError`) is ``confirm``'s :class:`FencedError` when a newer epoch claimed,
+    else another process with our epoch writes the WAL (:class:`EpochCollisionError`)."""
+    try:
+        return wal.fence(after)
+    except WalChainOvertakenError as error:
+        confirm()
+        raise EpochCollisionError(location, role, epoch, error.key) from error
 
 
 class _WalSegment:
@@ -163,10 +231,10 @@ class _WalSegment:
         self._got = got
 
     def scan(self) -> Iterator[Entry]:
-        if not self._got.data:
+        if not is_data(len(self._got.data)):
             return iter(())
         view = FetchedObject(self._url, self._key, self._got)
         return SstReader.open(view, self._key, size=len(self._got.data)).scan()
 
 
-__all__ = ["WAL_FETCH_PARALLELISM", "Entry", "WalStore"]
+__all__ = ["WAL_FETCH_PARALLELISM", "Entry", "WalFence", "WalStore", "fence_chain_end"]

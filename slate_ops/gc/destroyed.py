@@ -6,29 +6,32 @@
 1. Unless already destroyed: mark the database destroyed in one CAS that bumps ``writer_epoch`` (a
    claim) and ``compactor_epoch``, which fences every writer's and compactor's manifest commits (and
    refuses while the caller's ``refuse`` objects, e.g. to unexpired checkpoints). Then fence the WAL:
-   an empty object at the first free WAL id, ``F`` — unless the database was never initialised (an
-   unfinished clone, split or merge, which no writer can open): then no fence is needed, its WAL is
-   deleted whole and a new database there (the clone made again) starts its WAL ids afresh.
+   a window fence at the end of its chain, ``F`` (docs/design/engine.md, "Several WAL PUTs in
+   flight"; a writer's first id after it would be ``N``, past ``F``'s window and every listed id) —
+   unless the database was never initialised (an unfinished clone, split or merge, which no writer
+   can open): then no fence is needed, its WAL is deleted whole and a new database there (the clone
+   made again) starts its WAL ids afresh.
 2. Release the final checkpoints this database (a clone, shard or merge) holds on its external
    databases.
 3. Commit the *tombstone* as the next manifest ``T``: ``destroyed_at_s`` and ``deleted_at_s`` set,
-   the epochs kept, ``next_wal_sst_id = F + 1`` and nothing else. Readers see no database; a new
-   database created at the path continues its epochs and ids (``ManifestStore.create_initial``).
+   the epochs kept, ``replay_after_wal_id = F``, ``next_wal_sst_id = N`` and nothing else. Readers
+   see no database; a new database created at the path continues its epochs and ids
+   (``ManifestStore.create_initial``).
 4. Claim the ``.compactions`` namespace at the tombstone's compactor epoch (its file ``C``), write
    the empty marker ``gc/deleted.<T>`` (one LIST then tells discovery the path is deleted), then
    advance the GC boundaries: ``manifest`` to ``T - 1`` and ``compactions`` to ``C - 1``, before
    deleting any of those files; boundary files are never deleted and never move backward.
 5. Delete the database's own objects, matched by full key (:mod:`slate_ops.layout`): manifests
-   below ``T``, WAL objects below ``F``, every SST under ``compacted/``, ``.compactions`` files below
-   ``C``. Kept: the tombstone, the WAL fence ``F``, the ``.compactions`` file ``C`` and ``gc/`` (the
-   boundaries and the marker).
+   below ``T``, WAL objects below ``N`` but ``F`` (the orphans inside ``F``'s window too), every
+   SST under ``compacted/``, ``.compactions`` files below ``C``. Kept: the tombstone, the WAL fence
+   ``F``, the ``.compactions`` file ``C`` and ``gc/`` (the boundaries and the marker).
    Nothing else under the path is touched: not a nested database, not an object of no database.
 
 Why the kept objects fence every stale process: a writer caching manifest ``M < T`` commits ``M + 1``,
 which is at or behind the boundary (:class:`~slate_ops.errors.BoundaryViolationError`) or ``T``
 itself; either way it re-reads, finds the tombstone at a higher epoch and gets
-:class:`~slate_ops.errors.FencedError`. Its WAL writes stop at ``F``; whatever it wrote below ``F``
-is never read (the tombstone, and any database after it, replays only ids above ``F``). A compactor
+:class:`~slate_ops.errors.FencedError`. Its WAL writes stop at ``F``; whatever it wrote below ``N``
+is never read (the tombstone, and any database after it, replays only ids at or above ``N``). A compactor
 is fenced the same way in ``.compactions`` by ``C`` and its boundary.
 """
 
@@ -41,7 +44,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from slate_ops.compaction.state import CompactionsStore
-from slate_ops.engine.wal_store import WalStore
+from slate_ops.engine.wal_store import WalStore, fence_chain_end
 from slate_ops.errors import DbNotFoundError, FencedError, InvalidDeletionError
 from slate_ops.gc.report import DeletedObject
 from slate_ops.layout import (
@@ -175,20 +178,24 @@ def delete_database(
             current = _mark_destroyed(manifests, now, refuse)
             marked = manifests.sequence.key(current.id)
         destroyed = current.value
-        fence = NO_FENCE
+        fence, first = NO_FENCE, NO_FENCE + 1
         if destroyed.initialized:  # else no writer ever held it (writers refuse it): nothing to fence
-            fence = WalStore(store, manifests.path).fence(
-                max(destroyed.replay_after_wal_id, destroyed.next_wal_sst_id - 1)
+            wal = WalStore(store, manifests.path)
+            location, epoch = manifests.location, destroyed.writer_epoch
+            fenced = fence_chain_end(
+                wal, destroyed.replay_after_wal_id, _no_writer, location, "deletion", epoch
             )
+            fence, first = fenced.fence_id, fenced.first_id
         released = release_external_checkpoints(destroyed, store)
-        tombstone = _commit_tombstone(manifests, now, fence, refuse)
+        tombstone = _commit_tombstone(manifests, now, fence, first, refuse)
     compactions_id = _claim_compactions(store, manifests.path, tombstone.value.compactor_epoch, now)
     store.put(deleted_marker_key(manifests.path, tombstone.id), b"")  # discovery skips the path
     if tombstone.id > 1:
         manifests.advance_boundary(tombstone.id - 1)
     if compactions_id > 1:
         CompactionsStore(store, manifests.path).sequence.advance_boundary(compactions_id - 1)
-    doomed = _own_objects(store, manifests.path, tombstone.id, _wal_below(tombstone.value), compactions_id)
+    wal_below, fence = _wal_below(tombstone.value), _fence_of(tombstone.value)
+    doomed = _own_objects(store, manifests.path, tombstone.id, wal_below, fence, compactions_id)
     if manifests.sequence.list(start_after_id=tombstone.id):
         # A new database was created at the path after the tombstone: what is left belongs to its
         # GC (it never reads an id at or below the tombstone's), and its new SSTs must not be touched.
@@ -202,7 +209,7 @@ def delete_database(
         destroyed_at_s=tombstone.value.destroyed_at_s,
         marked=marked,
         tombstone=manifests.sequence.key(tombstone.id),
-        kept=_kept(manifests, tombstone.id, _fence_of(tombstone.value), compactions_id),
+        kept=_kept(manifests, tombstone.id, fence, compactions_id),
         deleted=tuple(doomed),
         released=tuple(released),
     )
@@ -221,13 +228,20 @@ NO_FENCE = 0
 no writer ever held it, so its WAL is deleted whole and a new database there starts its WAL afresh."""
 
 
+def _no_writer() -> None:
+    """The deletion's confirmation when fencing the WAL: no writer claims a destroyed database."""
+
+
 def _fence_of(tombstone: Manifest) -> int:
-    return tombstone.next_wal_sst_id - 1
+    """The WAL fence the tombstone keeps (a tombstone written before window fences has it at
+    ``replay_after_wal_id = next_wal_sst_id - 1`` too)."""
+    return tombstone.replay_after_wal_id
 
 
 def _wal_below(tombstone: Manifest) -> int:
-    fence = _fence_of(tombstone)
-    return UNBOUNDED if fence == NO_FENCE else fence
+    """WAL objects below this id, but the fence, are the deleted database's: its chain and the
+    orphans inside the fence's window."""
+    return UNBOUNDED if _fence_of(tombstone) == NO_FENCE else tombstone.next_wal_sst_id
 
 
 def _kept(manifests: ManifestStore, tombstone_id: int, fence: int, compactions_id: int) -> tuple[str, ...]:
@@ -263,23 +277,24 @@ def marked_destroyed(manifest: Manifest, now: int) -> Manifest | None:
     return manifest.with_changes(destroyed_at_s=now, compactor_epoch=manifest.compactor_epoch + 1)
 
 
-def tombstone_of(manifest: Manifest, now: int, fence: int) -> Manifest:
+def tombstone_of(manifest: Manifest, now: int, fence: int, first_wal_id: int | None = None) -> Manifest:
     """The tombstone of the destroyed ``manifest`` whose WAL was fenced at ``fence``: its epochs and
-    ``destroyed_at_s``, ``deleted_at_s = now``, WAL ids continuing above the fence (from 1 with
-    :data:`NO_FENCE`), nothing else."""
+    ``destroyed_at_s``, ``deleted_at_s = now``, WAL ids continuing at ``first_wal_id`` (past the
+    fence's window; ``fence + 1`` if not given, from 1 with :data:`NO_FENCE`), nothing else."""
+    first = fence + 1 if first_wal_id is None else first_wal_id
     return Manifest(
         destroyed_at_s=manifest.destroyed_at_s,
         deleted_at_s=now,
         writer_epoch=manifest.writer_epoch,
         compactor_epoch=manifest.compactor_epoch,
         replay_after_wal_id=fence,
-        wal_id_last_seen=fence,
-        next_wal_sst_id=fence + 1,
+        wal_id_last_seen=first - 1,
+        next_wal_sst_id=first,
     )
 
 
 def _commit_tombstone(
-    manifests: ManifestStore, now: float, fence: int, refuse: Callable[[Manifest], None]
+    manifests: ManifestStore, now: float, fence: int, first: int, refuse: Callable[[Manifest], None]
 ) -> VersionedManifest:
     def entomb(current: VersionedManifest | None) -> Manifest | None:
         if current is None:
@@ -292,7 +307,7 @@ def _commit_tombstone(
                 f"{manifests.location} is no longer marked destroyed (manifest {current.id}); nothing "
                 "more was deleted. Destroy it again if that is still wanted."
             )
-        return tombstone_of(current.value, int(now), fence)
+        return tombstone_of(current.value, int(now), fence, first)
 
     committed = manifests.sequence.update(entomb)
     assert committed is not None
@@ -320,16 +335,19 @@ def _claim_compactions(store: ObjectStore, path: str, epoch: int, now: float) ->
 
 
 def _own_objects(
-    store: ObjectStore, path: str, manifest_below: int, wal_below: int, compactions_below: int
+    store: ObjectStore, path: str, manifest_below: int, wal_below: int, wal_fence: int, compactions_below: int
 ) -> list[ObjectMeta]:
     """The database's own objects a deletion removes, in deletion order: WAL objects below
-    ``wal_below``, every own SST, ``.compactions`` files below ``compactions_below``, then manifests
-    below ``manifest_below`` in id order. Keys are matched in full (:mod:`slate_ops.layout`), so a
-    nested database's objects and objects of no database are never included."""
+    ``wal_below`` but the fence ``wal_fence``, every own SST, ``.compactions`` files below
+    ``compactions_below``, then manifests below ``manifest_below`` in id order. Keys are matched in
+    full (:mod:`slate_ops.layout`), so a nested database's objects and objects of no database are
+    never included."""
     wal = [
         (wal_id, meta)
         for meta in store.list(own_directory(path, WAL_DIR))
-        if (wal_id := parse_wal_key(path, meta.key)) is not None and wal_id < wal_below
+        if (wal_id := parse_wal_key(path, meta.key)) is not None
+        and wal_id < wal_below
+        and wal_id != wal_fence
     ]
     ssts = [
         meta
@@ -373,9 +391,9 @@ def _plan(manifests: ManifestStore, current: VersionedManifest) -> Deletion:
         marked = None if marked_id is None else manifests.sequence.key(marked_id)
         tombstone_id = (marked_id or current.id) + 1
         epoch = m.compactor_epoch + (1 if marked_id is not None else 0)
-        wal = WalStore(store, path)
-        after = max(m.replay_after_wal_id, m.next_wal_sst_id - 1)
-        fence = max([after, *wal.list_ids(after)]) + 1 if m.initialized else NO_FENCE  # as WalStore.fence
+        fence = (
+            WalStore(store, path).chain(m.replay_after_wal_id).end if m.initialized else NO_FENCE
+        )  # as .fence
         destroyed_at = m.destroyed_at_s
         wal_below = manifest_below = UNBOUNDED  # everything stored now is below the fence and the tombstone
         released = held_external_checkpoints(m, store)
@@ -384,7 +402,7 @@ def _plan(manifests: ManifestStore, current: VersionedManifest) -> Deletion:
     else:
         compactions_id = (compactions.id if compactions is not None else 0) + 1
         compactions_below = UNBOUNDED
-    doomed = _own_objects(store, path, manifest_below, wal_below, compactions_below)
+    doomed = _own_objects(store, path, manifest_below, wal_below, fence, compactions_below)
     return Deletion(
         path=path,
         dry_run=True,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
+from slate_ops.engine.wal_chain import is_data
 from slate_ops.layout import COMPACTED_DIR, WAL_DIR, own_directory, parse_sst_key, parse_wal_key
 from slate_ops.objstore.base import ObjectMeta, ObjectStore
 
@@ -17,8 +18,8 @@ class WalFile:
 
     @property
     def is_fence(self) -> bool:
-        """An empty WAL object is a writer's fence, never data (engine/wal.py)."""
-        return self.meta.size == 0
+        """A window fence or a legacy empty fence, never data (engine/wal_fence.py)."""
+        return not is_data(self.meta.size)
 
 
 @dataclass(frozen=True)

@@ -86,15 +86,14 @@ class ReadPlan:
 def wal_table(store: ObjectStore, path: str, manifest: Manifest) -> pa.Table:
     """The newest version of each key (tombstones included) in the WAL SSTs ``manifest`` covers.
 
-    That is every WAL id after ``replay_after_wal_id`` up to ``wal_id_last_seen``, as
-    ``DbReader.open`` on a checkpoint replays them; the result is in key order, in :data:`SCHEMA`.
+    That is the WAL chain after ``replay_after_wal_id`` up to ``wal_id_last_seen``, as
+    ``DbReader.open`` on a checkpoint replays it; the result is in key order, in :data:`SCHEMA`.
     """
     wal = WalStore(store, path)
     memtable = Memtable()
-    for wal_id in wal.list_ids(manifest.replay_after_wal_id):
-        if wal_id > manifest.wal_id_last_seen:
-            break
-        for key, seq, kind, value in wal.read(wal_id):
+    walk = wal.chain(manifest.replay_after_wal_id, manifest.wal_id_last_seen)
+    for _, entries in wal.read_many(walk.segments):
+        for key, seq, kind, value in entries:
             memtable.put(key, seq, kind, value)
     return memtable.to_table() if len(memtable) else SCHEMA.empty_table()
 
