@@ -16,6 +16,8 @@ import pytest
 from slate_ops import Db
 from slate_ops.engine.flusher import MemtableFlusher
 from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.wal_chain import is_data
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
@@ -74,11 +76,11 @@ def test_replay_gives_the_same_state_with_one_get_per_wal_sst(
 ) -> None:
     model: dict[bytes, bytes] = {}
     write_wal(engine_store, 0, 25, model)
-    # A second writer fences (an empty object in the middle of the WAL), writes more and dies too.
+    # A second writer fences (a window fence in the middle of the WAL), writes more and dies too.
     write_wal(engine_store, 25, 15, model)
     wal = WalStore(engine_store, DB)
     sizes = wal.list_sizes()
-    fences = [wal_id for wal_id, size in sizes if size == 0]
+    fences = [wal_id for wal_id, size in sizes if size == len(WINDOW_FENCE)]
     assert len(fences) == 2  # the first writer's (at open) and the second's
 
     latest = ManifestStore(engine_store, DB).read_latest()
@@ -94,7 +96,7 @@ def test_replay_gives_the_same_state_with_one_get_per_wal_sst(
     monkeypatch.setattr(MemtableFlusher, "add", recording)
     store = FaultInjectingStore(engine_store)
     with Db.open(DB, store, quiet(l0_sst_size_bytes=limit), background=False) as db:
-        fence_id = db.next_wal_id - 1
+        fence_id = db.next_wal_id - WAL_FENCE_WINDOW
         expected = one_by_one(engine_store, after, fence_id, limit)
         assert dict(db.scan()) == model
         wal_gets, wal_lists = wal_calls(store, "get"), wal_calls(store, "list")
@@ -105,10 +107,10 @@ def test_replay_gives_the_same_state_with_one_get_per_wal_sst(
             assert len(expected) > 1  # the small limit does freeze during replay
 
         replayed = [wal_id for wal_id, _ in sizes if after < wal_id < fence_id]
-        data = [wal_id for wal_id, size in sizes if size and wal_id in replayed]
+        data = [wal_id for wal_id, size in sizes if is_data(size) and wal_id in replayed]
         assert wal_calls(store, "head") == []  # no HEAD per segment
         assert sorted(wal_gets) == [wal.key(i) for i in data]  # one GET each, none for fences
-        assert len(wal_lists) == 2  # the fence's LIST and the replay's LIST
+        assert len(wal_lists) == 1  # the fence's LIST, which the replay reuses
 
 
 def test_replay_fetches_overlap(memory_store: MemoryStore) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from slate_ops import Db, DbReader
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import FencedError, ObjectStoreError
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
@@ -31,8 +32,9 @@ def test_a_retried_wal_write_recognises_its_own_earlier_write(memory_store: Memo
         db.put(b"b", b"2", await_durable=True)
         assert db.get(b"a") == b"1"
     wal = WalStore(memory_store, "db")
-    ids = wal.list_ids()
-    assert ids == list(range(ids[0], ids[0] + len(ids)))
+    fence, *ids = wal.list_ids()  # the open's window fence, then the WAL SSTs with no id skipped
+    assert wal.size(fence) == len(WINDOW_FENCE)
+    assert ids == list(range(fence + WAL_FENCE_WINDOW, fence + WAL_FENCE_WINDOW + len(ids)))
     with DbReader.open("db", memory_store, options=QUIET_READER) as reader:
         assert reader.get(b"a") == b"1" and reader.get(b"b") == b"2"
 
