@@ -12,6 +12,7 @@ from ulid import ULID
 
 from slate_ops import Db, DbReader, admin
 from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import DbDestroyedError, FencedError, TagNotFoundError
 from slate_ops.gc import GarbageCollector, GcOptions
@@ -112,9 +113,11 @@ def test_rollback_restores_the_tag_and_fences_the_old_writer(
     assert after.value.l0[0].sst_id == report.flushed_sst.id
     assert after.value.l0[1:] == tag_manifest.l0 and after.value.compacted == tag_manifest.compacted
     assert report.flushed_sst.info.num_entries == 3  # k001 (newest version), k002 (tombstone), k003
-    # WAL: nothing at or below the fence is replayed; the discarded WAL SST is the one after the tag.
-    assert after.value.replay_after_wal_id == report.fence_wal_id
+    # WAL: nothing at or below the fence, nor in its window, is replayed; the discarded WAL SSTs are the
+    # ones after the tag.
     fence = report.fence_wal_id
+    assert after.value.replay_after_wal_id == fence + WAL_FENCE_WINDOW - 1
+    assert WalStore(acme_store, DB).size(fence) == len(WINDOW_FENCE)
     assert [(w.wal_id, w.num_entries) for w in report.discarded_wal] == [(fence - 2, 2), (fence - 1, 1)]
     assert after.value.last_l0_seq == report.last_l0_seq == report.discarded_wal[-1].max_seq
     # The L0 SST flushed after the tag is discarded, with its bytes and entries (its memtable also
