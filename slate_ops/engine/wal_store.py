@@ -25,7 +25,7 @@ from slate_ops.engine.wal_chain import (
     walk_chain,
     walk_from,
 )
-from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE, WalObjectKind, wal_object_kind
 from slate_ops.errors import (
     EpochCollisionError,
     ObjectNotFoundError,
@@ -129,14 +129,17 @@ class WalStore:
         """The WAL chain from ``after + 1`` (to ``upto`` at most); one LIST."""
         return walk_chain(self.list_sizes(after), after, upto)
 
-    def fence(self, after: int) -> WalFence:
+    def fence(self, after: int, confirm: Callable[[], object] | None = None) -> WalFence:
         """Fence the end of the chain from ``after + 1`` (rule 3 of docs/design/engine.md, "Several WAL
         PUTs in flight"): one LIST, one create-if-absent of a window fence at the first missing id.
 
         An id created under us meanwhile is HEADed: data extends the chain, a window fence jumps it,
         a legacy empty fence is stepped over, a vanished object is tried again. More than
         :data:`WAL_FENCE_WINDOW` such steps raise :class:`WalChainOvertakenError` (the caller confirms
-        its epoch). The new writer's first id is above the fence's window and every listed id.
+        its epoch). A window fence found there is another opener's: ``confirm`` (the opener's epoch
+        check, :class:`~slate_ops.errors.FencedError` if newer) runs before the walk jumps it, so an
+        opener that lost the race stops instead of fencing the newer writer's first WAL id. The new
+        writer's first id is above the fence's window and every listed id.
         """
         listing = self.list_sizes(after)
         walk = walk_chain(listing, after)
@@ -150,6 +153,8 @@ class WalStore:
             steps += 1
             if steps > WAL_FENCE_WINDOW:
                 raise WalChainOvertakenError(self.key(at), steps)
+            if confirm is not None and wal_object_kind(size) is WalObjectKind.WINDOW_FENCE:
+                confirm()
             highest = max(highest, at)
             sizes[at] = size
             after_step = next_in_chain(at, size, segments)
@@ -214,7 +219,7 @@ def fence_chain_end(
     (:class:`WalChainOvertakenError`) is ``confirm``'s :class:`FencedError` when a newer epoch claimed,
     else another process with our epoch writes the WAL (:class:`EpochCollisionError`)."""
     try:
-        return wal.fence(after)
+        return wal.fence(after, confirm)
     except WalChainOvertakenError as error:
         confirm()
         raise EpochCollisionError(location, role, epoch, error.key) from error

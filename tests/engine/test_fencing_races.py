@@ -88,11 +88,10 @@ def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory_store: M
         assert reopened.get(b"k") == b"from-b"
 
 
-@WRITER_SKIPS_WINDOW_FENCES
-def test_an_opener_that_listed_before_the_newer_fence_walks_past_it(memory_store: MemoryStore) -> None:
+def test_an_opener_that_listed_before_the_newer_fence_stops_at_it(memory_store: MemoryStore) -> None:
     """A lists the WAL before B fences it; A's create at the same id then fails, its HEAD finds B's
-    window fence and the walk jumps past the window. A's post-fence check sees B's epoch: A opens
-    nothing, and B's acknowledged write survives."""
+    window fence and A confirms its epoch before jumping it: B's epoch, so A opens nothing and creates
+    no fence at B's first WAL id; B's acknowledged write survives."""
     Db.open("db", memory_store, QUIET).close()
     racing = FaultInjectingStore(memory_store)
     held = racing.gate("put", key_contains="db/wal/")  # A's window fence, after A's LIST
@@ -104,6 +103,7 @@ def test_an_opener_that_listed_before_the_newer_fence_walks_past_it(memory_store
     assert finished(opening)
     assert opened == [] and len(open_errors) == 1 and isinstance(open_errors[0], FencedError)
     assert ("head", f"db/wal/{b_fence:020d}.sst") in racing.calls  # A found B's fence where it wanted its own
+    assert WalStore(memory_store, "db").size(b.next_wal_id) is None  # and fenced nothing past it
     b.put(b"k", b"from-b", await_durable=True)
     b.close()
     with Db.open("db", memory_store, QUIET) as reopened:

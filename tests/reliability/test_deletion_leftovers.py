@@ -77,7 +77,7 @@ def _tombstone_id(store: ObjectStore) -> int:
 
 
 def _fence(store: ObjectStore) -> int:
-    return ManifestStore(store, DB).read(_tombstone_id(store)).value.next_wal_sst_id - 1
+    return ManifestStore(store, DB).read(_tombstone_id(store)).value.replay_after_wal_id
 
 
 def _stray_sst(store: ObjectStore, old_manifest: bytes) -> str:

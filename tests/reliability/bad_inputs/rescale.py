@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from slate_ops import Db, admin
+from slate_ops.engine.wal_chain import is_data
 from slate_ops.errors import (
     CloneMismatchError,
     DbNotFoundError,
@@ -175,7 +176,7 @@ def _unflushed_shard(env: Env) -> None:
     with Db.open("s0", env.store, QUIET) as shard:
         shard.put(b"k01", b"wal only")
         shard.flush()
-    env.vars["wal"] = [m.key for m in env.store.list("s0/wal/") if m.size > 0][-1]
+    env.vars["wal"] = [m.key for m in env.store.list("s0/wal/") if is_data(m.size)][-1]
 
 
 case(

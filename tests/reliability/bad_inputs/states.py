@@ -12,6 +12,7 @@ from typing import Any
 from slate_ops import Db, DbReader, admin
 from slate_ops.compaction import Compactor
 from slate_ops.config import CheckpointOptions
+from slate_ops.engine.wal_chain import is_data
 from slate_ops.manifest.model import Manifest
 from slate_ops.manifest.store import ManifestStore
 from slate_ops.runtime import ManualRuntime
@@ -56,7 +57,7 @@ def sorted_run_key(env: Env) -> str:
 
 
 def wal_data_key(env: Env) -> str:
-    return [m.key for m in env.store.list("db/wal/") if m.size > 0][-1]
+    return [m.key for m in env.store.list("db/wal/") if is_data(m.size)][-1]
 
 
 def compactions_key(env: Env) -> str:

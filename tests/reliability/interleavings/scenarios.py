@@ -19,6 +19,7 @@ from slate_ops.admin.destroy import destroy
 from slate_ops.admin.reachability import check_references
 from slate_ops.compaction import Compactor, CompactorOptions, LocalExecutor
 from slate_ops.engine import Db, DbOptions, DbReader
+from slate_ops.engine.wal_chain import is_data
 from slate_ops.errors import (
     DbDestroyedError,
     DbNotFoundError,
@@ -167,8 +168,8 @@ class WriterAcrossDestroy:
     Invariants: both finish; every error is typed (W: FencedError, DbDestroyedError or DbNotFoundError;
     D: FencedError or InvalidDeletionError); a W that claimed before the destroy did (a stale writer)
     acknowledges no put and commits no close after the destroy's claim; after a hard destroy no
-    manifest besides the tombstone and no WAL or SST object holding data is left (empty fence objects
-    may stay), unless W created a new database after it; a fresh reader reads the path or is refused
+    manifest besides the tombstone and no WAL or SST object holding data is left (fence objects may
+    stay), unless W created a new database after it; a fresh reader reads the path or is refused
     with a typed error (never ObjectNotFoundError); the path is reusable: a new writer opens there and
     holds nothing old.
     """
@@ -248,12 +249,15 @@ class WriterAcrossDestroy:
             if found:
                 problems.append(f"references broken: {'; '.join(str(p) for p in found[:3])}")
         if hard is not None and hard.ok and not new_db:
-            # The tombstone may stay, and so may empty fence objects (WAL, .compactions) that keep
+            # The tombstone may stay, and so may fence objects (WAL window fences, .compactions) that keep
             # stale processes fenced; nothing else: no older manifest, no WAL SST holding writes.
             left = _objects(outcome.store)
             manifests = [k for k in left if k.startswith(f"{PATH}/manifest/")]
             data = [
-                k for k, size in left.items() if k.startswith((f"{PATH}/wal/", f"{PATH}/compacted/")) and size
+                k
+                for k, size in left.items()
+                if (k.startswith(f"{PATH}/wal/") and is_data(size))
+                or (k.startswith(f"{PATH}/compacted/") and size)
             ]
             if len(manifests) > 1 or data:
                 problems.append(f"left after hard destroy: {', '.join(manifests + data)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from slate_ops import admin
 from slate_ops.admin.verify import Severity
+from slate_ops.engine.wal_chain import is_data
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError, ObjectNotFoundError
 from slate_ops.manifest.store import ManifestStore
@@ -99,7 +100,7 @@ def check_nothing_left_behind(ctx: SimContext) -> None:
         for m in ctx.inner.list(MAIN + "/")
         if (m.key.startswith(MAIN + "/compacted/") or m.key.startswith(wal.directory + "/"))
         and m.key not in referenced
-        and m.size > 0  # empty WAL objects are fences, kept on purpose
+        and is_data(m.size)  # WAL fences (window or legacy empty) are kept on purpose
         and m.last_modified.timestamp() <= cutoff
     ]
     ctx.checks["gc_leaves_nothing_unreferenced"] += 1

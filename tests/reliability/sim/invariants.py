@@ -134,7 +134,7 @@ def deletion_leftovers(store: ObjectStore, path: str) -> list[str]:
     report (docs/design/clones-and-destroy.md, "Deleting a Database"):
 
     * no manifest at all (the path never held a database), or exactly one: a tombstone;
-    * in ``wal/`` at most the WAL fence, the tombstone's ``next_wal_sst_id - 1`` (none when that is 0:
+    * in ``wal/`` at most the WAL fence, the tombstone's ``replay_after_wal_id`` (none when that is 0:
       a database never initialised has its WAL deleted whole);
     * no SST in ``compacted/``; at most one ``.compactions`` file (the claim that fences compactors);
     * in ``gc/`` only the marker ``deleted.<tombstone id>`` and GC boundaries;
@@ -155,7 +155,7 @@ def deletion_leftovers(store: ObjectStore, path: str) -> list[str]:
     tombstone = manifests.read(tombstone_id).value
     if not tombstone.is_tombstone:
         problems.append(f"manifest {tombstone_id} is not a tombstone: the database is readable")
-    fence = tombstone.next_wal_sst_id - 1
+    fence = tombstone.replay_after_wal_id
     compactions = 0
     for key in keys:
         if key.startswith(own_directory(path, MANIFEST_DIR)) and parse_own_manifest_key(path, key):
