@@ -299,6 +299,33 @@ MUTATIONS += (
             ),
         ),
     ),
+    Mutation(
+        "wal-walk-ignores-gaps",
+        "the WAL chain walk steps over a missing id instead of ending there (issue 23): an opener or a "
+        "reader replays WAL PUTs of a fenced writer that landed past its first missing one, never "
+        "acknowledged",
+        (
+            Edit(
+                "slate_ops/engine/wal_chain.py",
+                "    while at in sizes and (upto is None or at <= upto):\n"
+                "        at = next_in_chain(at, sizes[at], segments)\n",
+                "    while any(i >= at for i in sizes) and (upto is None or at <= upto):  # MUTATION\n"
+                "        at = next_in_chain(at, sizes[at], segments) if at in sizes else at + 1\n",
+            ),
+        ),
+    ),
+    Mutation(
+        "wal-walk-reads-window",
+        "the WAL chain walk steps over a window fence like a legacy empty one instead of jumping its "
+        "window (issue 23): a fenced writer's PUTs that land inside the window are replayed",
+        (
+            Edit(
+                "slate_ops/engine/wal_chain.py",
+                "        return at + WAL_FENCE_WINDOW\n",
+                "        return at + 1  # MUTATION: the window fence's ids are read\n",
+            ),
+        ),
+    ),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
 

@@ -12,6 +12,8 @@ path that decides the verdict — so the planted bug of the same name in
   never retries inside a process.
 * ``l0-compaction-drops-tombstones``: an L0 compaction over older sorted runs keeps the tombstones
   that hide their values (1 of 5 seeds).
+* ``wal-walk-ignores-gaps``, ``wal-walk-reads-window``: no opener replays a fenced writer's WAL PUTs
+  that landed past its first missing one, nor inside a window fence (issue 23).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from slate_ops import Db, DbReader, admin
 from slate_ops.admin.clone import FINAL_CHECKPOINT_PREFIX
 from slate_ops.admin.reachability import check_references
 from slate_ops.compaction import Compactor, CompactorOptions
+from slate_ops.engine.batch import KIND_VALUE
+from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import (
     CheckpointProtectedError,
     DbNotFoundError,
@@ -39,6 +43,7 @@ from slate_ops.manifest.store import ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.runtime import ManualRuntime
+from slate_ops.sst import entries_to_table
 from tests.support.engine import quiet, simulate_crash
 
 WAL = "db/wal/"
@@ -434,3 +439,35 @@ def test_a_writer_fenced_between_its_l0_upload_and_its_commit_commits_nothing() 
         assert reader.get(b"k") == b"new"
     latest = ManifestStore(store, "db").read_latest_required().value
     assert len(latest.l0) == 1, "the fenced writer's L0 SST was committed"
+
+
+# --- wal-walk-ignores-gaps, wal-walk-reads-window (issue 23: several WAL PUTs in flight) ------------
+
+
+def test_no_opener_replays_a_fenced_writers_wal_puts_past_its_first_missing_one() -> None:
+    """A pipelined writer's WAL ``N`` never lands while ``N + 1`` (overwriting an acknowledged key) does;
+    after the new writer fenced ``N``, the old writer's ``N + 2`` lands inside the fence's window. No
+    opener may read either: the walk ends at the first missing id, and a window fence skips the ids
+    it covers. The new writer's own write, at the end of the window, survives its crash."""
+    store = MemoryStore()
+    old = Db.open("db", store, OPTIONS)
+    old.put(b"k", b"acknowledged", await_durable=True)
+    gap = old.next_wal_id
+    simulate_crash(old)
+    wal = WalStore(store, "db")
+
+    def orphan(wal_id: int) -> None:
+        assert wal.write(wal_id, entries_to_table([(b"k", 10_000 + wal_id, KIND_VALUE, b"orphan")]))
+
+    orphan(gap + 1)
+    new = Db.open("db", store, OPTIONS)
+    try:
+        assert new.get(b"k") == b"acknowledged"
+        orphan(gap + 2)  # lands after the fence, inside its window
+        new.put(b"n", b"new", await_durable=True)
+    finally:
+        simulate_crash(new)
+    with Db.open("db", store, OPTIONS) as again:
+        assert (again.get(b"k"), again.get(b"n")) == (b"acknowledged", b"new")
+    with DbReader.open("db", store) as reader:
+        assert (reader.get(b"k"), reader.get(b"n")) == (b"acknowledged", b"new")
