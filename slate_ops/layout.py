@@ -5,7 +5,7 @@ A database at path ``<db>`` (``""`` is the store's root) owns these keys, and on
 
     <db>/manifest/<20-digit id>.manifest        manifests: ManifestStore (slate_ops.manifest.store)
     <db>/compactions/<20-digit id>.compactions  the compactor's state: CompactionsStore (compaction.state)
-    <db>/wal/<20-digit id>.sst                  WAL SSTs, and empty fence objects: WalStore (engine.wal_store)
+    <db>/wal/<20-digit id>.sst                  WAL SSTs and fences (wal_fence): WalStore (engine.wal_store)
     <db>/compacted/<ULID>.sst                   L0 and sorted-run SSTs: Db's flush, the compactor, bulk load
     <db>/gc/<namespace>.boundary                GC boundaries (manifest, compactions): BoundaryObject (txn)
     <db>/gc/deleted.<20-digit id>               the marker of a deletion: delete_database (gc.destroyed)
@@ -216,7 +216,7 @@ def parse_compactions_key(db_path: str, key: str) -> int | None:
 
 
 def wal_key(db_path: str, wal_id: int) -> str:
-    """``<db>/wal/<20-digit id>.sst``: a WAL SST, or (empty) a fence."""
+    """``<db>/wal/<20-digit id>.sst``: a WAL SST, or a fence (``engine/wal_fence.py``)."""
     return sequenced_key(db_path, WAL_DIR, wal_id, SST_SUFFIX)
 
 

@@ -164,7 +164,7 @@ class GcPolicy(dg.Config):
     wal_min_age: str = Field(default="5min", description="WAL SSTs must have been unreferenced this long.")
     compacted_min_age: str = Field(default="5min", description="SSTs must have been unreferenced this long.")
     db_delete_grace: str = Field(default="1days", description="Grace period of a soft-destroyed database.")
-    delete_wal_fences: bool = Field(default=False, description="Also delete empty WAL fence objects.")
+    delete_wal_fences: bool = Field(default=False, description="Also delete WAL fence objects.")
     health_intervals: int = Field(
         default=3,
         ge=1,

@@ -66,7 +66,7 @@ class GcConfig(runs.DatabaseOpConfig):
     wal_min_age: str | None = _policy_override("WAL SSTs must have been unreferenced this long")
     compacted_min_age: str | None = _policy_override("SSTs must have been unreferenced this long")
     db_delete_grace: str | None = _policy_override("Grace period of a soft-destroyed database")
-    delete_wal_fences: bool | None = _policy_override("Also delete empty WAL fence objects")
+    delete_wal_fences: bool | None = _policy_override("Also delete WAL fence objects")
 
 
 def gc_options(config: GcConfig, db: DatabaseConfig) -> GcOptions:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slate_ops import admin
 from slate_ops.admin.verify import Severity
-from slate_ops.engine.wal_chain import is_data
+from slate_ops.engine.wal_chain import is_data, walk_chain
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.errors import CheckpointExpiredError, CheckpointNotFoundError, ObjectNotFoundError
 from slate_ops.manifest.store import ManifestStore
@@ -77,7 +77,8 @@ def check_wal(ctx: SimContext, path: str) -> None:
     manifests = ManifestStore(ctx.inner, path)
     latest = manifests.read_latest_required().value
     wal = WalStore(ctx.inner, manifests.path)
-    ids = set(wal.list_ids())
+    listing = wal.list_sizes()
+    ids = {wal_id for wal_id, _ in listing}
     needed = [(f"latest manifest of {path}", latest, max(ids, default=0))]
     for checkpoint in latest.checkpoints:
         if not checkpoint.is_expired(ctx.clock.now()):
@@ -85,9 +86,11 @@ def check_wal(ctx: SimContext, path: str) -> None:
             needed.append((f"checkpoint {checkpoint.name or checkpoint.id}", pinned, pinned.wal_id_last_seen))
     ctx.checks["wal_needed_exists"] += 1
     for what, manifest, upto in needed:
-        missing = [i for i in range(manifest.replay_after_wal_id + 1, upto + 1) if i not in ids]
-        if missing:
-            raise ctx.violation(f"{what} needs WAL SSTs {missing[:5]}, which are missing")
+        # The WAL chain (docs/design/engine.md, "Several WAL PUTs in flight") must reach past ``upto``:
+        # it ends at its first missing id, so a missing WAL SST ends it early.
+        end = walk_chain(listing, manifest.replay_after_wal_id, upto).end
+        if end <= upto:
+            raise ctx.violation(f"{what} needs WAL SST {end} (the chain up to {upto}), which is missing")
 
 
 def check_nothing_left_behind(ctx: SimContext) -> None:
