@@ -51,8 +51,8 @@ class GcOptions(BaseModel):
     allow_unsafe_min_age: bool = False
     """Accept min ages below the floor. Tests only: see the module docstring."""
     delete_wal_fences: bool = False
-    """Also delete WAL fence objects (window, legacy empty) once unreferenced. Off by default, as in SlateDB: a
-    fence is what stops a zombie writer from writing that WAL id again."""
+    """Also delete WAL fence objects (window, legacy empty) once unreferenced. Off by default, as in
+    SlateDB: a fence is what stops a zombie writer from writing that WAL id again."""
     db_delete_grace: Duration = timedelta(days=1)
     """A soft-destroyed database is deleted only this long after ``destroyed_at_s``."""
     interval: Duration = timedelta(seconds=600)
