@@ -9,6 +9,7 @@ everything acknowledged (below ``N``) must survive every reopen.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,13 +20,14 @@ from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.layout import parse_wal_key
 from slate_ops.objstore import LocalStore, MemoryStore
-from slate_ops.objstore.base import ObjectStore, PutMode, PutResult
+from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.sst import entries_to_table
 from tests.support.engine import QUIET, QUIET_READER, simulate_crash
 
 DB = "db"
 W = WAL_FENCE_WINDOW
 ORPHAN_SEQ = 10_000  # far above anything acknowledged: replaying an orphan would show
+OVERWRITE = PutMode.overwrite()
 
 
 @pytest.fixture(params=["memory", "local"])
@@ -50,8 +52,8 @@ class LandingAfterTheFence:
     def url(self) -> str:
         return self.inner.url
 
-    def put(self, key: str, data: bytes, mode: PutMode | None = None, put_id: str | None = None) -> PutResult:
-        result = self.inner.put(key, data, mode or PutMode.overwrite(), put_id)
+    def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE, put_id: str | None = None) -> PutResult:
+        result = self.inner.put(key, data, mode, put_id)
         if parse_wal_key(DB, key) is not None and data == WINDOW_FENCE:
             wal = WalStore(self.inner, DB)
             for wal_id, orphan_key in self.landing.items():
@@ -59,13 +61,13 @@ class LandingAfterTheFence:
             self.landing.clear()
         return result
 
-    def get(self, key: str, byte_range: tuple[int, int] | None = None):  # type: ignore[no-untyped-def]
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
         return self.inner.get(key, byte_range)
 
-    def head(self, key: str):  # type: ignore[no-untyped-def]
+    def head(self, key: str) -> ObjectMeta:
         return self.inner.head(key)
 
-    def list(self, prefix: str = "", start_after: str | None = None):  # type: ignore[no-untyped-def]
+    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
         return self.inner.list(prefix, start_after)
 
     def delete(self, key: str) -> None:
@@ -83,7 +85,7 @@ def test_an_opener_replays_exactly_the_prefix_below_the_first_missing_wal(store:
     simulate_crash(old)
 
     late = gap + 4  # in flight while the new writer opens: lands after its fence, inside the window
-    new = Db.open(DB, LandingAfterTheFence(store, {late: b"orphan-late"}), QUIET)  # type: ignore[arg-type]
+    new = Db.open(DB, LandingAfterTheFence(store, {late: b"orphan-late"}), QUIET)
     assert wal.size(gap) == len(WINDOW_FENCE)  # the new writer's window fence, at the first missing id
     assert wal.size(late) is not None  # the late orphan landed
     assert new.next_wal_id == gap + W
