@@ -136,15 +136,21 @@ class WalStore:
         An id created under us meanwhile is HEADed: data extends the chain, a window fence jumps it,
         a legacy empty fence is stepped over, a vanished object is tried again. More than
         :data:`WAL_FENCE_WINDOW` such steps raise :class:`WalChainOvertakenError` (the caller confirms
-        its epoch). A window fence found there is another opener's: ``confirm`` (the opener's epoch
-        check, :class:`~slate_ops.errors.FencedError` if newer) runs before the walk jumps it, so an
-        opener that lost the race stops instead of fencing the newer writer's first WAL id. The new
-        writer's first id is above the fence's window and every listed id.
+        its epoch). ``confirm`` (the opener's epoch check, :class:`~slate_ops.errors.FencedError` if
+        newer) runs before the fence is created when the listed chain passes a fence, and before the
+        walk jumps a window fence found by a HEAD: a fence may be a newer opener's, and an opener that
+        lost the race must stop rather than fence the newer writer's first WAL id. The new writer's
+        first id is above the fence's window and every listed id.
         """
         listing = self.list_sizes(after)
         walk = walk_chain(listing, after)
         sizes = dict(listing)
         segments, at, highest = list(walk.segments), walk.end, walk.highest
+        if confirm is not None and any(after < i < at and not is_data(size) for i, size in listing):
+            # The chain passes a fence: possibly a newer opener's, which claimed before our LIST. Our
+            # epoch is checked before we fence, so a lost race ends here (FencedError) instead of
+            # fencing the newer writer's first WAL id.
+            confirm()
         steps = 0
         while not self.create(at, WINDOW_FENCE):
             size = self.size(at)

@@ -1,10 +1,10 @@
 """Fencing under races and across deletion (docs/design/coordination.md, "Fencing under races").
 
 1. Two writers opening at once: A claims epoch e, B claims e + 1 and fences the WAL, then A's fence lands
-   above B's (A listed the WAL after B's fence existed, walked past its window and fenced B's first WAL
-   id). A's post-fence check sees B's epoch, so A's open fails with nothing written; B finds A's window
-   fence at its next WAL id, re-issues its segment past that window and its durable put returns
-   (docs/design/engine.md, "Several WAL PUTs in flight": the writer's side of the window fence).
+   at or above B's. A's listing shows B's window fence in the chain, so A confirms its epoch before it
+   fences: B's epoch, so A's open fails with nothing written — not even a fence at B's first WAL id —
+   and B's durable put returns (docs/design/engine.md, "Opening, fencing, recovery"). A that listed
+   the WAL before B's fence finds it by a HEAD where it wanted its own, and confirms before jumping it.
 2. Data at the writer's next WAL id while the manifest still shows its epoch is another process with the
    same epoch: the writer fails with EpochCollisionError (recorded, raised by every later call) instead of
    retrying for ever.
@@ -37,13 +37,6 @@ from tests.support.engine import QUIET, QUIET_READER
 
 TIMEOUT_S = 20
 
-WRITER_SKIPS_WINDOW_FENCES = pytest.mark.xfail(
-    strict=True,
-    reason="the writer's side of a window fence at its next WAL id (re-issue past the window) comes with "
-    "the pipelined WAL writer (engine/wal_buffer.py, branch s31-pipeline); until then the writer stops "
-    "with EpochCollisionError — safe, nothing acknowledged is lost. Drop this marker once merged.",
-)
-
 
 def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[BaseException], list[object]]:
     errors: list[BaseException] = []
@@ -65,7 +58,6 @@ def finished(thread: threading.Thread) -> bool:
     return not thread.is_alive()
 
 
-@WRITER_SKIPS_WINDOW_FENCES
 def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory_store: MemoryStore) -> None:
     Db.open("db", memory_store, QUIET).close()
     racing = FaultInjectingStore(memory_store)
@@ -73,16 +65,19 @@ def test_two_writers_opening_at_once_only_the_newer_acknowledges(memory_store: M
     opening, open_errors, opened = in_thread(lambda: Db.open("db", racing, QUIET))
     assert held.wait_until_reached(TIMEOUT_S)
     b = Db.open("db", memory_store, QUIET)  # claims e + 1 and fences the WAL while A's listing is held
-    held.release()  # A now walks past B's window fence and fences at B's next WAL id
+    wal = WalStore(memory_store, "db")
+    before = wal.list_ids()
+    assert wal.size(b.next_wal_id - WAL_FENCE_WINDOW) == len(WINDOW_FENCE)  # B's window fence
+    held.release()  # A now lists the WAL: B's fence is in the chain it walks
     assert finished(opening)
     assert opened == [] and len(open_errors) == 1 and isinstance(open_errors[0], FencedError)
-    a_fence = b.next_wal_id
-    assert WalStore(memory_store, "db").size(a_fence) == len(WINDOW_FENCE)  # A's window fence is there
+    assert wal.list_ids() == before  # A created no fence, least of all at B's first WAL id
 
+    b_first = b.next_wal_id
     putting, put_errors, _ = in_thread(lambda: b.put(b"k", b"from-b", await_durable=True))
     assert finished(putting), "B's durable put never returned"
     assert put_errors == []
-    assert b.next_wal_id == a_fence + WAL_FENCE_WINDOW + 1  # A's window skipped, B's WAL SST right after it
+    assert b.next_wal_id == b_first + 1  # B's WAL SST at its first id
     b.close()
     with Db.open("db", memory_store, QUIET) as reopened:
         assert reopened.get(b"k") == b"from-b"
@@ -225,7 +220,6 @@ def test_a_paused_writer_flushing_after_deletion_raises(memory_store: MemoryStor
         db.close()  # stops its flusher
 
 
-@WRITER_SKIPS_WINDOW_FENCES
 def test_a_reader_of_the_newer_writer_sees_its_value(memory_store: MemoryStore) -> None:
     Db.open("db", memory_store, QUIET).close()
     racing = FaultInjectingStore(memory_store)
