@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from slate_ops.engine.wal_chain import first_writer_id, walk_chain
 from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
-from slate_ops.engine.wal_store import WalStore
-from slate_ops.errors import WalChainOvertakenError
+from slate_ops.engine.wal_store import WalStore, fence_chain_end
+from slate_ops.errors import EpochCollisionError, FencedError, WalChainOvertakenError
 from slate_ops.layout import parse_wal_key
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import PutMode, PutResult
@@ -161,3 +161,20 @@ def test_more_than_a_window_of_ids_created_under_the_opener_is_another_writer() 
     assert wal.create(1, SST)
     with pytest.raises(WalChainOvertakenError):
         wal.fence(0)
+
+
+def test_an_overtaken_opener_is_fenced_if_a_newer_epoch_shows_else_a_same_epoch_collision() -> None:
+    def overtaken() -> WalStore:
+        store = CreatingUnderTheOpener({i: SST for i in range(2, 3 + W)})
+        wal = WalStore(store, DB)
+        assert wal.create(1, SST)
+        return wal
+
+    def newer_epoch() -> None:
+        raise FencedError("memory://db", "writer", 1, 2)
+
+    with pytest.raises(FencedError) as fenced:
+        fence_chain_end(overtaken(), 0, newer_epoch, "memory://db", "writer", 1)
+    assert not isinstance(fenced.value, EpochCollisionError)
+    with pytest.raises(EpochCollisionError):
+        fence_chain_end(overtaken(), 0, lambda: None, "memory://db", "writer", 1)
