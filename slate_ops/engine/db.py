@@ -29,6 +29,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -120,6 +121,7 @@ class Db:
         self._compactor: BackgroundCompactor | None = None
         self._thread: threading.Thread | None = None
         self._confirmer: WalConfirmer | None = None
+        self._wal_puts: Executor | None = None
 
         self._manifest = WriterManifest(
             manifests, SstReaders(store, cache, options.read_ahead_limits(), clock), clock, self._status
@@ -158,8 +160,17 @@ class Db:
         self._manifest.confirm()
         self._last_seq = manifest.last_l0_seq
         self._memtable = Memtable()
+        puts = self.options.wal_puts_in_flight
+        self._wal_puts = self._clock.executor(puts, f"slate-ops-wal-put:{self.path}") if puts > 1 else None
         self._wal = WalBuffer(
-            wal, store, self._manifest.fenced, self._status, next_wal_id=fence_id + 1, memtable=self._memtable
+            wal,
+            store,
+            self._manifest.fenced,
+            self._status,
+            next_wal_id=fence_id + 1,
+            memtable=self._memtable,
+            puts_in_flight=puts,
+            puts=self._wal_puts,
         )
         self._flusher = MemtableFlusher(
             self.path,
@@ -174,6 +185,7 @@ class Db:
             has_compactor=lambda: self._compactor is not None,
         )
         self._status.on_failure(self._wal.notify)
+        self._status.on_failure(self._stop_wal_puts)  # no WAL PUT starts once the writer failed
         self._status.on_fenced(self._on_fenced)
         try:
             self._replay(wal, manifest.replay_after_wal_id, fence_id)
@@ -463,6 +475,7 @@ class Db:
             self._compactor.close()
         self._stop_thread()
         self._status.close()
+        self._stop_wal_puts()
 
     def fail(self, error: BaseException) -> None:
         """Make every later call (and every waiter for durability) raise ``error``: what observing a
@@ -539,6 +552,11 @@ class Db:
                 self._manifest.release()
         finally:
             self._status.close()
+            self._stop_wal_puts()
+
+    def _stop_wal_puts(self) -> None:
+        if self._wal_puts is not None:
+            self._wal_puts.shutdown(wait=False)  # idle: every WAL write waits for its own PUTs
 
     def __enter__(self) -> Self:
         return self

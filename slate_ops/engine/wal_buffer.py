@@ -11,14 +11,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 
 from slate_ops.engine.memtable import Memtable
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WalObjectKind, wal_object_kind
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.engine.writer_status import WriterStatus
 from slate_ops.errors import EpochCollisionError, FencedError, SlateOpsError
 from slate_ops.manifest.model import Manifest
 from slate_ops.objstore.base import ObjectStore, new_put_id
+from slate_ops.runtime import InlineExecutor
 from slate_ops.sst import entries_to_table
 from slate_ops.txn.fencing import FenceableStore
 
@@ -64,12 +68,16 @@ class WalBuffer:
         *,
         next_wal_id: int,
         memtable: Memtable,
+        puts_in_flight: int = 1,
+        puts: Executor | None = None,
     ) -> None:
         self._wal = wal
         self._store = store
         self._fenced = fenced
         self._status = status
-        self._next_wal_id = next_wal_id
+        self._next_wal_id = next_wal_id  # the id after the landed prefix: the next segment's
+        self._puts_in_flight = puts_in_flight if puts is not None else 1
+        self._puts = puts  # runs the WAL PUTs when several are in flight
         self._queue_lock = threading.Lock()
         self._segments: list[Segment] = [Segment(memtable)]
         self._queued_bytes = 0  # of the segments not yet written
@@ -122,63 +130,139 @@ class WalBuffer:
         """Write every WAL segment that holds entries as a WAL SST, oldest first; then acknowledge.
 
         Writers only append to the last segment, so the current one is sealed first; a segment
-        leaves the queue only once its WAL SST exists, so a failed flush loses nothing. A write may
-        call it while the flusher encodes an L0 SST, whose memtable's segments are all written
-        already. With ``confirm`` the writes now in WAL SSTs are then acknowledged
-        (:meth:`acknowledge`), outside the WAL writer's lock, so a write that writes the WAL itself
-        does not wait for the confirmation.
+        leaves the queue only once its WAL SST and every earlier one exist, so a failed flush loses
+        nothing. Up to ``puts_in_flight`` PUTs run at once (docs/design/engine.md, "Several WAL PUTs
+        in flight"); their outcomes are taken in id order. A write may call it while the flusher
+        encodes an L0 SST, whose memtable's segments are all written already. With ``confirm`` the
+        writes now in WAL SSTs are then acknowledged (:meth:`acknowledge`), outside the WAL writer's
+        lock, so a write that writes the WAL itself does not wait for the confirmation.
         """
         with self._writing:
             with self._queue_lock:
                 if self._segments[-1].entries:
                     self._segments.append(Segment(self._segments[-1].memtable))
-                sealed = len(self._segments) - 1
-            for _ in range(sealed):
-                segment = self._segments[0]
-                if segment.entries:
-                    self._write_segment(segment)
-                with self._queue_lock:
-                    self._segments.pop(0)
-                    self._queued_bytes -= segment.size
+                sealed = self._segments[:-1]
+            self._write_sealed(sealed)
         if confirm:
             self.acknowledge()
 
-    def _write_segment(self, segment: Segment) -> None:
-        """Create the segment's WAL SST at the next WAL id.
+    def _write_sealed(self, sealed: list[Segment]) -> None:
+        """Create the WAL SSTs of ``sealed`` (the queue's head, in order), several PUTs at a time.
 
-        The id taken: a higher epoch (or a deleted database) in the manifest raises FencedError; at
-        our own epoch an empty object is the fence of a lower-epoch opener that fails its post-fence
-        check, so the id is skipped; data at our epoch is another process with the same epoch
-        (:class:`EpochCollisionError`) — never retried (docs/design/coordination.md, "Fencing under
-        races").
+        A segment's id is the next one after the landed prefix, so a retry after a store error
+        re-creates every segment from the failed one at the same id with the same ``put_id`` (one
+        that landed is recognised as ours). Never a PUT at an id ``>=`` the first unacknowledged
+        WAL SST's ``+ WAL_FENCE_WINDOW`` (rule 2): blocked there with nothing in flight, this
+        thread confirms what has landed. A taken id is resolved by :meth:`_resolve_taken` once the
+        PUTs after it have ended.
         """
-        if self._status.failure is not None:  # no WAL PUT starts once the writer failed (a fence)
-            raise self._status.failure
-        table = entries_to_table(segment.entries)
-        for _ in range(MAX_FENCE_SKIPS + 1):
-            wal_id = self._next_wal_id
-            if self._wal.write(wal_id, table, segment.put_id):
-                break
-            with self._status.failing_when_fenced():
-                self._fenced.confirm()  # FencedError: a newer writer bumps the epoch before fencing
-                size = self._wal.size(wal_id)
-                if size is None:
-                    continue  # vanished meanwhile: try the id again
-                if size:
-                    raise EpochCollisionError(
-                        self._status.location, "writer", self._fenced.epoch, self._wal.key(wal_id)
-                    )
-            log.info(
-                "%s is a lower-epoch opener's fence at writer epoch %d; the WAL continues after it",
-                self._wal.key(wal_id),
-                self._fenced.epoch,
-            )
-            self._next_wal_id = wal_id + 1
-        else:
-            with self._status.failing_when_fenced():
+        in_flight: deque[tuple[Segment, int, Future[bool]]] = deque()
+        front = 0  # the first segment of `sealed` not yet in the landed prefix
+        dispatched = 0  # segments of `sealed` dispatched (all from `front` on are in flight)
+        taken = 0  # ids found taken in a row
+        try:
+            while front < len(sealed):
+                if not sealed[front].entries:  # nothing to write: leaves the queue in its turn
+                    self._leave_queue(sealed[front])
+                    front += 1
+                    dispatched = max(dispatched, front)
+                    continue
+                next_id = self._next_wal_id + len(in_flight)
+                while len(in_flight) < self._puts_in_flight and dispatched < len(sealed):
+                    segment = sealed[dispatched]
+                    if not segment.entries:  # takes no id; leaves the queue when it is the head
+                        dispatched += 1
+                        continue
+                    if next_id >= self._reach():
+                        break
+                    if self._status.failure is not None:  # no WAL PUT starts once the writer failed
+                        raise self._status.failure
+                    in_flight.append((segment, next_id, self._submit(self._put, segment, next_id)))
+                    next_id += 1
+                    dispatched += 1
+                if not in_flight:  # out of reach: confirm what landed, so the reach moves on
+                    self.acknowledge()
+                    continue
+                segment, wal_id, future = in_flight.popleft()
+                if future.result():
+                    self._landed(segment, wal_id)
+                    self._leave_queue(segment)
+                    front += 1
+                    taken = 0
+                    continue
+                later = bool(in_flight)
+                self._settle(in_flight)
+                taken += 1
+                self._next_wal_id = self._resolve_taken(wal_id, later=later, give_up=taken > MAX_FENCE_SKIPS)
+                dispatched = front
+        finally:
+            self._settle(in_flight)
+
+    def _reach(self) -> int:
+        """The first id this writer may not start a WAL PUT at (rule 2)."""
+        with self._durable:
+            first = self._unacknowledged[0][0] if self._unacknowledged else self._next_wal_id
+        return first + WAL_FENCE_WINDOW
+
+    def _submit(self, call: Callable[[Segment, int], bool], segment: Segment, wal_id: int) -> Future[bool]:
+        if self._puts is None:  # one PUT at a time: in this thread, as a done future
+            return InlineExecutor().submit(call, segment, wal_id)
+        try:
+            return self._puts.submit(call, segment, wal_id)
+        except RuntimeError:  # the pool was shut down: the writer failed or closed meanwhile
+            self._status.check_usable()
+            raise
+
+    def _put(self, segment: Segment, wal_id: int) -> bool:
+        return self._wal.write(wal_id, entries_to_table(segment.entries), segment.put_id)
+
+    def _settle(self, in_flight: deque[tuple[Segment, int, Future[bool]]]) -> None:
+        """Wait for the PUTs still in flight and forget them (the ids are re-issued or abandoned);
+        one that landed in a database deleted under us is withdrawn."""
+        landed = []
+        while in_flight:
+            _, wal_id, future = in_flight.popleft()
+            with contextlib.suppress(Exception):
+                if future.result():
+                    landed.append(wal_id)
+        with self._durable:
+            withdrawn = self._withdrawn
+        if withdrawn:
+            self._withdraw(landed)
+
+    def _resolve_taken(self, wal_id: int, *, later: bool, give_up: bool) -> int:
+        """Our WAL id ``wal_id`` was taken: the id to write its segment at now.
+
+        A higher epoch (or a deleted database) in the manifest raises FencedError. At our own epoch:
+        a window fence (a lower-epoch opener that fails its post-fence check) makes the ids up to
+        ``wal_id + WAL_FENCE_WINDOW - 1`` unreachable, so the segment and every later one are
+        re-issued after them (those that landed inside are orphans, never acknowledged); a legacy
+        empty fence is skipped when no later PUT was started, data is another process with our
+        epoch (:class:`EpochCollisionError`) — never retried for ever (docs/design/coordination.md,
+        "Fencing under races"; docs/design/engine.md, "Several WAL PUTs in flight").
+        """
+        with self._status.failing_when_fenced():
+            self._fenced.confirm()  # FencedError: a newer writer bumps the epoch before fencing
+            size = self._wal.size(wal_id)
+            if size is None:
+                return wal_id  # vanished meanwhile: try the id again
+            kind = wal_object_kind(size)
+            if give_up or kind is WalObjectKind.DATA or (kind is WalObjectKind.LEGACY_FENCE and later):
                 raise EpochCollisionError(
-                    self._status.location, "writer", self._fenced.epoch, self._wal.key(self._next_wal_id)
+                    self._status.location, "writer", self._fenced.epoch, self._wal.key(wal_id)
                 )
+        skip_to = wal_id + (WAL_FENCE_WINDOW if kind is WalObjectKind.WINDOW_FENCE else 1)
+        log.info(
+            "%s is a lower-epoch opener's %s at writer epoch %d; the WAL continues at id %d",
+            self._wal.key(wal_id),
+            kind.value,
+            self._fenced.epoch,
+            skip_to,
+        )
+        return skip_to
+
+    def _landed(self, segment: Segment, wal_id: int) -> None:
+        """WAL ``wal_id`` (``segment``'s) landed and every earlier one of ours before it."""
         self._next_wal_id = wal_id + 1
         segment.memtable.max_wal_id = wal_id
         with self._durable:
@@ -188,6 +272,12 @@ class WalBuffer:
         if withdrawn:  # in flight while a confirmation found the database deleted
             self._withdraw([wal_id])
         self._written_seq = max(self._written_seq, segment.entries[-1][1])
+
+    def _leave_queue(self, segment: Segment) -> None:
+        with self._queue_lock:
+            assert self._segments[0] is segment, "WAL segments leave the queue in order"
+            self._segments.pop(0)
+            self._queued_bytes -= segment.size
 
     def write_inline(self) -> None:
         """Write the queued segments in this (writing) thread; the flusher retries store errors and
