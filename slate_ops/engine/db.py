@@ -171,6 +171,7 @@ class Db:
             memtable=self._memtable,
             puts_in_flight=puts,
             puts=self._wal_puts,
+            on_put_done=self._wake.set,
         )
         self._flusher = MemtableFlusher(
             self.path,
@@ -427,7 +428,7 @@ class Db:
             if self._stopping.is_set() or self._status.failure is not None:
                 return
             try:
-                self._round(poll_after_s=poll, acknowledge=confirmer.request)
+                self._round(poll_after_s=poll, acknowledge=confirmer.request, wait=False)
             except FencedError as error:
                 log.error("%s", error)
                 self._status.fail(error)
@@ -435,15 +436,18 @@ class Db:
             except Exception as error:  # transient store errors: keep the data, retry next tick
                 log.warning("background flush of %s failed, will retry: %s", self._location, error)
 
-    def _round(self, *, poll_after_s: float, acknowledge: Callable[[], None] | None = None) -> None:
+    def _round(
+        self, *, poll_after_s: float, acknowledge: Callable[[], None] | None = None, wait: bool = True
+    ) -> None:
         """One round of the flusher: the WAL, frozen memtables to L0 (not waiting for L0 room), a
         manifest poll if the last one is ``poll_after_s`` old, and merging memtable runs.
 
         ``acknowledge`` follows each WAL write: by default the confirmation runs here, before the
         round goes on; the flusher thread hands it to its confirmer instead, so the next round's WAL
-        PUT overlaps it (docs/design/engine.md, "One WAL PUT in flight")."""
+        PUT overlaps it, and passes ``wait=False``: WAL PUTs still in flight are taken by a later
+        round, woken when they end (docs/design/engine.md, "WAL PUTs in flight")."""
         with self._flush_lock:
-            self._flusher.flush(blocking=False, acknowledge=acknowledge)
+            self._flusher.flush(blocking=False, acknowledge=acknowledge, wait=wait)
             if self._manifest.poll_due(poll_after_s):
                 self._manifest.poll()
             self._flusher.merge_runs(self._memtable)
