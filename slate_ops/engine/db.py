@@ -200,9 +200,10 @@ class Db:
 
         self._compactor = None if compactor is None else compactor(self.path, store, self._clock)
         if self._background:
-            self._confirmer = WalConfirmer(
-                self._wal, self._status, self._clock.executor(1, f"slate-ops-confirmer:{self.path}")
+            confirmations = self._clock.executor(
+                self.options.wal_puts_in_flight, f"slate-ops-confirmer:{self.path}"
             )
+            self._confirmer = WalConfirmer(self._wal, self._status, confirmations)
             self._status.on_failure(self._confirmer.abandon)  # its thread ends once the writer failed
             self._thread = threading.Thread(
                 target=self._run_background, name=f"slate-ops-flusher:{self.path}", daemon=True

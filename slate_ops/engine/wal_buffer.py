@@ -210,7 +210,7 @@ class WalBuffer:
     def _dispatch(self) -> None:
         """Start PUTs of sealed segments, in order, while fewer than ``puts_in_flight`` are in
         flight and the next id is within reach."""
-        while len(self._in_flight) < self._puts_in_flight:
+        while len(self._in_flight) < self._puts_in_flight and not self._failed_in_flight():
             segment = self._undispatched()
             wal_id = self._next_wal_id + len(self._in_flight)
             if segment is None or wal_id >= self._reach():
@@ -221,6 +221,14 @@ class WalBuffer:
             future = self._submit(segment, wal_id)
             self._in_flight.append((segment, wal_id, future))
             future.add_done_callback(functools.partial(self._put_done, wal_id))
+
+    def _failed_in_flight(self) -> bool:
+        """Whether a PUT in flight already ended without landing (taken, or a store error): no later
+        one starts before it is resolved (with an inline pool that keeps today's order of calls)."""
+        return any(
+            future.done() and (future.exception() is not None or not future.result())
+            for _, _, future in self._in_flight
+        )
 
     def _reach(self) -> int:
         """The first id this writer may not start a WAL PUT at (rule 2)."""
@@ -326,6 +334,11 @@ class WalBuffer:
     @property
     def durable_seq(self) -> int:
         return self._durable_seq
+
+    @property
+    def written_seq(self) -> int:
+        """The last write in the landed prefix of WAL SSTs (acknowledged or not)."""
+        return self._written_seq
 
     def acknowledge(self, *, always: bool = False) -> None:
         """Raise ``durable_seq`` to the writes in WAL SSTs, once the epoch is confirmed ours.

@@ -29,10 +29,11 @@ log = logging.getLogger(__name__)
 class WalConfirmer:
     """Acknowledges what the flusher wrote, one confirmation at a time, off the flusher's thread.
 
-    ``pool``: a one-worker executor (the writer's runtime's), so confirmations never overlap; a request
-    while one runs queues at most one more, which covers every WAL SST written before it starts. A
-    confirmation that fails on a store error leaves its writes unacknowledged; the flusher's next
-    round requests another.
+    ``pool``: the writer's runtime's executor with one worker per WAL PUT in flight
+    (``wal_puts_in_flight``; one: confirmations never overlap). A request starts a confirmation only
+    for writes that landed after the last one started (``_covered``), and queues at most one, which
+    covers every WAL SST written before it starts. A confirmation that fails on a store error leaves
+    its writes unacknowledged; the flusher's next round requests another.
     """
 
     def __init__(self, wal: WalBuffer, status: WriterStatus, pool: Executor) -> None:
@@ -41,12 +42,17 @@ class WalConfirmer:
         self._pool = pool
         self._lock = threading.Lock()
         self._queued = False
+        self._covered = 0  # written_seq when the last confirmation started: it acknowledges at least that
         self._stopped = False
 
     def request(self) -> None:
-        """WAL SSTs were written: acknowledge them (now, or right after the confirmation in flight)."""
+        """WAL SSTs were written: acknowledge them (now, or once a worker is free). Nothing to do when
+        every write in WAL SSTs is acknowledged, or covered by a confirmation that started after it
+        was written and is still running."""
         with self._lock:
             if self._queued or self._stopped or self._status.failure is not None:
+                return
+            if self._wal.written_seq <= max(self._wal.durable_seq, self._covered):
                 return
             self._queued = True
         self._pool.submit(self._confirm)
@@ -67,6 +73,7 @@ class WalConfirmer:
     def _confirm(self) -> None:
         with self._lock:
             self._queued = False  # a request from now on is a new confirmation, after this one
+            self._covered = max(self._covered, self._wal.written_seq)  # acknowledge reads no less
         if self._status.failure is not None:
             return
         try:
@@ -74,4 +81,6 @@ class WalConfirmer:
         except FencedError:
             pass  # recorded on the writer by the acknowledgement: every waiter raises it
         except Exception as error:  # a store error: the writes stay unacknowledged, retried
+            with self._lock:
+                self._covered = self._wal.durable_seq  # the next request confirms them again
             log.warning("confirming the WAL of %s failed, will retry: %s", self._status.location, error)
