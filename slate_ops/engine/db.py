@@ -446,7 +446,7 @@ class Db:
         ``acknowledge`` follows each WAL write: by default the confirmation runs here, before the
         round goes on; the flusher thread hands it to its confirmer instead, so the next round's WAL
         PUT overlaps it, and passes ``wait=False``: WAL PUTs still in flight are taken by a later
-        round, woken when they end (docs/design/engine.md, "WAL PUTs in flight")."""
+        round, woken when they end (docs/design/engine.md, "The writer's WAL pipeline")."""
         with self._flush_lock:
             self._flusher.flush(blocking=False, acknowledge=acknowledge, wait=wait)
             if self._manifest.poll_due(poll_after_s):

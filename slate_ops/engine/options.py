@@ -18,7 +18,7 @@ from slate_ops.sst.readahead import ReadAheadLimits
 MiB = 1024 * 1024
 WAL_PUTS_IN_FLIGHT = 4
 """The default of :attr:`DbOptions.wal_puts_in_flight`, chosen by measurement (docs/design/engine.md,
-"WAL PUTs in flight")."""
+"The writer's WAL pipeline")."""
 
 
 class CheckpointScope(enum.Enum):
@@ -63,7 +63,7 @@ class DbOptions(BaseModel):
     itself, so the buffer stays within about twice this."""
     wal_puts_in_flight: int = Field(default=WAL_PUTS_IN_FLIGHT, ge=1, le=WAL_FENCE_WINDOW)
     """The background flusher keeps up to this many WAL PUTs in flight, WAL ``N + 1``'s started while
-    ``N``'s is pending (docs/design/engine.md, "Several WAL PUTs in flight"); 1: one at a time. At most
+    ``N``'s is pending (docs/design/engine.md, "The writer's WAL pipeline"); 1: one at a time. At most
     ``WAL_FENCE_WINDOW`` (a writer's reach past its first unacknowledged WAL SST)."""
     scan_read_ahead_bytes: int = Field(default=8 * MiB, ge=0)
     """A scan fetches SST blocks ahead of the merge, in the background, up to this many bytes

@@ -138,7 +138,7 @@ class WalBuffer:
         Writers only append to the last segment, so the current one is sealed first; a segment
         leaves the queue only once its WAL SST and every earlier one exist, so a failed flush loses
         nothing. Up to ``puts_in_flight`` PUTs run at once, their outcomes taken in id order
-        (docs/design/engine.md, "Several WAL PUTs in flight"). ``wait=False`` (the background
+        (docs/design/engine.md, "The writer's WAL pipeline"). ``wait=False`` (the background
         flusher) starts what it may and returns without waiting for a PUT: PUTs that end wake it
         (``on_put_done``) and its next call takes them; the current segment is then sealed only when
         a PUT can start at once, so writes arriving meanwhile group into the next one. A write may

@@ -1,16 +1,15 @@
-"""The background flusher's acknowledgements, in a thread of their own (docs/design/engine.md, "One WAL PUT
-in flight").
+"""The background flusher's acknowledgements, in threads of their own (docs/design/engine.md, "The
+writer's WAL pipeline").
 
-The flusher thread writes round ``k``'s WAL SSTs and asks for a confirmation; it does not wait for it, so
-round ``k + 1``'s WAL PUT (the writes that arrived meanwhile) runs while round ``k`` is being confirmed.
-Still one WAL PUT in flight, and one confirmation: each starts after the WAL SSTs it acknowledges were
-created (:meth:`WalBuffer.acknowledge` reads what is written before it confirms). A fence or a deletion
-found by a confirmation fails the writer (recorded by the acknowledgement), so nothing is acknowledged
-after it.
+The flusher thread takes the WAL SSTs that landed (in id order, the landed prefix) and asks for a
+confirmation; it does not wait for it, so later WAL PUTs (the writes that arrived meanwhile) run while
+these are being confirmed. Each confirmation starts after the WAL SSTs it acknowledges were taken
+(:meth:`WalBuffer.acknowledge` reads what is written before it confirms). A fence or a deletion found by a
+confirmation fails the writer (recorded by the acknowledgement), so nothing is acknowledged after it.
 
-The confirmations run on a one-worker pool from the writer's runtime: a thread of their own under the
-system runtime; under a :class:`~slate_ops.runtime.ManualRuntime` (the simulation, the interleavings
-explorer) inline in the flusher's thread, confirm-then-next-PUT, so their store calls keep one order.
+The confirmations run on a pool from the writer's runtime, one worker per WAL PUT in flight: threads of
+their own under the system runtime; under a :class:`~slate_ops.runtime.ManualRuntime` (the simulation,
+the interleavings explorer) inline in the flusher's thread, so their store calls keep one order.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 import pytest
+from pydantic import ValidationError
 
 from slate_ops import Db, DbOptions
 from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE, WalObjectKind, wal_object_kind
@@ -591,3 +592,10 @@ def test_a_writer_never_starts_a_wal_put_beyond_its_reach() -> None:
     for wal_id, durable in store.starts:
         first_unacknowledged = min(w for w, seq in last_seq.items() if seq > durable)
         assert wal_id < first_unacknowledged + WAL_FENCE_WINDOW, (wal_id, durable, first_unacknowledged)
+
+
+@pytest.mark.parametrize("value", [0, WAL_FENCE_WINDOW + 1])
+def test_wal_puts_in_flight_is_bounded_by_the_fence_window(value: int) -> None:
+    with pytest.raises(ValidationError, match="wal_puts_in_flight"):
+        DbOptions(wal_puts_in_flight=value)
+    assert DbOptions(wal_puts_in_flight=WAL_FENCE_WINDOW).wal_puts_in_flight == WAL_FENCE_WINDOW

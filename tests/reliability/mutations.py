@@ -111,8 +111,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "slate_ops/engine/wal_buffer.py",
-                "            segment.in_flight = True\n"
-                "            future = self._submit(segment, wal_id)\n",
+                "            segment.in_flight = True\n            future = self._submit(segment, wal_id)\n",
                 "            with self._durable:  # MUTATION: durable before the WAL SST exists\n"
                 "                self._durable_seq = max(self._durable_seq, segment.entries[-1][1])\n"
                 "                self._durable.notify_all()\n"
@@ -129,8 +128,8 @@ MUTATIONS: tuple[Mutation, ...] = (
             Edit(
                 "slate_ops/engine/wal_buffer.py",
                 "                if future.result():\n",
-                "                if future.exception() is not None or future.result():  # MUTATION: a failed\n"
-                "                    # write counts as landed: its segment leaves the queue\n",
+                "                if future.exception() is not None or future.result():  # MUTATION\n"
+                "                    # a failed write counts as landed: its segment leaves the queue\n",
             ),
         ),
     ),

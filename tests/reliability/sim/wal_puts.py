@@ -87,13 +87,16 @@ class ReorderingExecutor(Executor):
 class SimRuntime(ManualRuntime):
     """The simulation's :class:`ManualRuntime`, whose pool for a writer's WAL PUTs reorders them."""
 
-    def __init__(self, start: float, *, seed: int, wal_put_seed: int) -> None:
+    def __init__(
+        self, start: float, *, seed: int, wal_put_seed: int, reorder: bool = REORDER_WAL_PUTS
+    ) -> None:
         super().__init__(start, seed=seed)
         self._wal_put_order = random.Random(wal_put_seed)
+        self._reorder = reorder
         self.wal_put_pools: list[ReorderingExecutor] = []
 
     def executor(self, max_workers: int, name: str) -> Executor:
-        if not REORDER_WAL_PUTS or not name.startswith(WAL_PUT_POOL):
+        if not self._reorder or not name.startswith(WAL_PUT_POOL):
             return super().executor(max_workers, name)
         pool = ReorderingExecutor(self._wal_put_order)
         self.wal_put_pools.append(pool)
