@@ -165,10 +165,11 @@ class WalBuffer:
         if wait or (len(self._in_flight) < self._puts_in_flight and self._undispatched() is None):
             self._seal()
         taken = 0  # ids found taken in a row
+        started: set[Future[bool]] = set()  # the PUTs this call started
         try:
             while True:
                 self._leave_empty_head()
-                self._dispatch()
+                started.update(self._dispatch())
                 if not self._in_flight:
                     if self._undispatched() is None:
                         return
@@ -177,6 +178,9 @@ class WalBuffer:
                 segment, wal_id, future = self._in_flight[0]
                 if not wait and not future.done():
                     return
+                if wait and future not in started and future.exception() is not None:
+                    self._settle()  # an earlier round's PUT failed (a store error): this call retries it
+                    continue
                 if future.result():
                     self._in_flight.popleft()
                     self._landed(segment, wal_id)
@@ -207,20 +211,23 @@ class WalBuffer:
             while len(self._segments) > 1 and not self._segments[0].entries:
                 self._segments.pop(0)
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> list[Future[bool]]:
         """Start PUTs of sealed segments, in order, while fewer than ``puts_in_flight`` are in
-        flight and the next id is within reach."""
+        flight and the next id is within reach; the PUTs started."""
+        started: list[Future[bool]] = []
         while len(self._in_flight) < self._puts_in_flight and not self._failed_in_flight():
             segment = self._undispatched()
             wal_id = self._next_wal_id + len(self._in_flight)
             if segment is None or wal_id >= self._reach():
-                return
+                break
             if self._status.failure is not None:  # no WAL PUT starts once the writer failed
                 raise self._status.failure
             segment.in_flight = True
             future = self._submit(segment, wal_id)
             self._in_flight.append((segment, wal_id, future))
             future.add_done_callback(functools.partial(self._put_done, wal_id))
+            started.append(future)
+        return started
 
     def _failed_in_flight(self) -> bool:
         """Whether a PUT in flight already ended without landing (taken, or a store error): no later
