@@ -24,6 +24,7 @@ class LandingOrder:
 
     def __init__(self, inner: ObjectStore) -> None:
         self.inner = inner
+        self.recording = False  # from the writer's open on (not its fence)
         self.puts: list[int] = []
 
     @property
@@ -32,7 +33,7 @@ class LandingOrder:
 
     def put(self, key: str, data: bytes, mode: PutMode | None = None, put_id: str | None = None) -> PutResult:
         wal_id = parse_wal_key("db", key)
-        if wal_id is not None and data:
+        if wal_id is not None and self.recording:
             self.puts.append(wal_id)
         return self.inner.put(key, data, mode or PutMode.overwrite(), put_id)
 
@@ -58,6 +59,7 @@ def _flush_segments(seed: int) -> tuple[list[int], MemoryStore, Db]:
     db = Db.open(
         "db", store, quiet(l0_sst_size_bytes=1, wal_puts_in_flight=SEGMENTS), clock=runtime, background=False
     )
+    store.recording = True
     for i in range(SEGMENTS):
         db.put(b"k%d" % i, b"v")
     db.flush()
