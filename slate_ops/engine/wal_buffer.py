@@ -1,9 +1,10 @@
 """The writer's WAL queue: segments of writes not yet in a WAL SST, their writing, and acknowledgement.
 
 A write appends its entries to the last segment (under the writer's write lock, which orders sequence
-numbers); :meth:`WalBuffer.write_queued` writes the sealed segments as WAL SSTs in order, one WAL writer
-at a time, and :meth:`WalBuffer.acknowledge` raises the durable sequence number once the epoch is
-confirmed ours after them (docs/design/engine.md, "The writer's parts").
+numbers); :meth:`WalBuffer.write_queued` writes the sealed segments as WAL SSTs, one WAL writer at a
+time with up to ``wal_puts_in_flight`` PUTs in flight, taking their outcomes in id order (the landed
+prefix), and :meth:`WalBuffer.acknowledge` raises the durable sequence number once the epoch is
+confirmed ours after them (docs/design/engine.md, "The writer's parts", "The writer's WAL pipeline").
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ class Segment:
 class WalBuffer:
     """The WAL queue of one writer, from its fence on.
 
-    Locks, in this order: ``_writing`` (one WAL writer at a time; held across the WAL PUTs),
-    ``_queue_lock`` (the segments and their byte count; never held across I/O), ``_durable`` (the
-    acknowledged sequence number and the WAL SSTs not yet acknowledged; waiters wait on it).
+    Locks, in this order: ``_writing`` (one WAL writer at a time: starts PUTs and takes their outcomes;
+    held while a waiting caller's PUTs are in flight), ``_queue_lock`` (the segments and their byte
+    count; never held across I/O), ``_durable`` (the acknowledged sequence number, the WAL SSTs not yet
+    acknowledged and those landed past the prefix; waiters wait on it; PUTs' completions take it).
     """
 
     def __init__(

@@ -75,11 +75,14 @@ class WalOrderCheckingStore:
             return self.inner.put(key, data, mode or PutMode.overwrite(), put_id)
         with self._lock:
             self.wal_puts += 1
+            # The opener's fence, then the writer's first WAL SST (which rule 3 may start up to
+            # WAL_FENCE_WINDOW ids after that fence): from the next one on, each follows the one before.
+            follows = self.wal_puts > 2
             if self.in_flight:
                 self.overlapping.append((wal_id, set(self.in_flight)))
             self.in_flight.add(wal_id)
         try:
-            if wal_id > 1 and not self._exists(wal_id - 1):
+            if follows and not self._exists(wal_id - 1):
                 self.after_gap.append(wal_id)
             time.sleep(PUT_DELAY_S)
             return self.inner.put(key, data, mode or PutMode.overwrite(), put_id)
