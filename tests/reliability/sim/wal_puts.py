@@ -25,7 +25,9 @@ _R = TypeVar("_R")
 REORDER_WAL_PUTS = os.environ.get("SLATE_OPS_SIM_REORDER_WAL_PUTS", "0") == "1"
 """Off until openers fence the WAL chain's end with a window fence and start their WAL after it (rules 1
 and 3 of "Several WAL PUTs in flight", branch s31-chain): before that, a fenced writer's WAL ``N + 1``
-landing after a newer writer fenced at ``N`` takes the newer writer's first WAL id."""
+landing after a newer writer fenced at ``N`` takes the newer writer's first WAL id. With them, the
+simulation's WAL check must also allow a live writer's gap past its landed prefix (WAL ``N + 1`` landed,
+``N`` failed and retried): the chain need only reach the writer's ``next_wal_id - 1``."""
 WAL_PUT_POOL = "slate-ops-wal-put"
 """The name the writer gives its pool of WAL PUTs (slate_ops.engine.db)."""
 
