@@ -29,6 +29,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -121,6 +122,7 @@ class Db:
         self._compactor: BackgroundCompactor | None = None
         self._thread: threading.Thread | None = None
         self._confirmer: WalConfirmer | None = None
+        self._wal_puts: Executor | None = None
 
         self._manifest = WriterManifest(
             manifests, SstReaders(store, cache, options.read_ahead_limits(), clock), clock, self._status
@@ -166,6 +168,8 @@ class Db:
         self._manifest.confirm()
         self._last_seq = manifest.last_l0_seq
         self._memtable = Memtable()
+        puts = self.options.wal_puts_in_flight
+        self._wal_puts = self._clock.executor(puts, f"slate-ops-wal-put:{self.path}") if puts > 1 else None
         self._wal = WalBuffer(
             wal,
             store,
@@ -173,6 +177,9 @@ class Db:
             self._status,
             next_wal_id=fence.first_id,
             memtable=self._memtable,
+            puts_in_flight=puts,
+            puts=self._wal_puts,
+            on_put_done=self._wake.set,
         )
         self._flusher = MemtableFlusher(
             self.path,
@@ -187,6 +194,7 @@ class Db:
             has_compactor=lambda: self._compactor is not None,
         )
         self._status.on_failure(self._wal.notify)
+        self._status.on_failure(self._stop_wal_puts)  # no WAL PUT starts once the writer failed
         self._status.on_fenced(self._on_fenced)
         try:
             self._replay(wal, fence.segments)
@@ -200,9 +208,10 @@ class Db:
 
         self._compactor = None if compactor is None else compactor(self.path, store, self._clock)
         if self._background:
-            self._confirmer = WalConfirmer(
-                self._wal, self._status, self._clock.executor(1, f"slate-ops-confirmer:{self.path}")
+            confirmations = self._clock.executor(
+                self.options.wal_puts_in_flight, f"slate-ops-confirmer:{self.path}"
             )
+            self._confirmer = WalConfirmer(self._wal, self._status, confirmations)
             self._status.on_failure(self._confirmer.abandon)  # its thread ends once the writer failed
             self._thread = threading.Thread(
                 target=self._run_background, name=f"slate-ops-flusher:{self.path}", daemon=True
@@ -426,7 +435,7 @@ class Db:
             if self._stopping.is_set() or self._status.failure is not None:
                 return
             try:
-                self._round(poll_after_s=poll, acknowledge=confirmer.request)
+                self._round(poll_after_s=poll, acknowledge=confirmer.request, wait=False)
             except FencedError as error:
                 log.error("%s", error)
                 self._status.fail(error)
@@ -434,15 +443,18 @@ class Db:
             except Exception as error:  # transient store errors: keep the data, retry next tick
                 log.warning("background flush of %s failed, will retry: %s", self._location, error)
 
-    def _round(self, *, poll_after_s: float, acknowledge: Callable[[], None] | None = None) -> None:
+    def _round(
+        self, *, poll_after_s: float, acknowledge: Callable[[], None] | None = None, wait: bool = True
+    ) -> None:
         """One round of the flusher: the WAL, frozen memtables to L0 (not waiting for L0 room), a
         manifest poll if the last one is ``poll_after_s`` old, and merging memtable runs.
 
         ``acknowledge`` follows each WAL write: by default the confirmation runs here, before the
         round goes on; the flusher thread hands it to its confirmer instead, so the next round's WAL
-        PUT overlaps it (docs/design/engine.md, "One WAL PUT in flight")."""
+        PUT overlaps it, and passes ``wait=False``: WAL PUTs still in flight are taken by a later
+        round, woken when they end (docs/design/engine.md, "The writer's WAL pipeline")."""
         with self._flush_lock:
-            self._flusher.flush(blocking=False, acknowledge=acknowledge)
+            self._flusher.flush(blocking=False, acknowledge=acknowledge, wait=wait)
             if self._manifest.poll_due(poll_after_s):
                 self._manifest.poll()
             self._flusher.merge_runs(self._memtable)
@@ -474,6 +486,7 @@ class Db:
             self._compactor.close()
         self._stop_thread()
         self._status.close()
+        self._stop_wal_puts()
 
     def fail(self, error: BaseException) -> None:
         """Make every later call (and every waiter for durability) raise ``error``: what observing a
@@ -550,6 +563,11 @@ class Db:
                 self._manifest.release()
         finally:
             self._status.close()
+            self._stop_wal_puts()
+
+    def _stop_wal_puts(self) -> None:
+        if self._wal_puts is not None:
+            self._wal_puts.shutdown(wait=False)  # idle: every WAL write waits for its own PUTs
 
     def __enter__(self) -> Self:
         return self

@@ -86,7 +86,9 @@ class MemtableFlusher:
 
     # --- flushing ---------------------------------------------------------------------------------
 
-    def flush(self, *, blocking: bool, acknowledge: Callable[[], None] | None = None) -> None:
+    def flush(
+        self, *, blocking: bool, acknowledge: Callable[[], None] | None = None, wait: bool = True
+    ) -> None:
         """Write the queued WAL, then flush frozen memtables to L0, oldest first; waits for L0 room
         only when ``blocking``.
 
@@ -96,10 +98,11 @@ class MemtableFlusher:
         holding its writes. A memtable frozen while the WAL was being written (a write filled it, or
         ``flush_memtable`` froze it) still has its last segment queued: that is written first.
         Flushing it to L0 before would leave the segment to be written afterwards, after the replay
-        point, though L0 holds its writes.
+        point, though L0 holds its writes. ``wait=False`` (the background flusher) leaves WAL PUTs
+        in flight to its next round, except those of a frozen memtable, which are waited for.
         """
         acknowledge = acknowledge or self._wal.acknowledge
-        self._wal.write_queued(confirm=False)
+        self._wal.write_queued(confirm=False, wait=wait)
         acknowledge()
         while self._frozen:
             memtable = self._frozen[0]

@@ -12,9 +12,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from slate_ops.config import Duration
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW
 from slate_ops.sst.readahead import ReadAheadLimits
 
 MiB = 1024 * 1024
+WAL_PUTS_IN_FLIGHT = 4
+"""The default of :attr:`DbOptions.wal_puts_in_flight`, chosen by measurement (docs/design/engine.md,
+"The writer's WAL pipeline")."""
 
 
 class CheckpointScope(enum.Enum):
@@ -57,6 +61,10 @@ class DbOptions(BaseModel):
     """The WAL buffer is flushed early when it holds this many bytes (key + value + 16 per entry);
     a write finding twice this unwritten (the flusher is busy with an L0 SST) writes the WAL
     itself, so the buffer stays within about twice this."""
+    wal_puts_in_flight: int = Field(default=WAL_PUTS_IN_FLIGHT, ge=1, le=WAL_FENCE_WINDOW)
+    """The background flusher keeps up to this many WAL PUTs in flight, WAL ``N + 1``'s started while
+    ``N``'s is pending (docs/design/engine.md, "The writer's WAL pipeline"); 1: one at a time. At most
+    ``WAL_FENCE_WINDOW`` (a writer's reach past its first unacknowledged WAL SST)."""
     scan_read_ahead_bytes: int = Field(default=8 * MiB, ge=0)
     """A scan fetches SST blocks ahead of the merge, in the background, up to this many bytes
     requested and not yet scanned (docs/design/engine.md, "Read-ahead"); 0: no read-ahead, each

@@ -1,16 +1,15 @@
-"""The background flusher's acknowledgements, in a thread of their own (docs/design/engine.md, "One WAL PUT
-in flight").
+"""The background flusher's acknowledgements, in threads of their own (docs/design/engine.md, "The
+writer's WAL pipeline").
 
-The flusher thread writes round ``k``'s WAL SSTs and asks for a confirmation; it does not wait for it, so
-round ``k + 1``'s WAL PUT (the writes that arrived meanwhile) runs while round ``k`` is being confirmed.
-Still one WAL PUT in flight, and one confirmation: each starts after the WAL SSTs it acknowledges were
-created (:meth:`WalBuffer.acknowledge` reads what is written before it confirms). A fence or a deletion
-found by a confirmation fails the writer (recorded by the acknowledgement), so nothing is acknowledged
-after it.
+The flusher thread takes the WAL SSTs that landed (in id order, the landed prefix) and asks for a
+confirmation; it does not wait for it, so later WAL PUTs (the writes that arrived meanwhile) run while
+these are being confirmed. Each confirmation starts after the WAL SSTs it acknowledges were taken
+(:meth:`WalBuffer.acknowledge` reads what is written before it confirms). A fence or a deletion found by a
+confirmation fails the writer (recorded by the acknowledgement), so nothing is acknowledged after it.
 
-The confirmations run on a one-worker pool from the writer's runtime: a thread of their own under the
-system runtime; under a :class:`~slate_ops.runtime.ManualRuntime` (the simulation, the interleavings
-explorer) inline in the flusher's thread, confirm-then-next-PUT, so their store calls keep one order.
+The confirmations run on a pool from the writer's runtime, one worker per WAL PUT in flight: threads of
+their own under the system runtime; under a :class:`~slate_ops.runtime.ManualRuntime` (the simulation,
+the interleavings explorer) inline in the flusher's thread, so their store calls keep one order.
 """
 
 from __future__ import annotations
@@ -29,10 +28,11 @@ log = logging.getLogger(__name__)
 class WalConfirmer:
     """Acknowledges what the flusher wrote, one confirmation at a time, off the flusher's thread.
 
-    ``pool``: a one-worker executor (the writer's runtime's), so confirmations never overlap; a request
-    while one runs queues at most one more, which covers every WAL SST written before it starts. A
-    confirmation that fails on a store error leaves its writes unacknowledged; the flusher's next
-    round requests another.
+    ``pool``: the writer's runtime's executor with one worker per WAL PUT in flight
+    (``wal_puts_in_flight``; one: confirmations never overlap). A request starts a confirmation only
+    for writes that landed after the last one started (``_covered``), and queues at most one, which
+    covers every WAL SST written before it starts. A confirmation that fails on a store error leaves
+    its writes unacknowledged; the flusher's next round requests another.
     """
 
     def __init__(self, wal: WalBuffer, status: WriterStatus, pool: Executor) -> None:
@@ -41,12 +41,17 @@ class WalConfirmer:
         self._pool = pool
         self._lock = threading.Lock()
         self._queued = False
+        self._covered = 0  # written_seq when the last confirmation started: it acknowledges at least that
         self._stopped = False
 
     def request(self) -> None:
-        """WAL SSTs were written: acknowledge them (now, or right after the confirmation in flight)."""
+        """WAL SSTs were written: acknowledge them (now, or once a worker is free). Nothing to do when
+        every write in WAL SSTs is acknowledged, or covered by a confirmation that started after it
+        was written and is still running."""
         with self._lock:
             if self._queued or self._stopped or self._status.failure is not None:
+                return
+            if self._wal.written_seq <= max(self._wal.durable_seq, self._covered):
                 return
             self._queued = True
         self._pool.submit(self._confirm)
@@ -67,6 +72,7 @@ class WalConfirmer:
     def _confirm(self) -> None:
         with self._lock:
             self._queued = False  # a request from now on is a new confirmation, after this one
+            self._covered = max(self._covered, self._wal.written_seq)  # acknowledge reads no less
         if self._status.failure is not None:
             return
         try:
@@ -74,4 +80,6 @@ class WalConfirmer:
         except FencedError:
             pass  # recorded on the writer by the acknowledgement: every waiter raises it
         except Exception as error:  # a store error: the writes stay unacknowledged, retried
+            with self._lock:
+                self._covered = self._wal.durable_seq  # the next request confirms them again
             log.warning("confirming the WAL of %s failed, will retry: %s", self._status.location, error)

@@ -1,9 +1,11 @@
-"""WAL SSTs appear in id order: WAL ``N`` is created only once WAL ``N - 1`` exists.
+"""The order of WAL PUTs and acknowledgements (docs/design/engine.md, "Several WAL PUTs in flight").
 
-Openers fence above every WAL id they list and replay everything listed below the fence, so a WAL
-``N + 1`` visible while ``N`` is still in flight would let an opener replay a write after a gap — why
-one WAL PUT is in flight at a time (docs/design/engine.md, "One WAL PUT in flight"). Checked on every
-WAL PUT under concurrent durable writers, with the PUTs slowed down so a second one would overlap.
+Up to ``wal_puts_in_flight`` WAL PUTs overlap (one with 1: WAL ``N`` created only once ``N - 1``
+exists, today's order), never one at an id ``>=`` the first unacknowledged WAL SST's
+``+ WAL_FENCE_WINDOW``, and a write is acknowledged only once its WAL SST and every earlier one have
+landed and a confirmation that started after them ended. Gated tests park one WAL PUT while the next
+lands: nothing is acknowledged past the parked one; a newer opener, a window fence at the writer's id
+and a store error on the parked PUT each resolve as the protocol says.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from datetime import timedelta
 from typing import TypeVar
 
 import pytest
+from pydantic import ValidationError
 
-from slate_ops import Db
+from slate_ops import Db, DbOptions
+from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE, WalObjectKind, wal_object_kind
 from slate_ops.engine.wal_store import WalStore
-from slate_ops.errors import DbDeletedError, FencedError, ObjectNotFoundError
+from slate_ops.errors import DbDeletedError, FencedError, ObjectNotFoundError, ObjectStoreError
 from slate_ops.layout import MANIFEST_DIR, parse_wal_key, wal_key
 from slate_ops.objstore import MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
@@ -71,11 +75,14 @@ class WalOrderCheckingStore:
             return self.inner.put(key, data, mode or PutMode.overwrite(), put_id)
         with self._lock:
             self.wal_puts += 1
+            # The opener's fence, then the writer's first WAL SST (which rule 3 may start up to
+            # WAL_FENCE_WINDOW ids after that fence): from the next one on, each follows the one before.
+            follows = self.wal_puts > 2
             if self.in_flight:
                 self.overlapping.append((wal_id, set(self.in_flight)))
             self.in_flight.add(wal_id)
         try:
-            if wal_id > 1 and not self._exists(wal_id - 1):
+            if follows and not self._exists(wal_id - 1):
                 self.after_gap.append(wal_id)
             time.sleep(PUT_DELAY_S)
             return self.inner.put(key, data, mode or PutMode.overwrite(), put_id)
@@ -126,14 +133,31 @@ def _durable_writers(db: Db, on_ack: Callable[[bytes], None] = lambda key: None)
     assert errors == []
 
 
-def test_concurrent_durable_writers_create_wal_ssts_one_at_a_time_in_id_order() -> None:
+def test_one_wal_put_in_flight_creates_wal_ssts_one_at_a_time_in_id_order() -> None:
+    """``wal_puts_in_flight=1`` keeps today's order under concurrent durable writers."""
     memory = MemoryStore()
     store = WalOrderCheckingStore(memory, "db")
-    db = Db.open("db", store, quiet(wal_flush_interval=timedelta(milliseconds=5)))
+    db = Db.open("db", store, quiet(wal_flush_interval=timedelta(milliseconds=5), wal_puts_in_flight=1))
     _durable_writers(db)
     assert store.wal_puts > 2, "the writers never wrote the WAL"
     assert store.overlapping == [], f"WAL PUTs overlapped: {store.overlapping[:5]}"
     assert store.after_gap == [], f"WAL SSTs created while the one before did not exist: {store.after_gap}"
+    with Db.open("db", memory, quiet()) as reopened:
+        for n in range(WRITERS):
+            assert [reopened.get(b"w%d-%03d" % (n, i)) for i in range(PUTS_EACH)] == [b"v"] * PUTS_EACH
+
+
+@pytest.mark.parametrize("in_flight", [2, 4])
+def test_several_wal_puts_overlap_up_to_the_option(in_flight: int) -> None:
+    memory = MemoryStore()
+    store = WalOrderCheckingStore(memory, "db")
+    db = Db.open(
+        "db", store, quiet(wal_flush_interval=timedelta(milliseconds=5), wal_puts_in_flight=in_flight)
+    )
+    _durable_writers(db)
+    most = max((len(others) + 1 for _, others in store.overlapping), default=1)
+    assert most > 1, "no two WAL PUTs ever overlapped: nothing was pipelined"
+    assert most <= in_flight, f"{most} WAL PUTs in flight at once, more than wal_puts_in_flight={in_flight}"
     with Db.open("db", memory, quiet()) as reopened:
         for n in range(WRITERS):
             assert [reopened.get(b"w%d-%03d" % (n, i)) for i in range(PUTS_EACH)] == [b"v"] * PUTS_EACH
@@ -198,13 +222,19 @@ class EventLog(HookedStore):
         return sorted(found)
 
 
-def test_every_durable_write_is_acknowledged_after_a_confirmation_that_started_after_its_wal_put() -> None:
-    """Eight durable writers: WAL PUTs never overlap one another; each acknowledged write's WAL PUT
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_every_durable_write_is_acknowledged_after_a_confirmation_that_started_after_its_wal_prefix(
+    in_flight: int,
+) -> None:
+    """Eight durable writers: the WAL PUTs of each acknowledged write's WAL SST and of every earlier one
     ended before some manifest confirmation started, and that confirmation ended before the put
-    returned; and confirmations do overlap the next WAL PUT (the flusher does not wait for them)."""
+    returned; confirmations do overlap a later WAL PUT (the flusher does not wait for them); with one
+    PUT in flight, WAL PUTs never overlap one another."""
     memory = MemoryStore()
     store = EventLog(memory, "db")
-    db = Db.open("db", store, quiet(wal_flush_interval=timedelta(milliseconds=5)))
+    db = Db.open(
+        "db", store, quiet(wal_flush_interval=timedelta(milliseconds=5), wal_puts_in_flight=in_flight)
+    )
     _durable_writers(db, on_ack=store.acked)
 
     wal = WalStore(memory, "db")
@@ -212,15 +242,17 @@ def test_every_durable_write_is_acknowledged_after_a_confirmation_that_started_a
     puts = store.spans("put")
     put_end = {int(wal_id): end for _, end, wal_id in puts}
     lists = store.spans("list")
-    assert all(a[1] < b[0] for a, b in itertools.pairwise(puts)), "two WAL PUTs overlapped"
+    if in_flight == 1:
+        assert all(a[1] < b[0] for a, b in itertools.pairwise(puts)), "two WAL PUTs overlapped"
     acks = [event for event in store.events if event.kind == "ack"]
     assert len(acks) == WRITERS * PUTS_EACH
     for ack in acks:
-        written = put_end[wal_of[ack.detail]]
+        written = max(end for wal_id, end in put_end.items() if wal_id <= wal_of[ack.detail])
         confirming = [(start, end) for start, end, _ in lists if start > written and end < ack.index]
         assert confirming, (
-            f"{ack.detail} (WAL {wal_of[ack.detail]}, PUT ended at step {written}) was acknowledged at step "
-            f"{ack.index} without a manifest confirmation that started after its WAL PUT ended"
+            f"{ack.detail} (WAL {wal_of[ack.detail]}, PUTs up to it ended at step {written}) was "
+            f"acknowledged at step {ack.index} without a manifest confirmation that started after its "
+            "WAL prefix landed"
         )
     overlapped = [(s, e) for s, e, _ in lists if any(ps < e and s < pe for ps, pe, _ in puts)]
     assert overlapped, "no confirmation ran while the next WAL PUT was in flight: the flusher waited for it"
@@ -255,6 +287,10 @@ class Gate:
 
     def arm(self) -> None:
         self._armed = True
+
+    @property
+    def armed(self) -> bool:
+        return self._armed
 
     def release(self) -> None:
         self._go.set()
@@ -341,3 +377,228 @@ def test_a_wal_put_in_flight_when_a_confirmation_finds_the_database_deleted_is_w
     assert db.durable_seq == 0
     leftovers = [meta.key for meta in memory.list("db/")]
     assert leftovers == [], f"WAL SSTs left in the deleted database: {leftovers}"  # ... and is withdrawn
+
+
+# --- several PUTs in flight: PUT N parked while N + 1 lands -------------------------------------------
+
+PIPELINED = quiet(wal_puts_in_flight=2)
+
+
+class ParkedPut(HookedStore):
+    """Parks, when armed, the next WAL PUT until released; then runs it, or raises ``fail`` instead."""
+
+    def __init__(self, inner: ObjectStore, db_path: str) -> None:
+        super().__init__(inner)
+        self.db_path = db_path
+        self.gate = Gate()
+        self.fail: Exception | None = None
+        self.puts: list[int] = []  # WAL ids of every WAL PUT, in start order
+        self._lock = threading.Lock()
+
+    def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
+        wal_id = parse_wal_key(self.db_path, key) if op == "put" else None
+        if wal_id is None:
+            return call()
+        with self._lock:
+            self.puts.append(wal_id)
+            armed = self.gate.armed
+        self.gate.pass_through()
+        if armed and self.fail is not None:
+            raise self.fail
+        return call()
+
+
+def _exists(store: ObjectStore, wal_id: int) -> bool:
+    try:
+        store.head(wal_key("db", wal_id))
+    except ObjectNotFoundError:
+        return False
+    return True
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def _n_parked_n_plus_1_landed(
+    memory: MemoryStore,
+    store: ParkedPut,
+    outcomes: dict[bytes, BaseException | None],
+    options: DbOptions = PIPELINED,
+) -> tuple[Db, int, list[threading.Thread]]:
+    """A pipelined writer whose WAL PUT ``N`` (``k1``) is parked while ``N + 1`` (``k2``) has landed."""
+    db = Db.open("db", store, options)
+    first_id = db.next_wal_id
+    store.gate.arm()
+    threads = [_durable_put(db, b"k1", outcomes)]
+    assert store.gate.parked.wait(30), "WAL PUT N never started"
+    threads.append(_durable_put(db, b"k2", outcomes))
+    _wait_for(lambda: _exists(memory, first_id + 1), "WAL N + 1 to land while N is parked")
+    return db, first_id, threads
+
+
+def test_nothing_past_a_parked_wal_put_is_acknowledged_until_it_lands_and_a_confirmation_follows() -> None:
+    memory = MemoryStore()
+    store = ParkedPut(memory, "db")
+    log_ = EventLog(store, "db")
+    outcomes: dict[bytes, BaseException | None] = {}
+    db = Db.open("db", log_, PIPELINED)
+    first_id = db.next_wal_id
+    store.gate.arm()
+    threads = [_durable_put(db, b"k1", outcomes)]
+    assert store.gate.parked.wait(30), "WAL PUT N never started"
+    threads.append(_durable_put(db, b"k2", outcomes))
+    _wait_for(lambda: _exists(memory, first_id + 1), "WAL N + 1 to land while N is parked")
+    time.sleep(0.3)  # time enough for a wrong writer to confirm and acknowledge N + 1
+    assert db.durable_seq == 0, "a write past the parked WAL PUT was acknowledged"
+    assert outcomes == {}, f"a durable put returned while WAL N was parked: {outcomes}"
+    store.gate.release()
+    for thread in threads:
+        thread.join(30)
+    assert outcomes == {b"k1": None, b"k2": None}
+    n_landed = next(end for start, end, wal_id in log_.spans("put") if wal_id == str(first_id))
+    lists = log_.spans("list")
+    assert any(start > n_landed for start, _, _ in lists), "no confirmation started after WAL N landed"
+    first_ack = min(i for i, e in enumerate(log_.events) if e.kind == "list-end" and e.index > n_landed)
+    assert db.durable_seq == 2 and first_ack > n_landed
+    db.close()
+    with Db.open("db", memory, quiet()) as reopened:
+        assert (reopened.get(b"k1"), reopened.get(b"k2")) == (b"v", b"v")
+
+
+def test_a_newer_opener_while_a_wal_put_is_parked_fails_both_writes_and_acknowledges_neither() -> None:
+    memory = MemoryStore()
+    store = ParkedPut(memory, "db")
+    outcomes: dict[bytes, BaseException | None] = {}
+    with quiet_logs():
+        db, first_id, threads = _n_parked_n_plus_1_landed(memory, store, outcomes)
+        newer = Db.open("db", memory, quiet())  # claims epoch 2 and fences the WAL
+        store.gate.release()  # WAL N: taken by the fence (rule 3), or lands and the confirmation sees epoch 2
+        for thread in threads:
+            thread.join(30)
+        assert {key: type(error) for key, error in outcomes.items()} == {
+            b"k1": FencedError,
+            b"k2": FencedError,
+        }
+        assert db.durable_seq == 0
+        with pytest.raises(FencedError):
+            db.close()
+    assert newer.get(b"k1") is None  # WAL N did not exist when the newer writer fenced
+    if memory.head(wal_key("db", first_id)).size == len(WINDOW_FENCE):
+        # Rule 3: the opener's window fence at N covers N + 1, which is never replayed.
+        assert newer.get(b"k2") is None
+    newer.close()
+
+
+def _chain(store: ObjectStore, after: int) -> list[bytes]:
+    """The keys of the WAL read as a chain from ``after + 1`` (rule 1 of "Several WAL PUTs in
+    flight"): data is applied, a legacy fence stepped over, a window fence jumps ``WAL_FENCE_WINDOW``
+    ids, the first missing id ends it."""
+    wal = WalStore(store, "db")
+    sizes = dict(wal.list_sizes(after))
+    keys: list[bytes] = []
+    wal_id = after + 1
+    while wal_id in sizes:
+        kind = wal_object_kind(sizes[wal_id])
+        if kind is WalObjectKind.WINDOW_FENCE:
+            wal_id += WAL_FENCE_WINDOW
+            continue
+        keys += [key for key, _, _, _ in wal.read(wal_id)]
+        wal_id += 1
+    return keys
+
+
+def test_a_window_fence_at_the_writers_id_reissues_its_wal_after_the_window() -> None:
+    """A lower-epoch opener's window fence lands at WAL N while N is parked and N + 1 has landed: both
+    segments are written again from N + WAL_FENCE_WINDOW and acknowledged; the chain holds each write
+    once (N + 1's first copy is an orphan inside the window)."""
+    memory = MemoryStore()
+    store = ParkedPut(memory, "db")
+    outcomes: dict[bytes, BaseException | None] = {}
+    with quiet_logs():
+        db, first_id, threads = _n_parked_n_plus_1_landed(memory, store, outcomes)
+        memory.put(wal_key("db", first_id), WINDOW_FENCE, PutMode.create())
+        store.gate.release()
+        for thread in threads:
+            thread.join(30)
+    assert outcomes == {b"k1": None, b"k2": None}
+    assert db.durable_seq == 2
+    assert sorted({wal_id for wal_id in store.puts if wal_id >= first_id}) == [
+        first_id,
+        first_id + 1,
+        first_id + WAL_FENCE_WINDOW,
+        first_id + WAL_FENCE_WINDOW + 1,
+    ]
+    db.put(b"k3", b"v", await_durable=True)
+    replay_after = db.manifest.replay_after_wal_id
+    db.close()
+    assert sorted(_chain(memory, replay_after)) == [b"k1", b"k2", b"k3"]
+
+
+def test_a_store_error_on_a_parked_wal_put_retries_it_at_the_same_ids_without_duplicates() -> None:
+    memory = MemoryStore()
+    store = ParkedPut(memory, "db")
+    store.fail = ObjectStoreError("injected: the PUT of WAL N failed")
+    outcomes: dict[bytes, BaseException | None] = {}
+    with quiet_logs():
+        # The flusher retries a failed WAL write at its next tick, as with one PUT in flight.
+        retrying = PIPELINED.model_copy(update={"wal_flush_interval": timedelta(milliseconds=20)})
+        db, first_id, threads = _n_parked_n_plus_1_landed(memory, store, outcomes, retrying)
+        store.gate.release()
+        for thread in threads:
+            thread.join(30)
+    assert outcomes == {b"k1": None, b"k2": None}
+    wal = WalStore(memory, "db")
+    written = {wal_id: [key for key, _, _, _ in wal.read(wal_id)] for wal_id in wal.list_ids(first_id - 1)}
+    assert written == {first_id: [b"k1"], first_id + 1: [b"k2"]}, "retried at other ids, or duplicated"
+    db.close()
+    with Db.open("db", memory, quiet()) as reopened:
+        assert (reopened.get(b"k1"), reopened.get(b"k2")) == (b"v", b"v")
+
+
+def test_a_writer_never_starts_a_wal_put_beyond_its_reach() -> None:
+    """Confirmations held back: the writer's WAL PUTs stop at its first unacknowledged WAL SST's id +
+    WAL_FENCE_WINDOW, until it confirms in the flusher's thread (rule 2)."""
+    memory = MemoryStore()
+    held = threading.Event()
+
+    class HeldConfirmations(HookedStore):
+        def __init__(self) -> None:
+            super().__init__(memory)
+            self.db: Db | None = None
+            self.starts: list[tuple[int, int]] = []  # (WAL id, durable_seq) at each WAL PUT's start
+
+        def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
+            wal_id = parse_wal_key("db", key) if op == "put" else None
+            if wal_id is not None and self.db is not None:
+                self.starts.append((wal_id, self.db.durable_seq))
+            if op == "list" and threading.current_thread().name.startswith("slate-ops-confirmer"):
+                held.wait(30)
+            return call()
+
+    store = HeldConfirmations()
+    db = Db.open(
+        "db", store, quiet(wal_flush_interval=timedelta(milliseconds=2), wal_puts_in_flight=WAL_FENCE_WINDOW)
+    )
+    store.db = db
+    for i in range(3 * WAL_FENCE_WINDOW):
+        db.put(b"k%03d" % i, b"v")
+        _wait_for(lambda n=i: len(store.starts) > n, "its WAL PUT")  # type: ignore[misc]
+    held.set()
+    db.close()
+    wal = WalStore(memory, "db")
+    last_seq = {wal_id: max(seq for _, seq, _, _ in wal.read(wal_id)) for wal_id, _ in store.starts}
+    assert max(wal_id for wal_id, _ in store.starts) >= store.starts[0][0] + WAL_FENCE_WINDOW
+    for wal_id, durable in store.starts:
+        first_unacknowledged = min(w for w, seq in last_seq.items() if seq > durable)
+        assert wal_id < first_unacknowledged + WAL_FENCE_WINDOW, (wal_id, durable, first_unacknowledged)
+
+
+@pytest.mark.parametrize("value", [0, WAL_FENCE_WINDOW + 1])
+def test_wal_puts_in_flight_is_bounded_by_the_fence_window(value: int) -> None:
+    with pytest.raises(ValidationError, match="wal_puts_in_flight"):
+        DbOptions(wal_puts_in_flight=value)
+    assert DbOptions(wal_puts_in_flight=WAL_FENCE_WINDOW).wal_puts_in_flight == WAL_FENCE_WINDOW

@@ -111,13 +111,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "slate_ops/engine/wal_buffer.py",
-                "        table = entries_to_table(segment.entries)\n"
-                "        for _ in range(MAX_FENCE_SKIPS + 1):\n",
-                "        with self._durable:  # MUTATION: durable before the WAL SST exists\n"
-                "            self._durable_seq = max(self._durable_seq, segment.entries[-1][1])\n"
-                "            self._durable.notify_all()\n"
-                "        table = entries_to_table(segment.entries)\n"
-                "        for _ in range(MAX_FENCE_SKIPS + 1):\n",
+                "            segment.in_flight = True\n            future = self._submit(segment, wal_id)\n",
+                "            with self._durable:  # MUTATION: durable before the WAL SST exists\n"
+                "                self._durable_seq = max(self._durable_seq, segment.entries[-1][1])\n"
+                "                self._durable.notify_all()\n"
+                "            segment.in_flight = True\n"
+                "            future = self._submit(segment, wal_id)\n",
             ),
         ),
     ),
@@ -128,18 +127,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "slate_ops/engine/wal_buffer.py",
-                "                if segment.entries:\n"
-                "                    self._write_segment(segment)\n"
-                "                with self._queue_lock:\n"
-                "                    self._segments.pop(0)\n"
-                "                    self._queued_bytes -= segment.size\n",
-                "                try:\n"
-                "                    if segment.entries:\n"
-                "                        self._write_segment(segment)\n"
-                "                finally:  # MUTATION: dropped from the queue even if the write raised\n"
-                "                    with self._queue_lock:\n"
-                "                        self._segments.pop(0)\n"
-                "                        self._queued_bytes -= segment.size\n",
+                "                if future.result():\n",
+                "                if future.exception() is not None or future.result():  # MUTATION\n"
+                "                    # a failed write counts as landed: its segment leaves the queue\n",
             ),
         ),
     ),

@@ -28,6 +28,7 @@ from slate_ops.objstore import FaultInjectingStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.objstore.wrappers import SimulatedCrash
 from slate_ops.runtime import ManualRuntime
+from tests.reliability.sim.wal_puts import SimRuntime
 
 MAIN = "main"
 ACTORS = ("writer", "reader", "compactor", "gc", "admin", "lifecycle")
@@ -167,8 +168,9 @@ def derive(seed: int, *parts: str) -> int:
 def sim_runtime(seed: int) -> ManualRuntime:
     """The one runtime of a run, passed as ``clock=`` to every component: time moves when the
     scheduler says so; UUIDs (checkpoint ids), ULIDs (SST, view and compaction ids) and the
-    compactor's output ids come from ``seed``. Two runs of one seed hand out the same ids."""
-    return ManualRuntime(START_TIME, seed=derive(seed, "ids"))
+    compactor's output ids come from ``seed``, and so does the order in which a writer's WAL PUTs in
+    flight land (tests/reliability/sim/wal_puts.py). Two runs of one seed hand out the same ids."""
+    return SimRuntime(START_TIME, seed=derive(seed, "ids"), wal_put_seed=derive(seed, "wal-puts"))
 
 
 @contextlib.contextmanager
