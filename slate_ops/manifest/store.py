@@ -184,8 +184,8 @@ def require_usable(manifest: Manifest, location: str) -> None:
 
 def continue_after(tombstone: VersionedManifest, manifest: Manifest, location: str) -> Manifest:
     """``manifest`` as the first manifest of a new database after ``tombstone``: its epochs, WAL ids
-    and ``wal_id_last_seen`` continue the tombstone's (whose WAL fence is ``next_wal_sst_id - 1``),
-    so the new database replays nothing at or below the fence.
+    and ``wal_id_last_seen`` continue the tombstone's (whose WAL fence, and the fence's window, end at
+    ``next_wal_sst_id - 1``), so the new database replays nothing at or below them.
 
     A manifest that brings WAL SSTs of its own in ``(replay_after_wal_id, wal_id_last_seen]`` (a
     clone copies its parent's WAL ids) must lie above the fence, else :class:`InvalidArgumentError`:

@@ -39,7 +39,7 @@ from slate_ops.errors import (
 )
 from slate_ops.gc import GarbageCollector, GcOptions
 from slate_ops.manifest.model import Checkpoint
-from slate_ops.manifest.store import ManifestStore
+from slate_ops.manifest.store import WRITER_EPOCH, ManifestStore
 from slate_ops.objstore import FaultInjectingStore, MemoryStore
 from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
 from slate_ops.runtime import ManualRuntime
@@ -372,10 +372,28 @@ class Interpose:
         self.inner.delete(key)
 
 
+def test_a_writer_claimed_under_before_its_wal_fence_lands_does_not_open() -> None:
+    """Writer A claims its epoch; right before A creates its WAL fence, another process claims a higher
+    epoch (and fences nothing yet). A's fence lands where A wanted it: only the post-fence epoch check
+    finds the newer epoch, and A must refuse to open; the next writer acknowledges and is read."""
+    store = MemoryStore()
+    admin.create_db("db", store)
+    interposed = Interpose(store)
+    interposed.arm("put", WAL, lambda: ManifestStore(store, "db").claim(WRITER_EPOCH))
+    with pytest.raises(FencedError):
+        Db.open("db", interposed, OPTIONS)
+    assert interposed.fired
+    with Db.open("db", store, OPTIONS) as b:
+        b.put(b"k", b"from B", await_durable=True)
+    with DbReader.open("db", store) as reader:
+        assert reader.get(b"k") == b"from B"
+
+
 def test_a_writer_fenced_before_its_wal_fence_lands_does_not_open() -> None:
     """Writer A claims its epoch; right before A creates its WAL fence, writer B opens (a higher
-    epoch, its fence at the id A wanted). A's fence lands above B's: A must find B's epoch after it
-    (the post-fence epoch check) and refuse to open; B acknowledges and its write is read."""
+    epoch, its window fence at the id A wanted). A's create fails there; A must find B's epoch (its
+    HEAD finds B's fence, and it confirms before jumping it) and refuse to open without fencing B's
+    first WAL id; B acknowledges and its write is read."""
     store = MemoryStore()
     admin.create_db("db", store)
     interposed = Interpose(store)
