@@ -21,13 +21,14 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from slate_ops import Db
 from slate_ops.admin import clone, rescale
+from slate_ops.engine import db as writer_module
 from slate_ops.engine.wal_chain import is_data
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.gc import collector as gc_collector
@@ -164,7 +165,14 @@ def test_a_writer_that_does_not_replay_its_wal_is_caught(
     """Writes acknowledged only in the WAL are lost once the next writer flushes past them: the
     reader after a crash later in that step misses them."""
     template, directory, count = counted
-    monkeypatch.setattr(Db, "_replay", lambda self, wal, segments: None)  # the writer replays nothing
+
+    class NoReplay(WalStore):  # the writer's WAL reads nothing back (readers still tail the WAL)
+        def read_many(
+            self, segments: Iterable[tuple[int, int]], parallelism: int | None = None
+        ) -> Iterator[Any]:
+            return iter(())
+
+    monkeypatch.setattr(writer_module, "WalStore", NoReplay)
     result = sweep_point(template, directory, first_point_of("write_main_b", count) + 20)
     assert result.lost > 0 and result.error is not None and "acknowledged write(s) lost" in result.error
 

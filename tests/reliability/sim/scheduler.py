@@ -39,6 +39,7 @@ from tests.reliability.sim.runtime import (
     memoized_manifest_decoding,
     without_faults,
 )
+from tests.reliability.sim.wal_puts import SimRuntime
 
 
 class Simulation:
@@ -86,6 +87,8 @@ class Simulation:
         figures = {k: float(v) for k, v in ctx.figures.items()}
         figures["writes_issued"] = float(ctx.model.issued)
         figures["objects_at_end"] = float(len(listing))
+        if isinstance(ctx.clock, SimRuntime):  # WAL PUTs started together that landed out of id order
+            figures["wal_put_batches_reordered"] = float(sum(p.reordered for p in ctx.clock.wal_put_pools))
         digest = hashlib.sha256(repr(([tuple(vars(e).values()) for e in ctx.trace], listing)).encode())
         return SimResult(
             ctx.config,
