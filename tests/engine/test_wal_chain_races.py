@@ -31,7 +31,7 @@ OVERWRITE = PutMode.overwrite()
 
 
 @pytest.fixture(params=["memory", "local"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+def memory_or_local(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     return MemoryStore("chain") if request.param == "memory" else LocalStore(tmp_path / "store")
 
 
@@ -74,7 +74,10 @@ class LandingAfterTheFence:
         self.inner.delete(key)
 
 
-def test_an_opener_replays_exactly_the_prefix_below_the_first_missing_wal(store: ObjectStore) -> None:
+def test_an_opener_replays_exactly_the_prefix_below_the_first_missing_wal(
+    memory_or_local: ObjectStore,
+) -> None:
+    store = memory_or_local
     old = Db.open(DB, store, QUIET)
     for i in range(3):
         old.put(b"acked-%d" % i, b"v", await_durable=True)  # one WAL SST each, all acknowledged
@@ -106,7 +109,8 @@ def test_an_opener_replays_exactly_the_prefix_below_the_first_missing_wal(store:
         assert reader.get(b"new") == b"n" and reader.get(b"orphan-late") is None
 
 
-def test_a_wal_written_before_window_fences_replays_whole(store: ObjectStore) -> None:
+def test_a_wal_written_before_window_fences_replays_whole(memory_or_local: ObjectStore) -> None:
+    store = memory_or_local
     """The layout of earlier versions: data, an empty fence (an opener's), data after it, another
     empty fence: every WAL SST is replayed, the fences stepped over."""
     admin.create_db(DB, store)
@@ -125,7 +129,8 @@ def test_a_wal_written_before_window_fences_replays_whole(store: ObjectStore) ->
         assert [reader.get(k) for k in (b"a", b"b", b"c", b"d")] == [b"va", b"vb", b"vc", b"vd"]
 
 
-def test_a_reader_tail_stops_at_a_gap_and_resumes_there_when_it_fills(store: ObjectStore) -> None:
+def test_a_reader_tail_stops_at_a_gap_and_resumes_there_when_it_fills(memory_or_local: ObjectStore) -> None:
+    store = memory_or_local
     admin.create_db(DB, store)
     wal = WalStore(store, DB)
 
@@ -146,7 +151,8 @@ def test_a_reader_tail_stops_at_a_gap_and_resumes_there_when_it_fills(store: Obj
         assert fresh.get(b"four") == b"v"
 
 
-def test_a_reader_skips_the_ids_a_window_fence_covers(store: ObjectStore) -> None:
+def test_a_reader_skips_the_ids_a_window_fence_covers(memory_or_local: ObjectStore) -> None:
+    store = memory_or_local
     admin.create_db(DB, store)
     wal = WalStore(store, DB)
     assert wal.write(1, entries_to_table([(b"one", 1, KIND_VALUE, b"v")]))
