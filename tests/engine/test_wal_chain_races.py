@@ -9,8 +9,9 @@ everything acknowledged (below ``N``) must survive every reopen.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -20,9 +21,12 @@ from slate_ops.engine.wal_fence import WAL_FENCE_WINDOW, WINDOW_FENCE
 from slate_ops.engine.wal_store import WalStore
 from slate_ops.layout import parse_wal_key
 from slate_ops.objstore import LocalStore, MemoryStore
-from slate_ops.objstore.base import GetResult, ObjectMeta, ObjectStore, PutMode, PutResult
+from slate_ops.objstore.base import ObjectStore, PutMode, PutResult
 from slate_ops.sst import entries_to_table
+from tests.reliability.hooked_store import HookedStore
 from tests.support.engine import QUIET, QUIET_READER, simulate_crash
+
+_R = TypeVar("_R")
 
 DB = "db"
 W = WAL_FENCE_WINDOW
@@ -40,17 +44,16 @@ def orphan(wal: WalStore, wal_id: int, key: bytes) -> None:
     assert wal.write(wal_id, entries_to_table([(key, ORPHAN_SEQ + wal_id, KIND_VALUE, b"orphan")]))
 
 
-class LandingAfterTheFence:
+class LandingAfterTheFence(HookedStore):
     """``inner`` where ``landing`` (WAL id -> key) are created as orphans right after the next
     window fence is created: PUTs of a fenced writer that land after an opener's LIST and fence."""
 
     def __init__(self, inner: ObjectStore, landing: dict[int, bytes]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.landing = dict(landing)
 
-    @property
-    def url(self) -> str:
-        return self.inner.url
+    def _call(self, op: str, key: str, call: Callable[[], _R]) -> _R:
+        return call()
 
     def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE, put_id: str | None = None) -> PutResult:
         result = self.inner.put(key, data, mode, put_id)
@@ -60,18 +63,6 @@ class LandingAfterTheFence:
                 orphan(wal, wal_id, orphan_key)
             self.landing.clear()
         return result
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        return self.inner.get(key, byte_range)
-
-    def head(self, key: str) -> ObjectMeta:
-        return self.inner.head(key)
-
-    def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectMeta]:
-        return self.inner.list(prefix, start_after)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
 
 
 def test_an_opener_replays_exactly_the_prefix_below_the_first_missing_wal(

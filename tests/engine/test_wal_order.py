@@ -428,9 +428,11 @@ def _n_parked_n_plus_1_landed(
     store: ParkedPut,
     outcomes: dict[bytes, BaseException | None],
     options: DbOptions = PIPELINED,
+    through: ObjectStore | None = None,
 ) -> tuple[Db, int, list[threading.Thread]]:
-    """A pipelined writer whose WAL PUT ``N`` (``k1``) is parked while ``N + 1`` (``k2``) has landed."""
-    db = Db.open("db", store, options)
+    """A pipelined writer (on ``store``, or on ``through`` wrapping it) whose WAL PUT ``N`` (``k1``) is
+    parked while ``N + 1`` (``k2``) has landed."""
+    db = Db.open("db", through or store, options)
     first_id = db.next_wal_id
     store.gate.arm()
     threads = [_durable_put(db, b"k1", outcomes)]
@@ -445,13 +447,7 @@ def test_nothing_past_a_parked_wal_put_is_acknowledged_until_it_lands_and_a_conf
     store = ParkedPut(memory, "db")
     log_ = EventLog(store, "db")
     outcomes: dict[bytes, BaseException | None] = {}
-    db = Db.open("db", log_, PIPELINED)
-    first_id = db.next_wal_id
-    store.gate.arm()
-    threads = [_durable_put(db, b"k1", outcomes)]
-    assert store.gate.parked.wait(30), "WAL PUT N never started"
-    threads.append(_durable_put(db, b"k2", outcomes))
-    _wait_for(lambda: _exists(memory, first_id + 1), "WAL N + 1 to land while N is parked")
+    db, first_id, threads = _n_parked_n_plus_1_landed(memory, store, outcomes, through=log_)
     time.sleep(0.3)  # time enough for a wrong writer to confirm and acknowledge N + 1
     assert db.durable_seq == 0, "a write past the parked WAL PUT was acknowledged"
     assert outcomes == {}, f"a durable put returned while WAL N was parked: {outcomes}"
